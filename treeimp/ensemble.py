@@ -1,0 +1,402 @@
+"""The normal form: one set of flat node arrays for every supported tree ensemble.
+
+Parsers (``treeimp/parsers/``) build a list of :class:`Tree` objects (local node
+indices, one tree each) and hand them to :meth:`TreeEnsemble.from_trees`, which
+validates them, puts every node value on one consistent scale and concatenates the
+trees into flat arrays with offsets (no padding). Kernels only ever see those arrays;
+nothing downstream knows which library a model came from.
+
+Routing rules a node can express (each parser maps its library onto them):
+
+* numeric split: ``x < threshold`` (``comparison == "<"``) or ``x <= threshold``
+  goes left, after rounding ``x`` to float32 when ``round_float32`` is set;
+* ``nan_mode`` per node: ``NAN_MISSING`` (NaN follows ``missing_left``),
+  ``NAN_AS_ZERO`` (NaN is replaced by 0.0 and compared), ``NAN_ZERO_MISSING``
+  (NaN and ``|x| <= 1e-35`` follow ``missing_left``);
+* categorical split: the category code is ``int(x)`` (truncation); NaN and negative
+  codes follow ``missing_left``; listed codes go the way ``category_left`` says;
+  codes that are not listed go the way ``category_default_left`` says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+NAN_MISSING = 0
+NAN_AS_ZERO = 1
+NAN_ZERO_MISSING = 2
+
+FOREST = "forest"
+BOOSTING = "boosting"
+
+
+@dataclass
+class Tree:
+    """One tree as a parser produces it: node arrays with LOCAL child indices.
+
+    ``left``/``right`` are -1 at leaves, ``feature`` is -1 at leaves. ``value`` has
+    shape (n_nodes, value_dim); only leaf rows are used (internal values are
+    recomputed). ``weight`` is the training weight / cover, ``impurity`` and ``gain``
+    are NaN where the library does not store them. ``categories`` maps a node index to
+    ``(codes, goes_left, default_left)``: the listed integer codes, where each goes,
+    and where unlisted codes go.
+    """
+
+    left: np.ndarray
+    right: np.ndarray
+    feature: np.ndarray
+    threshold: np.ndarray
+    value: np.ndarray
+    weight: np.ndarray
+    missing_left: np.ndarray | None = None
+    nan_mode: np.ndarray | None = None
+    impurity: np.ndarray | None = None
+    gain: np.ndarray | None = None
+    categories: dict = field(default_factory=dict)
+    output: int = 0
+    scale: float = 1.0
+    learning_rate: float = 1.0
+
+
+@dataclass
+class Objective:
+    """The model's objective: a canonical loss name plus the constants that define it.
+
+    Names and parameters are described in ``treeimp/losses.py``; ``link`` maps the raw
+    margin to the prediction scale ("identity", "sigmoid", "softmax", "exp",
+    "proba" for forest classifiers whose raw output already is a probability).
+    """
+
+    name: str
+    params: dict = field(default_factory=dict)
+    link: str = "identity"
+    source: str = ""  # the library's own spelling, for messages
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        return f"Objective({self.name!r}{', ' if params else ''}{params}, link={self.link!r})"
+
+
+def _as_1d(name, arr, n, dtype):
+    a = np.asarray(arr)
+    if a.ndim != 1 or a.shape[0] != n:
+        raise ValueError(f"tree field {name!r} has shape {a.shape}, expected ({n},)")
+    return a.astype(dtype, copy=False)
+
+
+class TreeEnsemble:
+    """A validated tree ensemble in flat-array normal form.
+
+    Build it with :meth:`from_trees` (parsers do this) or get it from
+    :func:`treeimp.parse` / :func:`treeimp.load`.
+
+    Node arrays (length ``n_nodes``, all trees concatenated, child indices GLOBAL):
+    ``left``, ``right``, ``feature``, ``threshold``, ``missing_left``, ``nan_mode``,
+    ``is_categorical``, ``category_offset``, ``category_count``,
+    ``category_default_left``, ``value`` (n_nodes, value_dim), ``weight``,
+    ``impurity``, ``gain``. Flat category arrays ``category_codes`` (sorted within a
+    node) and ``category_left``. Per tree (length ``n_trees``): ``tree_offsets``
+    (n_trees + 1), ``tree_output``, ``tree_scale``, ``tree_learning_rate``.
+    """
+
+    def __init__(self, **arrays):
+        for k, v in arrays.items():
+            setattr(self, k, v)
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def from_trees(
+        cls,
+        trees: list[Tree],
+        *,
+        kind: str,
+        n_features: int,
+        n_outputs: int,
+        comparison: str,
+        round_float32: bool,
+        base_score=None,
+        objective: Objective | None = None,
+        feature_names=None,
+        feature_categories=None,
+        classes=None,
+        library: str = "",
+        gain_kind: str = "gain",
+    ) -> TreeEnsemble:
+        """Validate per-tree arrays and concatenate them into the normal form.
+
+        ``gain_kind`` says what ``mdi`` reads: "impurity" (sklearn style weighted
+        impurity decrease from ``impurity`` and ``weight``) or "gain" (the library's
+        split gain).
+        """
+        if kind not in (FOREST, BOOSTING):
+            raise ValueError(f"kind must be 'forest' or 'boosting', got {kind!r}")
+        if comparison not in ("<", "<="):
+            raise ValueError(f"comparison must be '<' or '<=', got {comparison!r}")
+        if gain_kind not in ("impurity", "gain"):
+            raise ValueError(f"gain_kind must be 'impurity' or 'gain', got {gain_kind!r}")
+        n_features = int(n_features)
+        n_outputs = int(n_outputs)
+        if n_features < 1 or n_outputs < 1:
+            raise ValueError(
+                f"n_features and n_outputs must be >= 1, got {n_features} and {n_outputs}"
+            )
+        if len(trees) == 0:
+            raise ValueError("the model has no trees")
+        value_dim = None
+        sizes = []
+        for t_idx, tree in enumerate(trees):
+            n = len(tree.left)
+            if n == 0:
+                raise ValueError(f"tree {t_idx} has no nodes")
+            sizes.append(n)
+            vd = np.asarray(tree.value).reshape(n, -1).shape[1]
+            if value_dim is None:
+                value_dim = vd
+            elif vd != value_dim:
+                raise ValueError(
+                    f"tree {t_idx} has {vd} values per node but tree 0 has {value_dim}"
+                )
+            if not 0 <= tree.output or tree.output + vd > n_outputs:
+                raise ValueError(
+                    f"tree {t_idx} writes outputs {tree.output}..{tree.output + vd - 1} "
+                    f"but the model has {n_outputs} outputs"
+                )
+        offsets = np.zeros(len(trees) + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum(sizes)
+        total = int(offsets[-1])
+
+        left = np.empty(total, np.int32)
+        right = np.empty(total, np.int32)
+        feature = np.empty(total, np.int32)
+        threshold = np.empty(total, np.float64)
+        missing_left = np.zeros(total, np.bool_)
+        nan_mode = np.zeros(total, np.uint8)
+        value = np.empty((total, value_dim), np.float64)
+        weight = np.empty(total, np.float64)
+        impurity = np.full(total, np.nan)
+        gain = np.full(total, np.nan)
+        is_cat = np.zeros(total, np.bool_)
+        cat_offset = np.zeros(total, np.int64)
+        cat_count = np.zeros(total, np.int32)
+        cat_default_left = np.zeros(total, np.bool_)
+        codes_parts, goes_left_parts = [], []
+        n_codes = 0
+
+        for t_idx, tree in enumerate(trees):
+            o, n = int(offsets[t_idx]), sizes[t_idx]
+            sl = slice(o, o + n)
+            lc = _as_1d("left", tree.left, n, np.int64)
+            rc = _as_1d("right", tree.right, n, np.int64)
+            ft = _as_1d("feature", tree.feature, n, np.int64)
+            leaf = lc < 0
+            if np.any((rc < 0) != leaf):
+                bad = int(np.flatnonzero((rc < 0) != leaf)[0])
+                raise ValueError(f"tree {t_idx} node {bad} has exactly one child")
+            internal = ~leaf
+            if np.any(lc[internal] >= n) or np.any(rc[internal] >= n):
+                raise ValueError(f"tree {t_idx} has a child index >= its {n} nodes")
+            if np.any(ft[internal] < 0) or np.any(ft[internal] >= n_features):
+                bad = ft[internal][(ft[internal] < 0) | (ft[internal] >= n_features)][0]
+                raise ValueError(
+                    f"tree {t_idx} splits on feature {bad} but the model has "
+                    f"{n_features} features"
+                )
+            _check_is_tree(t_idx, lc, rc)
+            left[sl] = np.where(leaf, -1, lc + o)
+            right[sl] = np.where(leaf, -1, rc + o)
+            feature[sl] = np.where(leaf, -1, ft)
+            threshold[sl] = _as_1d("threshold", tree.threshold, n, np.float64)
+            if tree.missing_left is not None:
+                missing_left[sl] = _as_1d("missing_left", tree.missing_left, n, np.bool_)
+            if tree.nan_mode is not None:
+                nan_mode[sl] = _as_1d("nan_mode", tree.nan_mode, n, np.uint8)
+            value[sl] = np.asarray(tree.value, dtype=np.float64).reshape(n, value_dim)
+            weight[sl] = _as_1d("weight", tree.weight, n, np.float64)
+            if tree.impurity is not None:
+                impurity[sl] = _as_1d("impurity", tree.impurity, n, np.float64)
+            if tree.gain is not None:
+                gain[sl] = _as_1d("gain", tree.gain, n, np.float64)
+            for node, (codes, goes_left, default_left) in sorted(tree.categories.items()):
+                node = int(node)
+                if not 0 <= node < n or leaf[node]:
+                    raise ValueError(f"tree {t_idx}: categorical split on a non-split node {node}")
+                codes = np.asarray(codes, dtype=np.int64).ravel()
+                goes_left = np.broadcast_to(np.asarray(goes_left, dtype=np.bool_), codes.shape)
+                order = np.argsort(codes, kind="stable")
+                codes, goes_left = codes[order], goes_left[order]
+                if codes.size and (codes[0] < 0 or np.any(np.diff(codes) == 0)):
+                    raise ValueError(f"tree {t_idx} node {node}: category codes must be "
+                                     "distinct and >= 0")
+                is_cat[o + node] = True
+                cat_offset[o + node] = n_codes
+                cat_count[o + node] = codes.size
+                cat_default_left[o + node] = bool(default_left)
+                codes_parts.append(codes)
+                goes_left_parts.append(goes_left)
+                n_codes += codes.size
+
+        if not np.all(np.isfinite(value[left < 0])):
+            raise ValueError("the model has a leaf whose value is not finite")
+        if np.any(np.isnan(threshold[(left >= 0) & ~is_cat])):
+            raise ValueError("the model has a numeric split with a NaN threshold")
+        if np.any(weight < 0) or not np.all(np.isfinite(weight)):
+            raise ValueError("node training weights must be finite and >= 0")
+
+        category_codes = (np.concatenate(codes_parts) if codes_parts
+                          else np.zeros(0, np.int64)).astype(np.int64)
+        category_left = (np.concatenate(goes_left_parts) if goes_left_parts
+                         else np.zeros(0, np.bool_)).astype(np.bool_)
+
+        ens = cls(
+            kind=kind,
+            library=library,
+            n_features=n_features,
+            n_outputs=n_outputs,
+            value_dim=int(value_dim),
+            comparison=comparison,
+            round_float32=bool(round_float32),
+            gain_kind=gain_kind,
+            base_score=_base_score(base_score, n_outputs),
+            objective=objective if objective is not None else Objective("squared_error"),
+            feature_names=_names(feature_names, n_features),
+            feature_categories=_feature_categories(feature_categories, n_features),
+            classes=None if classes is None else np.asarray(classes),
+            tree_offsets=offsets,
+            tree_output=np.array([t.output for t in trees], np.int32),
+            tree_scale=np.array([t.scale for t in trees], np.float64),
+            tree_learning_rate=np.array([t.learning_rate for t in trees], np.float64),
+            left=left,
+            right=right,
+            feature=feature,
+            threshold=threshold,
+            missing_left=missing_left,
+            nan_mode=nan_mode,
+            is_categorical=is_cat,
+            category_offset=cat_offset,
+            category_count=cat_count,
+            category_default_left=cat_default_left,
+            category_codes=category_codes,
+            category_left=category_left,
+            value=value,
+            weight=weight,
+            impurity=impurity,
+            gain=gain,
+        )
+        ens._fill_internal_values()
+        return ens
+
+    def _fill_internal_values(self):
+        """Internal node value := training-weight mean of its children, bottom up."""
+        from .kernels.structure import fill_internal_values, postorder
+
+        order = postorder(self.tree_offsets, self.left, self.right)
+        fill_internal_values(order, self.left, self.right, self.weight, self.value)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def n_trees(self) -> int:
+        return len(self.tree_offsets) - 1
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.tree_offsets[-1])
+
+    @property
+    def is_leaf(self) -> np.ndarray:
+        return self.left < 0
+
+    @property
+    def node_tree(self) -> np.ndarray:
+        """Tree index of every node."""
+        return np.repeat(np.arange(self.n_trees), np.diff(self.tree_offsets))
+
+    def __repr__(self) -> str:
+        return (
+            f"TreeEnsemble({self.library or 'custom'} {self.kind}, {self.n_trees} trees, "
+            f"{self.n_nodes} nodes, {self.n_features} features, {self.n_outputs} outputs, "
+            f"objective={self.objective.name!r})"
+        )
+
+    # ------------------------------------------------------------------ routing
+    def apply(self, X, *, n_jobs=None) -> np.ndarray:
+        """Leaf reached by every row in every tree, as the node index WITHIN its tree.
+
+        Returns an int32 array (n_rows, n_trees).
+        """
+        from .kernels.api import apply_ensemble
+
+        return apply_ensemble(self, X, n_jobs=n_jobs)
+
+    def predict_raw(self, X, *, n_jobs=None) -> np.ndarray:
+        """Raw margin (n_rows, n_outputs): base score + scaled leaf values.
+
+        For forest classifiers this is the averaged class probability (predict_proba);
+        for boosting the untransformed margin (XGBoost ``output_margin``, LightGBM
+        ``raw_score``, scikit-learn ``decision_function``).
+        """
+        from .kernels.api import predict_ensemble
+
+        return predict_ensemble(self, X, n_jobs=n_jobs)
+
+    def routing_arrays(self):
+        """The node arrays a routing kernel needs, in kernel argument order."""
+        return (
+            self.left,
+            self.right,
+            self.feature,
+            self.threshold,
+            self.missing_left,
+            self.nan_mode,
+            self.is_categorical,
+            self.category_offset,
+            self.category_count,
+            self.category_default_left,
+            self.category_codes,
+            self.category_left,
+        )
+
+
+def _check_is_tree(t_idx, left, right):
+    """Every node reachable from node 0 exactly once (no cycles, no shared children)."""
+    from .kernels.structure import count_reachable
+
+    n = len(left)
+    count, twice = count_reachable(left, right)
+    if twice >= 0:
+        raise ValueError(f"tree {t_idx} is not a tree: node {twice} is reached twice "
+                         "(cycle or shared child)")
+    if count != n:
+        raise ValueError(f"tree {t_idx} has {n - count} nodes that the root never reaches")
+
+
+def _base_score(base_score, n_outputs):
+    if base_score is None:
+        return np.zeros(n_outputs)
+    b = np.asarray(base_score, dtype=np.float64).ravel()
+    if b.size == 1:
+        b = np.repeat(b, n_outputs)
+    if b.size != n_outputs:
+        raise ValueError(f"base_score has {b.size} values but the model has {n_outputs} outputs")
+    if not np.all(np.isfinite(b)):
+        raise ValueError(f"base_score must be finite, got {b}")
+    return b
+
+
+def _names(names, n_features):
+    if names is None:
+        return None
+    names = [str(n) for n in names]
+    if len(names) != n_features:
+        raise ValueError(f"{len(names)} feature names for {n_features} features")
+    return names
+
+
+def _feature_categories(cats, n_features):
+    if cats is None:
+        return None
+    cats = list(cats)
+    if len(cats) != n_features:
+        raise ValueError(f"{len(cats)} category lists for {n_features} features")
+    return [None if c is None else list(c) for c in cats]

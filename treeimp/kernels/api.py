@@ -1,0 +1,35 @@
+"""Python glue between a TreeEnsemble, the row source and the routing kernels."""
+
+import numpy as np
+
+from .._input import RowSource
+from .route import apply_chunk, predict_chunk
+from .threads import numba_threads
+
+
+def _flags(ens):
+    return ens.comparison == "<", ens.round_float32
+
+
+def predict_ensemble(ens, X, *, n_jobs=None):
+    rows = X if isinstance(X, RowSource) else RowSource(X, ens)
+    out = np.empty((rows.n_rows, ens.n_outputs))
+    out[:] = ens.base_score
+    strict, round32 = _flags(ens)
+    with numba_threads(n_jobs):
+        for start, chunk in rows.chunks():
+            predict_chunk(chunk, out[start:start + chunk.shape[0]], ens.tree_offsets,
+                          ens.tree_output, ens.tree_scale, ens.value,
+                          *ens.routing_arrays(), strict, round32)
+    return out
+
+
+def apply_ensemble(ens, X, *, n_jobs=None):
+    rows = X if isinstance(X, RowSource) else RowSource(X, ens)
+    out = np.empty((rows.n_rows, ens.n_trees), dtype=np.int32)
+    strict, round32 = _flags(ens)
+    with numba_threads(n_jobs):
+        for start, chunk in rows.chunks():
+            apply_chunk(chunk, out[start:start + chunk.shape[0]], ens.tree_offsets,
+                        *ens.routing_arrays(), strict, round32)
+    return out

@@ -1,0 +1,29 @@
+"""Thread-count control for numba kernels (scikit-learn's n_jobs convention)."""
+
+import contextlib
+import os
+
+import numba
+
+
+def resolve_n_jobs(n_jobs) -> int:
+    """None -> all of numba's threads; -1 -> all cores; -2 -> all but one; k -> k."""
+    max_threads = numba.config.NUMBA_NUM_THREADS
+    if n_jobs is None:
+        return max_threads
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0:
+        raise ValueError(f"n_jobs must be None or a non-zero integer, got {n_jobs!r}")
+    if n_jobs < 0:
+        n_jobs = (os.cpu_count() or 1) + 1 + n_jobs
+    return max(1, min(int(n_jobs), max_threads))
+
+
+@contextlib.contextmanager
+def numba_threads(n_jobs):
+    """Run the enclosed kernels on ``n_jobs`` threads, restoring the count after."""
+    previous = numba.get_num_threads()
+    numba.set_num_threads(resolve_n_jobs(n_jobs))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(previous)
