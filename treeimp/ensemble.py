@@ -58,6 +58,7 @@ class Tree:
     output: int = 0
     scale: float = 1.0
     learning_rate: float = 1.0
+    stage: int | None = None  # boosting round; trees of one round share their gradients
 
 
 @dataclass
@@ -98,7 +99,9 @@ class TreeEnsemble:
     ``category_default_left``, ``value`` (n_nodes, value_dim), ``weight``,
     ``impurity``, ``gain``. Flat category arrays ``category_codes`` (sorted within a
     node) and ``category_left``. Per tree (length ``n_trees``): ``tree_offsets``
-    (n_trees + 1), ``tree_output``, ``tree_scale``, ``tree_learning_rate``.
+    (n_trees + 1), ``tree_output``, ``tree_scale``, ``tree_learning_rate``,
+    ``tree_stage`` (boosting round: trees of one round are fit to gradients taken at
+    the same margin). ``postorder``: every node, children before parents, tree by tree.
     """
 
     def __init__(self, **arrays):
@@ -267,6 +270,7 @@ class TreeEnsemble:
             tree_output=np.array([t.output for t in trees], np.int32),
             tree_scale=np.array([t.scale for t in trees], np.float64),
             tree_learning_rate=np.array([t.learning_rate for t in trees], np.float64),
+            tree_stage=_stages(trees),
             left=left,
             right=right,
             feature=feature,
@@ -291,8 +295,8 @@ class TreeEnsemble:
         """Internal node value := training-weight mean of its children, bottom up."""
         from .kernels.structure import fill_internal_values, postorder
 
-        order = postorder(self.tree_offsets, self.left, self.right)
-        fill_internal_values(order, self.left, self.right, self.weight, self.value)
+        self.postorder = postorder(self.tree_offsets, self.left, self.right)
+        fill_internal_values(self.postorder, self.left, self.right, self.weight, self.value)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -369,6 +373,19 @@ def _check_is_tree(t_idx, left, right):
                          "(cycle or shared child)")
     if count != n:
         raise ValueError(f"tree {t_idx} has {n - count} nodes that the root never reaches")
+
+
+def _stages(trees):
+    """Boosting round of every tree; a tree without one is its own round."""
+    stages = np.empty(len(trees), np.int64)
+    previous = -1
+    for i, tree in enumerate(trees):
+        stage = previous + 1 if tree.stage is None else int(tree.stage)
+        if stage < previous:
+            raise ValueError(f"tree {i} has stage {stage} after a tree of stage {previous}; "
+                             "trees must be in the order the model adds them")
+        stages[i] = previous = stage
+    return stages
 
 
 def _base_score(base_score, n_outputs):

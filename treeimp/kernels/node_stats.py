@@ -1,0 +1,74 @@
+"""Per-node statistics of evaluation rows, for the forest targets (y or one-hot y).
+
+Layout of ``stats`` (n_nodes, n_blocks, 2 + C): column 0 the weighted row count n',
+column 1 the weighted squared norm Q' = sum w |z|^2, columns 2.. the weighted target
+sum S' = sum w z. Rows accumulate at the leaf they reach only; ``propagate_up`` then
+fills every internal node as the sum of its children (statistics are additive along a
+path). Trees run in parallel and each tree owns its node range, so no two threads ever
+write the same cell and no per-thread buffers are needed.
+"""
+
+import numpy as np
+from numba import njit, prange
+
+from .route import find_leaf
+
+ROW_CHUNK = 4096  # rows streamed past every tree at a time (stay in cache)
+
+
+@njit(cache=True, parallel=True)
+def forest_leaf_stats(X, row0, Z, w, block, inbag_bits, use_inbag, stats,
+                      tree_offsets, tree_output,
+                      left, right, feature, threshold, missing_left, nan_mode,
+                      is_cat, cat_offset, cat_count, cat_default_left, cat_codes, cat_left,
+                      strict, round32):
+    """Accumulate rows ``row0 .. row0 + len(X)`` into the leaves they reach.
+
+    ``Z``, ``w`` and ``block`` are indexed by the global row number. With
+    ``use_inbag``, bit ``r`` of ``inbag_bits[t]`` (little bit order) marks row ``r`` as
+    in-bag for tree ``t``: such rows are skipped (out-of-bag evaluation).
+    """
+    n = X.shape[0]
+    n_trees = tree_offsets.shape[0] - 1
+    C = stats.shape[2] - 2
+    for c0 in range(0, n, ROW_CHUNK):
+        c1 = min(n, c0 + ROW_CHUNK)
+        for t in prange(n_trees):
+            root = tree_offsets[t]
+            col = tree_output[t]
+            for i in range(c0, c1):
+                r = row0 + i
+                if use_inbag and (inbag_bits[t, r >> 3] >> (r & 7)) & 1:
+                    continue
+                wi = w[r]
+                if wi == 0.0:
+                    continue
+                leaf = find_leaf(X, i, root, left, right, feature, threshold, missing_left,
+                                 nan_mode, is_cat, cat_offset, cat_count, cat_default_left,
+                                 cat_codes, cat_left, strict, round32)
+                b = block[r]
+                q = 0.0
+                for j in range(C):
+                    z = Z[r, col + j]
+                    stats[leaf, b, 2 + j] += wi * z
+                    q += z * z
+                stats[leaf, b, 0] += wi
+                stats[leaf, b, 1] += wi * q
+
+
+@njit(cache=True)
+def propagate_up(order, left, right, stats):
+    """stats[internal] := stats[left child] + stats[right child], children first."""
+    for k in range(order.shape[0]):
+        node = order[k]
+        lc = left[node]
+        if lc < 0:
+            continue
+        rc = right[node]
+        for b in range(stats.shape[1]):
+            for j in range(stats.shape[2]):
+                stats[node, b, j] = stats[lc, b, j] + stats[rc, b, j]
+
+
+def empty_inbag():
+    return np.zeros((1, 1), np.uint8)
