@@ -1,6 +1,8 @@
 """treeimp: out-of-sample feature importance for tree ensembles."""
 
+from .api import explain
 from .ensemble import Objective, Tree, TreeEnsemble
+from .result import Importances
 
-__all__ = ["Objective", "Tree", "TreeEnsemble"]
+__all__ = ["Importances", "Objective", "Tree", "TreeEnsemble", "explain"]
 __version__ = "0.1.0"

@@ -33,3 +33,24 @@ def apply_ensemble(ens, X, *, n_jobs=None):
             apply_chunk(chunk, out[start:start + chunk.shape[0]], ens.tree_offsets,
                         *ens.routing_arrays(), strict, round32)
     return out
+
+
+def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, n_jobs=None):
+    """Node statistics (n_nodes, n_blocks, 2 + value_dim) of the forest targets ``Z``.
+
+    ``inbag_bits`` (packed, one row per tree) restricts each tree to its out-of-bag rows.
+    """
+    from .node_stats import empty_inbag, forest_leaf_stats, propagate_up
+
+    stats = np.zeros((ens.n_nodes, n_blocks, 2 + ens.value_dim))
+    use_inbag = inbag_bits is not None
+    bits = inbag_bits if use_inbag else empty_inbag()
+    Z = np.ascontiguousarray(Z, dtype=np.float64)
+    strict, round32 = _flags(ens)
+    with numba_threads(n_jobs):
+        for start, chunk in rows.chunks():
+            forest_leaf_stats(chunk, start, Z, w, block, bits, use_inbag, stats,
+                              ens.tree_offsets, ens.tree_output, *ens.routing_arrays(),
+                              strict, round32)
+        propagate_up(ens.postorder, ens.left, ens.right, stats)
+    return stats

@@ -72,3 +72,17 @@ def parse(model) -> TreeEnsemble:
         f"models: {', '.join(SUPPORTED)}, a TreeEnsemble, or a saved XGBoost .json/.ubj or "
         "LightGBM .txt model file"
     )
+
+
+def inbag_bits(model, n_rows):
+    """Packed in-bag indicator per tree of a bagged forest (for ``oob=True``)."""
+    if isinstance(model, TreeEnsemble) or isinstance(model, (str, os.PathLike)):
+        raise ValueError("oob=True needs the fitted forest object (its in-bag rows are not "
+                         "part of a TreeEnsemble or a model file); pass held-out rows instead")
+    if type(model).__module__.split(".")[0] == "sklearn":
+        from .sklearn_inbag import sklearn_inbag_bits
+
+        return sklearn_inbag_bits(model, n_rows)
+    raise ValueError(f"oob=True is for bagged forests (scikit-learn RandomForest / ExtraTrees "
+                     f"with bootstrap=True); a {type(model).__name__} has no out-of-bag rows. "
+                     "Boosting models need a held-out set: explain(model, X_val, y_val)")

@@ -1,0 +1,212 @@
+"""explain() on forests against a slow, obvious implementation of measures.md.
+
+The brute force below reads scikit-learn's own tree arrays and decision paths (not our
+parser), walks every out-of-bag row, and computes each measure node by node.
+"""
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_classification, make_regression
+from sklearn.ensemble import (
+    ExtraTreesClassifier,
+    ExtraTreesRegressor,
+    RandomForestClassifier,
+    RandomForestRegressor,
+)
+
+import treeimp
+
+
+def _oob_rows(rf, n):
+    out = []
+    for idx in rf.estimators_samples_:
+        mask = np.ones(n, bool)
+        mask[idx] = False
+        out.append(np.flatnonzero(mask))
+    return out
+
+
+def _node_values(tree, classification):
+    v = tree.value[:, 0, :] if classification else tree.value[:, 0, :1]
+    return np.asarray(v, dtype=float)
+
+
+def brute_force(rf, X, y, w=None, classification=True):
+    """Per-tree (n_trees, n_features) mdi_oob, ufi, naive_oob, pg(a, lam) by hand."""
+    n, F = X.shape
+    w = np.ones(n) if w is None else w
+    if classification:
+        classes = list(rf.classes_)
+        Z = np.zeros((n, len(classes)))
+        Z[np.arange(n), [classes.index(v) for v in y]] = 1.0
+    else:
+        Z = y[:, None].astype(float)
+    res = {k: np.zeros((len(rf.estimators_), F)) for k in
+           ("mdi_oob", "ufi", "naive_oob", "pg1", "pg2", "pg3")}
+    for t, (est, oob) in enumerate(zip(rf.estimators_, _oob_rows(rf, n))):
+        tree = est.tree_
+        v = _node_values(tree, classification)
+        left, right, feat = tree.children_left, tree.children_right, tree.feature
+        W, I = tree.weighted_n_node_samples, tree.impurity
+        Xo = X[oob].astype(np.float32)
+        paths = est.decision_path(Xo).toarray().astype(bool)
+        # mdi_oob: walk each OOB row's path, Saabas contributions times its target
+        total_w = w[oob].sum()
+        for r, i in enumerate(oob):
+            nodes = np.flatnonzero(paths[r])
+            for m in nodes:
+                if left[m] < 0:
+                    continue
+                child = left[m] if paths[r, left[m]] else right[m]
+                res["mdi_oob"][t, feat[m]] += w[i] * (v[child] - v[m]) @ Z[i]
+        res["mdi_oob"][t] /= total_w
+        # node-by-node measures
+        n_held = np.array([w[oob][paths[:, m]].sum() for m in range(tree.node_count)])
+        S = np.array([(w[oob][paths[:, m], None] * Z[oob][paths[:, m]]).sum(0)
+                      for m in range(tree.node_count)])
+        sq = np.array([(w[oob][paths[:, m]] * (Z[oob][paths[:, m]] ** 2).sum(1)).sum()
+                       for m in range(tree.node_count)])
+        frac = W / W[0]
+        for m in range(tree.node_count):
+            lc, rc = left[m], right[m]
+            if lc < 0 or n_held[lc] == 0 or n_held[rc] == 0:
+                continue
+            k = feat[m]
+            p_held = {j: S[j] / n_held[j] for j in (m, lc, rc)}
+            if classification:
+                H = {j: 1 - v[j] @ p_held[j] for j in (m, lc, rc)}
+            else:
+                H = {j: I[j] + (sq[j] - 2 * v[j, 0] * S[j, 0] + v[j, 0] ** 2 * n_held[j])
+                     / n_held[j] for j in (m, lc, rc)}
+            res["ufi"][t, k] += frac[m] * H[m] - frac[lc] * H[lc] - frac[rc] * H[rc]
+            held_imp = {j: (1 - p_held[j] @ p_held[j]) if classification
+                        else sq[j] / n_held[j] - p_held[j] @ p_held[j] for j in (m, lc, rc)}
+            res["naive_oob"][t, k] += (n_held[m] * held_imp[m] - n_held[lc] * held_imp[lc]
+                                       - n_held[rc] * held_imp[rc]) / n_held[0]
+            for name, (a, lam) in {"pg1": (1, 1), "pg2": (0.5, 1), "pg3": (0.5, 0.5)}.items():
+                ins = {j: (1 - v[j] @ v[j]) if classification else I[j] for j in (m, lc, rc)}
+                pg = {j: a * held_imp[j] + (1 - a) * ins[j]
+                      + lam / 2 * np.sum((p_held[j] - v[j]) ** 2) for j in (m, lc, rc)}
+                res[name][t, k] += frac[m] * pg[m] - frac[lc] * pg[lc] - frac[rc] * pg[rc]
+    return res
+
+
+METHODS = ("mdi", "mdi_oob", "ufi", "naive_oob", "pg1", "pg2", "pg3")
+
+
+def _fit_cases():
+    Xc, yc = make_classification(n_samples=160, n_features=5, n_informative=3,
+                                 n_redundant=0, random_state=0)
+    Xm, ym = make_classification(n_samples=160, n_features=5, n_informative=3, n_classes=3,
+                                 n_redundant=0, n_clusters_per_class=1, random_state=1)
+    Xr, yr = make_regression(n_samples=160, n_features=5, noise=5.0, random_state=2)
+    sw = np.random.default_rng(3).uniform(0.2, 3.0, 160)
+    kw = dict(n_estimators=6, max_depth=5, random_state=0)
+    return [
+        ("binary", RandomForestClassifier(**kw).fit(Xc, yc), Xc, yc, True),
+        ("multiclass", RandomForestClassifier(**kw).fit(Xm, ym), Xm, ym, True),
+        ("string labels", RandomForestClassifier(**kw).fit(Xm, np.array(["a", "b", "c"])[ym]),
+         Xm, np.array(["a", "b", "c"])[ym], True),
+        ("regression", RandomForestRegressor(**kw).fit(Xr, yr), Xr, yr, False),
+        ("max_samples", RandomForestClassifier(max_samples=0.5, **kw).fit(Xc, yc), Xc, yc,
+         True),
+        ("fit weights", RandomForestRegressor(**kw).fit(Xr, yr, sample_weight=sw), Xr, yr,
+         False),
+        ("extra trees", ExtraTreesClassifier(bootstrap=True, **kw).fit(Xm, ym), Xm, ym, True),
+        ("extra regression", ExtraTreesRegressor(bootstrap=True, **kw).fit(Xr, yr), Xr, yr,
+         False),
+    ]
+
+
+CASES = _fit_cases()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_oob_measures_equal_brute_force(case):
+    _, rf, X, y, classification = case
+    res = treeimp.explain(rf, X, y, oob=True, methods=METHODS, random_state=0)
+    ref = brute_force(rf, X, y, classification=classification)
+    for m, expected in ref.items():
+        np.testing.assert_allclose(res.per_tree[m], expected, rtol=1e-10, atol=1e-12,
+                                   err_msg=m)
+        np.testing.assert_allclose(res.table[m].to_numpy(), expected.mean(0), rtol=1e-10,
+                                   atol=1e-12, err_msg=m)
+
+
+def test_evaluation_weights_enter_every_measure():
+    _, rf, X, y, _ = CASES[1]
+    w = np.random.default_rng(5).uniform(0.0, 2.0, len(y))
+    res = treeimp.explain(rf, X, y, oob=True, methods=METHODS, sample_weight=w)
+    ref = brute_force(rf, X, y, w=w)
+    for m in ("mdi_oob", "ufi", "naive_oob", "pg2"):
+        np.testing.assert_allclose(res.per_tree[m], ref[m], rtol=1e-10, atol=1e-12)
+
+
+def test_mdi_oob_is_oob_weighted_decrease_of_cross_impurity():
+    """Li et al.: MDI-oob equals the decrease of H_x(m) = 1 - p_m.p'_m weighted n'_m/n'_0."""
+    _, rf, X, y, _ = CASES[1]
+    res = treeimp.explain(rf, X, y, oob=True, methods=("mdi_oob",))
+    Z = np.eye(3)[y]
+    expected = np.zeros((len(rf.estimators_), X.shape[1]))
+    for t, (est, oob) in enumerate(zip(rf.estimators_, _oob_rows(rf, len(y)))):
+        tree = est.tree_
+        paths = est.decision_path(X[oob].astype(np.float32)).toarray().astype(bool)
+        n_held = paths.sum(0).astype(float)
+        S = paths.T.astype(float) @ Z[oob]
+        v = tree.value[:, 0, :]
+        Hx = 1 - np.einsum("nc,nc->n", v, S / np.maximum(n_held, 1)[:, None])
+        for m in np.flatnonzero(tree.children_left >= 0):
+            lc, rc = tree.children_left[m], tree.children_right[m]
+            expected[t, tree.feature[m]] += (n_held[m] * Hx[m] - n_held[lc] * Hx[lc]
+                                             - n_held[rc] * Hx[rc]) / n_held[0]
+    np.testing.assert_allclose(res.per_tree["mdi_oob"], expected, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", CASES[:2], ids=["binary", "multiclass"])
+def test_pg2_equals_ufi_for_classification(case):
+    _, rf, X, y, _ = case
+    res = treeimp.explain(rf, X, y, oob=True, methods=("ufi", "pg2"))
+    np.testing.assert_allclose(res.per_tree["pg2"], res.per_tree["ufi"], rtol=1e-12,
+                               atol=1e-14)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_mdi_normalised_reproduces_sklearn_feature_importances(case):
+    _, rf, X, y, _ = case
+    pt = treeimp.explain(rf, X, y, oob=True, methods=("mdi",)).per_tree["mdi"]
+    sums = pt.sum(1, keepdims=True)
+    normed = pt[sums[:, 0] > 0] / sums[sums[:, 0] > 0]
+    fi = normed.mean(0)
+    np.testing.assert_allclose(fi / fi.sum(), rf.feature_importances_, rtol=1e-10, atol=1e-12)
+
+
+def test_held_out_rows_use_every_tree():
+    """Without oob, every tree is evaluated on every row given: equal to brute force with
+    an 'in-bag' set that is empty."""
+    _, rf, X, y, _ = CASES[0]
+    res = treeimp.explain(rf, X[:80], y[:80], methods=("mdi_oob",))
+    v0 = rf.estimators_[0].tree_.value[:, 0, :]
+    paths = rf.estimators_[0].decision_path(X[:80].astype(np.float32)).toarray()
+    Z = np.eye(2)[y[:80]]
+    expected = np.zeros(X.shape[1])
+    for r in range(80):
+        for m in np.flatnonzero(paths[r]):
+            lc = rf.estimators_[0].tree_.children_left[m]
+            if lc < 0:
+                continue
+            child = lc if paths[r, lc] else rf.estimators_[0].tree_.children_right[m]
+            expected[rf.estimators_[0].tree_.feature[m]] += (v0[child] - v0[m]) @ Z[r] / 80
+    np.testing.assert_allclose(res.per_tree["mdi_oob"][0], expected, rtol=1e-10, atol=1e-12)
+
+
+def test_block_standard_errors_are_batch_means():
+    _, rf, X, y, _ = CASES[1]
+    res = treeimp.explain(rf, X, y, oob=True, n_blocks=5, random_state=1)
+    for m in ("mdi_oob", "ufi"):
+        bv = res.block_values[m]
+        assert bv.shape == (5, X.shape[1])
+        np.testing.assert_allclose(res.stderr[m], bv.std(0, ddof=1) / np.sqrt(5))
+    assert res.stderr["mdi"].isna().all()
+    pt = res.per_tree["ufi"]
+    np.testing.assert_allclose(res.stderr_trees["ufi"],
+                               np.sqrt((np.mean(pt**2, 0) - np.mean(pt, 0) ** 2) / len(pt)))

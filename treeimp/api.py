@@ -1,0 +1,205 @@
+"""Public entry points: explain() (and parse/load, re-exported from parsers)."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import pandas as pd
+
+from . import measures
+from ._input import RowSource
+from .ensemble import FOREST
+from .kernels.api import forest_node_stats
+from .measures import BOOSTING_METHODS, FOREST_METHODS, NodeStats
+from .parsers import inbag_bits, parse
+from .result import Importances
+from .targets import as_1d_target, check_sample_weight, forest_targets
+
+DEFAULT_METHODS = ("mdi", "mdi_oob", "ufi")
+
+
+def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weight=None,
+            feature_names=None, n_blocks=10, random_state=None, n_jobs=None,
+            alpha=None, lam=None) -> Importances:
+    """Out-of-sample feature importances of a fitted tree ensemble.
+
+    Every tree's splits are re-measured on rows it did not see: its own out-of-bag rows
+    (``oob=True``, bagged forests, X and y the training rows) or the held-out rows X, y
+    given (any model). Forests use y (one-hot for classes) as the per-tree target;
+    boosting models use the negative gradient of their own loss at the held-out margin
+    before each tree.
+
+    Parameters
+    ----------
+    model : fitted scikit-learn / XGBoost / LightGBM model, TreeEnsemble or model file path
+    X : array-like or DataFrame (n_rows, n_features)
+    y : array-like (n_rows,)
+        Labels (classification, mapped to the model's classes) or values.
+    oob : bool, default False
+        Evaluate each tree on its out-of-bag rows (RandomForest / ExtraTrees with
+        bootstrap=True; X, y must be the training rows in training order).
+    methods : sequence of str
+        Any of "mdi" (in-sample, what the library reports), "mdi_oob" (Li et al. 2019),
+        "ufi" (Zhou & Hooker 2020), "naive_oob", "pg1", "pg2", "pg3" (Loecher's penalized
+        Gini presets, forests) and "pg_oob" with ``alpha`` and ``lam``.
+    sample_weight : array-like (n_rows,), optional
+        Weights of the evaluation rows.
+    feature_names : list of str, optional
+        Names for the result's index (default: the DataFrame's columns, the model's
+        names, or x0, x1, ...).
+    n_blocks : int, default 10
+        Random blocks of evaluation rows for standard errors and p-values.
+    random_state : int, Generator or None
+        Seeds the assignment of rows to blocks.
+    n_jobs : int or None
+        Threads for the kernels (None: all).
+
+    Returns
+    -------
+    Importances
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from sklearn.ensemble import RandomForestClassifier
+    >>> import treeimp
+    >>> X, y = make_classification(n_samples=300, n_features=5, random_state=0)
+    >>> rf = RandomForestClassifier(n_estimators=20, random_state=0).fit(X, y)
+    >>> res = treeimp.explain(rf, X, y, oob=True, random_state=0)
+    >>> list(res.table.columns)
+    ['mdi', 'mdi_oob', 'ufi']
+    """
+    ens = parse(model)
+    methods = _check_methods(methods, ens, alpha, lam)
+    rows = RowSource(X, ens)
+    n = rows.n_rows
+    n_blocks = _check_n_blocks(n_blocks, n)
+    names = _feature_names(feature_names, rows, ens)
+    y_arr = as_1d_target(y, n)
+    w = check_sample_weight(sample_weight, n)
+    block = _assign_blocks(n, n_blocks, random_state)
+
+    held_out = [m for m in methods if m != "mdi"]
+    if ens.kind == FOREST:
+        Z, classification = forest_targets(ens, y_arr)
+        bits = inbag_bits(model, n) if oob else None
+        if bits is not None and bits.shape[0] != ens.n_trees:
+            raise ValueError(f"the forest has {ens.n_trees} trees but in-bag rows for "
+                             f"{bits.shape[0]}")
+        if oob:
+            seen = np.unpackbits(bits, axis=1, bitorder="little", count=n).all(axis=0)
+            if held_out and seen.all():
+                raise ValueError("every row is in-bag for every tree: no out-of-bag rows")
+        stats = NodeStats.from_array(
+            forest_node_stats(ens, rows, Z, w, block, n_blocks, inbag_bits=bits,
+                              n_jobs=n_jobs))
+    else:
+        if oob:
+            raise ValueError("oob=True is for bagged forests; boosting models have no "
+                             "out-of-bag rows and need a held-out set: "
+                             "explain(model, X_val, y_val)")
+        from .boosting import boosting_node_stats
+
+        stats, classification = boosting_node_stats(ens, rows, y_arr, w, block, n_blocks,
+                                                     n_jobs=n_jobs)
+    return _assemble(ens, stats, methods, names, classification, n, n_blocks, alpha, lam)
+
+
+def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alpha, lam):
+    forest = ens.kind == FOREST
+    agg = _nanmean_trees if forest else _nansum_trees
+    table, se, se_trees, per_tree, blocks = {}, {}, {}, {}, {}
+    total = stats.total()
+    for m in methods:
+        if m == "mdi":
+            pt = measures.mdi(ens)
+            bv = np.full((n_blocks, ens.n_features), np.nan)
+        else:
+            pt = measures.compute(m, ens, total, classification=classification,
+                                  alpha=alpha, lam=lam)[0]
+            bv = agg(measures.compute(m, ens, stats, classification=classification,
+                                      alpha=alpha, lam=lam))
+        per_tree[m] = pt
+        table[m] = agg(pt[None])[0]
+        blocks[m] = bv
+        se[m] = np.std(bv, axis=0, ddof=1) / np.sqrt(n_blocks)
+        se_trees[m] = _tree_stderr(pt, forest)
+    frame = lambda d: pd.DataFrame(d, index=pd.Index(names, name="feature"))  # noqa: E731
+    return Importances(table=frame(table), stderr=frame(se), stderr_trees=frame(se_trees),
+                       per_tree=per_tree, block_values=blocks, n_blocks=n_blocks,
+                       kind=ens.kind, n_rows=n_rows,
+                       model_name=f"{ens.library} {ens.kind}".strip())
+
+
+def _nanmean_trees(v):
+    """(B, n_trees, F) -> (B, F): mean over trees that saw evaluation rows."""
+    seen = ~np.isnan(v)
+    count = seen.sum(axis=1)
+    total = np.where(seen, v, 0.0).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def _nansum_trees(v):
+    return np.where(np.isnan(v), 0.0, v).sum(axis=1)
+
+
+def _tree_stderr(pt, forest):
+    """Li et al.'s across-trees error sqrt((mean v^2 - mean(v)^2) / T); for a boosting
+    sum, T times the error of the mean."""
+    T = np.sum(~np.isnan(pt), axis=0)
+    var = np.nanmean(pt**2, axis=0) - np.nanmean(pt, axis=0) ** 2
+    se = np.sqrt(np.maximum(var, 0.0) / np.maximum(T, 1))
+    return se if forest else se * T
+
+
+def _check_methods(methods, ens, alpha, lam):
+    if isinstance(methods, str):
+        methods = (methods,)
+    methods = list(dict.fromkeys(methods))
+    valid = FOREST_METHODS + ("pg_oob",) if ens.kind == FOREST else BOOSTING_METHODS
+    if not methods:
+        raise ValueError(f"methods is empty; choose from {list(valid)}")
+    for m in methods:
+        if m not in valid:
+            extra = (" (penalized Gini is defined for forests only)"
+                     if m in FOREST_METHODS + ("pg_oob",) else "")
+            raise ValueError(f"unknown method {m!r} for a {ens.kind} model{extra}; valid "
+                             f"methods: {list(valid)}")
+    if "pg_oob" in methods:
+        if alpha is None or lam is None:
+            raise ValueError("'pg_oob' needs alpha and lam (e.g. alpha=0.5, lam=1.0)")
+        if not 0.0 <= float(alpha) <= 1.0 or float(lam) < 0:
+            raise ValueError(f"pg_oob needs 0 <= alpha <= 1 and lam >= 0, got alpha={alpha}, "
+                             f"lam={lam}")
+    return methods
+
+
+def _check_n_blocks(n_blocks, n_rows):
+    if isinstance(n_blocks, bool) or not isinstance(n_blocks, numbers.Integral):
+        raise TypeError(f"n_blocks must be an integer, got {n_blocks!r}")
+    if n_blocks < 2:
+        raise ValueError(f"n_blocks must be >= 2 (standard errors need 2 blocks), got {n_blocks}")
+    if n_blocks > n_rows:
+        raise ValueError(f"n_blocks={n_blocks} is more than the {n_rows} evaluation rows")
+    return int(n_blocks)
+
+
+def _assign_blocks(n, n_blocks, random_state):
+    """Random, equal-sized blocks of rows (sizes differ by at most one)."""
+    rng = np.random.default_rng(random_state)
+    return (rng.permutation(n) % n_blocks).astype(np.int32)
+
+
+def _feature_names(feature_names, rows, ens):
+    if feature_names is not None:
+        names = [str(f) for f in feature_names]
+        if len(names) != ens.n_features:
+            raise ValueError(f"{len(names)} feature_names for {ens.n_features} features")
+        return names
+    if rows.feature_names is not None:
+        return rows.feature_names
+    if ens.feature_names is not None:
+        return list(ens.feature_names)
+    return [f"x{j}" for j in range(ens.n_features)]

@@ -1,0 +1,50 @@
+"""Held-out node statistics of boosting models from staged gradients (measures.md,
+"The per-tree target"): tree t is evaluated against -g, the negative gradient of the
+model's own loss at the margin before t's stage."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .kernels.node_stats import propagate_up
+from .kernels.staged import staged_leaf_stats
+from .kernels.threads import numba_threads
+from .losses import check_target, loss_spec
+from .measures import NodeStats
+
+
+def stage_starts(ens):
+    """(n_stages + 1,) index of the first tree of every stage."""
+    change = np.flatnonzero(np.diff(ens.tree_stage) != 0) + 1
+    return np.concatenate([[0], change, [ens.n_trees]]).astype(np.int64)
+
+
+def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None):
+    """Run the staged kernel: (stats (n_nodes, n_blocks, 5), final margin (n, n_outputs))."""
+    if ens.value_dim != 1:
+        raise ValueError(f"this model's trees have {ens.value_dim} values per leaf (vector-"
+                         "leaf trees); held-out gradient importances need one value per leaf")
+    code, params = loss_spec(ens.objective)
+    y_t = np.ascontiguousarray(check_target(ens.objective, y, ens.classes), dtype=np.float64)
+    stats = np.zeros((ens.n_nodes, n_blocks, 5))
+    margin = np.empty((rows.n_rows, ens.n_outputs))
+    starts = stage_starts(ens)
+    strict, round32 = ens.comparison == "<", ens.round_float32
+    with numba_threads(n_jobs):
+        for start, chunk in rows.chunks():
+            stop = start + chunk.shape[0]
+            local_block = block[start:stop]
+            order = np.argsort(local_block, kind="stable").astype(np.int64)
+            bounds = np.searchsorted(local_block[order], np.arange(n_blocks + 1))
+            staged_leaf_stats(chunk, start, order, bounds.astype(np.int64), y_t, w,
+                              ens.base_score, starts, code, params, stats,
+                              margin[start:stop], ens.tree_offsets, ens.tree_output,
+                              ens.tree_scale, ens.value, *ens.routing_arrays(), strict,
+                              round32)
+        propagate_up(ens.postorder, ens.left, ens.right, stats)
+    return stats, margin
+
+
+def boosting_node_stats(ens, rows, y, w, block, n_blocks, *, n_jobs=None):
+    stats, _ = staged_pass(ens, rows, y, w, block, n_blocks, n_jobs=n_jobs)
+    return NodeStats.from_array(stats, boosting=True), False

@@ -1,0 +1,272 @@
+"""Node statistics + TreeEnsemble -> per-tree importances. Pure numpy.
+
+Every function here takes a :class:`NodeStats` whose arrays carry a block axis
+(``n`` is (n_nodes, B)) and returns per-tree, per-feature values of shape
+(B, n_trees, n_features). The same code serves the full evaluation set (B = 1, the
+blocks summed) and the B random row blocks used for standard errors.
+
+Formulas: ../shared/design/measures.md (Li et al. 2019 eq. 14; Zhou & Hooker 2020;
+Loecher's penalized Gini). Notation: node m with children l, r; ``v`` node values on the
+model's scale; ``W`` training weights; primes are evaluation-row statistics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+FOREST_METHODS = ("mdi", "mdi_oob", "ufi", "naive_oob", "pg1", "pg2", "pg3")
+BOOSTING_METHODS = ("mdi", "mdi_oob", "ufi", "naive_oob")
+PG_PRESETS = {"pg1": (1.0, 1.0), "pg2": (0.5, 1.0), "pg3": (0.5, 0.5)}
+
+
+@dataclass
+class NodeStats:
+    """Evaluation-row sums per node and block.
+
+    n: (n_nodes, B) weighted count; S: (n_nodes, B, C) weighted target sum (boosting:
+    sum of -g); Q: (n_nodes, B) weighted squared norm of the target (boosting: sum g^2);
+    H, R: boosting only, sum of h and of g^2 / h.
+    """
+
+    n: np.ndarray
+    S: np.ndarray
+    Q: np.ndarray
+    H: np.ndarray | None = None
+    R: np.ndarray | None = None
+
+    @classmethod
+    def from_array(cls, stats, boosting=False):
+        """Split a kernel array (n_nodes, B, D) into named views."""
+        if boosting:  # columns: n, Q, S, H, R
+            return cls(n=stats[:, :, 0], Q=stats[:, :, 1], S=stats[:, :, 2:3],
+                       H=stats[:, :, 3], R=stats[:, :, 4])
+        return cls(n=stats[:, :, 0], Q=stats[:, :, 1], S=stats[:, :, 2:])
+
+    def total(self) -> NodeStats:
+        """The same statistics with the blocks summed (B = 1)."""
+        def s(a):
+            return None if a is None else a.sum(axis=1, keepdims=True)
+        return NodeStats(n=s(self.n), S=s(self.S), Q=s(self.Q), H=s(self.H), R=s(self.R))
+
+    @property
+    def n_blocks(self):
+        return self.n.shape[1]
+
+
+# ---------------------------------------------------------------- helpers
+class _Splits:
+    """Index arrays of the internal nodes of an ensemble (computed once per call)."""
+
+    def __init__(self, ens):
+        self.m = np.flatnonzero(ens.left >= 0)
+        self.l = ens.left[self.m].astype(np.int64)
+        self.r = ens.right[self.m].astype(np.int64)
+        tree = ens.node_tree
+        self.tree = tree[self.m]
+        self.root = ens.tree_offsets[:-1][tree]  # root of every node's tree
+        self.key = self.tree * ens.n_features + ens.feature[self.m]
+        self.root_of_tree = ens.tree_offsets[:-1]
+        self.n_trees, self.n_features = ens.n_trees, ens.n_features
+
+
+def _per_tree(sp: _Splits, term):
+    """Sum node terms (n_splits, B) into (B, n_trees, n_features)."""
+    term = np.atleast_2d(term.T).T if term.ndim == 1 else term
+    size = sp.n_trees * sp.n_features
+    out = np.empty((term.shape[1], sp.n_trees, sp.n_features))
+    for b in range(term.shape[1]):
+        out[b] = np.bincount(sp.key, weights=term[:, b], minlength=size).reshape(
+            sp.n_trees, sp.n_features)
+    return out
+
+
+def _safe_div(a, b):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(b > 0, a / np.where(b > 0, b, 1.0), 0.0)
+
+
+def _insample_fraction(ens):
+    """w_m = W_m / W_root for every node."""
+    root_w = ens.weight[ens.tree_offsets[:-1]][ens.node_tree]
+    return _safe_div(ens.weight, root_w)
+
+
+def _decrease(sp, node_h, w, keep):
+    """w_m H(m) - w_l H(l) - w_r H(r) on kept splits; node_h (n_nodes, B), w (n_nodes,)."""
+    wm, wl, wr = w[sp.m, None], w[sp.l, None], w[sp.r, None]
+    term = wm * node_h[sp.m] - wl * node_h[sp.l] - wr * node_h[sp.r]
+    return np.where(keep, term, 0.0)
+
+
+def _both_children_seen(sp, st):
+    return (st.n[sp.l] > 0) & (st.n[sp.r] > 0)
+
+
+def _per_row(sp, st, per_tree):
+    """Divide per-tree sums by the tree's evaluation weight n'_root (0 rows -> NaN)."""
+    n_root = st.n[sp.root_of_tree].T[:, :, None]  # (B, n_trees, 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(n_root > 0, per_tree / np.where(n_root > 0, n_root, 1.0), np.nan)
+
+
+def _with_rows(sp, st, per_tree):
+    """Mark trees that saw no evaluation rows (in that block) as NaN."""
+    n_root = st.n[sp.root_of_tree].T[:, :, None]
+    return np.where(n_root > 0, per_tree, np.nan)
+
+
+# ---------------------------------------------------------------- measures
+def mdi(ens):
+    """In-sample importance per tree, (n_trees, n_features): no evaluation rows needed.
+
+    gain_kind "impurity" (scikit-learn trees): (W_m I_m - W_l I_l - W_r I_r) / W_root;
+    gain_kind "gain" (XGBoost, LightGBM, HistGradientBoosting): the stored split gain.
+    """
+    sp = _Splits(ens)
+    if ens.gain_kind == "impurity":
+        wi = ens.weight * ens.impurity
+        root_w = ens.weight[sp.root]
+        term = _safe_div(wi[sp.m] - wi[sp.l] - wi[sp.r], root_w)
+    else:
+        term = np.nan_to_num(ens.gain[sp.m])
+    return _per_tree(sp, term[:, None])[0]
+
+
+def mdi_oob(ens, st: NodeStats):
+    """Li et al. (2019) eq. 14: (1/n'_root) sum_m (v_l - v_m).S'_l + (v_r - v_m).S'_r.
+
+    For boosting (S' = sum of -g) this is the first-order decrease of the held-out mean
+    loss attributable to the splits on each feature.
+    """
+    sp = _Splits(ens)
+    v = ens.value
+    term = (np.einsum("nc,nbc->nb", v[sp.l] - v[sp.m], st.S[sp.l])
+            + np.einsum("nc,nbc->nb", v[sp.r] - v[sp.m], st.S[sp.r]))
+    return _per_row(sp, st, _per_tree(sp, term))
+
+
+def ufi(ens, st: NodeStats, *, classification: bool):
+    """Zhou & Hooker (2020) unbiased feature importance, in-sample weights w_m = W_m/W_root.
+
+    Splits whose children include one without evaluation rows contribute 0.
+    """
+    sp = _Splits(ens)
+    w = _insample_fraction(ens)
+    keep = _both_children_seen(sp, st)
+    v = ens.value
+    if st.H is not None:
+        return _with_rows(sp, st, _per_tree(sp, _ufi_boosting_terms(ens, sp, st, w, keep)))
+    p_held = _safe_div(st.S, st.n[:, :, None])
+    if classification:
+        node_h = 1.0 - np.einsum("nc,nbc->nb", v, p_held)
+        term = _decrease(sp, node_h, w, keep)
+    else:
+        vv = v[:, 0][:, None]
+        held_mse = _safe_div(st.Q - 2.0 * vv * st.S[:, :, 0] + vv**2 * st.n, st.n)
+        term = _decrease(sp, held_mse, w, keep) + _insample_decrease(ens, sp)[:, None]
+        term = np.where(keep, term, 0.0)
+    return _with_rows(sp, st, _per_tree(sp, term))
+
+
+def _insample_decrease(ens, sp):
+    """In-sample impurity decrease (W_m I_m - W_l I_l - W_r I_r) / W_root for regression
+    trees; where the impurity is not stored, the equal variance form
+    (W_l v_l^2 + W_r v_r^2 - W_m v_m^2) / W_root (exact for node means)."""
+    W = ens.weight
+    root_w = W[sp.root]
+    if np.all(np.isfinite(ens.impurity[sp.m])):
+        wi = W * ens.impurity
+        return _safe_div(wi[sp.m] - wi[sp.l] - wi[sp.r], root_w)
+    v = ens.value[:, 0]
+    return _safe_div(W[sp.l] * v[sp.l] ** 2 + W[sp.r] * v[sp.r] ** 2 - W[sp.m] * v[sp.m] ** 2,
+                     root_w)
+
+
+def _ufi_boosting_terms(ens, sp, st, w, keep):
+    """Zhou-Hooker regression form on the Newton pseudo-response -g/h with weights h.
+
+    mu = unshrunk node estimate v / learning_rate; in-sample
+    Delta_m = (W_l mu_l^2 + W_r mu_r^2 - W_m mu_m^2) / W_root; held-out
+    H'(m) = (R' + 2 mu G' + mu^2 H') / H' with G' = -S'; Delta'_m the w-weighted decrease
+    of H'. Exact Zhou-Hooker regression UFI for squared error, lambda = 0, learning rate 1.
+    """
+    lr = ens.tree_learning_rate[ens.node_tree]
+    mu = ens.value[:, 0] / lr
+    W = ens.weight
+    delta_in = _safe_div(W[sp.l] * mu[sp.l] ** 2 + W[sp.r] * mu[sp.r] ** 2
+                         - W[sp.m] * mu[sp.m] ** 2, W[sp.root])
+    G = -st.S[:, :, 0]
+    mu_b = mu[:, None]
+    held = _safe_div(st.R + 2.0 * mu_b * G + mu_b**2 * st.H, st.H)
+    keep = keep & (st.H[sp.l] > 0) & (st.H[sp.r] > 0)
+    return np.where(keep, _decrease(sp, held, w, keep) + delta_in[:, None], 0.0)
+
+
+def naive_oob(ens, st: NodeStats):
+    """Impurity decrease measured on evaluation rows alone (the strawman of Li et al.).
+
+    Forests: (n'_m G'(m) - n'_l G'(l) - n'_r G'(r)) / n'_root with the held-out Gini or
+    variance, which equals (|S'_l|^2/n'_l + |S'_r|^2/n'_r - |S'_m|^2/n'_m) / n'_root.
+    Boosting: the held-out Newton gain per row,
+    (S'_l^2/H'_l + S'_r^2/H'_r - S'_m^2/H'_m) / (2 n'_root).
+    """
+    sp = _Splits(ens)
+    keep = _both_children_seen(sp, st)
+    if st.H is not None:
+        denom, half = st.H, 0.5
+        keep = keep & (st.H[sp.l] > 0) & (st.H[sp.r] > 0)
+    else:
+        denom, half = st.n, 1.0
+    s2 = np.einsum("nbc,nbc->nb", st.S, st.S)
+    node = _safe_div(s2, denom)
+    term = half * (node[sp.l] + node[sp.r] - node[sp.m])
+    return _per_row(sp, st, _per_tree(sp, np.where(keep, term, 0.0)))
+
+
+def pg_oob(ens, st: NodeStats, *, alpha: float, lam: float, classification: bool):
+    """Loecher's penalized Gini: PG(m) = alpha G'(m) + (1-alpha) G(m) + (lam/2)|p'_m - p_m|^2,
+    decrease weighted by in-sample fractions, skip rule as ufi.
+
+    G is the in-sample Gini 1 - |p_m|^2 (classification) or impurity (regression);
+    G' the held-out Gini 1 - |p'_m|^2 or held-out variance.
+    """
+    sp = _Splits(ens)
+    w = _insample_fraction(ens)
+    keep = _both_children_seen(sp, st)
+    v = ens.value
+    p_held = _safe_div(st.S, st.n[:, :, None])
+    held_sq = np.einsum("nbc,nbc->nb", p_held, p_held)
+    gap = np.einsum("nbc,nbc->nb", p_held - v[:, None, :], p_held - v[:, None, :])
+    if classification:
+        g_held = 1.0 - held_sq
+        g_in = (1.0 - np.einsum("nc,nc->n", v, v))[:, None]
+        node = alpha * g_held + (1.0 - alpha) * g_in + 0.5 * lam * gap
+        term = _decrease(sp, node, w, keep)
+    else:
+        g_held = _safe_div(st.Q, st.n) - held_sq
+        node = alpha * g_held + 0.5 * lam * gap
+        term = _decrease(sp, node, w, keep)
+        term = term + (1.0 - alpha) * _insample_decrease(ens, sp)[:, None]
+        term = np.where(keep, term, 0.0)
+    return _with_rows(sp, st, _per_tree(sp, term))
+
+
+def compute(method, ens, st, *, classification, alpha=None, lam=None):
+    """Dispatch one method name to its formula: (B, n_trees, n_features)."""
+    boosting = st.H is not None
+    if method == "mdi_oob":
+        return mdi_oob(ens, st)
+    if method == "ufi":
+        return ufi(ens, st, classification=classification)
+    if method == "naive_oob":
+        return naive_oob(ens, st)
+    if method in PG_PRESETS or method == "pg_oob":
+        if boosting:
+            raise ValueError(f"{method!r} (penalized Gini) is defined for forests only; "
+                             f"boosting models support {', '.join(BOOSTING_METHODS)}")
+        if method in PG_PRESETS:
+            alpha, lam = PG_PRESETS[method]
+        return pg_oob(ens, st, alpha=alpha, lam=lam, classification=classification)
+    raise ValueError(f"unknown method {method!r}")

@@ -1,0 +1,142 @@
+"""The result of :func:`treeimp.explain`: importances with their uncertainty."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats as _stats
+
+
+def one_sided_pvalues(value, stderr, dof):
+    """P(T > value / stderr) for T ~ t(dof); value 0 with stderr 0 gives 1."""
+    value = np.asarray(value, dtype=float)
+    stderr = np.asarray(stderr, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = value / stderr
+    z = np.where(stderr > 0, z, np.where(value > 0, np.inf, np.where(value < 0, -np.inf, 0.0)))
+    p = _stats.t.sf(z, dof)
+    p = np.where((stderr == 0) & (value == 0), 1.0, p)
+    return np.where(np.isnan(value) | np.isnan(stderr), np.nan, p)
+
+
+def bh_qvalues(p):
+    """Benjamini-Hochberg adjusted p-values of a 1-D array (NaN entries stay NaN)."""
+    p = np.asarray(p, dtype=float)
+    q = np.full_like(p, np.nan)
+    ok = np.flatnonzero(~np.isnan(p))
+    if ok.size == 0:
+        return q
+    order = ok[np.argsort(p[ok], kind="stable")]
+    m = order.size
+    ranked = p[order] * m / np.arange(1, m + 1)
+    q[order] = np.minimum(1.0, np.minimum.accumulate(ranked[::-1])[::-1])
+    return q
+
+
+class Importances:
+    """Feature importances of one model on one set of evaluation rows.
+
+    Attributes
+    ----------
+    table : DataFrame
+        Index = feature names, one column per method. Forests: mean over trees;
+        boosting: sum over trees.
+    stderr : DataFrame
+        Standard errors from ``n_blocks`` random blocks of evaluation rows (batch means:
+        sd of the block values / sqrt(n_blocks)). NaN for "mdi", which uses no rows.
+    stderr_trees : DataFrame
+        Across-trees standard error as Li et al.'s code reports it; it ignores that
+        trees share data and is too small: for comparison only.
+    pvalues, qvalues : DataFrame
+        One-sided p-values for importance > 0 (t with n_blocks - 1 degrees of freedom)
+        and their Benjamini-Hochberg adjustment across features.
+    per_tree : dict
+        method -> (n_trees, n_features) unnormalised per-tree values (NaN for a tree
+        that saw no evaluation rows).
+    block_values : dict
+        method -> (n_blocks, n_features) the estimate on each row block.
+    """
+
+    def __init__(self, *, table, stderr, stderr_trees, per_tree, block_values, n_blocks,
+                 kind, n_rows, model_name=""):
+        self.table = table
+        self.stderr = stderr
+        self.stderr_trees = stderr_trees
+        self.per_tree = per_tree
+        self.block_values = block_values
+        self.n_blocks = n_blocks
+        self.kind = kind
+        self.n_rows = n_rows
+        self.model_name = model_name
+        pv = {m: one_sided_pvalues(table[m], stderr[m], n_blocks - 1) for m in table.columns}
+        self.pvalues = pd.DataFrame(pv, index=table.index)
+        self.qvalues = pd.DataFrame({m: bh_qvalues(self.pvalues[m].to_numpy())
+                                     for m in table.columns}, index=table.index)
+
+    @property
+    def methods(self):
+        return list(self.table.columns)
+
+    @property
+    def feature_names(self):
+        return list(self.table.index)
+
+    def _method(self, method):
+        if method is None:
+            method = next((m for m in self.methods if m != "mdi"), self.methods[0])
+        if method not in self.table.columns:
+            raise ValueError(f"method {method!r} was not computed; this result has "
+                             f"{self.methods}")
+        return method
+
+    def ranking(self, method=None):
+        """Feature names, most important first, for one method."""
+        method = self._method(method)
+        return list(self.table[method].sort_values(ascending=False, kind="stable").index)
+
+    def select(self, method=None, alpha=0.05):
+        """Features whose importance is significantly positive at false discovery rate
+        ``alpha`` (Benjamini-Hochberg q-value < alpha), most important first."""
+        method = self._method(method)
+        if method == "mdi":
+            raise ValueError("'mdi' is measured on the training rows and has no p-values; "
+                             "select with an out-of-sample method")
+        if not 0 < alpha < 1:
+            raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+        q = self.qvalues[method]
+        keep = q[q < alpha].index
+        return [f for f in self.ranking(method) if f in set(keep)]
+
+    def to_frame(self):
+        """Tidy form: one row per (feature, method) with importance, stderr, p and q."""
+        parts = []
+        for m in self.methods:
+            parts.append(pd.DataFrame({
+                "feature": self.table.index, "method": m,
+                "importance": self.table[m].to_numpy(), "stderr": self.stderr[m].to_numpy(),
+                "pvalue": self.pvalues[m].to_numpy(), "qvalue": self.qvalues[m].to_numpy(),
+            }))
+        return pd.concat(parts, ignore_index=True)
+
+    def to_json(self, path=None):
+        """The tidy frame as JSON records (written to ``path`` when given)."""
+        text = self.to_frame().to_json(orient="records", double_precision=15)
+        if path is not None:
+            with open(path, "w") as fh:
+                fh.write(text)
+        return text
+
+    def __repr__(self):
+        show = self.table.copy()
+        for m in self.methods:
+            if np.all(np.isnan(self.stderr[m])):
+                show[m] = [f"{v:.4g}" for v in self.table[m]]
+            else:
+                show[m] = [f"{v:.4g} ± {s:.2g}" for v, s in zip(self.table[m], self.stderr[m])]
+        order = self.ranking()
+        show = show.loc[order]
+        head = (f"Importances({self.model_name or self.kind}, {self.n_rows} evaluation rows, "
+                f"{len(self.feature_names)} features; value ± stderr from {self.n_blocks} "
+                "row blocks)")
+        with pd.option_context("display.max_rows", 30, "display.width", 120):
+            return head + "\n" + show.to_string(max_rows=30)

@@ -1,0 +1,74 @@
+"""Evaluation targets: validate y and turn it into what the kernels accumulate."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def as_1d_target(y, n_rows, what="y"):
+    """y as a 1-D array of n_rows values (labels kept as they are)."""
+    if y is None:
+        raise ValueError(f"{what} is required: importances are measured against the "
+                         "evaluation rows' targets")
+    arr = np.asarray(y.to_numpy() if hasattr(y, "to_numpy") else y)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.ndim != 1:
+        raise ValueError(f"{what} must be 1-D, got shape {arr.shape}")
+    if arr.shape[0] != n_rows:
+        raise ValueError(f"X has {n_rows} rows but {what} has {arr.shape[0]}")
+    return arr
+
+
+def class_indices(y, classes, what="y"):
+    """Position of every label among the model's classes; unknown labels are an error."""
+    classes = np.asarray(classes)
+    y = np.asarray(y)
+    if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
+        raise ValueError(f"{what} contains NaN or inf")
+    lookup = {c: k for k, c in enumerate(classes.tolist())}
+    try:
+        idx = np.array([lookup[v] for v in y.tolist()], dtype=np.int64)
+    except KeyError:
+        unseen = sorted({v for v in y.tolist() if v not in lookup}, key=str)
+        raise ValueError(f"{what} has labels the model never saw: {unseen[:10]}"
+                         f"{' ...' if len(unseen) > 10 else ''}; the model's classes are "
+                         f"{classes.tolist()[:20]}") from None
+    return idx
+
+
+def regression_target(y, what="y"):
+    try:
+        arr = np.asarray(y, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{what} must be numeric for a regression model") from None
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        raise ValueError(f"{what} has {int(bad.sum())} NaN or inf values (first at row "
+                         f"{int(np.flatnonzero(bad)[0])})")
+    return arr
+
+
+def forest_targets(ens, y):
+    """Per-row target matrix Z for a forest: one-hot classes or the regression value."""
+    if ens.objective.name == "class_probability":
+        idx = class_indices(y, ens.classes)
+        Z = np.zeros((len(idx), ens.n_outputs))
+        Z[np.arange(len(idx)), idx] = 1.0
+        return Z, True
+    return regression_target(y)[:, None], False
+
+
+def check_sample_weight(sample_weight, n_rows):
+    if sample_weight is None:
+        return np.ones(n_rows)
+    w = np.asarray(sample_weight, dtype=np.float64)
+    if w.ndim != 1 or w.shape[0] != n_rows:
+        raise ValueError(f"sample_weight has shape {w.shape} but X has {n_rows} rows")
+    if not np.all(np.isfinite(w)):
+        raise ValueError("sample_weight contains NaN or inf")
+    if np.any(w < 0):
+        raise ValueError(f"sample_weight has {int((w < 0).sum())} negative values")
+    if not np.any(w > 0):
+        raise ValueError("sample_weight is zero for every row")
+    return w
