@@ -199,13 +199,24 @@ def test_held_out_rows_use_every_tree():
     np.testing.assert_allclose(res.per_tree["mdi_oob"][0], expected, rtol=1e-10, atol=1e-12)
 
 
-def test_block_standard_errors_are_batch_means():
+def test_block_standard_errors_are_a_delete_a_block_jackknife():
+    """Block value b is the measure on every row except block b's: recompute one by
+    explaining with those rows' weights set to zero."""
     _, rf, X, y, _ = CASES[1]
     res = treeimp.explain(rf, X, y, oob=True, n_blocks=5, random_state=1)
+    held = treeimp.explain(rf, X, y, n_blocks=5, random_state=1)
+    block = np.random.default_rng(1).permutation(len(y)) % 5
     for m in ("mdi_oob", "ufi"):
         bv = res.block_values[m]
         assert bv.shape == (5, X.shape[1])
-        np.testing.assert_allclose(res.stderr[m], bv.std(0, ddof=1) / np.sqrt(5))
+        w = (block != 2).astype(float)
+        drop2 = treeimp.explain(rf, X, y, oob=True, methods=(m,), sample_weight=w)
+        np.testing.assert_allclose(bv[2], drop2.table[m], rtol=1e-10, atol=1e-14)
+        jack = np.sqrt(4 / 5 * ((bv - bv.mean(0)) ** 2).sum(0))
+        np.testing.assert_allclose(res.stderr[m], np.sqrt(2) * jack)  # OOB: pairs count twice
+        hv = held.block_values[m]
+        np.testing.assert_allclose(held.stderr[m], np.sqrt(4 / 5 * ((hv - hv.mean(0)) ** 2)
+                                                           .sum(0)))
     assert res.stderr["mdi"].isna().all()
     pt = res.per_tree["ufi"]
     np.testing.assert_allclose(res.stderr_trees["ufi"],

@@ -103,14 +103,22 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
 
         stats, classification = boosting_node_stats(ens, rows, y_arr, w, block, n_blocks,
                                                      n_jobs=n_jobs)
-    return _assemble(ens, stats, methods, names, classification, n, n_blocks, alpha, lam)
+    # Out of bag, every row trains some trees and evaluates others: under the null each
+    # pair of rows enters an importance twice (z_i against the fit to z_j and the other
+    # way round), and resampling rows with the trees held fixed sees one of the two
+    # terms, i.e. half the variance. Held-out rows never trained a tree: factor 1.
+    inflation = np.sqrt(2.0) if oob else 1.0
+    return _assemble(ens, stats, methods, names, classification, n, n_blocks, alpha, lam,
+                     inflation)
 
 
-def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alpha, lam):
+def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alpha, lam,
+              inflation=1.0):
     forest = ens.kind == FOREST
     agg = _nanmean_trees if forest else _nansum_trees
     table, se, se_trees, per_tree, blocks = {}, {}, {}, {}, {}
     total = stats.total()
+    loo = stats.leave_one_out()
     for m in methods:
         if m == "mdi":
             pt = measures.mdi(ens)
@@ -118,18 +126,25 @@ def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alph
         else:
             pt = measures.compute(m, ens, total, classification=classification,
                                   alpha=alpha, lam=lam)[0]
-            bv = agg(measures.compute(m, ens, stats, classification=classification,
+            bv = agg(measures.compute(m, ens, loo, classification=classification,
                                       alpha=alpha, lam=lam))
         per_tree[m] = pt
         table[m] = agg(pt[None])[0]
         blocks[m] = bv
-        se[m] = np.std(bv, axis=0, ddof=1) / np.sqrt(n_blocks)
+        se[m] = inflation * jackknife_stderr(bv)
         se_trees[m] = _tree_stderr(pt, forest)
     frame = lambda d: pd.DataFrame(d, index=pd.Index(names, name="feature"))  # noqa: E731
     return Importances(table=frame(table), stderr=frame(se), stderr_trees=frame(se_trees),
                        per_tree=per_tree, block_values=blocks, n_blocks=n_blocks,
                        kind=ens.kind, n_rows=n_rows,
                        model_name=f"{ens.library} {ens.kind}".strip())
+
+
+def jackknife_stderr(loo_values):
+    """Delete-a-group jackknife: sqrt((B - 1) / B * sum_b (theta_(-b) - mean)^2)."""
+    B = loo_values.shape[0]
+    dev = loo_values - loo_values.mean(axis=0)
+    return np.sqrt((B - 1) / B * np.sum(dev**2, axis=0))
 
 
 def _nanmean_trees(v):

@@ -50,6 +50,12 @@ class NodeStats:
             return None if a is None else a.sum(axis=1, keepdims=True)
         return NodeStats(n=s(self.n), S=s(self.S), Q=s(self.Q), H=s(self.H), R=s(self.R))
 
+    def leave_one_out(self) -> NodeStats:
+        """B statistics sets, set b holding every row except block b's (jackknife)."""
+        def s(a):
+            return None if a is None else a.sum(axis=1, keepdims=True) - a
+        return NodeStats(n=s(self.n), S=s(self.S), Q=s(self.Q), H=s(self.H), R=s(self.R))
+
     @property
     def n_blocks(self):
         return self.n.shape[1]
@@ -65,7 +71,7 @@ class _Splits:
         self.r = ens.right[self.m].astype(np.int64)
         tree = ens.node_tree
         self.tree = tree[self.m]
-        self.root = ens.tree_offsets[:-1][tree]  # root of every node's tree
+        self.root = ens.tree_offsets[:-1][self.tree]  # root of each split's tree
         self.key = self.tree * ens.n_features + ens.feature[self.m]
         self.root_of_tree = ens.tree_offsets[:-1]
         self.n_trees, self.n_features = ens.n_trees, ens.n_features

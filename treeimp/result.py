@@ -42,8 +42,13 @@ class Importances:
         Index = feature names, one column per method. Forests: mean over trees;
         boosting: sum over trees.
     stderr : DataFrame
-        Standard errors from ``n_blocks`` random blocks of evaluation rows (batch means:
-        sd of the block values / sqrt(n_blocks)). NaN for "mdi", which uses no rows.
+        Standard errors from ``n_blocks`` random blocks of evaluation rows: a
+        delete-a-block jackknife (each measure recomputed without one block's rows,
+        sqrt((B-1)/B * sum of squared deviations)), which stays right for the non-linear
+        measures (ufi, pg, naive_oob). With ``oob=True`` it is multiplied by sqrt(2):
+        every row trains some trees and evaluates others, so under the null each pair of
+        rows enters twice and resampling rows with the trees fixed sees half the
+        variance. NaN for "mdi", which uses no rows.
     stderr_trees : DataFrame
         Across-trees standard error as Li et al.'s code reports it; it ignores that
         trees share data and is too small: for comparison only.
@@ -54,7 +59,8 @@ class Importances:
         method -> (n_trees, n_features) unnormalised per-tree values (NaN for a tree
         that saw no evaluation rows).
     block_values : dict
-        method -> (n_blocks, n_features) the estimate on each row block.
+        method -> (n_blocks, n_features) the estimate without each row block
+        (jackknife replicates).
     """
 
     def __init__(self, *, table, stderr, stderr_trees, per_tree, block_values, n_blocks,
