@@ -113,6 +113,14 @@ class Importances:
         keep = q[q < alpha].index
         return [f for f in self.ranking(method) if f in set(keep)]
 
+    def plot(self, method=None, kind="bar", top=20, ax=None):
+        """Matplotlib figure: horizontal bars with standard-error whiskers (several
+        methods side by side), or ``kind="per_tree"`` box plots of per-tree values.
+        See :func:`treeimp.plot.plot_importances`."""
+        from .plot import plot_importances
+
+        return plot_importances(self, method=method, kind=kind, top=top, ax=ax)
+
     def to_frame(self):
         """Tidy form: one row per (feature, method) with importance, stderr, p and q."""
         parts = []
