@@ -2,7 +2,8 @@
 
 from .api import explain
 from .ensemble import Objective, Tree, TreeEnsemble
+from .permutation import permutation_importance
 from .result import Importances
 
-__all__ = ["Importances", "Objective", "Tree", "TreeEnsemble", "explain"]
+__all__ = ["Importances", "Objective", "Tree", "TreeEnsemble", "explain", "permutation_importance"]
 __version__ = "0.1.0"

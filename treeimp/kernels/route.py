@@ -109,3 +109,28 @@ def apply_chunk(X, out, tree_offsets,
                                  nan_mode, is_cat, cat_offset, cat_count, cat_default_left,
                                  cat_codes, cat_left, strict, round32)
                 out[i, t] = leaf - root
+
+
+@njit(cache=True, parallel=True)
+def predict_trees_chunk(X, out, trees, sign, tree_offsets, tree_output, tree_scale, value,
+                        left, right, feature, threshold, missing_left, nan_mode,
+                        is_cat, cat_offset, cat_count, cat_default_left, cat_codes, cat_left,
+                        strict, round32):
+    """out[i, :] += sign * (sum over the listed trees of scale * leaf value)."""
+    n = X.shape[0]
+    vdim = value.shape[1]
+    n_blocks = (n + ROW_BLOCK - 1) // ROW_BLOCK
+    for b in prange(n_blocks):
+        r0 = b * ROW_BLOCK
+        r1 = min(n, r0 + ROW_BLOCK)
+        for k in range(trees.shape[0]):
+            t = trees[k]
+            root = tree_offsets[t]
+            col = tree_output[t]
+            s = sign * tree_scale[t]
+            for i in range(r0, r1):
+                leaf = find_leaf(X, i, root, left, right, feature, threshold, missing_left,
+                                 nan_mode, is_cat, cat_offset, cat_count, cat_default_left,
+                                 cat_codes, cat_left, strict, round32)
+                for j in range(vdim):
+                    out[i, col + j] += s * value[leaf, j]
