@@ -133,8 +133,9 @@ def library_treeshap(name, model, X):
 
 
 def bench_model(name, kind, args, rows_out):
-    import treeimp
     from sklearn.inspection import permutation_importance as sk_perm
+
+    import treeimp
 
     model, Xt, yt, Xv, yv = fit_model(name, args, kind)
     forest = name == "forest"
@@ -253,7 +254,7 @@ def markdown(results, startup, memory, args):
     for r in results:
         u = r["library_predict_s"]
 
-        def fmt(key):
+        def fmt(key, r=r, u=u):
             v = ratio(r.get(key), u)
             return "n/a" if v is None else f"{v:.2f}x"
         perm = r["sklearn_permutation_s"] / r["treeimp_permutation_s"]

@@ -221,3 +221,27 @@ def test_block_standard_errors_are_a_delete_a_block_jackknife():
     pt = res.per_tree["ufi"]
     np.testing.assert_allclose(res.stderr_trees["ufi"],
                                np.sqrt((np.mean(pt**2, 0) - np.mean(pt, 0) ** 2) / len(pt)))
+
+
+def test_table_by_class_sums_to_table_and_matches_brute_force():
+    _, rf, X, y, _ = CASES[1]
+    res = treeimp.explain(rf, X, y, oob=True, methods=("mdi_oob", "ufi"))
+    for m in ("mdi_oob", "ufi"):
+        by = res.table_by_class[m]
+        assert list(by.columns) == list(rf.classes_)
+        np.testing.assert_allclose(by.sum(axis=1), res.table[m], rtol=1e-9, atol=1e-12)
+    # brute force for class 0 of mdi_oob: Saabas contributions to class 0 times 1{y = 0}
+    expected = np.zeros(X.shape[1])
+    for est, oob in zip(rf.estimators_, _oob_rows(rf, len(y))):
+        t = est.tree_
+        paths = est.decision_path(X[oob].astype(np.float32)).toarray().astype(bool)
+        v = t.value[:, 0, 0]
+        per = np.zeros(X.shape[1])
+        for r, i in enumerate(oob):
+            for m in np.flatnonzero(paths[r] & (t.children_left >= 0)):
+                child = t.children_left[m] if paths[r, t.children_left[m]] \
+                    else t.children_right[m]
+                per[t.feature[m]] += (v[child] - v[m]) * (y[i] == 0)
+        expected += per / len(oob)
+    np.testing.assert_allclose(res.table_by_class["mdi_oob"][0], expected / len(rf.estimators_),
+                               rtol=1e-10, atol=1e-12)

@@ -133,10 +133,20 @@ def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alph
         blocks[m] = bv
         se[m] = inflation * jackknife_stderr(bv)
         se_trees[m] = _tree_stderr(pt, forest)
+    by_class = {}
+    if forest and classification:
+        for m in ("mdi_oob", "ufi"):
+            if m in methods:
+                pc = measures.by_class(m, ens, total)
+                by_class[m] = pd.DataFrame(
+                    _nanmean_trees(pc.reshape(1, ens.n_trees, -1))[0].reshape(
+                        ens.n_features, -1),
+                    index=pd.Index(names, name="feature"),
+                    columns=pd.Index(ens.classes, name="class"))
     frame = lambda d: pd.DataFrame(d, index=pd.Index(names, name="feature"))  # noqa: E731
     return Importances(table=frame(table), stderr=frame(se), stderr_trees=frame(se_trees),
                        per_tree=per_tree, block_values=blocks, n_blocks=n_blocks,
-                       kind=ens.kind, n_rows=n_rows,
+                       kind=ens.kind, n_rows=n_rows, table_by_class=by_class,
                        model_name=f"{ens.library} {ens.kind}".strip())
 
 

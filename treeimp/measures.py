@@ -259,6 +259,35 @@ def pg_oob(ens, st: NodeStats, *, alpha: float, lam: float, classification: bool
     return _with_rows(sp, st, _per_tree(sp, term))
 
 
+def by_class(method, ens, st: NodeStats):
+    """Per-class parts of "mdi_oob" or "ufi" for a classification forest, summing to the
+    measure: (n_trees, n_features, n_classes) on the full statistics ``st`` (B = 1).
+
+    mdi_oob: the class-c terms (v_lc - v_mc) S'_lc + (v_rc - v_mc) S'_rc over n'_root;
+    ufi: w_l p_lc p'_lc + w_r p_rc p'_rc - w_m p_mc p'_mc (its constant 1 cancels since
+    W_m = W_l + W_r).
+    """
+    sp = _Splits(ens)
+    v = ens.value
+    S = st.S[:, 0, :]
+    C = v.shape[1]
+    if method == "mdi_oob":
+        term = (v[sp.l] - v[sp.m]) * S[sp.l] + (v[sp.r] - v[sp.m]) * S[sp.r]
+        n_root = st.n[sp.root_of_tree, 0]
+        scale = np.where(n_root > 0, 1.0 / np.where(n_root > 0, n_root, 1.0), np.nan)
+    elif method == "ufi":
+        w = _insample_fraction(ens)
+        p_held = _safe_div(S, st.n[:, :1])
+        node = w[:, None] * v * p_held
+        keep = _both_children_seen(sp, st)[:, 0]
+        term = np.where(keep[:, None], node[sp.l] + node[sp.r] - node[sp.m], 0.0)
+        scale = np.where(st.n[sp.root_of_tree, 0] > 0, 1.0, np.nan)
+    else:
+        raise ValueError(f"per-class values exist for 'mdi_oob' and 'ufi', not {method!r}")
+    out = np.stack([_per_tree(sp, term[:, c:c + 1])[0] for c in range(C)], axis=-1)
+    return out * scale[:, None, None]
+
+
 def compute(method, ens, st, *, classification, alpha=None, lam=None):
     """Dispatch one method name to its formula: (B, n_trees, n_features)."""
     boosting = st.H is not None

@@ -61,10 +61,13 @@ class Importances:
     block_values : dict
         method -> (n_blocks, n_features) the estimate without each row block
         (jackknife replicates).
+    table_by_class : dict
+        Classification forests: method ("mdi_oob", "ufi") -> DataFrame (features x
+        classes) of per-class parts; each row sums to that method's ``table`` value.
     """
 
     def __init__(self, *, table, stderr, stderr_trees, per_tree, block_values, n_blocks,
-                 kind, n_rows, model_name=""):
+                 kind, n_rows, model_name="", table_by_class=None):
         self.table = table
         self.stderr = stderr
         self.stderr_trees = stderr_trees
@@ -74,6 +77,7 @@ class Importances:
         self.kind = kind
         self.n_rows = n_rows
         self.model_name = model_name
+        self.table_by_class = table_by_class or {}
         pv = {m: one_sided_pvalues(table[m], stderr[m], n_blocks - 1) for m in table.columns}
         self.pvalues = pd.DataFrame(pv, index=table.index)
         self.qvalues = pd.DataFrame({m: bh_qvalues(self.pvalues[m].to_numpy())
