@@ -84,8 +84,6 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
         idx = np.arange(n)
         original = Xw[:, j].copy()
         if trees.size == 0:  # no tree reads column j: permuting it changes nothing
-            for _ in range(n_repeats):  # keep the generator in step with scikit-learn
-                rng.shuffle(idx)
             scores[j] = baseline
             continue
         without_j = margin.copy()
