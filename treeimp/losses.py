@@ -1,0 +1,608 @@
+"""Gradients, hessians, links and losses of every supported boosting objective.
+
+A boosted tree t is evaluated on held-out rows against ``z = -g``, the negative gradient
+of the model's own objective at the margin the row had before t's boosting round, with
+hessian ``h``. Gradients follow each library's own definition, constant factors included;
+where libraries sharing a canonical name differ, the difference is a parameter of the
+:class:`~treeimp.ensemble.Objective` that the parser sets. Sample weights are NOT part of
+``g``/``h`` here: the caller multiplies both by the row weight, as every library does.
+
+Objectives (``Objective.name``, ``Objective.params``; params marked * are required), the
+parameter vector that :func:`loss_spec` builds from them, and the formulas (m the margin,
+y the target, d = m - y, p the probability on the link scale):
+
+=============== ================================= ==========================================
+name            params -> vector                  g, h
+=============== ================================= ==========================================
+squared_error   {} -> []                          d, 1
+absolute_error  {tie_gradient=0} -> [tie]         sign(d), 1; g = tie_gradient when d == 0
+pseudo_huber    {slope*} -> [slope]               d / sqrt(c), 1 / c^1.5; c = 1 + (d/slope)^2
+huber           {delta*} -> [delta]               clip(d, -delta, delta), 1
+quantile        {alpha*, tie_gradient=1-alpha}    1 - alpha if d > 0, -alpha if d < 0,
+                -> [alpha, tie]                   tie_gradient if d == 0; h = 1
+logistic        {sigmoid*, pos_weight*,           p = 1/(1+exp(-s m)); c = pos_weight if
+                neg_weight=1} -> [s, pw, nw]      y == 1, neg_weight if y == 0, else 1;
+                                                  g = c s (p - y), h = c s^2 p (1 - p)
+cross_entropy   {} -> []                          p - y, p (1 - p)  (y in [0, 1])
+softmax         {n_classes*, hess_factor*}        p = softmax(m); g_k = p_k - [y == k],
+                -> [K, f]                         h_k = f p_k (1 - p_k)
+ova_logistic    {sigmoid*, n_classes*,            output k: logistic with label [y == k]
+                pos_weight=1, neg_weight=1}
+                -> [s, K, pw, nw]
+poisson         {max_delta_step*}                 exp(m) - y, exp(m + max_delta_step)
+                -> [mds, exp(mds)]
+gamma           {} -> []                          1 - y exp(-m), y exp(-m)
+tweedie         {variance_power*} -> [rho]        -y e1 + e2, -(1-rho) y e1 + (2-rho) e2;
+                                                  e1 = exp((1-rho) m), e2 = exp((2-rho) m)
+exponential     {} -> []                          -y e^-m + (1-y) e^m, y e^-m + (1-y) e^m
+=============== ================================= ==========================================
+
+What each library's parser sets (verified against xgboost 3.2.0, lightgbm 4.7.0 and
+scikit-learn 1.9.1 in ``tests/test_losses.py``):
+
+* XGBoost: ``multi:softprob/softmax`` hess_factor 2.0; ``count:poisson`` max_delta_step
+  from ``poisson_regression_param`` (default 0.7); logistic ``sigmoid`` 1.0 and
+  ``pos_weight`` = ``reg_loss_param.scale_pos_weight``; ``reg:pseudohubererror`` slope =
+  ``huber_slope``; ``reg:quantileerror`` alpha = ``quantile_alpha`` (one alpha only);
+  ``binary:logitraw`` is "logistic" with link "identity". Not modelled: XGBoost floors
+  the logistic and softmax hessians at 1e-16 (only matters for |margin| > 36).
+* LightGBM: ``multiclass`` hess_factor K/(K-1); ``binary`` / ``multiclassova``
+  ``sigmoid`` = the ``sigmoid`` parameter, pos_weight = ``scale_pos_weight``
+  (``is_unbalance`` instead weights the smaller class by the count ratio: the positive
+  class via pos_weight, or the negative class via neg_weight); ``poisson``
+  max_delta_step = ``poisson_max_delta_step`` (default 0.7); ``huber`` delta = ``alpha``.
+* scikit-learn (``sklearn._loss``): absolute_error ``tie_gradient`` -1.0, quantile
+  ``tie_gradient`` = -alpha (sklearn's gradient at y == m), poisson max_delta_step 0.0,
+  logistic sigmoid 1 and pos_weight 1, HistGradientBoosting softmax hess_factor 1.0.
+  GradientBoostingClassifier's multinomial line search multiplies its Newton step by
+  (K-1)/K, i.e. its leaves are -sum g / sum (K/(K-1) p (1-p)): hess_factor K/(K-1)
+  makes ``value / learning_rate`` the Newton step of these g, h.
+
+Cost: one ``exp`` per row and round for every scalar objective except tweedie (two),
+and one per output for softmax / ova. :func:`grad_hess_row` fills every output of a row
+at once; a kernel calls it once per row at the start of every boosting round (all trees
+of the round share those gradients) and reads the column each tree feeds.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .targets import class_indices
+
+SQUARED_ERROR = 0
+ABSOLUTE_ERROR = 1
+PSEUDO_HUBER = 2
+HUBER = 3
+QUANTILE = 4
+LOGISTIC = 5
+CROSS_ENTROPY = 6
+SOFTMAX = 7
+OVA_LOGISTIC = 8
+POISSON = 9
+GAMMA = 10
+TWEEDIE = 11
+EXPONENTIAL = 12
+
+_REQUIRED = object()
+
+# name -> (code, link, ((param, default or _REQUIRED), ...)) in parameter-vector order
+_SPECS = {
+    "squared_error": (SQUARED_ERROR, "identity", ()),
+    "absolute_error": (ABSOLUTE_ERROR, "identity", (("tie_gradient", 0.0),)),
+    "pseudo_huber": (PSEUDO_HUBER, "identity", (("slope", _REQUIRED),)),
+    "huber": (HUBER, "identity", (("delta", _REQUIRED),)),
+    "quantile": (QUANTILE, "identity", (("alpha", _REQUIRED), ("tie_gradient", None))),
+    "logistic": (LOGISTIC, "sigmoid", (("sigmoid", _REQUIRED), ("pos_weight", _REQUIRED),
+                                       ("neg_weight", 1.0))),
+    "cross_entropy": (CROSS_ENTROPY, "sigmoid", ()),
+    "softmax": (SOFTMAX, "softmax", (("n_classes", _REQUIRED), ("hess_factor", _REQUIRED))),
+    "ova_logistic": (OVA_LOGISTIC, "sigmoid", (("sigmoid", _REQUIRED), ("n_classes", _REQUIRED),
+                                               ("pos_weight", 1.0), ("neg_weight", 1.0))),
+    "poisson": (POISSON, "exp", (("max_delta_step", _REQUIRED),)),
+    "gamma": (GAMMA, "exp", ()),
+    "tweedie": (TWEEDIE, "exp", (("variance_power", _REQUIRED),)),
+    "exponential": (EXPONENTIAL, "sigmoid2", ()),
+}
+SUPPORTED = tuple(_SPECS)
+LINKS = ("identity", "sigmoid", "softmax", "exp", "sigmoid2", "proba")
+_CLASS_OBJECTIVES = ("logistic", "softmax", "ova_logistic", "exponential", "cross_entropy")
+_NOT_SUPPORTED_WHY = {
+    "huber_quantile": "scikit-learn's GradientBoosting re-estimates the Huber delta as a "
+                      "quantile of the training residuals at every stage and does not store it",
+    "class_probability": "forest classifiers have no gradient; they are evaluated on one-hot "
+                         "targets",
+}
+
+
+def _unsupported(name):
+    why = _NOT_SUPPORTED_WHY.get(name)
+    return ValueError(
+        f"objective {name!r} has no gradient in treeimp"
+        + (f" ({why})" if why else "")
+        + f"; supported objectives: {', '.join(SUPPORTED)}"
+    )
+
+
+def _name_params(objective):
+    if isinstance(objective, str):
+        return objective, {}
+    name = getattr(objective, "name", None)
+    params = getattr(objective, "params", None)
+    if not isinstance(name, str) or not isinstance(params, dict):
+        raise TypeError(f"objective must be an Objective or a name, got {type(objective).__name__}")
+    return name, params
+
+
+def _param_values(name, params):
+    """Validated parameter dict (defaults filled) of a supported objective."""
+    if name not in _SPECS:
+        raise _unsupported(name)
+    _, _, spec = _SPECS[name]
+    known = [p for p, _ in spec]
+    extra = sorted(set(params) - set(known))
+    if extra:
+        raise ValueError(f"objective {name!r} got unknown parameters {extra}; it takes "
+                         f"{known if known else 'none'}")
+    out = {}
+    for p, default in spec:
+        if p in params:
+            try:
+                out[p] = float(params[p])
+            except (TypeError, ValueError):
+                raise TypeError(f"objective {name!r} parameter {p!r} must be a number, got "
+                                f"{params[p]!r}") from None
+            if not math.isfinite(out[p]):
+                raise ValueError(f"objective {name!r} parameter {p!r} must be finite, got "
+                                 f"{out[p]}")
+        elif default is _REQUIRED:
+            raise ValueError(f"objective {name!r} needs parameter {p!r} (got {sorted(params)})")
+        else:
+            out[p] = default
+    _check_ranges(name, out)
+    return out
+
+
+def _check_ranges(name, v):
+    def need(ok, what):
+        if not ok:
+            raise ValueError(f"objective {name!r}: {what}, got {v}")
+
+    if name == "pseudo_huber":
+        need(v["slope"] != 0.0, "slope must be nonzero")
+    elif name == "huber":
+        need(v["delta"] > 0.0, "delta must be > 0")
+    elif name == "quantile":
+        need(0.0 < v["alpha"] < 1.0, "alpha must be in (0, 1)")
+        if v["tie_gradient"] is None:
+            v["tie_gradient"] = 1.0 - v["alpha"]
+    elif name in ("logistic", "ova_logistic"):
+        need(v["sigmoid"] > 0.0, "sigmoid must be > 0")
+        need(v["pos_weight"] > 0.0 and v["neg_weight"] > 0.0, "pos_weight and neg_weight "
+             "must be > 0")
+    elif name == "tweedie":
+        need(1.0 <= v["variance_power"] < 2.0, "variance_power must be in [1, 2)")
+    if name in ("softmax", "ova_logistic"):
+        k = v["n_classes"]
+        need(k == int(k) and k >= 2, "n_classes must be an integer >= 2")
+    if name == "softmax":
+        need(v["hess_factor"] > 0.0, "hess_factor must be > 0")
+
+
+def loss_spec(objective, n_outputs=None):
+    """Integer loss code and float64 parameter vector for the numba kernels.
+
+    Parameters
+    ----------
+    objective : Objective or str
+        A canonical objective (a bare name only for objectives without required
+        parameters). The parameter-vector layout is in the module docstring.
+    n_outputs : int, optional
+        The model's number of outputs; when given it must be 1 for scalar objectives and
+        ``n_classes`` for softmax / ova_logistic.
+
+    Returns
+    -------
+    code : int
+    params : ndarray of float64
+
+    Examples
+    --------
+    >>> from treeimp import Objective
+    >>> loss_spec(Objective("poisson", {"max_delta_step": 0.0}))
+    (9, array([0., 1.]))
+    """
+    name, params = _name_params(objective)
+    v = _param_values(name, params)
+    code = _SPECS[name][0]
+    if name == "poisson":
+        vec = [v["max_delta_step"], math.exp(v["max_delta_step"])]
+    else:
+        vec = list(v.values())
+    if n_outputs is not None:
+        want = int(v["n_classes"]) if "n_classes" in v else 1
+        if int(n_outputs) != want:
+            raise ValueError(f"objective {name!r} needs {want} model outputs, the model has "
+                             f"{int(n_outputs)}")
+    return code, np.asarray(vec, dtype=np.float64)
+
+
+# --------------------------------------------------------------------------- numba
+@njit(cache=True)
+def _scalar_grad_hess(code, params, m, y):
+    """(g, h) of a single-output objective at margin m, target y."""
+    if code == SQUARED_ERROR:
+        return m - y, 1.0
+    if code == ABSOLUTE_ERROR:
+        d = m - y
+        if d > 0.0:
+            return 1.0, 1.0
+        if d < 0.0:
+            return -1.0, 1.0
+        return params[0], 1.0
+    if code == PSEUDO_HUBER:
+        d = m - y
+        c = 1.0 + (d / params[0]) ** 2
+        sc = math.sqrt(c)
+        return d / sc, 1.0 / (c * sc)
+    if code == HUBER:
+        d = m - y
+        delta = params[0]
+        if d > delta:
+            d = delta
+        elif d < -delta:
+            d = -delta
+        return d, 1.0
+    if code == QUANTILE:
+        d = m - y
+        if d > 0.0:
+            return 1.0 - params[0], 1.0
+        if d < 0.0:
+            return -params[0], 1.0
+        return params[1], 1.0
+    if code == LOGISTIC:
+        s = params[0]
+        p = 1.0 / (1.0 + math.exp(-s * m))
+        c = params[1] if y == 1.0 else (params[2] if y == 0.0 else 1.0)
+        return c * s * (p - y), c * s * s * p * (1.0 - p)
+    if code == CROSS_ENTROPY:
+        p = 1.0 / (1.0 + math.exp(-m))
+        return p - y, p * (1.0 - p)
+    if code == POISSON:
+        e = math.exp(m)
+        return e - y, e * params[1]
+    if code == GAMMA:
+        q = y * math.exp(-m)
+        return 1.0 - q, q
+    if code == TWEEDIE:
+        rho = params[0]
+        e1 = math.exp((1.0 - rho) * m)
+        e2 = math.exp((2.0 - rho) * m)
+        return -y * e1 + e2, -y * (1.0 - rho) * e1 + (2.0 - rho) * e2
+    if code == EXPONENTIAL:
+        e = math.exp(m)
+        return -y / e + (1.0 - y) * e, y / e + (1.0 - y) * e
+    return math.nan, math.nan
+
+
+@njit(cache=True)
+def grad_hess_row(code, params, margin, y, g, h):
+    """Fill ``g[k]``, ``h[k]`` for every output k of one row.
+
+    ``margin`` (K,) is the row's running margin (all outputs), ``y`` its target as
+    :func:`check_target` returns it (a class index for softmax / ova_logistic). Call it
+    once per row at the start of every boosting round: softmax normalises over all K
+    outputs here, once. Scalar objectives apply the same y to every output (K is 1 for
+    them; see ``loss_spec(..., n_outputs)``). Unknown codes give NaN.
+    """
+    K = margin.shape[0]
+    if code == SOFTMAX:
+        mx = margin[0]
+        for k in range(1, K):
+            if margin[k] > mx:
+                mx = margin[k]
+        tot = 0.0
+        for k in range(K):
+            e = math.exp(margin[k] - mx)
+            g[k] = e
+            tot += e
+        f = params[1]
+        for k in range(K):
+            p = g[k] / tot
+            g[k] = p - 1.0 if y == k else p
+            h[k] = f * p * (1.0 - p)
+    elif code == OVA_LOGISTIC:
+        s = params[0]
+        for k in range(K):
+            p = 1.0 / (1.0 + math.exp(-s * margin[k]))
+            if y == k:
+                c = params[2]
+                g[k] = c * s * (p - 1.0)
+            else:
+                c = params[3]
+                g[k] = c * s * p
+            h[k] = c * s * s * p * (1.0 - p)
+    else:
+        for k in range(K):
+            g[k], h[k] = _scalar_grad_hess(code, params, margin[k], y)
+
+
+@njit(cache=True)
+def grad_hess(code, params, margin, col, y):
+    """(g, h) of output ``col`` only; softmax still normalises over all of ``margin``.
+
+    Prefer :func:`grad_hess_row` when several outputs of a row are needed.
+    """
+    if code == SOFTMAX:
+        mx = margin[0]
+        for k in range(1, margin.shape[0]):
+            if margin[k] > mx:
+                mx = margin[k]
+        tot = 0.0
+        for k in range(margin.shape[0]):
+            tot += math.exp(margin[k] - mx)
+        p = math.exp(margin[col] - mx) / tot
+        return (p - 1.0 if y == col else p), params[1] * p * (1.0 - p)
+    if code == OVA_LOGISTIC:
+        s = params[0]
+        p = 1.0 / (1.0 + math.exp(-s * margin[col]))
+        c = params[2] if y == col else params[3]
+        return c * s * (p - (1.0 if y == col else 0.0)), c * s * s * p * (1.0 - p)
+    return _scalar_grad_hess(code, params, margin[col], y)
+
+
+@njit(cache=True)
+def _grad_hess_rows(code, params, margin, y, g, h):
+    for i in range(margin.shape[0]):
+        grad_hess_row(code, params, margin[i], y[i], g[i], h[i])
+
+
+def _as_margin(margin):
+    m = np.asarray(margin, dtype=np.float64)
+    if m.ndim == 1:
+        m = m[:, None]
+    if m.ndim != 2:
+        raise ValueError(f"margin must be 1-D or 2-D (n_rows, n_outputs), got shape {m.shape}")
+    return np.ascontiguousarray(m)
+
+
+def grad_hess_array(objective, margin, y, col=None):
+    """Gradients and hessians of many rows (tests, the formula layer).
+
+    Parameters
+    ----------
+    objective : Objective or str
+    margin : array of shape (n_rows, n_outputs) or (n_rows,)
+    y : array of shape (n_rows,)
+        Targets as :func:`check_target` returns them.
+    col : int, optional
+        Return only this output's column.
+
+    Returns
+    -------
+    g, h : ndarrays of shape (n_rows, n_outputs), or (n_rows,) with ``col``
+
+    Examples
+    --------
+    >>> g, h = grad_hess_array("squared_error", [1.0, 2.0], [0.5, 2.5], col=0)
+    >>> g.tolist(), h.tolist()
+    ([0.5, -0.5], [1.0, 1.0])
+    """
+    m = _as_margin(margin)
+    code, params = loss_spec(objective, n_outputs=m.shape[1])
+    yv = np.ascontiguousarray(y, dtype=np.float64).reshape(-1)
+    if yv.shape[0] != m.shape[0]:
+        raise ValueError(f"margin has {m.shape[0]} rows but y has {yv.shape[0]}")
+    g = np.empty_like(m)
+    h = np.empty_like(m)
+    _grad_hess_rows(code, params, m, yv, g, h)
+    if col is None:
+        return g, h
+    return g[:, col].copy(), h[:, col].copy()
+
+
+# --------------------------------------------------------------------------- targets
+def _count_msg(name, bad, what, y):
+    n_bad = int(bad.sum())
+    first = int(np.flatnonzero(bad)[0])
+    return (f"y has {n_bad} of {len(y)} values {what} for objective {name!r} "
+            f"(first at row {first}: {float(y[first])})")
+
+
+def check_target(objective, y, classes=None):
+    """Validate y for the objective; return it as float64 (class indices for classifiers).
+
+    Parameters
+    ----------
+    objective : Objective or str
+    y : array-like of shape (n_rows,)
+    classes : array-like, optional
+        The model's classes; for classification objectives labels are mapped to their
+        positions in it (unknown labels are an error). Ignored for regression objectives.
+
+    Returns
+    -------
+    ndarray of float64, shape (n_rows,)
+
+    Raises
+    ------
+    ValueError
+        NaN / inf values; labels outside the model's classes; negative targets (poisson,
+        tweedie), non-positive targets (gamma), targets outside [0, 1] (logistic,
+        cross_entropy, exponential without classes), non-integer or out-of-range class
+        indices (softmax, ova_logistic without classes). Messages give counts.
+    """
+    name, params = _name_params(objective)
+    v = _param_values(name, params)
+    arr = np.asarray(y.to_numpy() if hasattr(y, "to_numpy") else y)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.ndim != 1:
+        raise ValueError(f"y must be 1-D, got shape {arr.shape}")
+    n_classes = int(v["n_classes"]) if "n_classes" in v else 2
+    if classes is not None and name in _CLASS_OBJECTIVES:
+        classes = np.asarray(classes)
+        if len(classes) != n_classes:
+            raise ValueError(f"objective {name!r} needs {n_classes} classes, the model lists "
+                             f"{len(classes)}")
+        return class_indices(arr, classes).astype(np.float64)
+    try:
+        yf = arr.astype(np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"y must be numeric for objective {name!r} without the model's "
+                        f"classes, got dtype {arr.dtype}") from None
+    bad = ~np.isfinite(yf)
+    if bad.any():
+        raise ValueError(_count_msg(name, bad, "NaN or inf", yf))
+    if name in ("softmax", "ova_logistic"):
+        bad = yf != np.floor(yf)
+        if bad.any():
+            raise ValueError(_count_msg(name, bad, "not integer class indices", yf))
+        bad = (yf < 0) | (yf >= n_classes)
+        if bad.any():
+            raise ValueError(_count_msg(name, bad, f"outside the class indices 0..{n_classes - 1}",
+                                        yf))
+    elif name in ("logistic", "cross_entropy", "exponential"):
+        bad = (yf < 0) | (yf > 1)
+        if bad.any():
+            raise ValueError(_count_msg(name, bad, "outside [0, 1]", yf))
+    elif name in ("poisson", "tweedie"):
+        bad = yf < 0
+        if bad.any():
+            raise ValueError(_count_msg(name, bad, "negative", yf))
+    elif name == "gamma":
+        bad = yf <= 0
+        if bad.any():
+            raise ValueError(_count_msg(name, bad, "<= 0", yf))
+    return yf
+
+
+# --------------------------------------------------------------------------- link, loss
+def _sigmoid(z):
+    out = np.empty_like(z)
+    pos = z >= 0
+    out[pos] = 1.0 / (1.0 + np.exp(-z[pos]))
+    e = np.exp(z[~pos])
+    out[~pos] = e / (1.0 + e)
+    return out
+
+
+def _softplus(z):
+    """log(1 + exp(z)) without overflow."""
+    return np.maximum(z, 0.0) + np.log1p(np.exp(-np.abs(z)))
+
+
+def default_link(name):
+    """The link of a canonical objective name ("sigmoid" for logistic, ...)."""
+    if name not in _SPECS:
+        raise _unsupported(name)
+    return _SPECS[name][1]
+
+
+def link(objective, margin):
+    """Prediction from the raw margin, as the library's predict returns it.
+
+    ``Objective.link`` decides ("identity", "sigmoid" with the objective's ``sigmoid``
+    scale, "softmax" over the outputs, "exp", "sigmoid2" = sigmoid(2 m), "proba" =
+    identity); a bare name uses the objective's default link. Same shape as ``margin``.
+    """
+    name, params = _name_params(objective)
+    how = getattr(objective, "link", None) or (_SPECS[name][1] if name in _SPECS else None)
+    if how not in LINKS:
+        raise ValueError(f"unknown link {how!r} for objective {name!r}; known links: "
+                         f"{', '.join(LINKS)}")
+    m = np.asarray(margin, dtype=np.float64)
+    if how in ("identity", "proba"):
+        return m.copy()
+    if how == "exp":
+        return np.exp(m)
+    if how == "sigmoid2":
+        return _sigmoid(2.0 * m)
+    if how == "sigmoid":
+        return _sigmoid(float(params.get("sigmoid", 1.0)) * m)
+    m2 = _as_margin(m)
+    e = np.exp(m2 - m2.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True)).reshape(m.shape)
+
+
+def _class_weights(v, t):
+    return np.where(t == 1.0, v["pos_weight"], np.where(t == 0.0, v["neg_weight"], 1.0))
+
+
+def loss(objective, margin, y):
+    """Per-row training loss whose derivative in the margin is :func:`grad_hess`'s g.
+
+    It equals the library's evaluation metric up to a term that depends on y only:
+    half squared error, absolute error, pinball, Huber, pseudo-Huber
+    (slope^2 (sqrt(1 + (d/slope)^2) - 1)), log loss (times pos_weight / neg_weight, with
+    the ``sigmoid`` scale), cross-entropy, multiclass log loss, the sum of the per-class
+    log losses (ova_logistic), the half deviances of poisson, gamma and tweedie (zero at a
+    perfect fit: scikit-learn's ``loss + constant_to_optimal_zero``; XGBoost's and
+    LightGBM's negative log-likelihoods differ from them by a function of y), and the
+    exponential loss y e^-m + (1 - y) e^m.
+
+    Parameters
+    ----------
+    objective : Objective or str
+    margin : array of shape (n_rows, n_outputs) or (n_rows,)
+    y : array of shape (n_rows,), as :func:`check_target` returns it
+
+    Returns
+    -------
+    ndarray of shape (n_rows,)
+    """
+    name, params = _name_params(objective)
+    v = _param_values(name, params)
+    M = _as_margin(margin)
+    yv = np.asarray(y, dtype=np.float64).reshape(-1)
+    if yv.shape[0] != M.shape[0]:
+        raise ValueError(f"margin has {M.shape[0]} rows but y has {yv.shape[0]}")
+    if name in ("softmax", "ova_logistic"):
+        K = int(v["n_classes"])
+        if M.shape[1] != K:
+            raise ValueError(f"objective {name!r} needs {K} margin columns, got {M.shape[1]}")
+        idx = yv.astype(np.int64)
+        if name == "softmax":
+            mx = M.max(axis=1)
+            lse = mx + np.log(np.exp(M - mx[:, None]).sum(axis=1))
+            return lse - M[np.arange(len(idx)), idx]
+        T = (idx[:, None] == np.arange(K)[None, :]).astype(np.float64)
+        Z = v["sigmoid"] * M
+        return (_class_weights(v, T) * (_softplus(Z) - T * Z)).sum(axis=1)
+    if M.shape[1] != 1:
+        raise ValueError(f"objective {name!r} has one output, margin has {M.shape[1]} columns")
+    m = M[:, 0]
+    d = m - yv
+    if name == "squared_error":
+        return 0.5 * d * d
+    if name == "absolute_error":
+        return np.abs(d)
+    if name == "pseudo_huber":
+        s = v["slope"]
+        return s * s * (np.sqrt(1.0 + (d / s) ** 2) - 1.0)
+    if name == "huber":
+        a, delta = np.abs(d), v["delta"]
+        return np.where(a <= delta, 0.5 * d * d, delta * (a - 0.5 * delta))
+    if name == "quantile":
+        return np.where(d >= 0, (1.0 - v["alpha"]) * d, -v["alpha"] * d)
+    if name == "logistic":
+        z = v["sigmoid"] * m
+        return _class_weights(v, yv) * (_softplus(z) - yv * z)
+    if name == "cross_entropy":
+        return _softplus(m) - yv * m
+    if name == "exponential":
+        return yv * np.exp(-m) + (1.0 - yv) * np.exp(m)
+    ylogy = np.where(yv > 0, yv * np.log(np.where(yv > 0, yv, 1.0)), 0.0)
+    if name == "poisson":
+        return ylogy - yv * m - yv + np.exp(m)
+    if name == "gamma":
+        return m - np.log(yv) + yv * np.exp(-m) - 1.0
+    # tweedie
+    rho = v["variance_power"]
+    if rho == 1.0:
+        return ylogy - yv * m - yv + np.exp(m)
+    a, b = 1.0 - rho, 2.0 - rho
+    return (np.power(yv, b) / (a * b) - yv * np.exp(a * m) / a + np.exp(b * m) / b)
