@@ -1,15 +1,72 @@
-"""Command line: ``treeimp demo`` / ``python -m treeimp demo`` (pyproject entry point)."""
+"""Command line: ``treeimp explain`` and ``treeimp demo`` (also ``python -m treeimp``).
+
+Errors from reading the inputs or from :func:`treeimp.explain` (ValueError, TypeError,
+OSError) are printed as one line ``treeimp: error: ...`` with exit status 2.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+import numpy as np
+import pandas as pd
+
+EXPLAIN_HELP = """\
+Out-of-sample feature importances of a saved tree ensemble on held-out rows.
+
+MODEL is an XGBoost model saved with save_model (.json or .ubj), a LightGBM model saved
+with save_model (.txt), both read without importing xgboost or lightgbm, or a pickled
+scikit-learn, XGBoost or LightGBM model (.pkl, .pickle, .joblib). Unpickling runs code
+stored in the file: only pass pickles you trust.
+
+DATA is a CSV or Parquet file (Parquet needs pyarrow) of rows the model was NOT trained
+on (or, with --oob, the training rows of a pickled bagged forest in training order). The
+column named by --target holds the labels; every other column is a feature. When the
+model stores feature names, columns are matched by name (order does not matter).
+Text columns are read as categories when the model stores its training categories, or
+when it is an XGBoost / LightGBM model with categorical splits.
+
+Classifiers: pickled models map labels through their classes_; model files do not
+store class labels, so for them the target must hold the class indices 0..K-1 the
+model was trained on (0/1 for binary models).
+"""
+
 
 def build_parser():
     parser = argparse.ArgumentParser(prog="treeimp", description="Out-of-sample feature "
                                      "importance for tree ensembles.")
     sub = parser.add_subparsers(dest="command", required=True)
+
+    ex = sub.add_parser("explain", help="importances of a saved model on a data file",
+                        description=EXPLAIN_HELP,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ex.add_argument("model", metavar="MODEL", help="model file: .json/.ubj (XGBoost), .txt "
+                    "(LightGBM), .pkl/.pickle/.joblib (pickle: trusted files only)")
+    ex.add_argument("data", metavar="DATA", help="held-out rows: .csv or .parquet")
+    ex.add_argument("--target", required=True, metavar="COL",
+                    help="name of the label column in DATA")
+    ex.add_argument("--methods", default="mdi,mdi_oob,ufi", metavar="LIST",
+                    help="comma-separated: mdi, mdi_oob, ufi, naive_oob, pg1, pg2, pg3 "
+                    "(pg*: forests only) (default: mdi,mdi_oob,ufi)")
+    ex.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                    help="table (readable, default), csv or json (one record per feature "
+                    "and method: importance, stderr, pvalue, qvalue)")
+    ex.add_argument("--output", metavar="FILE", help="write the result here instead of "
+                    "standard output")
+    ex.add_argument("--plot", metavar="PNG", help="also save a bar chart (needs matplotlib)")
+    ex.add_argument("--oob", action="store_true", help="pickled RandomForest / ExtraTrees "
+                    "with bootstrap only: DATA are the training rows, each tree is measured "
+                    "on its out-of-bag rows")
+    ex.add_argument("--n-blocks", type=int, default=10, metavar="B",
+                    help="row blocks for standard errors and p-values (default 10)")
+    ex.add_argument("--seed", type=int, default=None, metavar="S",
+                    help="seed of the random row blocks (default: not reproducible)")
+    ex.add_argument("--drop", default="", metavar="LIST",
+                    help="comma-separated columns of DATA to ignore (e.g. an ID column)")
+    ex.add_argument("--n-jobs", type=int, default=None, metavar="N",
+                    help="threads (default: all cores)")
+
     demo = sub.add_parser("demo", help="MDI vs MDI-oob and UFI on breast cancer data with "
                           "an ID column and a random categorical column")
     demo.add_argument("--trees", type=int, default=300, help="number of trees (default 300)")
@@ -18,16 +75,136 @@ def build_parser():
 
 
 def main(argv=None):
+    """Run the command line; returns the exit status (0 success, 2 error)."""
     args = build_parser().parse_args(argv)
-    if args.command == "demo":
-        from .demo import run_demo
+    try:
+        if args.command == "demo":
+            return _demo(args)
+        return _explain(args)
+    except (ValueError, TypeError, OSError) as exc:
+        if isinstance(exc, BrokenPipeError):  # e.g. `treeimp explain ... | head`
+            return 0
+        print(f"treeimp: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
 
-        if args.trees < 1:
-            print("treeimp: error: --trees must be >= 1", file=sys.stderr)
-            return 2
-        run_demo(n_estimators=args.trees, random_state=args.seed)
-        return 0
-    return 2
+
+def _demo(args):
+    from .demo import run_demo
+
+    if args.trees < 1:
+        raise ValueError("--trees must be >= 1")
+    run_demo(n_estimators=args.trees, random_state=args.seed)
+    return 0
+
+
+def _explain(args):
+    from .api import explain
+    from .cli_inputs import (
+        check_class_labels,
+        encode_categories,
+        load_model,
+        read_table,
+        split_target,
+    )
+
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    drop = [c.strip() for c in args.drop.split(",") if c.strip()]
+    model, ens = load_model(args.model)
+    df = read_table(args.data)
+    source = f"data file {args.data!r}"
+    X, y = split_target(df, args.target, ens, drop=drop, source=source)
+    X = encode_categories(X, ens, _warn)
+    y = check_class_labels(y, ens, source)
+    res = explain(model if args.oob else ens, X, y, oob=args.oob, methods=methods,
+                  n_blocks=args.n_blocks, random_state=args.seed, n_jobs=args.n_jobs)
+    if args.format == "json":
+        text = res.to_json() + "\n"
+    elif args.format == "csv":
+        text = res.to_frame().to_csv(index=False)
+    else:
+        text = format_table(res, model_file=args.model, data_file=args.data,
+                            target=args.target, oob=args.oob) + "\n"
+    if args.plot:
+        _save_plot(res, args.plot)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    return 0
+
+
+def format_table(res, *, model_file="", data_file="", target="", oob=False):
+    """Readable table: value ± standard error and one-sided p-value per method, features
+    ordered by the first out-of-sample method."""
+    rows = "out-of-bag rows of" if oob else "held-out rows of"
+    head = [f"{res.model_name or res.kind} {model_file}: {len(res.feature_names)} features, "
+            f"{res.n_rows} {rows} {data_file}, target {target!r}",
+            f"value ± standard error (jackknife over {res.n_blocks} row blocks); "
+            "p = one-sided p-value of importance > 0"]
+    order = res.ranking()
+    cols = {}
+    for m in res.methods:
+        value, se, p = res.table[m][order], res.stderr[m][order], res.pvalues[m][order]
+        if np.all(np.isnan(se)):
+            cols[m] = [f"{v:.4g}" for v in value]
+            continue
+        cols[m] = [_format_value(v, s) for v, s in zip(value, se)]
+        cols[f"p({m})"] = [_format_p(x) for x in p]
+    show = pd.DataFrame(cols, index=pd.Index(order, name="feature"))
+    with pd.option_context("display.max_rows", None, "display.max_columns", None,
+                           "display.width", 200, "display.max_colwidth", 40):
+        body = show.to_string()
+    first = next((m for m in res.methods if m != "mdi"), res.methods[0])
+    return "\n".join(head + [body, f"(sorted by {first})"])
+
+
+def _format_value(value, stderr):
+    """``value ± stderr`` with the error to 2 significant digits and the value to the
+    same decimal place (scientific notation for very small or large errors)."""
+    if np.isnan(value):
+        return "nan"
+    if np.isnan(stderr):
+        return f"{value:.4g}"
+    if stderr == 0:
+        return f"{value:.4g} ± 0"
+    if not 1e-5 <= stderr < 1e5:
+        return f"{value:.3g} ± {stderr:.2g}"
+    decimals = max(0, 1 - int(np.floor(np.log10(stderr))))
+    return f"{value:.{decimals}f} ± {stderr:.{decimals}f}"
+
+
+def _format_p(p):
+    if np.isnan(p):
+        return ""
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _save_plot(res, path):
+    from importlib.util import find_spec
+
+    if find_spec("matplotlib") is None:
+        raise ValueError("--plot needs matplotlib: pip install matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")  # the command line only writes files
+    fig = res.plot()
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def _warn(message):
+    print(f"treeimp: warning: {message}", file=sys.stderr)
+
+
+def _one_line(exc):
+    text = " ".join(str(exc).split())
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        text = f"{exc.strerror}: {exc.filename!r}"
+    return text or type(exc).__name__
 
 
 if __name__ == "__main__":
