@@ -88,8 +88,8 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
             raise ValueError(f"the forest has {ens.n_trees} trees but in-bag rows for "
                              f"{bits.shape[0]}")
         if oob:
-            seen = np.unpackbits(bits, axis=1, bitorder="little", count=n).all(axis=0)
-            if held_out and seen.all():
+            in_every_tree = np.bitwise_and.reduce(bits, axis=0)
+            if held_out and np.unpackbits(in_every_tree, bitorder="little", count=n).all():
                 raise ValueError("every row is in-bag for every tree: no out-of-bag rows")
         stats = NodeStats.from_array(
             forest_node_stats(ens, rows, Z, w, block, n_blocks, inbag_bits=bits,

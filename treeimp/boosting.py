@@ -20,13 +20,13 @@ def stage_starts(ens):
 
 
 def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None):
-    """Run the staged kernel: (stats (n_nodes, n_blocks, 5), final margin (n, n_outputs))."""
+    """Run the staged kernel: (stats (5, n_nodes, n_blocks), final margin (n, n_outputs))."""
     if ens.value_dim != 1:
         raise ValueError(f"this model's trees have {ens.value_dim} values per leaf (vector-"
                          "leaf trees); held-out gradient importances need one value per leaf")
-    code, params = loss_spec(ens.objective)
+    code, params = loss_spec(ens.objective, n_outputs=ens.n_outputs)
     y_t = np.ascontiguousarray(check_target(ens.objective, y, ens.classes), dtype=np.float64)
-    stats = np.zeros((ens.n_nodes, n_blocks, 5))
+    stats = np.zeros((5, ens.n_nodes, n_blocks))
     margin = np.empty((rows.n_rows, ens.n_outputs))
     starts = stage_starts(ens)
     strict, round32 = ens.comparison == "<", ens.round_float32

@@ -345,21 +345,35 @@ class TreeEnsemble:
         return predict_ensemble(self, X, n_jobs=n_jobs)
 
     def routing_arrays(self):
-        """The node arrays a routing kernel needs, in kernel argument order."""
+        """What a routing kernel needs, in kernel argument order: the node records and
+        the flat category arrays (see ``treeimp.kernels.route.find_leaf``)."""
+        if getattr(self, "_records", None) is None:
+            self._records = _node_records(self)
         return (
-            self.left,
-            self.right,
-            self.feature,
-            self.threshold,
-            self.missing_left,
-            self.nan_mode,
-            self.is_categorical,
+            self._records,
             self.category_offset,
             self.category_count,
-            self.category_default_left,
             self.category_codes,
             self.category_left,
         )
+
+
+def _node_records(ens):
+    """Pack each node's routing fields into one record (one cache line per visit)."""
+    from .kernels import route
+
+    rec = np.zeros(ens.n_nodes, dtype=route.NODE_DTYPE)
+    rec["left"] = ens.left
+    rec["right"] = ens.right
+    rec["feature"] = np.maximum(ens.feature, 0)
+    rec["threshold"] = ens.threshold
+    flags = np.where(ens.missing_left, route.MISSING_LEFT, 0)
+    flags |= np.where(ens.nan_mode == NAN_AS_ZERO, route.NAN_AS_ZERO, 0)
+    flags |= np.where(ens.nan_mode == NAN_ZERO_MISSING, route.NAN_ZERO_MISSING, 0)
+    flags |= np.where(ens.is_categorical, route.CATEGORICAL, 0)
+    flags |= np.where(ens.category_default_left, route.CATEGORY_DEFAULT_LEFT, 0)
+    rec["flags"] = flags
+    return rec
 
 
 def _check_is_tree(t_idx, left, right):

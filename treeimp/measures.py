@@ -25,9 +25,9 @@ PG_PRESETS = {"pg1": (1.0, 1.0), "pg2": (0.5, 1.0), "pg3": (0.5, 0.5)}
 class NodeStats:
     """Evaluation-row sums per node and block.
 
-    n: (n_nodes, B) weighted count; S: (n_nodes, B, C) weighted target sum (boosting:
-    sum of -g); Q: (n_nodes, B) weighted squared norm of the target (boosting: sum g^2);
-    H, R: boosting only, sum of h and of g^2 / h.
+    n: (n_nodes, B) weighted count; S: (C, n_nodes, B) weighted target sum (boosting:
+    C = 1, sum of -g); Q: (n_nodes, B) weighted squared norm of the target (boosting:
+    sum g^2); H, R: boosting only, sum of h and of g^2 / h.
     """
 
     n: np.ndarray
@@ -38,23 +38,22 @@ class NodeStats:
 
     @classmethod
     def from_array(cls, stats, boosting=False):
-        """Split a kernel array (n_nodes, B, D) into named views."""
-        if boosting:  # columns: n, Q, S, H, R
-            return cls(n=stats[:, :, 0], Q=stats[:, :, 1], S=stats[:, :, 2:3],
-                       H=stats[:, :, 3], R=stats[:, :, 4])
-        return cls(n=stats[:, :, 0], Q=stats[:, :, 1], S=stats[:, :, 2:])
+        """Name the planes of a kernel array (D, n_nodes, B) (views, no copy)."""
+        if boosting:  # planes: n, Q, S, H, R
+            return cls(n=stats[0], Q=stats[1], S=stats[2:3], H=stats[3], R=stats[4])
+        return cls(n=stats[0], Q=stats[1], S=stats[2:])
+
+    def _map(self, fn):
+        return NodeStats(*(None if a is None else fn(a)
+                           for a in (self.n, self.S, self.Q, self.H, self.R)))
 
     def total(self) -> NodeStats:
         """The same statistics with the blocks summed (B = 1)."""
-        def s(a):
-            return None if a is None else a.sum(axis=1, keepdims=True)
-        return NodeStats(n=s(self.n), S=s(self.S), Q=s(self.Q), H=s(self.H), R=s(self.R))
+        return self._map(lambda a: a.sum(axis=-1, keepdims=True))
 
     def leave_one_out(self) -> NodeStats:
         """B statistics sets, set b holding every row except block b's (jackknife)."""
-        def s(a):
-            return None if a is None else a.sum(axis=1, keepdims=True) - a
-        return NodeStats(n=s(self.n), S=s(self.S), Q=s(self.Q), H=s(self.H), R=s(self.R))
+        return self._map(lambda a: a.sum(axis=-1, keepdims=True) - a)
 
     @property
     def n_blocks(self):
@@ -89,8 +88,10 @@ def _per_tree(sp: _Splits, term):
 
 
 def _safe_div(a, b):
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(b > 0, a / np.where(b > 0, b, 1.0), 0.0)
+    """a / b where b > 0, else 0 (b broadcast against a)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    out = np.zeros(np.broadcast_shapes(a.shape, b.shape))
+    return np.divide(a, b, out=out, where=np.broadcast_to(b > 0, out.shape))
 
 
 def _insample_fraction(ens):
@@ -147,9 +148,9 @@ def mdi_oob(ens, st: NodeStats):
     loss attributable to the splits on each feature.
     """
     sp = _Splits(ens)
-    v = ens.value
-    term = (np.einsum("nc,nbc->nb", v[sp.l] - v[sp.m], st.S[sp.l])
-            + np.einsum("nc,nbc->nb", v[sp.r] - v[sp.m], st.S[sp.r]))
+    v = ens.value.T  # (C, n_nodes)
+    term = (np.einsum("cn,cnb->nb", v[:, sp.l] - v[:, sp.m], st.S[:, sp.l])
+            + np.einsum("cn,cnb->nb", v[:, sp.r] - v[:, sp.m], st.S[:, sp.r]))
     return _per_row(sp, st, _per_tree(sp, term))
 
 
@@ -164,13 +165,12 @@ def ufi(ens, st: NodeStats, *, classification: bool):
     v = ens.value
     if st.H is not None:
         return _with_rows(sp, st, _per_tree(sp, _ufi_boosting_terms(ens, sp, st, w, keep)))
-    p_held = _safe_div(st.S, st.n[:, :, None])
     if classification:
-        node_h = 1.0 - np.einsum("nc,nbc->nb", v, p_held)
+        node_h = 1.0 - _safe_div(np.einsum("cn,cnb->nb", v.T, st.S), st.n)
         term = _decrease(sp, node_h, w, keep)
     else:
         vv = v[:, 0][:, None]
-        held_mse = _safe_div(st.Q - 2.0 * vv * st.S[:, :, 0] + vv**2 * st.n, st.n)
+        held_mse = _safe_div(st.Q - 2.0 * vv * st.S[0] + vv**2 * st.n, st.n)
         term = _decrease(sp, held_mse, w, keep) + _insample_decrease(ens, sp)[:, None]
         term = np.where(keep, term, 0.0)
     return _with_rows(sp, st, _per_tree(sp, term))
@@ -203,7 +203,7 @@ def _ufi_boosting_terms(ens, sp, st, w, keep):
     W = ens.weight
     delta_in = _safe_div(W[sp.l] * mu[sp.l] ** 2 + W[sp.r] * mu[sp.r] ** 2
                          - W[sp.m] * mu[sp.m] ** 2, W[sp.root])
-    G = -st.S[:, :, 0]
+    G = -st.S[0]
     mu_b = mu[:, None]
     held = _safe_div(st.R + 2.0 * mu_b * G + mu_b**2 * st.H, st.H)
     keep = keep & (st.H[sp.l] > 0) & (st.H[sp.r] > 0)
@@ -225,7 +225,7 @@ def naive_oob(ens, st: NodeStats):
         keep = keep & (st.H[sp.l] > 0) & (st.H[sp.r] > 0)
     else:
         denom, half = st.n, 1.0
-    s2 = np.einsum("nbc,nbc->nb", st.S, st.S)
+    s2 = np.einsum("cnb,cnb->nb", st.S, st.S)
     node = _safe_div(s2, denom)
     term = half * (node[sp.l] + node[sp.r] - node[sp.m])
     return _per_row(sp, st, _per_tree(sp, np.where(keep, term, 0.0)))
@@ -242,9 +242,10 @@ def pg_oob(ens, st: NodeStats, *, alpha: float, lam: float, classification: bool
     w = _insample_fraction(ens)
     keep = _both_children_seen(sp, st)
     v = ens.value
-    p_held = _safe_div(st.S, st.n[:, :, None])
-    held_sq = np.einsum("nbc,nbc->nb", p_held, p_held)
-    gap = np.einsum("nbc,nbc->nb", p_held - v[:, None, :], p_held - v[:, None, :])
+    p_held = _safe_div(st.S, st.n[None])
+    held_sq = np.einsum("cnb,cnb->nb", p_held, p_held)
+    diff = p_held - v.T[:, :, None]
+    gap = np.einsum("cnb,cnb->nb", diff, diff)
     if classification:
         g_held = 1.0 - held_sq
         g_in = (1.0 - np.einsum("nc,nc->n", v, v))[:, None]
@@ -269,7 +270,7 @@ def by_class(method, ens, st: NodeStats):
     """
     sp = _Splits(ens)
     v = ens.value
-    S = st.S[:, 0, :]
+    S = st.S[:, :, 0].T  # (n_nodes, C)
     C = v.shape[1]
     if method == "mdi_oob":
         term = (v[sp.l] - v[sp.m]) * S[sp.l] + (v[sp.r] - v[sp.m]) * S[sp.r]

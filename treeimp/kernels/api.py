@@ -36,13 +36,13 @@ def apply_ensemble(ens, X, *, n_jobs=None):
 
 
 def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, n_jobs=None):
-    """Node statistics (n_nodes, n_blocks, 2 + value_dim) of the forest targets ``Z``.
+    """Node statistics (2 + value_dim, n_nodes, n_blocks) of the forest targets ``Z``.
 
     ``inbag_bits`` (packed, one row per tree) restricts each tree to its out-of-bag rows.
     """
     from .node_stats import empty_inbag, forest_leaf_stats, propagate_up
 
-    stats = np.zeros((ens.n_nodes, n_blocks, 2 + ens.value_dim))
+    stats = np.zeros((2 + ens.value_dim, ens.n_nodes, n_blocks))
     use_inbag = inbag_bits is not None
     bits = inbag_bits if use_inbag else empty_inbag()
     Z = np.ascontiguousarray(Z, dtype=np.float64)

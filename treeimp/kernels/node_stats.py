@@ -1,8 +1,8 @@
 """Per-node statistics of evaluation rows, for the forest targets (y or one-hot y).
 
-Layout of ``stats`` (n_nodes, n_blocks, 2 + C): column 0 the weighted row count n',
-column 1 the weighted squared norm Q' = sum w |z|^2, columns 2.. the weighted target
-sum S' = sum w z. Rows accumulate at the leaf they reach only; ``propagate_up`` then
+Layout of ``stats`` (2 + C, n_nodes, n_blocks), one contiguous (n_nodes, n_blocks) plane
+per quantity: plane 0 the weighted row count n', plane 1 the weighted squared norm
+Q' = sum w |z|^2, planes 2.. the weighted target sum S' = sum w z. Rows accumulate at the leaf they reach only; ``propagate_up`` then
 fills every internal node as the sum of its children (statistics are additive along a
 path). Trees run in parallel and each tree owns its node range, so no two threads ever
 write the same cell and no per-thread buffers are needed.
@@ -19,9 +19,7 @@ ROW_CHUNK = 4096  # rows streamed past every tree at a time (stay in cache)
 @njit(cache=True, parallel=True)
 def forest_leaf_stats(X, row0, Z, w, block, inbag_bits, use_inbag, stats,
                       tree_offsets, tree_output,
-                      left, right, feature, threshold, missing_left, nan_mode,
-                      is_cat, cat_offset, cat_count, cat_default_left, cat_codes, cat_left,
-                      strict, round32):
+                      nodes, cat_offset, cat_count, cat_codes, cat_left, strict, round32):
     """Accumulate rows ``row0 .. row0 + len(X)`` into the leaves they reach.
 
     ``Z``, ``w`` and ``block`` are indexed by the global row number. With
@@ -30,7 +28,7 @@ def forest_leaf_stats(X, row0, Z, w, block, inbag_bits, use_inbag, stats,
     """
     n = X.shape[0]
     n_trees = tree_offsets.shape[0] - 1
-    C = stats.shape[2] - 2
+    C = stats.shape[0] - 2
     for c0 in range(0, n, ROW_CHUNK):
         c1 = min(n, c0 + ROW_CHUNK)
         for t in prange(n_trees):
@@ -43,17 +41,16 @@ def forest_leaf_stats(X, row0, Z, w, block, inbag_bits, use_inbag, stats,
                 wi = w[r]
                 if wi == 0.0:
                     continue
-                leaf = find_leaf(X, i, root, left, right, feature, threshold, missing_left,
-                                 nan_mode, is_cat, cat_offset, cat_count, cat_default_left,
-                                 cat_codes, cat_left, strict, round32)
+                leaf = find_leaf(X, i, root, nodes, cat_offset, cat_count, cat_codes,
+                                 cat_left, strict, round32)
                 b = block[r]
                 q = 0.0
                 for j in range(C):
                     z = Z[r, col + j]
-                    stats[leaf, b, 2 + j] += wi * z
+                    stats[2 + j, leaf, b] += wi * z
                     q += z * z
-                stats[leaf, b, 0] += wi
-                stats[leaf, b, 1] += wi * q
+                stats[0, leaf, b] += wi
+                stats[1, leaf, b] += wi * q
 
 
 @njit(cache=True)
@@ -65,9 +62,9 @@ def propagate_up(order, left, right, stats):
         if lc < 0:
             continue
         rc = right[node]
-        for b in range(stats.shape[1]):
-            for j in range(stats.shape[2]):
-                stats[node, b, j] = stats[lc, b, j] + stats[rc, b, j]
+        for j in range(stats.shape[0]):
+            for b in range(stats.shape[2]):
+                stats[j, node, b] = stats[j, lc, b] + stats[j, rc, b]
 
 
 def empty_inbag():

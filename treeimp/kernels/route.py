@@ -12,64 +12,75 @@ ZERO_THRESHOLD = float(np.float32(1e-35))
 _MAX_CODE = 2.0**31
 
 
+# bits of a node record's ``flags``
+MISSING_LEFT = 1
+NAN_AS_ZERO = 2
+NAN_ZERO_MISSING = 4
+CATEGORICAL = 8
+CATEGORY_DEFAULT_LEFT = 16
+
+NODE_DTYPE = np.dtype([("left", np.int32), ("right", np.int32), ("feature", np.int32),
+                       ("flags", np.uint8), ("threshold", np.float64)], align=True)
+
+
 @njit(cache=True, inline="always")
-def find_leaf(X, i, node, left, right, feature, threshold, missing_left, nan_mode,
-              is_cat, cat_offset, cat_count, cat_default_left, cat_codes, cat_left,
-              strict, round32):
-    """Global index of the leaf that row ``i`` of ``X`` reaches from ``node``."""
-    while left[node] >= 0:
-        x = np.float64(X[i, feature[node]])
+def find_leaf(X, i, node, nodes, cat_offset, cat_count, cat_codes, cat_left, strict, round32):
+    """Global index of the leaf that row ``i`` of ``X`` reaches from ``node``.
+
+    ``nodes`` is the ensemble's record array (one 24-byte record per node, so a visit
+    touches one cache line); categorical splits look their codes up in the flat arrays.
+    """
+    while nodes[node].left >= 0:
+        nd = nodes[node]
+        x = np.float64(X[i, nd.feature])
         if round32:
             x = np.float64(np.float32(x))
+        flags = nd.flags
         go_left = False
-        if is_cat[node]:
+        if flags & CATEGORICAL:
             if x != x or x < 0.0:
-                go_left = missing_left[node]
-            elif x >= _MAX_CODE:
-                go_left = cat_default_left[node]
+                go_left = (flags & MISSING_LEFT) != 0
             else:
-                code = np.int64(x)
-                lo = cat_offset[node]
-                hi = lo + cat_count[node]
-                go_left = cat_default_left[node]
-                while lo < hi:
-                    mid = (lo + hi) >> 1
-                    c = cat_codes[mid]
-                    if c == code:
-                        go_left = cat_left[mid]
-                        break
-                    elif c < code:
-                        lo = mid + 1
-                    else:
-                        hi = mid
+                go_left = (flags & CATEGORY_DEFAULT_LEFT) != 0
+                if x < _MAX_CODE:
+                    code = np.int64(x)
+                    lo = cat_offset[node]
+                    hi = lo + cat_count[node]
+                    while lo < hi:
+                        mid = (lo + hi) >> 1
+                        c = cat_codes[mid]
+                        if c == code:
+                            go_left = cat_left[mid]
+                            break
+                        elif c < code:
+                            lo = mid + 1
+                        else:
+                            hi = mid
         else:
-            mode = nan_mode[node]
             missing = False
             if x != x:
-                if mode == 1:
+                if flags & NAN_AS_ZERO:
                     x = 0.0
                 else:
                     missing = True
-            if mode == 2 and -ZERO_THRESHOLD <= x <= ZERO_THRESHOLD:
+            elif flags & NAN_ZERO_MISSING and -ZERO_THRESHOLD <= x <= ZERO_THRESHOLD:
                 missing = True
             if missing:
-                go_left = missing_left[node]
+                go_left = (flags & MISSING_LEFT) != 0
             elif strict:
-                go_left = x < threshold[node]
+                go_left = x < nd.threshold
             else:
-                go_left = x <= threshold[node]
-        node = left[node] if go_left else right[node]
+                go_left = x <= nd.threshold
+        node = nd.left if go_left else nd.right
     return node
 
 
-ROW_BLOCK = 256
+ROW_BLOCK = 512
 
 
 @njit(cache=True, parallel=True)
 def predict_chunk(X, out, tree_offsets, tree_output, tree_scale, value,
-                  left, right, feature, threshold, missing_left, nan_mode,
-                  is_cat, cat_offset, cat_count, cat_default_left, cat_codes, cat_left,
-                  strict, round32):
+                  nodes, cat_offset, cat_count, cat_codes, cat_left, strict, round32):
     """out[i, :] += sum over trees of scale * leaf value (rows in parallel blocks)."""
     n = X.shape[0]
     n_trees = tree_offsets.shape[0] - 1
@@ -83,18 +94,15 @@ def predict_chunk(X, out, tree_offsets, tree_output, tree_scale, value,
             col = tree_output[t]
             s = tree_scale[t]
             for i in range(r0, r1):
-                leaf = find_leaf(X, i, root, left, right, feature, threshold, missing_left,
-                                 nan_mode, is_cat, cat_offset, cat_count, cat_default_left,
-                                 cat_codes, cat_left, strict, round32)
+                leaf = find_leaf(X, i, root, nodes, cat_offset, cat_count, cat_codes,
+                                 cat_left, strict, round32)
                 for j in range(vdim):
                     out[i, col + j] += s * value[leaf, j]
 
 
 @njit(cache=True, parallel=True)
 def apply_chunk(X, out, tree_offsets,
-                left, right, feature, threshold, missing_left, nan_mode,
-                is_cat, cat_offset, cat_count, cat_default_left, cat_codes, cat_left,
-                strict, round32):
+                nodes, cat_offset, cat_count, cat_codes, cat_left, strict, round32):
     """out[i, t] = leaf reached by row i in tree t, as a node index local to the tree."""
     n = X.shape[0]
     n_trees = tree_offsets.shape[0] - 1
@@ -105,17 +113,15 @@ def apply_chunk(X, out, tree_offsets,
         for t in range(n_trees):
             root = tree_offsets[t]
             for i in range(r0, r1):
-                leaf = find_leaf(X, i, root, left, right, feature, threshold, missing_left,
-                                 nan_mode, is_cat, cat_offset, cat_count, cat_default_left,
-                                 cat_codes, cat_left, strict, round32)
+                leaf = find_leaf(X, i, root, nodes, cat_offset, cat_count, cat_codes,
+                                 cat_left, strict, round32)
                 out[i, t] = leaf - root
 
 
 @njit(cache=True, parallel=True)
 def predict_trees_chunk(X, out, trees, sign, tree_offsets, tree_output, tree_scale, value,
-                        left, right, feature, threshold, missing_left, nan_mode,
-                        is_cat, cat_offset, cat_count, cat_default_left, cat_codes, cat_left,
-                        strict, round32):
+                        nodes, cat_offset, cat_count, cat_codes, cat_left, strict,
+                        round32):
     """out[i, :] += sign * (sum over the listed trees of scale * leaf value)."""
     n = X.shape[0]
     vdim = value.shape[1]
@@ -129,8 +135,7 @@ def predict_trees_chunk(X, out, trees, sign, tree_offsets, tree_output, tree_sca
             col = tree_output[t]
             s = sign * tree_scale[t]
             for i in range(r0, r1):
-                leaf = find_leaf(X, i, root, left, right, feature, threshold, missing_left,
-                                 nan_mode, is_cat, cat_offset, cat_count, cat_default_left,
-                                 cat_codes, cat_left, strict, round32)
+                leaf = find_leaf(X, i, root, nodes, cat_offset, cat_count, cat_codes,
+                                 cat_left, strict, round32)
                 for j in range(vdim):
                     out[i, col + j] += s * value[leaf, j]

@@ -6,8 +6,8 @@ model's own loss are computed for every output at the current margin (one pass o
 exponentials per row and stage); every tree of the stage then routes the batch and adds
 its leaf's statistics, and the leaf values are added to the margin.
 
-Layout of ``stats`` (n_nodes, n_blocks, 5): n' = sum w, Q' = sum w g^2, S' = sum w (-g),
-H' = sum w h, R' = sum w g^2 / h, at leaves (``propagate_up`` fills internal nodes).
+Layout of ``stats`` (5, n_nodes, n_blocks): planes n' = sum w, Q' = sum w g^2,
+S' = sum w (-g), H' = sum w h, R' = sum w g^2 / h, at leaves (``propagate_up`` fills internal nodes).
 Threads own whole row blocks (the statistic blocks used for standard errors), so every
 thread writes only its own block's cells.
 """
@@ -25,9 +25,7 @@ BATCH = 64
 def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, stage_start,
                       loss_code, loss_params, stats, margin_out,
                       tree_offsets, tree_output, tree_scale, value,
-                      left, right, feature, threshold, missing_left, nan_mode,
-                      is_cat, cat_offset, cat_count, cat_default_left, cat_codes, cat_left,
-                      strict, round32):
+                      nodes, cat_offset, cat_count, cat_codes, cat_left, strict, round32):
     """Accumulate staged statistics of rows ``row0 + order[...]`` (local indices into X).
 
     ``order[block_start[b]:block_start[b + 1]]`` are the local rows of statistic block
@@ -57,20 +55,18 @@ def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, stage_start
                     sc = tree_scale[t]
                     for r in range(nb):
                         i = order[s0 + r]
-                        leaf = find_leaf(X, i, root, left, right, feature, threshold,
-                                         missing_left, nan_mode, is_cat, cat_offset,
-                                         cat_count, cat_default_left, cat_codes, cat_left,
-                                         strict, round32)
+                        leaf = find_leaf(X, i, root, nodes, cat_offset, cat_count,
+                                         cat_codes, cat_left, strict, round32)
                         wi = w[row0 + i]
                         if wi != 0.0:
                             gi = g[r, col]
                             hi = h[r, col]
-                            stats[leaf, b, 0] += wi
-                            stats[leaf, b, 1] += wi * gi * gi
-                            stats[leaf, b, 2] -= wi * gi
-                            stats[leaf, b, 3] += wi * hi
+                            stats[0, leaf, b] += wi
+                            stats[1, leaf, b] += wi * gi * gi
+                            stats[2, leaf, b] -= wi * gi
+                            stats[3, leaf, b] += wi * hi
                             if hi > 0.0:
-                                stats[leaf, b, 4] += wi * gi * gi / hi
+                                stats[4, leaf, b] += wi * gi * gi / hi
                         margin[r, col] += sc * value[leaf, 0]
             for r in range(nb):
                 i = order[s0 + r]
