@@ -7,7 +7,8 @@ exponentials per row and stage); every tree of the stage then routes the batch a
 its leaf's statistics, and the leaf values are added to the margin.
 
 Layout of ``stats`` (5, n_nodes, n_blocks): planes n' = sum w, Q' = sum w g^2,
-S' = sum w (-g), H' = sum w h, R' = sum w g^2 / h, at leaves (``propagate_up`` fills internal nodes).
+S' = sum w (-g), H' = sum w h, R' = sum w g^2 / h, at leaves (``propagate_up`` fills
+internal nodes).
 Threads own whole row blocks (the statistic blocks used for standard errors), so every
 thread writes only its own block's cells.
 """
