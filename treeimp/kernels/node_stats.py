@@ -3,9 +3,10 @@
 Layout of ``stats`` (2 + C, n_nodes, n_blocks), one contiguous (n_nodes, n_blocks) plane
 per quantity: plane 0 the weighted row count n', plane 1 the weighted squared norm
 Q' = sum w |z|^2, planes 2.. the weighted target sum S' = sum w z. Rows accumulate at
-the leaf they reach only; ``propagate_up`` then fills every internal node as the sum of its children (statistics are additive along a
-path). Trees run in parallel and each tree owns its node range, so no two threads ever
-write the same cell and no per-thread buffers are needed.
+the leaf they reach only; ``propagate_up`` then fills every internal node as the sum of
+its children (statistics are additive along a path). Trees run in parallel and each
+tree owns its node range, so no two threads ever write the same cell and no per-thread
+buffers are needed.
 """
 
 import numpy as np
