@@ -4,6 +4,8 @@ from .api import explain
 from .ensemble import Objective, Tree, TreeEnsemble
 from .permutation import permutation_importance
 from .result import Importances
+from .selector import ImportanceSelector
 
-__all__ = ["Importances", "Objective", "Tree", "TreeEnsemble", "explain", "permutation_importance"]
+__all__ = ["ImportanceSelector", "Importances", "Objective", "Tree", "TreeEnsemble", "explain",
+           "permutation_importance"]
 __version__ = "0.1.0"

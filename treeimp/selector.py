@@ -1,0 +1,264 @@
+"""ImportanceSelector: a scikit-learn feature selector that keeps the features whose
+out-of-sample importance is significantly positive (Benjamini-Hochberg q < alpha)."""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import numpy as np
+from sklearn.base import BaseEstimator, clone, is_classifier
+from sklearn.ensemble import (
+    ExtraTreesClassifier,
+    ExtraTreesRegressor,
+    RandomForestClassifier,
+    RandomForestRegressor,
+)
+from sklearn.feature_selection import SelectorMixin
+from sklearn.model_selection import train_test_split
+from sklearn.utils import _safe_indexing, check_random_state
+from sklearn.utils.validation import check_is_fitted
+
+from .api import explain
+from .measures import FOREST_METHODS
+
+try:  # scikit-learn >= 1.6
+    from sklearn.utils import get_tags
+    from sklearn.utils.validation import validate_data
+except ImportError:  # pragma: no cover - scikit-learn 1.4, 1.5
+    def validate_data(estimator, *args, **kwargs):
+        if "ensure_all_finite" in kwargs:
+            kwargs["force_all_finite"] = kwargs.pop("ensure_all_finite")
+        return estimator._validate_data(*args, **kwargs)
+
+    get_tags = None
+
+SELECTION_METHODS = tuple(m for m in FOREST_METHODS if m != "mdi")
+BAGGED_FORESTS = (RandomForestClassifier, RandomForestRegressor, ExtraTreesClassifier,
+                  ExtraTreesRegressor)
+
+
+class ImportanceSelector(SelectorMixin, BaseEstimator):
+    """Keep the features whose out-of-sample importance is significantly positive.
+
+    ``fit`` clones and fits ``estimator``, measures every feature's importance with
+    :func:`treeimp.explain` on rows the trees did not see, and keeps the features whose
+    one-sided test of "importance > 0" passes at false discovery rate ``alpha``
+    (Benjamini-Hochberg q-value < alpha, i.e. ``importances_.select(method, alpha)``).
+    The decision rests on the importance relative to its standard error, never on its
+    absolute size: a feature with a small but clearly positive importance is kept, a
+    large but noisy one (a row ID, a high-cardinality code) is not.
+
+    Where the importances are measured:
+
+    - bagged forests (RandomForest / ExtraTrees with ``bootstrap=True``) with
+      ``oob=None`` or ``oob=True``: the estimator is fitted on all rows and every tree is
+      evaluated on its own out-of-bag rows;
+    - otherwise (boosting, forests without bootstrap, ``oob=False``): the estimator is
+      fitted on a training part and evaluated on a held-out part of
+      ``validation_fraction`` of the rows (stratified by class for classifiers). The
+      fitted estimator has then seen only the training part.
+
+    If no feature passes, a UserWarning is issued and no feature is kept: ``transform``
+    returns zero columns (and warns again), as every scikit-learn selector does.
+
+    Parameters
+    ----------
+    estimator : scikit-learn, XGBoost or LightGBM tree ensemble (unfitted)
+        Any model :func:`treeimp.explain` supports; it is cloned, never changed.
+    method : str, default "mdi_oob"
+        Out-of-sample importance used for the test: "mdi_oob", "ufi", "naive_oob", or
+        (forests only) "pg1", "pg2", "pg3". Not "mdi", which has no p-values.
+    alpha : float in (0, 1), default 0.05
+        False discovery rate of the Benjamini-Hochberg procedure across features.
+    validation_fraction : float in (0, 1), default 0.25
+        Share of the rows held out for the importances when out-of-bag rows are not used.
+    oob : bool or None, default None
+        None: out-of-bag rows for bagged forests, a held-out part otherwise. True: require
+        out-of-bag rows (a ValueError for other models). False: always hold out rows.
+    n_blocks : int, default 10
+        Random row blocks for the standard errors (at most the number of evaluation rows).
+    random_state : int, RandomState or None
+        Seeds the train/validation split and the row blocks (not the estimator: set its
+        own ``random_state`` for reproducible fits).
+
+    Attributes
+    ----------
+    estimator_ : estimator
+        The fitted clone of ``estimator``.
+    importances_ : Importances
+        The importances, standard errors, p- and q-values the selection used.
+    support_ : ndarray of bool (n_features_in_,)
+        Mask of the kept features.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of str
+        Column names seen during fit, when X was a DataFrame with string column names.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.ensemble import RandomForestClassifier
+    >>> from treeimp import ImportanceSelector
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(600, 5))
+    >>> y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    >>> rf = RandomForestClassifier(n_estimators=50, min_samples_leaf=3, random_state=0)
+    >>> sel = ImportanceSelector(rf, random_state=0).fit(X, y)
+    >>> sel.get_support(indices=True)
+    array([0, 1])
+    >>> sel.transform(X).shape
+    (600, 2)
+    """
+
+    def __init__(self, estimator, *, method="mdi_oob", alpha=0.05, validation_fraction=0.25,
+                 oob=None, n_blocks=10, random_state=None):
+        self.estimator = estimator
+        self.method = method
+        self.alpha = alpha
+        self.validation_fraction = validation_fraction
+        self.oob = oob
+        self.n_blocks = n_blocks
+        self.random_state = random_state
+
+    def fit(self, X, y, sample_weight=None):
+        """Fit the estimator, measure out-of-sample importances, select features.
+
+        Parameters
+        ----------
+        X : array-like or DataFrame (n_samples, n_features)
+            Training rows. DataFrames are passed to the estimator as they are (so
+            'category' columns reach models that handle them).
+        y : array-like (n_samples,)
+            Targets.
+        sample_weight : array-like (n_samples,), optional
+            Row weights, used both to fit the estimator and to weight the evaluation rows.
+
+        Returns
+        -------
+        self
+        """
+        self._check_params()
+        use_oob = self._use_oob()
+        frame = hasattr(X, "iloc") and hasattr(X, "columns")
+        allow_nan = _allows_nan(self.estimator)
+        X_checked, y = validate_data(self, X, y, dtype=None if frame else "numeric",
+                                     ensure_all_finite="allow-nan" if allow_nan else True,
+                                     ensure_min_samples=2)
+        data = X if frame else X_checked
+        n = X_checked.shape[0]
+        if sample_weight is not None:
+            sample_weight = np.asarray(sample_weight, dtype=np.float64)
+            if sample_weight.shape != (n,):
+                raise ValueError(f"sample_weight has shape {sample_weight.shape} but X has "
+                                 f"{n} rows; expected shape ({n},)")
+        names = (list(map(str, self.feature_names_in_)) if hasattr(self, "feature_names_in_")
+                 else [f"x{j}" for j in range(self.n_features_in_)])
+        rng = check_random_state(self.random_state)
+        split_seed, block_seed = (int(s) for s in rng.randint(np.iinfo(np.int32).max, size=2))
+
+        est = clone(self.estimator)
+        if use_oob:
+            if n < self.n_blocks:
+                raise ValueError(f"n_blocks={self.n_blocks} is more than the {n} rows; "
+                                 "lower n_blocks")
+            _fit(est, data, y, sample_weight)
+            res = explain(est, data, y, oob=True, methods=(self.method,),
+                          sample_weight=sample_weight, feature_names=names,
+                          n_blocks=self.n_blocks, random_state=block_seed)
+        else:
+            train, val = self._split(n, y, split_seed)
+            sw = (None, None) if sample_weight is None else (sample_weight[train],
+                                                            sample_weight[val])
+            _fit(est, _safe_indexing(data, train), y[train], sw[0])
+            res = explain(est, _safe_indexing(data, val), y[val], methods=(self.method,),
+                          sample_weight=sw[1], feature_names=names, n_blocks=self.n_blocks,
+                          random_state=block_seed)
+        self.estimator_ = est
+        self.importances_ = res
+        self.support_ = np.isin(np.asarray(res.feature_names, dtype=object),
+                                res.select(self.method, self.alpha))
+        if not self.support_.any():
+            q = res.qvalues[self.method]
+            warnings.warn(f"ImportanceSelector kept no feature: no {self.method!r} importance "
+                          f"is significantly positive at alpha={self.alpha} (smallest "
+                          f"q-value {np.nanmin(q.to_numpy(), initial=np.inf):.3g}); "
+                          "transform will return zero columns", UserWarning, stacklevel=2)
+        return self
+
+    def _get_support_mask(self):
+        check_is_fitted(self, "support_")
+        return self.support_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        tags.input_tags.sparse = False
+        tags.input_tags.allow_nan = _allows_nan(self.estimator)
+        return tags
+
+    # ------------------------------------------------------------------ helpers
+    def _check_params(self):
+        if not hasattr(self.estimator, "fit"):
+            raise TypeError(f"estimator must be an unfitted tree ensemble with a fit method, "
+                            f"got {self.estimator!r}")
+        if not isinstance(self.method, str) or self.method not in SELECTION_METHODS:
+            why = (" ('mdi' is measured on the training rows and has no p-values)"
+                   if self.method == "mdi" else "")
+            raise ValueError(f"method must be one of {list(SELECTION_METHODS)}, got "
+                             f"{self.method!r}{why}")
+        for name, value in (("alpha", self.alpha),
+                            ("validation_fraction", self.validation_fraction)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+                    or not 0.0 < value < 1.0:
+                raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
+        if self.oob is not None and not isinstance(self.oob, (bool, np.bool_)):
+            raise ValueError(f"oob must be None, True or False, got {self.oob!r}")
+        if isinstance(self.n_blocks, bool) or not isinstance(self.n_blocks, numbers.Integral) \
+                or self.n_blocks < 2:
+            raise ValueError(f"n_blocks must be an integer >= 2, got {self.n_blocks!r}")
+
+    def _use_oob(self):
+        bagged = (isinstance(self.estimator, BAGGED_FORESTS)
+                  and bool(getattr(self.estimator, "bootstrap", False)))
+        if self.oob is None:
+            return bagged
+        if self.oob and not bagged:
+            raise ValueError(f"oob=True needs a bagged forest (RandomForest or ExtraTrees "
+                             f"with bootstrap=True), got {type(self.estimator).__name__}"
+                             + (" with bootstrap=False" if isinstance(
+                                 self.estimator, BAGGED_FORESTS) else "")
+                             + "; use oob=None or oob=False to hold out "
+                             f"validation_fraction={self.validation_fraction} of the rows")
+        return bool(self.oob)
+
+    def _split(self, n, y, seed):
+        n_val = int(np.ceil(self.validation_fraction * n))
+        if n_val < self.n_blocks or n - n_val < 1:
+            raise ValueError(f"validation_fraction={self.validation_fraction} of {n} rows "
+                             f"holds out {n_val} rows, fewer than n_blocks={self.n_blocks} "
+                             "(or leaves no training row); use more rows, a larger "
+                             "validation_fraction or a smaller n_blocks")
+        stratify = y if is_classifier(self.estimator) else None
+        try:
+            return train_test_split(np.arange(n), test_size=n_val, stratify=stratify,
+                                    random_state=seed)
+        except ValueError as exc:
+            if stratify is None:
+                raise
+            raise ValueError(f"cannot split off validation_fraction={self.validation_fraction}"
+                             f" of {n} rows stratified by class: {exc}") from None
+
+
+def _fit(est, X, y, sample_weight):
+    if sample_weight is None:
+        est.fit(X, y)
+    else:
+        est.fit(X, y, sample_weight=sample_weight)
+
+
+def _allows_nan(estimator):
+    """Whether the estimator takes NaN in X (its scikit-learn tag; False if unknown)."""
+    if get_tags is None or not hasattr(estimator, "fit"):
+        return False
+    return bool(get_tags(estimator).input_tags.allow_nan)
