@@ -1,0 +1,439 @@
+"""LightGBM -> TreeEnsemble, from a Booster / LGBMModel or from a saved model text.
+
+Both entry points read LightGBM's model text (``model_to_string`` / ``save_model``), so
+a model object and the file it was saved to give the same TreeEnsemble; the text path
+never imports lightgbm. Companion modules: ``lgbm_text`` (splits the text into
+sections), ``lgbm_objective`` (objective line -> Objective), ``lgbm_categories``
+(``pandas_categorical`` -> per-feature labels).
+
+Node layout: LightGBM tree with ``L`` leaves -> ``2L - 1`` nodes; internal node ``i``
+(LightGBM's split index, root 0) is node ``i`` and leaf ``k`` (``~k`` in
+``left_child``/``right_child``, the number ``predict(pred_leaf=True)`` returns) is node
+``L - 1 + k``. A stump (``num_leaves=1``) is the single node 0.
+
+Routing (LightGBM ``Tree::NumericalDecision`` / ``CategoricalDecision``, checked against
+lightgbm 4.7): numeric ``x <= threshold`` in float64 goes left; missing type None: NaN
+is compared as 0 (``NAN_AS_ZERO``); Zero: NaN and ``|x| <= 1e-35`` follow default_left
+(``NAN_ZERO_MISSING``); NaN: NaN follows default_left (``NAN_MISSING``). Before any
+tree, LightGBM's predictor replaces inputs with ``|x| <= 1e-35`` by 0.0; thresholds in
+``[-1e-35, 1e-35)`` are moved so that the plain comparison does the same (see
+:func:`_zeroing_threshold`). Categorical: the codes whose bit is set in the node's
+``cat_threshold`` bitset go LEFT; every other code, NaN and negative codes go right,
+whatever the node's missing type and default_left bits say. LightGBM takes the code as
+``static_cast<int>(x)``, so values in (-1, 0) are code 0; the routing kernel treats them
+as negative (a known difference, see the tests).
+
+Init score: with ``boost_from_average`` LightGBM adds its starting score into the first
+iteration's trees (one per class) and forces their shrinkage to 1. It is moved into
+``base_score`` (rules in :func:`_carries_init_score` and :func:`_init_score`) so that
+every tree holds ``learning_rate * unshrunk estimate``; predictions are unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ensemble import (
+    BOOSTING,
+    NAN_AS_ZERO,
+    NAN_MISSING,
+    NAN_ZERO_MISSING,
+    Tree,
+    TreeEnsemble,
+)
+from .lgbm_categories import feature_categories
+from .lgbm_objective import objective_from_text
+from .lgbm_text import read_param, scan_model_text
+
+HEADER_KEYS = ("version", "num_class", "num_tree_per_iteration", "max_feature_idx",
+               "feature_names", "feature_infos")
+# keys every tree with >= 2 leaves must have (a stump needs only num_leaves, leaf_value)
+TREE_KEYS = ("num_leaves", "num_cat", "split_feature", "split_gain", "threshold",
+             "decision_type", "left_child", "right_child", "leaf_value", "leaf_weight",
+             "leaf_count", "internal_value", "internal_weight", "internal_count",
+             "shrinkage")
+CATEGORICAL_TREE_KEYS = ("cat_boundaries", "cat_threshold")
+
+_MISSING_TYPE_NAN_MODE = {0: NAN_AS_ZERO, 1: NAN_ZERO_MISSING, 2: NAN_MISSING}
+_PRINT_RTOL = 5e-6  # LightGBM prints internal_value / shrinkage with 6 significant digits
+
+
+def parse_lightgbm(model) -> TreeEnsemble:
+    """Normal form of a fitted ``lightgbm.Booster`` or ``LGBMModel`` (LGBMClassifier,
+    LGBMRegressor).
+
+    Parameters
+    ----------
+    model : lightgbm.Booster or lightgbm.LGBMModel
+        A fitted model. A classifier's ``classes_`` become the ensemble's ``classes``.
+
+    Returns
+    -------
+    TreeEnsemble
+        ``predict_raw`` equals ``booster.predict(X, raw_score=True)``.
+
+    Raises
+    ------
+    sklearn.exceptions.NotFittedError
+        For an LGBMModel that was not fitted.
+    ValueError
+        For objectives, linear trees or model variants the normal form cannot hold.
+
+    Examples
+    --------
+    >>> import numpy as np, lightgbm as lgb
+    >>> from treeimp.parsers.lgbm import parse_lightgbm
+    >>> X = np.random.default_rng(0).normal(size=(200, 3))
+    >>> m = lgb.LGBMRegressor(n_estimators=5, num_leaves=4, verbose=-1).fit(X, X[:, 0])
+    >>> ens = parse_lightgbm(m)
+    >>> bool(np.allclose(ens.predict_raw(X)[:, 0], m.predict(X, raw_score=True)))
+    True
+    """
+    import lightgbm
+
+    classes = None
+    if isinstance(model, lightgbm.LGBMModel):
+        if not model.__sklearn_is_fitted__():
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError(f"this {type(model).__name__} is not fitted yet: call "
+                                 "fit(X, y) before parsing or explaining it")
+        booster = model.booster_
+        classes = getattr(model, "classes_", None)
+    elif isinstance(model, lightgbm.Booster):
+        booster = model
+    else:
+        raise TypeError(f"parse_lightgbm needs a lightgbm.Booster or LGBMModel, got "
+                        f"{type(model).__module__}.{type(model).__name__}")
+    try:
+        return parse_lightgbm_text(booster.model_to_string(), classes=classes)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (lightgbm {lightgbm.__version__})") from None
+
+
+def parse_lightgbm_text(text: str, *, classes=None) -> TreeEnsemble:
+    """Normal form of a LightGBM model text (``model_to_string`` / a ``save_model`` file).
+
+    Does not import lightgbm.
+
+    Parameters
+    ----------
+    text : str
+        The whole model text.
+    classes : array-like, optional
+        Class labels to attach (``LGBMClassifier.classes_``); the text does not store them.
+
+    Returns
+    -------
+    TreeEnsemble
+
+    Raises
+    ------
+    ValueError
+        Damaged or truncated text (naming the key and tree), unsupported objectives
+        (ranking, mape, fair, cross_entropy_lambda, custom), linear trees,
+        ``boosting="rf"`` (averaged output) or reg_sqrt models.
+
+    Examples
+    --------
+    >>> from treeimp.parsers.lgbm import parse_lightgbm_text
+    >>> ens = parse_lightgbm_text(open("model.txt").read())  # doctest: +SKIP
+    """
+    model = scan_model_text(text)
+    header, params = model.header, model.parameters
+    for key in HEADER_KEYS:
+        if key not in header:
+            raise ValueError(f"LightGBM model text has no header key {key!r} "
+                             f"(model format {header.get('version', 'unknown')})")
+    version = header["version"]
+    if "average_output" in header:
+        raise ValueError("LightGBM boosting='rf' models (average_output) are not supported: "
+                         "their trees are averaged, not boosted")
+    if params is not None and params.get("linear_tree", "0") not in ("0", "false"):
+        raise ValueError("LightGBM linear_tree models are not supported: their leaves hold "
+                         "linear models, not constants")
+    n_features = _header_int(header, "max_feature_idx", version) + 1
+    n_per_iter = _header_int(header, "num_tree_per_iteration", version)
+    num_class = _header_int(header, "num_class", version)
+    if n_features < 1 or n_per_iter < 1 or num_class < 1:
+        raise ValueError(f"LightGBM header: max_feature_idx={n_features - 1}, "
+                         f"num_tree_per_iteration={n_per_iter}, num_class={num_class}")
+    names = header["feature_names"].split()
+    infos = header["feature_infos"].split()
+    for key, vals in (("feature_names", names), ("feature_infos", infos)):
+        if len(vals) != n_features:
+            raise ValueError(f"LightGBM header {key} has {len(vals)} entries but "
+                             f"max_feature_idx={n_features - 1} means {n_features} features")
+    objective = objective_from_text(header, params, num_class)
+
+    raw = [_read_tree(block, t, version) for t, block in enumerate(model.trees)]
+    if not raw:
+        raise ValueError("LightGBM model text has no trees")
+    if len(raw) % n_per_iter:
+        raise ValueError(f"LightGBM model text has {len(raw)} trees, not a multiple of "
+                         f"num_tree_per_iteration={n_per_iter} (truncated?)")
+    if "tree_sizes" in header and len(header["tree_sizes"].split()) != len(raw):
+        raise ValueError(f"LightGBM header tree_sizes lists "
+                         f"{len(header['tree_sizes'].split())} trees but the text has "
+                         f"{len(raw)}")
+
+    if objective.params.get("n_classes", 1) != n_per_iter:
+        raise ValueError(f"LightGBM objective {objective.source!r} needs "
+                         f"{objective.params.get('n_classes', 1)} trees per iteration, the "
+                         f"header says num_tree_per_iteration={n_per_iter}")
+    trees, base = _boosted_trees(raw, n_per_iter, params)
+
+    default_names = all(nm == f"Column_{j}" for j, nm in enumerate(names))
+    return TreeEnsemble.from_trees(
+        trees,
+        kind=BOOSTING,
+        n_features=n_features,
+        n_outputs=n_per_iter,
+        comparison="<=",
+        round_float32=False,
+        base_score=base,
+        objective=objective,
+        feature_names=None if default_names else names,
+        feature_categories=feature_categories(model.pandas_categorical, infos, params),
+        classes=classes,
+        library="lightgbm",
+        gain_kind="gain",
+    )
+
+
+# ---------------------------------------------------------------------- header
+def _header_int(header, key, version):
+    try:
+        return int(header[key])
+    except ValueError:
+        raise ValueError(f"LightGBM header {key}={header[key][:30]!r} is not an integer "
+                         f"(model format {version})") from None
+
+
+# ---------------------------------------------------------------------- trees
+def _boosted_trees(raw, n_per_iter, params):
+    """Tree objects (output = class, stage = iteration) and the base score: the init
+    score moved out of the first iteration's trees."""
+    learning_rate = _learning_rate(params, raw, n_per_iter)
+    base = np.zeros(n_per_iter)
+    trees = []
+    for t, r in enumerate(raw):
+        lr = r["shrinkage"]
+        if t < n_per_iter and _carries_init_score(r, learning_rate, params):
+            base[t] = _init_score(r)
+            r["value"] = r["value"] - base[t]
+            if learning_rate is None and r["n_leaves"] > 1:
+                raise ValueError(f"LightGBM model text: tree {t} carries the init score but "
+                                 "the learning rate is unknown (no parameters section and no "
+                                 "second iteration)")
+            # AddBias set the shrinkage to 1; DART may have rescaled the tree since
+            lr = r["shrinkage"] * (1.0 if learning_rate is None else learning_rate)
+        trees.append(Tree(left=r["left"], right=r["right"], feature=r["feature"],
+                          threshold=r["threshold"], value=r["value"], weight=r["weight"],
+                          missing_left=r["missing_left"], nan_mode=r["nan_mode"],
+                          gain=r["gain"], categories=r["categories"],
+                          output=t % n_per_iter, learning_rate=lr, stage=t // n_per_iter))
+    return trees, base
+
+
+def _numbers(block, key, n, t, dtype):
+    text = block.get(key)
+    if text is None:
+        raise ValueError(f"LightGBM tree {t} has no key {key!r}")
+    tokens = text.split()
+    if len(tokens) != n:
+        raise ValueError(f"LightGBM tree {t}: {key} has {len(tokens)} values, expected {n}")
+    try:
+        return np.array(tokens, dtype=np.float64 if dtype is float else np.int64)
+    except (ValueError, OverflowError):
+        raise ValueError(f"LightGBM tree {t}: {key} has a value that is not "
+                         f"{'a number' if dtype is float else 'an integer'}") from None
+
+
+def _scalar(block, key, t, dtype):
+    return _numbers(block, key, 1, t, dtype)[0]
+
+
+def _read_tree(block, t, version):
+    """One ``Tree=t`` block -> node arrays in the layout of the module docstring."""
+    if "num_leaves" not in block:
+        raise ValueError(f"LightGBM tree {t} has no key 'num_leaves' (model format {version})")
+    n_leaves = int(_scalar(block, "num_leaves", t, int))
+    if n_leaves < 1:
+        raise ValueError(f"LightGBM tree {t}: num_leaves={n_leaves}")
+    if _numbers(block, "is_linear", 1, t, int)[0] if "is_linear" in block else 0:
+        raise ValueError(f"LightGBM tree {t} is a linear tree (is_linear=1); linear_tree "
+                         "models are not supported: their leaves hold linear models")
+    shrinkage = float(_scalar(block, "shrinkage", t, float))
+    leaf_value = _numbers(block, "leaf_value", n_leaves, t, float)
+    if n_leaves == 1:
+        # a constant tree: LightGBM writes no split arrays and an empty leaf_weight
+        count = block.get("leaf_count", "").split()
+        weight = float(count[0]) if len(count) == 1 else 0.0
+        return dict(left=[-1], right=[-1], feature=[-1], threshold=[np.nan],
+                    value=leaf_value.reshape(1, 1), weight=np.array([weight]),
+                    missing_left=np.zeros(1, bool), nan_mode=np.zeros(1, np.uint8),
+                    gain=np.array([np.nan]), categories={}, shrinkage=shrinkage,
+                    n_leaves=1, internal_value=None)
+    for key in TREE_KEYS:
+        if key not in block:
+            raise ValueError(f"LightGBM tree {t} has no key {key!r} (model format {version})")
+    m = n_leaves - 1  # internal nodes
+    feature = _numbers(block, "split_feature", m, t, int)
+    gain = _numbers(block, "split_gain", m, t, float)
+    threshold = _numbers(block, "threshold", m, t, float)
+    decision = _numbers(block, "decision_type", m, t, int)
+    lc = _numbers(block, "left_child", m, t, int)
+    rc = _numbers(block, "right_child", m, t, int)
+    leaf_weight = _numbers(block, "leaf_weight", n_leaves, t, float)
+    _numbers(block, "leaf_count", n_leaves, t, float)
+    internal_value = _numbers(block, "internal_value", m, t, float)
+    internal_weight = _numbers(block, "internal_weight", m, t, float)
+    _numbers(block, "internal_count", m, t, float)
+
+    def node_of(child, side):
+        bad = ((child >= 0) & (child >= m)) | ((child < 0) & (~child >= n_leaves))
+        if np.any(bad):
+            raise ValueError(f"LightGBM tree {t}: {side} {child[bad][0]} points outside its "
+                             f"{m} splits and {n_leaves} leaves")
+        return np.where(child >= 0, child, m + ~child)
+
+    n = m + n_leaves
+    left = np.full(n, -1, np.int64)
+    right = np.full(n, -1, np.int64)
+    left[:m] = node_of(lc, "left_child")
+    right[:m] = node_of(rc, "right_child")
+    if np.any((decision < 0) | (decision > 15)):
+        raise ValueError(f"LightGBM tree {t}: decision_type values must be in 0..15")
+    is_cat = (decision & 1).astype(bool)
+    missing_type = (decision >> 2) & 3
+    if np.any(missing_type == 3):
+        raise ValueError(f"LightGBM tree {t}: decision_type has missing type 3 (unknown)")
+
+    categories = {}
+    num_cat = int(_scalar(block, "num_cat", t, int))
+    if num_cat != int(is_cat.sum()):
+        raise ValueError(f"LightGBM tree {t}: num_cat={num_cat} but {int(is_cat.sum())} "
+                         "splits are categorical")
+    if num_cat:
+        categories = _categorical_sets(block, t, threshold, is_cat, num_cat)
+
+    node_threshold = np.full(n, np.nan)
+    node_threshold[:m] = np.where(is_cat, np.nan, _zeroing_threshold(threshold))
+    node_feature = np.full(n, -1, np.int64)
+    node_feature[:m] = feature
+    missing_left = np.zeros(n, bool)
+    missing_left[:m] = ((decision >> 1) & 1).astype(bool) & ~is_cat
+    nan_mode = np.full(n, NAN_MISSING, np.uint8)
+    # categorical nodes: NAN_AS_ZERO marks LightGBM's C cast of the value to int (codes
+    # in (-1, 0) are code 0); the routing kernel does not read nan_mode there yet
+    nan_mode[:m] = np.where(is_cat, NAN_AS_ZERO,
+                            np.choose(np.minimum(missing_type, 2),
+                                      [_MISSING_TYPE_NAN_MODE[c] for c in range(3)]))
+    value = np.concatenate([internal_value, leaf_value]).reshape(n, 1)
+    weight = np.concatenate([internal_weight, leaf_weight])
+    node_gain = np.concatenate([gain, np.full(n_leaves, np.nan)])
+    return dict(left=left, right=right, feature=node_feature, threshold=node_threshold,
+                value=value, weight=weight, missing_left=missing_left, nan_mode=nan_mode,
+                gain=node_gain, categories=categories, shrinkage=shrinkage,
+                n_leaves=n_leaves, internal_value=internal_value)
+
+
+def _zeroing_threshold(threshold):
+    """Thresholds that give LightGBM's routing on the raw input value.
+
+    LightGBM's predictor turns every input value with ``|x| <= kZeroThreshold`` (float32
+    1e-35) into 0.0 before any tree sees it (``RowFunctionFromDenseMatric``). A split
+    ``x <= t`` with ``t`` in ``[-kZeroThreshold, kZeroThreshold)`` (LightGBM puts bin
+    bounds at exactly -kZeroThreshold) therefore sends that whole interval to the side
+    0.0 goes; moving ``t`` to ``kZeroThreshold`` (``t >= 0``) or just below
+    ``-kZeroThreshold`` (``t < 0``) does the same without touching any other value.
+    """
+    kz = float(np.float32(1e-35))
+    near = (threshold >= -kz) & (threshold < kz)
+    return np.where(near, np.where(threshold >= 0, kz, np.nextafter(-kz, -np.inf)), threshold)
+
+
+def _categorical_sets(block, t, threshold, is_cat, num_cat):
+    """{node: (codes, True, False)}: the bitset's codes go left, unlisted codes right."""
+    for key in CATEGORICAL_TREE_KEYS:
+        if key not in block:
+            raise ValueError(f"LightGBM tree {t} has {num_cat} categorical splits but no "
+                             f"key {key!r}")
+    bounds = _numbers(block, "cat_boundaries", num_cat + 1, t, int)
+    n_words = len(block["cat_threshold"].split())
+    words = _numbers(block, "cat_threshold", n_words, t, int)
+    if bounds[0] != 0 or bounds[-1] != n_words or np.any(np.diff(bounds) < 0):
+        raise ValueError(f"LightGBM tree {t}: cat_boundaries {bounds[:8].tolist()} do not "
+                         f"partition its {n_words} cat_threshold words")
+    if np.any((words < 0) | (words > 0xFFFFFFFF)):
+        raise ValueError(f"LightGBM tree {t}: cat_threshold words must be uint32")
+    categories = {}
+    for node in np.flatnonzero(is_cat):
+        idx = threshold[node]
+        if not (idx == int(idx) and 0 <= idx < num_cat):
+            raise ValueError(f"LightGBM tree {t}: categorical split {node} has threshold "
+                             f"{idx}, not an index below num_cat={num_cat}")
+        seg = words[bounds[int(idx)]:bounds[int(idx) + 1]].astype("<u4")
+        bits = np.unpackbits(seg.view(np.uint8), bitorder="little")
+        categories[int(node)] = (np.flatnonzero(bits), True, False)
+    return categories
+
+
+# ---------------------------------------------------------------------- init score
+def _learning_rate(params, raw, n_per_iter):
+    """The model's learning rate: the parameters section, else a later tree's shrinkage."""
+    if params is not None and "learning_rate" in params:
+        return read_param(params, "learning_rate", None)
+    if len(raw) > n_per_iter:
+        return raw[n_per_iter]["shrinkage"]
+    return None
+
+
+def _carries_init_score(r, learning_rate, params):
+    """Whether a first-iteration tree holds LightGBM's init score.
+
+    LightGBM adds it (``Tree::AddBias``, with ``boost_from_average`` and a non-zero init
+    score) after shrinking the tree, and AddBias forces the tree's shrinkage to 1.0, which
+    DART may rescale later. Rule: a first-iteration stump is a constant tree
+    (``AsConstantTree(init score)``) and is all init score; a tree with splits carries it
+    when ``boost_from_average`` is on and its shrinkage is not the learning rate (or the
+    learning rate is 1, where the shrinkage cannot tell; a user-supplied ``init_score``
+    is then indistinguishable, and moving the root value is still exact for predictions).
+    """
+    if r["n_leaves"] == 1:
+        return True
+    if read_param(params, "boost_from_average", "1", str) in ("0", "false"):
+        return False
+    if learning_rate is None:
+        return r["shrinkage"] == 1.0
+    return r["shrinkage"] != learning_rate or learning_rate == 1.0
+
+
+def _init_score(r):
+    """The init score inside a first-iteration tree.
+
+    Rule: a stump is all init score (its leaf value). Otherwise the moved amount is the
+    tree's root value, LightGBM's root ``internal_value`` = ``init + shrinkage * root
+    output``. The root output ``-G / (H + lambda_l2)`` is ~0 because the init score is
+    the constant that zeroes the gradient sum: up to float32 gradients for l2, binary
+    (scale_pos_weight 1), cross_entropy, multiclass, multiclassova, poisson, gamma,
+    tweedie; up to a few rows for l1 / quantile (a median). It is not ~0 for huber
+    (mean init, clipped gradients) and binary with scale_pos_weight != 1 (the init
+    ignores label weights): there the moved amount also holds ``shrinkage * root
+    output`` and tree 0 is centred on its root. The text prints internal_value with 6
+    significant digits; the hessian-weighted mean of the leaf values (full precision,
+    the same quantity when no regularisation shrinks the leaves) is used when it agrees
+    with the printed value to that precision, else the printed value.
+    """
+    if r["n_leaves"] == 1:
+        return float(r["value"][0, 0])
+    m = r["n_leaves"] - 1
+    root = float(r["internal_value"][0])
+    leaves = r["value"][m:, 0]
+    w = r["weight"][m:]
+    with np.errstate(all="ignore"):  # damaged weights give NaN, and the root is used
+        mean = float(np.dot(w, leaves) / w.sum())
+    if abs(mean - root) <= _PRINT_RTOL * abs(root):
+        return mean
+    return root
