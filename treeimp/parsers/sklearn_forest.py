@@ -1,0 +1,113 @@
+"""scikit-learn decision trees and forests -> TreeEnsemble.
+
+Covers DecisionTree / ExtraTree (one tree) and RandomForest / ExtraTrees (averaged
+trees), classifiers and regressors with a single target. Facts checked on
+scikit-learn 1.9:
+
+* routing: see :mod:`treeimp.parsers.sklearn_tree` (``float32(x) <= threshold``, NaN
+  follows ``missing_go_to_left``, also for models trained without NaN);
+* classifiers: ``tree_.value[:, 0, :]`` holds weighted class FRACTIONS and
+  ``predict_proba`` returns them as they are (no renormalisation); the forest's
+  ``predict_proba`` is their mean over trees. Binary models have two outputs;
+* regressors: ``tree_.value[:, 0, 0]`` is the weighted mean, ``predict`` the mean over
+  trees;
+* ``weighted_n_node_samples`` counts bootstrap draws times sample weights, and
+  ``impurity`` is the in-bag impurity: ``feature_importances_`` is built from them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ensemble import FOREST, Objective, TreeEnsemble
+from .sklearn_tree import check_fitted, read_tree_fields, required_attr, tree_from_fields
+
+
+def parse_sklearn_forest(model) -> TreeEnsemble:
+    """Normal form of a fitted scikit-learn decision tree or tree forest.
+
+    Parameters
+    ----------
+    model : DecisionTreeClassifier, DecisionTreeRegressor, ExtraTreeClassifier,
+        ExtraTreeRegressor, RandomForestClassifier, RandomForestRegressor,
+        ExtraTreesClassifier or ExtraTreesRegressor
+        Fitted on a single target (``y`` 1-D).
+
+    Returns
+    -------
+    TreeEnsemble
+        kind "forest": every tree scaled by ``1 / n_trees``. ``predict_raw`` equals
+        ``predict_proba`` (classifiers, one column per class, objective
+        "class_probability") or ``predict`` (regressors, one column, objective
+        "squared_error"). ``apply`` equals the model's ``apply``.
+
+    Raises
+    ------
+    sklearn.exceptions.NotFittedError
+        (a ValueError) when the model is not fitted.
+    ValueError
+        For multi-output models (``y`` with several columns) or a tree without the
+        fields treeimp reads.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.ensemble import RandomForestClassifier
+    >>> from treeimp.parsers.sklearn_forest import parse_sklearn_forest
+    >>> X = np.random.default_rng(0).normal(size=(200, 3))
+    >>> rf = RandomForestClassifier(n_estimators=5, random_state=0).fit(X, X[:, 0] > 0)
+    >>> ens = parse_sklearn_forest(rf)
+    >>> bool(np.allclose(ens.predict_raw(X), rf.predict_proba(X)))
+    True
+    """
+    from sklearn.base import is_classifier
+
+    name = type(model).__name__
+    check_fitted(model)
+    n_targets = int(required_attr(model, "n_outputs_"))
+    if n_targets != 1:
+        raise ValueError(f"{name} was fit on {n_targets} targets (y with {n_targets} "
+                         "columns); treeimp supports single-target models only")
+    # a single tree carries tree_ itself, a forest a list of fitted trees
+    estimators = [model] if hasattr(model, "tree_") else list(required_attr(model, "estimators_"))
+    if not estimators:
+        raise ValueError(f"{name} has no fitted trees")
+
+    classifier = is_classifier(model)
+    if classifier:
+        classes = np.asarray(required_attr(model, "classes_"))
+        n_outputs = int(required_attr(model, "n_classes_"))
+        objective = Objective("class_probability", {}, link="proba",
+                              source=str(getattr(model, "criterion", "")))
+    else:
+        classes = None
+        n_outputs = 1
+        objective = Objective("squared_error", {}, link="identity",
+                              source=str(getattr(model, "criterion", "")))
+
+    scale = 1.0 / len(estimators)
+    trees = []
+    for t, est in enumerate(estimators):
+        fields = read_tree_fields(required_attr(est, "tree_"), f"{name} tree {t}")
+        raw = fields["value"]
+        if raw.ndim != 3 or raw.shape[1] != 1 or raw.shape[2] < n_outputs:
+            raise ValueError(f"{name} tree {t} has node values of shape {raw.shape}, "
+                             f"expected (n_nodes, 1, {n_outputs})")
+        value = raw[:, 0, :n_outputs] if classifier else raw[:, 0, :1]
+        trees.append(tree_from_fields(fields, np.array(value, dtype=np.float64), scale=scale))
+
+    names = getattr(model, "feature_names_in_", None)
+    return TreeEnsemble.from_trees(
+        trees,
+        kind=FOREST,
+        n_features=int(required_attr(model, "n_features_in_")),
+        n_outputs=n_outputs,
+        comparison="<=",
+        round_float32=True,
+        objective=objective,
+        feature_names=None if names is None else list(names),
+        classes=classes,
+        library="sklearn",
+        gain_kind="impurity",
+    )
+
