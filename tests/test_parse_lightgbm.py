@@ -427,9 +427,6 @@ def test_hypothesis_rows(kind, data):
     _assert_leaves(ens, booster, X)
 
 
-@pytest.mark.xfail(strict=True, reason="LightGBM casts a categorical value to int, so "
-                   "(-1, 0) is code 0; the routing kernel treats any negative value as "
-                   "missing (kernel change proposed)")
 def test_categorical_value_between_minus_one_and_zero_is_code_zero():
     rng = np.random.default_rng(0)
     X = np.c_[rng.integers(0, 4, 400).astype(float), rng.normal(size=400)]

@@ -455,7 +455,8 @@ def _categorical_numpy(n=400, seed=0, nan=True):
     return X, np.nan_to_num(f) + rng.normal(scale=0.3, size=n)
 
 
-CAT_CODES = [0, 2, 3, 5, 9, 200, 1, 4, 7, 1000, 6, 255, 256, 1e9, -1, -5, np.nan, -0.0]
+CAT_CODES = [0, 2, 3, 5, 9, 200, 1, 4, 7, 1000, 6, 255, 256, 1e9, -1, -5, np.nan, -0.0, 2.7, 0.5,
+             5.25]  # fractional codes are unknown categories in scikit-learn
 
 
 def _with_categories(R, cols, rng):

@@ -13,9 +13,12 @@ Routing rules a node can express (each parser maps its library onto them):
 * ``nan_mode`` per node: ``NAN_MISSING`` (NaN follows ``missing_left``),
   ``NAN_AS_ZERO`` (NaN is replaced by 0.0 and compared), ``NAN_ZERO_MISSING``
   (NaN and ``|x| <= 1e-35`` follow ``missing_left``);
-* categorical split: the category code is ``int(x)`` (truncation); NaN and negative
-  codes follow ``missing_left``; listed codes go the way ``category_left`` says;
-  codes that are not listed go the way ``category_default_left`` says.
+* categorical split: the category code is ``int(x)`` (truncation); NaN and x < 0
+  follow ``missing_left`` (with ``nan_mode == NAN_AS_ZERO``: NaN and x <= -1, so that
+  x in (-1, 0) is code 0, as LightGBM casts); listed codes go the way
+  ``category_left`` says; codes that are not listed, and with
+  ``nan_mode == NAN_CAT_EXACT`` non-integer values, go the way
+  ``category_default_left`` says.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import numpy as np
 NAN_MISSING = 0
 NAN_AS_ZERO = 1
 NAN_ZERO_MISSING = 2
+NAN_CAT_EXACT = 3  # categorical nodes only: a non-integer value is an unlisted code
 
 FOREST = "forest"
 BOOSTING = "boosting"
@@ -372,6 +376,8 @@ def _node_records(ens):
     flags |= np.where(ens.nan_mode == NAN_ZERO_MISSING, route.NAN_ZERO_MISSING, 0)
     flags |= np.where(ens.is_categorical, route.CATEGORICAL, 0)
     flags |= np.where(ens.category_default_left, route.CATEGORY_DEFAULT_LEFT, 0)
+    flags |= np.where(ens.is_categorical & (ens.nan_mode == NAN_CAT_EXACT),
+                      route.CATEGORY_EXACT, 0)
     rec["flags"] = flags
     return rec
 

@@ -2,8 +2,11 @@
 
 Same permutations and scores as ``sklearn.inspection.permutation_importance`` (one seed
 drawn from ``random_state``; for every column a fresh ``RandomState(seed)`` whose
-shuffles compound over the repeats), but a permuted column only re-routes the trees
-that split on it: margin(permuted) = margin - trees_j(X) + trees_j(X permuted).
+shuffles compound over the repeats), on the compiled normal form. For boosting, a
+permuted column only re-routes the trees that split on it:
+margin(permuted) = [base + other trees](X) + trees_j(X permuted). An averaged forest is
+re-predicted whole, summed in scikit-learn's order, so that its probabilities are
+bitwise scikit-learn's (equal probabilities stay ties, which roc_auc depends on).
 """
 
 from __future__ import annotations
@@ -77,24 +80,38 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     args = (ens.tree_offsets, ens.tree_output, ens.tree_scale, ens.value,
             *ens.routing_arrays(), strict, round32)
 
+    # An averaged forest is re-predicted whole (all trees, in order) so its probabilities
+    # are bitwise those of scikit-learn. Boosting re-routes only the trees that read the
+    # permuted column, on top of A_j = base + the other trees computed once per column:
+    # rows that reach the same leaves get bitwise equal margins, so ties (which decide
+    # roc_auc) stay ties.
+    whole = ens.kind == "forest"
     scores = np.empty((ens.n_features, n_repeats))
+    all_trees = np.arange(ens.n_trees)
     for j in range(ens.n_features):
         trees = trees_of[j]
-        rng = check_random_state(seed)
-        idx = np.arange(n)
-        original = Xw[:, j].copy()
         if trees.size == 0:  # no tree reads column j: permuting it changes nothing
             scores[j] = baseline
             continue
-        without_j = margin.copy()
-        with numba_threads(n_jobs):
-            predict_trees_chunk(Xw, without_j, trees, -1.0, *args)
-            for r in range(n_repeats):
-                rng.shuffle(idx)
-                Xw[:, j] = Xw[idx, j]
-                perm_margin = without_j.copy()
-                predict_trees_chunk(Xw, perm_margin, trees, 1.0, *args)
-                scores[j, r] = scorer(perm_margin, y, w)
+        rng = check_random_state(seed)
+        idx = np.arange(n)
+        original = Xw[:, j].copy()
+        if not whole:
+            others = np.setdiff1d(all_trees, trees)
+            base_j = np.empty_like(margin)
+            base_j[:] = ens.base_score
+            with numba_threads(n_jobs):
+                predict_trees_chunk(Xw, base_j, others, 1.0, *args)
+        for r in range(n_repeats):
+            rng.shuffle(idx)
+            Xw[:, j] = Xw[idx, j]
+            with numba_threads(n_jobs):
+                if whole:
+                    perm_margin = predict_ensemble(ens, Xw)
+                else:
+                    perm_margin = base_j.copy()
+                    predict_trees_chunk(Xw, perm_margin, trees, 1.0, *args)
+            scores[j, r] = scorer(perm_margin, y, w)
         Xw[:, j] = original
     importances = baseline - scores
     return Bunch(importances_mean=importances.mean(axis=1),

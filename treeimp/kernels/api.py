@@ -12,16 +12,30 @@ def _flags(ens):
 
 
 def predict_ensemble(ens, X, *, n_jobs=None):
+    """Raw margin. An averaged forest sums its trees in order and divides once, as
+    scikit-learn does, so equal predictions are bitwise equal (ties stay ties)."""
     rows = X if isinstance(X, RowSource) else RowSource(X, ens)
     out = np.empty((rows.n_rows, ens.n_outputs))
     out[:] = ens.base_score
     strict, round32 = _flags(ens)
+    scale, divisor = _forest_scale(ens)
     with numba_threads(n_jobs):
         for start, chunk in rows.chunks():
             predict_chunk(chunk, out[start:start + chunk.shape[0]], ens.tree_offsets,
-                          ens.tree_output, ens.tree_scale, ens.value,
+                          ens.tree_output, scale, ens.value,
                           *ens.routing_arrays(), strict, round32)
+    if divisor != 1.0:
+        out /= divisor
     return out
+
+
+def _forest_scale(ens):
+    """(per-tree scale for the kernel, final divisor): an averaging forest is summed
+    with unit scales and divided by its tree count."""
+    T = ens.n_trees
+    if ens.kind == "forest" and np.all(ens.tree_scale == 1.0 / T) and not ens.base_score.any():
+        return np.ones(T), float(T)
+    return ens.tree_scale, 1.0
 
 
 def apply_ensemble(ens, X, *, n_jobs=None):

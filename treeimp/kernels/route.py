@@ -18,6 +18,7 @@ NAN_AS_ZERO = 2
 NAN_ZERO_MISSING = 4
 CATEGORICAL = 8
 CATEGORY_DEFAULT_LEFT = 16
+CATEGORY_EXACT = 32  # a non-integer value is an unlisted code
 
 NODE_DTYPE = np.dtype([("left", np.int32), ("right", np.int32), ("feature", np.int32),
                        ("flags", np.uint8), ("threshold", np.float64)], align=True)
@@ -38,11 +39,13 @@ def find_leaf(X, i, node, nodes, cat_offset, cat_count, cat_codes, cat_left, str
         flags = nd.flags
         go_left = False
         if flags & CATEGORICAL:
-            if x != x or x < 0.0:
+            # the code is int(x); with NAN_AS_ZERO (LightGBM) x in (-1, 0) truncates to
+            # code 0, otherwise (XGBoost, HistGradientBoosting) any x < 0 is missing
+            if x != x or (x <= -1.0 if flags & NAN_AS_ZERO else x < 0.0):
                 go_left = (flags & MISSING_LEFT) != 0
             else:
                 go_left = (flags & CATEGORY_DEFAULT_LEFT) != 0
-                if x < _MAX_CODE:
+                if x < _MAX_CODE and not (flags & CATEGORY_EXACT and x != np.floor(x)):
                     code = np.int64(x)
                     lo = cat_offset[node]
                     hi = lo + cat_count[node]

@@ -27,8 +27,8 @@ has code k) so pandas category columns are mapped by label as well. Otherwise (s
 negative or fractional numbers) the codes are the positions in ``categories_`` and
 ``feature_categories`` lists those categories: pandas category columns are mapped by
 label, but numeric input on such a column is read as a position, which differs from
-scikit-learn. Fractional values on an integer-coded column are truncated by the normal
-form (2.7 -> category 2) where scikit-learn treats them as unknown.
+scikit-learn. Fractional values on an integer-coded column are unknown categories, as in
+scikit-learn (categorical nodes carry ``NAN_CAT_EXACT``).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import numbers
 
 import numpy as np
 
-from ..ensemble import BOOSTING, Objective, Tree, TreeEnsemble
+from ..ensemble import BOOSTING, NAN_CAT_EXACT, NAN_MISSING, Objective, Tree, TreeEnsemble
 from .sklearn_tree import check_fitted, required_attr
 
 NODE_FIELDS = ("value", "count", "feature_idx", "num_threshold", "missing_go_to_left",
@@ -111,6 +111,8 @@ def parse_sklearn_hgb(model) -> TreeEnsemble:
                 value=nodes["value"].astype(np.float64).reshape(-1, 1),
                 weight=nodes["count"].astype(np.float64),
                 missing_left=nodes["missing_go_to_left"].astype(bool),
+                nan_mode=np.where(nodes["is_categorical"].astype(bool), NAN_CAT_EXACT,
+                                  NAN_MISSING),
                 gain=np.where(leaf, np.nan, nodes["gain"].astype(np.float64)),
                 categories=_categorical_splits(predictor, nodes, known, category_codes),
                 output=k,
