@@ -111,15 +111,22 @@ def _objective(model, n_outputs) -> Objective:
     if loss == "squared_error":
         return Objective("squared_error", {}, "identity", loss)
     if loss == "absolute_error":
-        return Objective("absolute_error", {}, "identity", loss)
+        # scikit-learn's gradient at margin == y is -1 (sklearn._loss.AbsoluteError)
+        return Objective("absolute_error", {"tie_gradient": -1.0}, "identity", loss)
     if loss == "huber":  # delta = the alpha-quantile of |residual|, re-estimated per stage
         return Objective("huber_quantile", {"alpha": float(model.alpha)}, "identity", loss)
     if loss == "quantile":
-        return Objective("quantile", {"alpha": float(model.alpha)}, "identity", loss)
+        alpha = float(model.alpha)  # scikit-learn's gradient at margin == y is -alpha
+        return Objective("quantile", {"alpha": alpha, "tie_gradient": -alpha}, "identity",
+                         loss)
     if loss == "log_loss" and n_outputs == 1:
         return Objective("logistic", {"sigmoid": 1.0, "pos_weight": 1.0}, "sigmoid", loss)
     if loss == "log_loss":
-        return Objective("softmax", {"n_classes": int(n_outputs), "hess_factor": 1.0},
+        # the multinomial line search scales its Newton step by (K-1)/K: leaves are
+        # -sum g / sum (K/(K-1) p (1-p)), so value / learning_rate is the Newton step of
+        # a softmax whose hessian factor is K/(K-1)
+        K = int(n_outputs)
+        return Objective("softmax", {"n_classes": K, "hess_factor": K / (K - 1)},
                          "softmax", loss)
     if loss == "exponential":
         return Objective("exponential", {}, "sigmoid2", loss)

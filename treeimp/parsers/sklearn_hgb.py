@@ -145,9 +145,12 @@ def _objective(model, n_outputs) -> Objective:
     if loss == "squared_error":
         return Objective("squared_error", {}, "identity", loss)
     if loss == "absolute_error":
-        return Objective("absolute_error", {}, "identity", loss)
+        # scikit-learn's gradient at margin == y is -1 (sklearn._loss.AbsoluteError)
+        return Objective("absolute_error", {"tie_gradient": -1.0}, "identity", loss)
     if loss == "quantile":
-        return Objective("quantile", {"alpha": float(model.quantile)}, "identity", loss)
+        alpha = float(model.quantile)  # scikit-learn's gradient at margin == y is -alpha
+        return Objective("quantile", {"alpha": alpha, "tie_gradient": -alpha}, "identity",
+                         loss)
     if loss == "poisson":
         return Objective("poisson", {"max_delta_step": 0.0}, "exp", loss)
     if loss == "gamma":
