@@ -122,6 +122,10 @@ def main(argv=None):
     print(f"\nMDI ranks {worst} #{table.loc[worst, 'rank_mdi']} of {len(table)}; out of bag "
           f"MDI-oob ranks it #{table.loc[worst, 'rank_mdi_oob']} with importance "
           f"{res.table.loc[worst, 'mdi_oob']:+.4f} ± {res.stderr.loc[worst, 'mdi_oob']:.4f}.")
+    share = res.table["mdi"][NOISE].sum() / res.table["mdi"].sum()
+    print(f"MDI puts {share:.1%} of its total on the {len(NOISE)} noise columns; every one "
+          f"of them gets a positive MDI, {sum(res.table['mdi_oob'][NOISE] > 0)} a positive "
+          "MDI-oob.")
     selected = res.select("ufi", alpha=0.05)
     print(f"UFI screening at FDR 5% keeps {len(selected)} features; noise kept: "
           f"{[f for f in selected if f in NOISE]}")

@@ -47,13 +47,17 @@ def _cli_records(capsys, args, warnings=None):
     return json.loads(captured.out)
 
 
-def _assert_same(cli, api):
+def _assert_same(cli, api, rtol=0.0):
     assert [(r["feature"], r["method"]) for r in cli] == [(r["feature"], r["method"])
                                                           for r in api]
     for key in ("importance", "stderr", "pvalue", "qvalue"):
         a = np.array([np.nan if r[key] is None else r[key] for r in cli], dtype=float)
         b = np.array([np.nan if r[key] is None else r[key] for r in api], dtype=float)
-        np.testing.assert_array_equal(a, b, err_msg=key)
+        if rtol:
+            np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * np.nanmax(np.abs(b)),
+                                       err_msg=key)
+        else:
+            np.testing.assert_array_equal(a, b, err_msg=key)
     assert np.isfinite([r["importance"] for r in cli]).all()
 
 
@@ -75,7 +79,12 @@ def test_xgboost_file_matches_api(tmp_path, capsys, fmt):
     csv = _write_csv(tmp_path / "data.csv", X[300:], y[300:])
     cli = _cli_records(capsys, ["explain", str(path), csv, "--target", "y", "--format",
                                 "json", "--seed", "0"])
-    _assert_same(cli, _api_records(model, X[300:], y[300:]))
+    # the Python API on the same file: the same numbers
+    _assert_same(cli, _api_records(str(path), X[300:], y[300:]))
+    # on the fitted object: the file does not store the learning rate, which the file
+    # parser recovers from float32 node weights, so shrinkage-dependent measures (ufi)
+    # agree to float32 precision only
+    _assert_same(cli, _api_records(model, X[300:], y[300:]), rtol=1e-6)
 
 
 def test_lightgbm_text_file_with_categories_matches_api(tmp_path, capsys):
@@ -97,6 +106,37 @@ def test_lightgbm_text_file_with_categories_matches_api(tmp_path, capsys):
     cli = _cli_records(capsys, ["explain", str(path), str(tmp_path / "data.csv"), "--target",
                                 "y", "--format", "json", "--seed", "0"])
     _assert_same(cli, _api_records(model, X[300:], y[300:]))
+
+
+def test_xgboost_categories_and_multiclass_from_a_file(tmp_path, capsys):
+    """XGBoost 3 stores the training categories in the file: text in the CSV is mapped by
+    label (here with a label order unlike training's and an unseen label)."""
+    xgb = pytest.importorskip("xgboost")
+    X, f, rng = _frame()
+    levels = ["red", "green", "blue", "cyan"]
+    X["colour"] = pd.Categorical(rng.choice(levels, len(X)), categories=levels)
+    y = np.digitize(f + 1.5 * (X["colour"] == "blue") + rng.normal(scale=0.3, size=len(f)),
+                    [-0.3, 0.8])
+    model = xgb.XGBClassifier(n_estimators=6, max_depth=3, enable_categorical=True,
+                              max_cat_to_onehot=1, random_state=0).fit(X[:300], y[:300])
+    path = tmp_path / "model.json"
+    model.save_model(path)
+    data = X[300:].assign(y=y[300:])
+    data["colour"] = data["colour"].astype(str)
+    data.loc[data.index[:5], "colour"] = "magenta"  # never seen in training
+    data.to_csv(tmp_path / "data.csv", index=False)
+    err = []
+    cli = _cli_records(capsys, ["explain", str(path), str(tmp_path / "data.csv"), "--target",
+                                "y", "--format", "json", "--seed", "0"], err)
+    assert "'colour': 5 rows have labels the model never saw (['magenta'])" in err[0]
+    Xv = X[300:].copy()
+    Xv["colour"] = pd.Categorical(data["colour"], categories=["magenta", *sorted(levels)])
+    _assert_same(cli, _api_records(str(path), Xv, y[300:]))
+    # xgboost itself routes the unseen label as missing, as the CLI does
+    Xv["colour"] = Xv["colour"].cat.set_categories(levels)  # magenta -> NaN
+    ens = treeimp.parsers.parse(str(path))  # the file parser, as the CLI uses it
+    np.testing.assert_allclose(ens.predict_raw(Xv), model.predict(Xv, output_margin=True),
+                               rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("suffix", [".pkl", ".joblib"])
@@ -170,6 +210,22 @@ def test_value_format(value, stderr, text):
     from treeimp.cli import _format_value
 
     assert _format_value(value, stderr) == text
+
+
+def test_parquet_without_pyarrow_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "pyarrow" else find_spec(name, *a))
+    X, f, _ = _frame(n=50)
+    rf = RandomForestRegressor(n_estimators=2, max_depth=2).fit(X.fillna(0), f)
+    (tmp_path / "rf.pkl").write_bytes(pickle.dumps(rf))
+    (tmp_path / "data.parquet").write_bytes(b"PAR1")
+    assert main(["explain", str(tmp_path / "rf.pkl"), str(tmp_path / "data.parquet"),
+                 "--target", "y"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs pyarrow: pip install pyarrow" in err
 
 
 def test_text_column_matched_by_name_order_and_drop(tmp_path, capsys):
@@ -304,7 +360,8 @@ def test_text_labels_warn_for_uncategorised_lightgbm_categories(tmp_path, capsys
     cli = _cli_records(capsys, ["explain", str(tmp_path / "m.txt"), str(tmp_path / "d.csv"),
                                 "--target", "y", "--format", "json", "--seed", "0"], err)
     # sorted labels a < b < c < d are the training codes 0..3 here
-    _assert_same(cli, json.loads(treeimp.explain(booster, X, y, random_state=0).to_json()))
+    api = treeimp.explain(booster, X, y, feature_names=["c", "v"], random_state=0)
+    _assert_same(cli, json.loads(api.to_json()))
     assert err[0].startswith("treeimp: warning: column 'c' holds text")
 
 

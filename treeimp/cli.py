@@ -110,6 +110,12 @@ def _explain(args):
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     drop = [c.strip() for c in args.drop.split(",") if c.strip()]
     model, ens = load_model(args.model)
+    if args.oob and (model is ens or ens.kind != "forest"):
+        what = ("is a model file, which stores no in-bag rows" if model is ens else
+                f"holds a {type(model).__name__}, which has no out-of-bag rows")
+        raise ValueError("--oob needs a pickled bagged forest (RandomForest / ExtraTrees with "
+                         f"bootstrap=True); {args.model!r} {what}: pass held-out rows and "
+                         "leave out --oob")
     df = read_table(args.data)
     source = f"data file {args.data!r}"
     X, y = split_target(df, args.target, ens, drop=drop, source=source)

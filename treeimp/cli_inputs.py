@@ -138,7 +138,7 @@ def split_target(df, target, ens, *, drop=(), source="data file"):
                              f"{len(expected)} features: {_short(missing)}"
                              + (f" (it has other columns: {_short(extra)})" if extra else ""))
         if extra:
-            raise ValueError(f"{source} has {len(extra)} columns the model does not use: "
+            raise ValueError(f"{source} has {_count(extra, 'column')} the model does not use: "
                              f"{_short(extra)}; remove them or pass --drop "
                              f"{','.join(extra[:3])}{',...' if len(extra) > 3 else ''}")
         features = expected
@@ -224,12 +224,16 @@ def check_class_labels(y, ens, source):
     values = y.to_numpy()
     if not (pd.api.types.is_numeric_dtype(y.dtype) or pd.api.types.is_bool_dtype(y.dtype)):
         raise ValueError(f"{source}: {hint}; found labels {_short(_uniques(values))}")
-    values = values.astype(np.float64)
+    raw, values = values, values.astype(np.float64)
     bad = ~np.isfinite(values) | (values != np.round(values)) | (values < 0) | (values > K - 1)
     if bad.any():
-        raise ValueError(f"{source}: {hint}; found {int(bad.sum())} other values, e.g. "
-                         f"{_short(_uniques(values[bad]))}")
+        raise ValueError(f"{source}: {hint}; found {_count(np.flatnonzero(bad), 'row')} with "
+                         f"other values: {_short(_uniques(raw[bad]))}")
     return pd.Series(values.astype(np.int64), index=y.index, name=y.name)
+
+
+def _count(items, noun):
+    return f"{len(items)} {noun}{'' if len(items) == 1 else 's'}"
 
 
 def _uniques(values):
