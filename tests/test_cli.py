@@ -159,6 +159,23 @@ def test_pickled_forest_matches_api(tmp_path, capsys, suffix):
     _assert_same(cli, _api_records(rf, Xv, y[300:], methods=("mdi_oob", "ufi", "naive_oob")))
 
 
+def test_pickled_hist_gradient_boosting_with_categories(tmp_path, capsys):
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    X, f, rng = _frame()
+    X["shape"] = pd.Categorical(rng.choice(["disc", "star", "ring"], len(X)))
+    y = f + 2.0 * (X["shape"] == "star") + rng.normal(scale=0.3, size=len(f))
+    hgb = HistGradientBoostingRegressor(max_iter=10, categorical_features="from_dtype",
+                                        random_state=0).fit(X[:300], y[:300])
+    (tmp_path / "hgb.pkl").write_bytes(pickle.dumps(hgb))
+    data = X[300:].assign(y=y[300:])
+    data["shape"] = data["shape"].astype(str)
+    data.to_csv(tmp_path / "data.csv", index=False)
+    cli = _cli_records(capsys, ["explain", str(tmp_path / "hgb.pkl"), str(tmp_path / "data.csv"),
+                                "--target", "y", "--format", "json", "--seed", "0"])
+    _assert_same(cli, _api_records(hgb, X[300:], y[300:]))
+
+
 def test_pickled_forest_oob_and_csv_output(tmp_path, capsys):
     X, f, rng = _frame()
     X = X.fillna(0)
