@@ -2,10 +2,12 @@
 
 from .api import explain
 from .ensemble import Objective, Tree, TreeEnsemble
+from .parsers import parse
+from .parsers.files import load
 from .permutation import permutation_importance
 from .result import Importances
 from .selector import ImportanceSelector
 
 __all__ = ["ImportanceSelector", "Importances", "Objective", "Tree", "TreeEnsemble", "explain",
-           "permutation_importance"]
+           "load", "parse", "permutation_importance"]
 __version__ = "0.1.0"

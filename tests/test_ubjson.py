@@ -1,0 +1,189 @@
+"""UBJSON reader: XGBoost's .ubj documents equal its .json ones; corrupt input fails fast.
+
+Expected values of the hand-built documents come from the UBJSON specification
+(draft 12, big-endian), not from the reader.
+"""
+
+import json
+import struct
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import treeimp
+from treeimp.parsers.ubjson import read_ubjson
+
+xgb = pytest.importorskip("xgboost")
+
+
+def _plain(obj):
+    """Document with numpy arrays turned into lists and floats rounded to float32."""
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, np.ndarray)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, (float, np.floating)):
+        return float(np.float32(obj))
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    return obj
+
+
+def _models():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    X[rng.random((300, 4)) < 0.05] = np.nan
+    y = np.nan_to_num(X[:, 0]) + rng.normal(size=300)
+    yield "regression", xgb.train({"max_depth": 3}, xgb.DMatrix(X, y), 5)
+    yield "multiclass", xgb.train({"max_depth": 3, "objective": "multi:softprob",
+                                   "num_class": 3}, xgb.DMatrix(X, np.digitize(y, [-1, 1])), 3)
+    yield "dart", xgb.train({"booster": "dart", "max_depth": 2, "rate_drop": 0.5},
+                            xgb.DMatrix(X, y), 6)
+    Y = np.c_[y, -y]
+    yield "vector_leaf", xgb.train({"multi_strategy": "multi_output_tree", "max_depth": 2,
+                                    "num_target": 2}, xgb.DMatrix(X, Y), 3)
+    df = pd.DataFrame({"a": X[:, 0], "s": pd.Categorical(rng.choice(["x", "yy", "é"], 300)),
+                       "n": pd.Categorical(rng.choice([3, 7, 11], 300))})
+    clf = xgb.XGBClassifier(n_estimators=3, max_depth=2, enable_categorical=True)
+    yield "categorical", clf.fit(df, (y > 0).astype(int)).get_booster()
+
+
+@pytest.mark.parametrize("name,booster", list(_models()), ids=lambda v: v
+                         if isinstance(v, str) else "")
+def test_xgboost_ubj_equals_json(name, booster):
+    ubj = read_ubjson(bytes(booster.save_raw("ubj")))
+    doc = json.loads(bytes(booster.save_raw("json")))
+    assert _plain(ubj) == _plain(doc)
+    # big typed arrays come back as numpy arrays of the right type
+    tree = ubj["learner"]["gradient_booster"]
+    tree = (tree["gbtree"] if name == "dart" else tree)["model"]["trees"][0]
+    assert isinstance(tree["split_conditions"], np.ndarray)
+    assert tree["split_conditions"].dtype == np.float32
+    assert tree["left_children"].dtype == np.int32
+
+
+def _key(s):
+    b = s.encode()
+    return b"U" + bytes([len(b)]) + b
+
+
+def test_every_marker():
+    doc = (b"{" + _key("i") + b"i\xff" + _key("U") + b"U\xff" + _key("I") + b"I\x01\x00"
+           + _key("l") + b"l\xff\xff\xff\xfe" + _key("L") + b"L" + struct.pack(">q", -2**40)
+           + _key("d") + b"d" + struct.pack(">f", 1.5) + _key("D") + b"D"
+           + struct.pack(">d", -0.1) + _key("S") + b"SU\x03h\xc3\xa9" + _key("C") + b"Cx"
+           + _key("H") + b"HU\x0512345" + _key("Hf") + b"HU\x041.25" + _key("T") + b"T"
+           + _key("F") + b"F" + _key("Z") + b"Z" + _key("noop") + b"NNi\x05"
+           + _key("arr") + b"[i\x01NSU\x01a[]{}]"
+           + _key("counted") + b"[#U\x02i\x07T"
+           + _key("typed") + b"[$I#U\x03\x00\x01\xff\xff\x7f\xff"
+           + _key("typed_f64") + b"[$D#i\x01" + struct.pack(">d", 2.5)
+           + _key("typed_obj") + b"{$U#U\x02" + b"U\x01a\x01" + b"U\x01b\x02"
+           + _key("typed_str") + b"[$S#U\x02U\x01pU\x00"
+           + b"}")
+    got = read_ubjson(doc)
+    arrays = {k: got.pop(k) for k in ("typed", "typed_f64")}
+    assert got == {"i": -1, "U": 255, "I": 256, "l": -2, "L": -2**40, "d": 1.5, "D": -0.1,
+                   "S": "hé", "C": "x", "H": 12345, "Hf": 1.25, "T": True, "F": False,
+                   "Z": None, "noop": 5, "arr": [1, "a", [], {}], "counted": [7, True],
+                   "typed_obj": {"a": 1, "b": 2}, "typed_str": ["p", ""]}
+    np.testing.assert_array_equal(arrays["typed"], np.array([1, -1, 32767], np.int16))
+    assert arrays["typed"].dtype == np.int16 and arrays["typed"].dtype.isnative
+    np.testing.assert_array_equal(arrays["typed_f64"], [2.5])
+
+
+@pytest.mark.parametrize("data,match", [
+    (b"", "truncated"),
+    (b"i", "truncated"),
+    (b"{U\x01a", "truncated"),
+    (b"[i\x01", "truncated"),
+    (b"SU\x05abc", "truncated"),
+    (b"X", "marker"),
+    (b"{i\x01ai\x01", "truncated"),
+    (b"{SU\x01aT}", "integer"),          # keys carry no 'S' marker
+    (b"i\x01i\x02", "unexpected bytes"),
+    (b"[$d]", "count"),
+    (b"[$Q#U\x01\x00", "type marker"),
+    (b"[#i\xff", "negative"),
+    (b"[$d#L" + struct.pack(">q", 2**62), "count"),
+    (b"[$Z#L" + struct.pack(">q", 2**40), "count"),
+    (b"[#L" + struct.pack(">q", 2**40) + b"T", "count"),
+    (b"SU\x02\xc3\x28", "UTF-8"),
+    (b"A", "marker"),
+    (b"C\x80", "ASCII"),
+    (b"HU\x03abc", "not a number"),
+    (b"[" * 10000, "deeper"),
+    (b"}", "marker"),
+])
+def test_corrupt_input_raises_value_error(data, match):
+    with pytest.raises(ValueError, match=match):
+        read_ubjson(data)
+
+
+def test_str_is_refused():
+    with pytest.raises(TypeError):
+        read_ubjson("{}")
+
+
+@pytest.fixture(scope="module")
+def model_bytes():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(200, 3))
+    booster = xgb.train({"max_depth": 2}, xgb.DMatrix(X, X[:, 0]), 3)
+    return bytes(booster.save_raw("ubj"))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_fuzz_truncated_and_corrupted_model(model_bytes, data):
+    raw = bytearray(model_bytes)
+    cut = data.draw(st.integers(0, len(raw)))
+    flips = data.draw(st.lists(st.tuples(st.integers(0, len(raw) - 1), st.integers(0, 255)),
+                               max_size=4))
+    for pos, val in flips:
+        raw[pos] = val
+    blob = bytes(raw[:cut]) if cut < len(raw) else bytes(raw)
+    start = time.perf_counter()
+    try:
+        read_ubjson(blob)
+    except ValueError:
+        pass
+    assert time.perf_counter() - start < 2.0
+    if cut < len(raw):
+        with pytest.raises(ValueError):
+            read_ubjson(bytes(raw[:cut]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_fuzz_load_damaged_model_files(model_bytes, tmp_path_factory, data):
+    """A damaged .ubj or .json model file gives a ValueError or a valid ensemble."""
+    ext = data.draw(st.sampled_from(["ubj", "json"]))
+    if ext == "json":
+        doc = read_ubjson(model_bytes)
+        raw = bytearray(json.dumps(_plain(doc)).encode())
+    else:
+        raw = bytearray(model_bytes)
+    for pos, val in data.draw(st.lists(st.tuples(st.integers(0, len(raw) - 1),
+                                                 st.integers(0, 255)), max_size=3)):
+        raw[pos] = val
+    cut = data.draw(st.integers(1, len(raw)))
+    path = tmp_path_factory.mktemp("fuzz") / f"m.{ext}"
+    path.write_bytes(bytes(raw[:cut]))
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # e.g. a learning rate that cannot be recovered
+        try:
+            ens = treeimp.load(path)
+        except ValueError as exc:
+            assert str(path) in str(exc)
+        else:
+            assert ens.n_trees >= 1
+    assert time.perf_counter() - start < 5.0

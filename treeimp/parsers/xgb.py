@@ -1,0 +1,522 @@
+"""XGBoost -> TreeEnsemble, from a live model or from the model's JSON document.
+
+:func:`parse_xgboost` takes an ``xgboost.Booster`` or a fitted scikit-learn wrapper
+(``XGBClassifier``, ``XGBRegressor``, ...), asks it for ``save_raw("json")`` and hands
+the document to :func:`parse_xgboost_json`, which never imports xgboost: saved ``.json``
+and ``.ubj`` model files (see ``files.py``) go through the same function.
+
+What the document holds (checked on xgboost 3.2.0; see also
+``/work/shared/design/model-formats.md``):
+
+* ``learner.gradient_booster``: ``name`` "gbtree" (``model`` inside) or "dart"
+  (``gbtree.model`` plus ``weight_drop``, one weight per tree, applied at prediction);
+  "gblinear" has no trees.
+* per tree: ``left_children``/``right_children`` (-1 at leaves; a vector-leaf tree's
+  leaf keeps its row of ``leaf_weights`` in ``right_children``), ``split_indices``,
+  ``split_conditions`` (float32; ``x < t`` goes left after x is rounded to float32; at
+  leaves the leaf value, already multiplied by eta), ``default_left`` (where NaN goes),
+  ``split_type`` (1 = categorical), ``categories_nodes/segments/sizes`` + ``categories``
+  (the codes that go RIGHT; every other non-negative code goes left, unseen and huge
+  codes too, a non-integer code is truncated; NaN follows ``default_left``; NEGATIVE
+  codes always go left, which the normal form cannot say yet -- it sends them with NaN
+  -- so they route differently where ``default_left`` is false), ``sum_hessian``
+  (cover), ``loss_changes`` (split gain, 0 at leaves), ``base_weights`` (internal
+  nodes: the UNshrunk Newton step). Nodes removed
+  by pruning (``tree_param.num_deleted``) stay in the arrays but are unreachable; they
+  are dropped here, so node indices shift where a tree has deleted nodes.
+* ``tree_info[i]``: the output (class / target) tree ``i`` adds to;
+  ``iteration_indptr``: trees per boosting round (``n_groups x num_parallel_tree``).
+* ``learner_model_param.base_score``: ``'[4.05E-1]'`` (3.x, one value per output) or
+  ``'4.05E-1'`` (2.x): on the scale of the prediction for logistic objectives
+  (margin = logit) and count:poisson / reg:gamma / reg:tweedie (margin = log); as a
+  margin for the others (including binary:logitraw and multi:softprob).
+
+The learning rate is not in the document: :func:`parse_xgboost` reads it from the
+booster's ``save_config()`` (divided by ``num_parallel_tree``, as XGBoost applies it);
+for a file it is derived from the stored node weights
+(``xgb_shrinkage.derive_learning_rate``), with a warning and XGBoost's default 0.3 when
+the model does not identify it (e.g. every tree a single leaf). A learning-rate
+schedule is recognised from the node weights in both cases.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+
+import numpy as np
+
+from ..ensemble import BOOSTING, Objective, Tree, TreeEnsemble
+from .xgb_categories import stored_categories
+
+XGB_DEFAULT_ETA = 0.3
+
+_TREE_KEYS = (
+    "left_children", "right_children", "split_indices", "split_conditions", "default_left",
+    "split_type", "sum_hessian", "loss_changes", "base_weights", "categories",
+    "categories_nodes", "categories_segments", "categories_sizes", "tree_param",
+)
+
+
+def _identity(b):
+    return b
+
+
+def _logit(p):
+    if np.any((p <= 0) | (p >= 1)):
+        raise ValueError(f"XGBoost base_score {p} must be a probability in (0, 1) for a "
+                         "logistic objective")
+    return -np.log(1.0 / p - 1.0)
+
+
+def _log(mean):
+    if np.any(mean <= 0):
+        raise ValueError(f"XGBoost base_score {mean} must be > 0 for a log-link objective")
+    return np.log(mean)
+
+
+def _param(obj, group, key, version):
+    return float(_get(obj, (group, key), version, where="learner.objective"))
+
+
+def _logistic(obj, version):
+    return {"sigmoid": 1.0, "pos_weight": _param(obj, "reg_loss_param", "scale_pos_weight",
+                                                 version)}
+
+
+def _softmax(obj, version):
+    k = int(_param(obj, "softmax_multiclass_param", "num_class", version))
+    return {"n_classes": k, "hess_factor": 2.0}
+
+
+# XGBoost objective -> (canonical name, params from the objective JSON, link, base->margin)
+_OBJECTIVES = {
+    "reg:squarederror": ("squared_error", None, "identity", _identity),
+    "reg:absoluteerror": ("absolute_error", None, "identity", _identity),
+    "reg:pseudohubererror": (
+        "pseudo_huber",
+        lambda o, v: {"slope": _param(o, "pseudo_huber_param", "huber_slope", v)},
+        "identity", _identity),
+    "reg:logistic": ("logistic", _logistic, "sigmoid", _logit),
+    "binary:logistic": ("logistic", _logistic, "sigmoid", _logit),
+    "binary:logitraw": ("logistic", _logistic, "sigmoid", _identity),
+    "multi:softprob": ("softmax", _softmax, "softmax", _identity),
+    "multi:softmax": ("softmax", _softmax, "softmax", _identity),
+    "count:poisson": (
+        "poisson",
+        lambda o, v: {"max_delta_step": _param(o, "poisson_regression_param",
+                                               "max_delta_step", v)},
+        "exp", _log),
+    "reg:gamma": ("gamma", None, "exp", _log),
+    "reg:tweedie": (
+        "tweedie",
+        lambda o, v: {"variance_power": _param(o, "tweedie_regression_param",
+                                               "tweedie_variance_power", v)},
+        "exp", _log),
+}
+SUPPORTED_OBJECTIVES = tuple(sorted(_OBJECTIVES))
+# objectives whose leaf values XGBoost refits after growing a tree (residual quantiles)
+_ADAPTIVE_LEAVES = ("reg:absoluteerror",)
+
+
+def parse_xgboost(model) -> TreeEnsemble:
+    """Normal form of a fitted XGBoost model.
+
+    Parameters
+    ----------
+    model : xgboost.Booster or xgboost.XGBModel
+        A trained booster, or a fitted scikit-learn wrapper (``XGBClassifier``,
+        ``XGBRegressor``, ...; its ``classes_`` are kept).
+
+    Returns
+    -------
+    TreeEnsemble
+        ``predict_raw`` equals ``booster.predict(DMatrix(X), output_margin=True)`` up
+        to XGBoost's float32 summation.
+
+    Examples
+    --------
+    >>> import numpy as np, xgboost as xgb
+    >>> X = np.random.default_rng(0).normal(size=(100, 3)); y = X[:, 0] > 0
+    >>> ens = parse_xgboost(xgb.XGBClassifier(n_estimators=5, max_depth=2).fit(X, y))
+    >>> ens.n_trees, ens.objective.name
+    (5, 'logistic')
+    """
+    import xgboost
+
+    classes = None
+    if isinstance(model, xgboost.XGBModel):
+        from sklearn.exceptions import NotFittedError
+
+        try:
+            booster = model.get_booster()
+        except NotFittedError:
+            raise NotFittedError(f"this {type(model).__name__} is not fitted yet; call fit() "
+                                 "before explaining it") from None
+        classes = getattr(model, "classes_", None)
+    elif isinstance(model, xgboost.Booster):
+        booster = model
+    else:
+        raise TypeError(f"expected an xgboost.Booster or XGBModel, got {type(model).__name__}")
+    doc = json.loads(bytes(booster.save_raw("json")))
+    config = json.loads(booster.save_config())
+    return parse_xgboost_json(doc, learning_rate=_config_eta(config, xgboost.__version__),
+                              classes=classes)
+
+
+def _config_eta(config, version):
+    gb = _get(config, ("learner", "gradient_booster"), version, where="config")
+    name = _get(gb, ("name",), version, where="config.learner.gradient_booster")
+    if name == "dart":
+        gb = _get(gb, ("gbtree",), version, where="config.learner.gradient_booster")
+    if name == "gblinear":
+        return None
+    return float(_get(gb, ("tree_train_param", "eta"), version,
+                      where="config.learner.gradient_booster"))
+
+
+def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None) -> TreeEnsemble:
+    """Normal form from XGBoost's model document (``json.loads(save_raw("json"))``).
+
+    Parameters
+    ----------
+    doc : dict
+        The decoded model (JSON or UBJSON; typed UBJSON arrays may be numpy arrays).
+    learning_rate : float, optional
+        The booster's configured eta (each tree is shrunk by ``eta / num_parallel_tree``,
+        as XGBoost does). When None the per-tree shrinkage is derived from the stored
+        node weights (see ``xgb_shrinkage``); if that is impossible a warning is issued
+        and XGBoost's default 0.3 is used. When the node weights show a learning-rate
+        schedule (``LearningRateScheduler``: the config keeps only the last eta), the
+        derived per-tree values are used either way.
+    classes : array-like, optional
+        Class labels to attach (the scikit-learn wrapper's ``classes_``).
+
+    Returns
+    -------
+    TreeEnsemble
+
+    Raises
+    ------
+    ValueError
+        Unsupported objective or booster, missing keys, inconsistent arrays.
+    """
+    if not isinstance(doc, dict):
+        raise ValueError(f"an XGBoost model document is a JSON object, got {type(doc).__name__}")
+    version = _version(doc)
+    learner = _get(doc, ("learner",), version)
+    gb = _get(learner, ("gradient_booster",), version, where="learner")
+    booster_name = _get(gb, ("name",), version, where="learner.gradient_booster")
+    weight_drop = None
+    if booster_name == "gbtree":
+        model = _get(gb, ("model",), version, where="learner.gradient_booster")
+    elif booster_name == "dart":
+        model = _get(gb, ("gbtree", "model"), version, where="learner.gradient_booster")
+        weight_drop = np.asarray(_get(gb, ("weight_drop",), version,
+                                      where="learner.gradient_booster"), dtype=np.float64)
+    elif booster_name == "gblinear":
+        raise ValueError("XGBoost booster='gblinear' is a linear model, not a tree ensemble; "
+                         "treeimp explains tree boosters ('gbtree', 'dart')")
+    else:
+        raise ValueError(f"unknown XGBoost booster {booster_name!r} (XGBoost {version}); "
+                         "supported: 'gbtree', 'dart'")
+
+    objective, to_margin = _objective(learner, version)
+    mparam = _get(learner, ("learner_model_param",), version, where="learner")
+    n_features = int(_get(mparam, ("num_feature",), version, where="learner_model_param"))
+    num_class = int(_get(mparam, ("num_class",), version, where="learner_model_param"))
+    num_target = int(mparam.get("num_target", 1))
+    n_outputs = max(num_class, num_target, 1)
+    base_margin = np.float32(to_margin(_base_score(
+        _get(mparam, ("base_score",), version, where="learner_model_param"))))
+    if objective.name == "softmax" and objective.params["n_classes"] != n_outputs:
+        raise ValueError(f"XGBoost objective has num_class={objective.params['n_classes']} "
+                         f"but the model has {n_outputs} outputs")
+
+    jtrees = _get(model, ("trees",), version, where="gradient_booster.model")
+    n_trees = len(jtrees)
+    tree_info = np.asarray(_get(model, ("tree_info",), version, where="gradient_booster.model"),
+                           dtype=np.int64)
+    if tree_info.shape != (n_trees,):
+        raise ValueError(f"XGBoost model has {n_trees} trees but tree_info has "
+                         f"{tree_info.size} entries")
+    if n_trees == 0:
+        raise ValueError("the XGBoost model has no trees (was it trained for 0 rounds?)")
+    stages = _stages(model, n_trees, n_outputs, version)
+    if weight_drop is not None and weight_drop.shape != (n_trees,):
+        raise ValueError(f"XGBoost DART model has {n_trees} trees but {weight_drop.size} "
+                         "weight_drop entries")
+
+    raw = [_read_tree(jt, i, version) for i, jt in enumerate(jtrees)]
+    widest = max(r["base_weights"].shape[1] for r in raw)
+    if n_outputs > n_trees * widest:  # also keeps a corrupt num_class from allocating
+        raise ValueError(f"XGBoost model has {n_outputs} outputs but only {n_trees} trees "
+                         f"of width {widest} (version {version})")
+    if np.any(tree_info < 0) or np.any(tree_info >= n_outputs):
+        raise ValueError(f"XGBoost tree_info has outputs outside 0..{n_outputs - 1}")
+    adaptive = objective.source in _ADAPTIVE_LEAVES
+    derived = _derived_eta(raw, adaptive_leaves=adaptive)
+    if learning_rate is None:
+        if derived is None:
+            warnings.warn("the learning rate of this XGBoost model file cannot be recovered "
+                          "from its node weights (e.g. trees without splits); assuming "
+                          f"XGBoost's default eta={XGB_DEFAULT_ETA}. Parse the live Booster "
+                          "to use its configured eta", UserWarning, stacklevel=2)
+            eta = np.full(n_trees, XGB_DEFAULT_ETA)
+        else:
+            eta = derived[0]
+    elif derived is not None and derived[1]["schedule"]:
+        eta = derived[0]  # a learning-rate schedule: the config only keeps the last eta
+    else:  # XGBoost shrinks each of the num_parallel_tree trees of a round by eta / npt
+        npt = int(_get(model, ("gbtree_model_param", "num_parallel_tree"), version,
+                       where="gradient_booster.model"))
+        eta = np.full(n_trees, float(learning_rate) / max(npt, 1))
+
+    trees = []
+    for i, r in enumerate(raw):
+        k = r["base_weights"].shape[1]
+        output = 0 if k > 1 else int(tree_info[i])
+        if k > 1 and k != n_outputs:
+            raise ValueError(f"XGBoost tree {i} has leaf vectors of size {k} but the model "
+                             f"has {n_outputs} outputs")
+        trees.append(_to_tree(r, output=output, eta=float(eta[i]), stage=int(stages[i]),
+                              scale=1.0 if weight_drop is None else float(weight_drop[i])))
+
+    names, categorical = _features(learner, n_features, version)
+    return TreeEnsemble.from_trees(
+        trees,
+        kind=BOOSTING,
+        n_features=n_features,
+        n_outputs=n_outputs,
+        comparison="<",
+        round_float32=True,
+        base_score=base_margin,
+        objective=objective,
+        feature_names=names,
+        feature_categories=stored_categories(model, categorical, n_features, version),
+        classes=classes,
+        library="xgboost",
+        gain_kind="gain",
+    )
+
+
+# ---------------------------------------------------------------------- document parts
+def _version(doc):
+    v = doc.get("version")
+    try:
+        return ".".join(str(int(x)) for x in v)
+    except (TypeError, ValueError):
+        return "unknown"
+
+
+def _get(d, path, version, *, where="model"):
+    cur = d
+    for i, key in enumerate(path):
+        if not isinstance(cur, dict) or key not in cur:
+            full = ".".join((where,) + tuple(path[: i + 1]))
+            raise ValueError(f"XGBoost model (version {version}) has no key {full!r}; "
+                             "is this an XGBoost >= 2.0 model saved as JSON/UBJSON?")
+        cur = cur[key]
+    return cur
+
+
+def _objective(learner, version):
+    obj = _get(learner, ("objective",), version, where="learner")
+    name = _get(obj, ("name",), version, where="learner.objective")
+    if name not in _OBJECTIVES:
+        raise ValueError(f"XGBoost objective {name!r} is not supported; supported objectives: "
+                         f"{', '.join(SUPPORTED_OBJECTIVES)}")
+    canonical, params, link, to_margin = _OBJECTIVES[name]
+    return (Objective(canonical, {} if params is None else params(obj, version), link,
+                      source=name), to_margin)
+
+
+def _base_score(text):
+    """'[4.05E-1]' (3.x, maybe several values) or '4.05E-1' (2.x) -> float64 array."""
+    if isinstance(text, (int, float)):
+        return np.array([float(text)])
+    s = str(text).strip()
+    if s.startswith("[") and s.endswith("]"):
+        s = s[1:-1]
+    try:
+        values = np.array([float(x) for x in s.split(",")], dtype=np.float64)
+    except ValueError:
+        raise ValueError(f"cannot read XGBoost base_score {text!r}") from None
+    if values.size == 0 or not np.all(np.isfinite(values)):
+        raise ValueError(f"XGBoost base_score {text!r} is not a finite number")
+    return values
+
+
+def _stages(model, n_trees, n_outputs, version):
+    indptr = model.get("iteration_indptr")
+    if indptr is None:  # older documents: every round adds n_groups x num_parallel_tree
+        npt = int(_get(model, ("gbtree_model_param", "num_parallel_tree"), version,
+                       where="gradient_booster.model"))
+        per_round = max(1, npt * n_outputs)
+        return np.arange(n_trees) // per_round
+    indptr = np.asarray(indptr, dtype=np.int64)
+    if indptr.ndim != 1 or indptr.size < 1 or indptr[0] != 0 or indptr[-1] != n_trees \
+            or np.any(np.diff(indptr) < 0):
+        raise ValueError(f"XGBoost iteration_indptr {indptr[:10].tolist()} does not cover "
+                         f"the model's {n_trees} trees")
+    return np.repeat(np.arange(indptr.size - 1), np.diff(indptr))
+
+
+def _features(learner, n_features, version):
+    names = list(learner.get("feature_names", []) or [])
+    types = list(learner.get("feature_types", []) or [])
+    if names and len(names) != n_features:
+        raise ValueError(f"XGBoost model has {len(names)} feature names for {n_features} "
+                         f"features (version {version})")
+    if types and len(types) != n_features:
+        raise ValueError(f"XGBoost model has {len(types)} feature types for {n_features} "
+                         f"features (version {version})")
+    categorical = [t == "c" for t in types] if types else [False] * n_features
+    return (names or None), categorical
+
+
+# ---------------------------------------------------------------------- trees
+def _read_tree(jt, i, version):
+    if not isinstance(jt, dict):
+        raise ValueError(f"XGBoost tree {i} is not a JSON object")
+    for key in _TREE_KEYS:
+        if key not in jt:
+            raise ValueError(f"XGBoost tree {i} has no key {key!r} (version {version}); "
+                             f"expected keys: {', '.join(_TREE_KEYS)}")
+    left = np.asarray(jt["left_children"], dtype=np.int64)
+    n = left.size
+    k = int(jt["tree_param"].get("size_leaf_vector", 1) or 1)
+    k = max(k, 1)
+    r = {"left": left}
+    for key, name, dtype in (("right_children", "right", np.int64),
+                             ("split_indices", "feature", np.int64),
+                             ("split_conditions", "cond", np.float32),
+                             ("default_left", "default_left", np.bool_),
+                             ("split_type", "split_type", np.int64),
+                             ("sum_hessian", "hess", np.float32),
+                             ("loss_changes", "gain", np.float32)):
+        a = np.asarray(jt[key]).astype(dtype)
+        if a.shape != (n,):
+            raise ValueError(f"XGBoost tree {i}: {key!r} has {a.size} entries for {n} nodes")
+        r[name] = a
+    bw = np.asarray(jt["base_weights"], dtype=np.float32)
+    if bw.size != n * k:
+        raise ValueError(f"XGBoost tree {i}: base_weights has {bw.size} entries, expected "
+                         f"{n} nodes x {k}")
+    leaf = left < 0
+    if k > 1:
+        lw = np.asarray(_get(jt, ("leaf_weights",), version, where=f"tree {i}"),
+                        dtype=np.float32)
+        rows = r["right"][leaf]
+        if lw.size % k or np.any(rows < 0) or np.any(rows >= lw.size // k):
+            raise ValueError(f"XGBoost tree {i}: leaf rows {rows[:5].tolist()} do not index "
+                             f"its {lw.size // k} leaf vectors")
+        value = np.zeros((n, k), dtype=np.float32)
+        value[leaf] = lw.reshape(-1, k)[rows]
+        r["right"] = np.where(leaf, -1, r["right"])
+    else:
+        value = np.where(leaf, r["cond"], 0.0).astype(np.float32)[:, None]
+    r["value"] = value
+    r["base_weights"] = bw.reshape(n, k)
+    r["categories"] = _categories(jt, r, i)
+    return _drop_unreachable(r, i)
+
+
+def _categories(jt, r, i):
+    nodes = np.asarray(jt["categories_nodes"], dtype=np.int64)
+    segs = np.asarray(jt["categories_segments"], dtype=np.int64)
+    sizes = np.asarray(jt["categories_sizes"], dtype=np.int64)
+    codes = np.asarray(jt["categories"], dtype=np.int64)
+    if not nodes.size == segs.size == sizes.size:
+        raise ValueError(f"XGBoost tree {i}: categories_nodes/segments/sizes have different "
+                         f"lengths ({nodes.size}, {segs.size}, {sizes.size})")
+    n = r["left"].size
+    cat_split = np.flatnonzero((r["split_type"] == 1) & (r["left"] >= 0))
+    if set(nodes.tolist()) != set(cat_split.tolist()):
+        raise ValueError(f"XGBoost tree {i}: categorical nodes {sorted(cat_split.tolist())[:10]} "
+                         f"but category sets for {sorted(nodes.tolist())[:10]}")
+    out = {}
+    for node, s, z in zip(nodes, segs, sizes):
+        if not 0 <= node < n or s < 0 or z < 0 or s + z > codes.size:
+            raise ValueError(f"XGBoost tree {i}: category set of node {node} "
+                             f"[{s}, {s + z}) is outside its {codes.size} categories")
+        # the listed codes go RIGHT; every other code (unseen ones too) goes left
+        out[int(node)] = (codes[s:s + z], False, True)
+    return out
+
+
+def _drop_unreachable(r, i):
+    """Remove nodes deleted by pruning (kept in the arrays, unreachable from the root)."""
+    left, right = r["left"], r["right"]
+    n = left.size
+    seen = np.zeros(n, dtype=bool)
+    stack = [0]
+    while stack:
+        node = stack.pop()
+        if not 0 <= node < n or seen[node]:
+            raise ValueError(f"XGBoost tree {i}: node {node} is out of range or reached "
+                             "twice (corrupt tree)")
+        seen[node] = True
+        if left[node] >= 0:
+            stack.extend((int(left[node]), int(right[node])))
+    if seen.all():
+        return r
+    keep = np.flatnonzero(seen)
+    new_id = np.full(n, -1, dtype=np.int64)
+    new_id[keep] = np.arange(keep.size)
+    out = {}
+    for key, a in r.items():
+        out[key] = a if key == "categories" else a[keep]
+    for key in ("left", "right"):
+        out[key] = np.where(out[key] >= 0, new_id[np.maximum(out[key], 0)], -1)
+    out["categories"] = {int(new_id[node]): v for node, v in r["categories"].items()}
+    return out
+
+
+def _derived_eta(raw, *, adaptive_leaves):
+    from .xgb_shrinkage import derive_learning_rate
+
+    return derive_learning_rate(
+        [(r["left"], r["right"], _newton_steps(r, adaptive_leaves), r["hess"]) for r in raw])
+
+
+def _newton_steps(r, adaptive_leaves):
+    """Node weights for the learning-rate identity: internal nodes unshrunk, leaves shrunk.
+
+    A leaf's base_weight is its shrunk Newton step, except for leaves made by pruning
+    (``exact`` with ``gamma``), which keep the unshrunk weight of the split they were;
+    their applied value is the shrunk step. Objectives that refit leaves (absolute
+    error) apply a value that is not a Newton step, while base_weight still is one.
+    """
+    if adaptive_leaves:
+        return r["base_weights"]
+    steps = r["base_weights"].copy()
+    leaf = r["left"] < 0
+    steps[leaf] = r["value"][leaf]
+    return steps
+
+
+def _to_tree(r, *, output, eta, stage, scale):
+    leaf = r["left"] < 0
+    internal = ~leaf
+    cat_nodes = np.zeros(leaf.size, dtype=bool)
+    cat_nodes[list(r["categories"])] = True
+    threshold = np.where(internal & ~cat_nodes, r["cond"], 0.0).astype(np.float64)
+    if not math.isfinite(eta) or eta <= 0:
+        raise ValueError(f"XGBoost learning rate must be > 0, got {eta}")
+    return Tree(
+        left=np.where(leaf, -1, r["left"]),
+        right=np.where(leaf, -1, r["right"]),
+        feature=np.where(leaf, -1, r["feature"]),
+        threshold=threshold,
+        value=r["value"].astype(np.float64),
+        weight=r["hess"].astype(np.float64),
+        missing_left=r["default_left"] & internal,
+        gain=np.where(internal, r["gain"].astype(np.float64), np.nan),
+        categories=r["categories"],
+        output=output,
+        scale=scale,
+        learning_rate=eta,
+        stage=stage,
+    )

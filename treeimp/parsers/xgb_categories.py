@@ -1,0 +1,97 @@
+"""Training category labels that XGBoost >= 3.1 stores in a model trained on pandas.
+
+``learner.gradient_booster.model.cats`` (checked on xgboost 3.2.0)::
+
+    {"enc": [per feature: {"offsets": int32 [n+1], "values": int8 UTF-8 bytes}   (strings)
+                       or {"type": <json.h ValueKind of the array>, "values": [...]}
+                                                                        (integer labels)
+                       or empty offsets/values for a numeric feature],
+     "feature_segments": int32 [n_features + 1] (prefix sums of the label counts),
+     "sorted_idx": ...}
+
+A tree's category code ``c`` of feature ``j`` is the position of the label in
+``enc[j]`` (the training DataFrame's category order).
+
+XGBoost 3.2 stores non-ASCII string labels wrongly: ``offsets`` count characters but
+``values`` keeps only that many BYTES of the UTF-8 text, so such labels come back cut
+and shifted (``["x", "zé"]`` is stored as ``"x"``, ``"z\\xc3"``). For such a feature the
+labels are not returned (None: a DataFrame column is then read by its own codes, which
+must follow the training order) and a warning says so.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+# first XGBoost version assumed to store non-ASCII labels correctly (3.2.0 does not)
+_UTF8_FIXED = (3, 3)
+
+
+def stored_categories(model, categorical, n_features, version):
+    """Per feature the training labels (list) or None; None when nothing is stored.
+
+    Parameters
+    ----------
+    model : dict
+        ``learner.gradient_booster.model`` of an XGBoost model document.
+    categorical : list of bool
+        Which features are categorical (``feature_types == "c"``).
+    n_features : int
+    version : str
+        The document's XGBoost version ("3.2.0"), for messages and the UTF-8 check.
+    """
+    cats = model.get("cats")
+    if not cats or not any(categorical):
+        return None
+    enc = cats.get("enc", [])
+    if len(enc) == 0:
+        return None
+    if len(enc) != n_features:
+        raise ValueError(f"XGBoost model stores categories for {len(enc)} features but has "
+                         f"{n_features} (version {version})")
+    seg = np.asarray(cats.get("feature_segments", []), dtype=np.int64)
+    out = []
+    for j in range(n_features):
+        col = enc[j]
+        if not isinstance(col, dict):
+            raise ValueError(f"XGBoost stored categories of feature {j} are not an object")
+        if not categorical[j] or (seg.size == n_features + 1 and seg[j + 1] == seg[j]):
+            out.append(None)
+        elif "offsets" in col:
+            out.append(_string_labels(col, j, version))
+        else:
+            out.append(np.asarray(col.get("values", [])).tolist())
+    return out
+
+
+def _string_labels(col, j, version):
+    values = np.asarray(col.get("values", []))
+    offsets = np.asarray(col["offsets"], dtype=np.int64)
+    if offsets.ndim != 1 or offsets.size < 1 or offsets[0] != 0 \
+            or np.any(np.diff(offsets) < 0) or offsets[-1] > values.size:
+        raise ValueError(f"XGBoost stored categories of feature {j} are corrupt (offsets "
+                         f"{offsets[:5].tolist()}..., {values.size} bytes)")
+    raw = (values.astype(np.int64) & 0xFF).astype(np.uint8).tobytes()
+    labels = []
+    for a, b in zip(offsets[:-1], offsets[1:]):
+        try:
+            label = raw[a:b].decode("utf-8")
+        except UnicodeDecodeError:
+            label = None
+        if label is None or (not label.isascii() and _version_tuple(version) < _UTF8_FIXED):
+            warnings.warn(f"XGBoost {version} stored the non-ASCII category labels of "
+                          f"feature {j} incorrectly; that column's pandas categories are "
+                          "read by their own codes, which must follow the training order",
+                          UserWarning, stacklevel=4)
+            return None
+        labels.append(label)
+    return labels
+
+
+def _version_tuple(version):
+    try:
+        return tuple(int(x) for x in str(version).split("."))
+    except ValueError:
+        return (0,)
