@@ -11,7 +11,6 @@ import functools
 import numpy as np
 import pandas as pd
 import pytest
-from edge_rows import threshold_rows
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.dummy import DummyClassifier, DummyRegressor
@@ -35,6 +34,7 @@ from sklearn.tree import (
 )
 from threadpoolctl import threadpool_limits
 
+from tests.edge_rows import threshold_rows
 from treeimp.parsers import parse
 from treeimp.parsers.sklearn_forest import parse_sklearn_forest
 from treeimp.parsers.sklearn_gb import parse_sklearn_gb

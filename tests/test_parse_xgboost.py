@@ -395,10 +395,6 @@ def test_categorical_codes_unseen_and_beyond_training(cat_model):
     np.testing.assert_array_equal(ens.apply(X), _leaves(clf.get_booster(), X, **CAT_TYPES))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "XGBoost sends negative category codes LEFT (the unlisted side) even where NaN goes "
-    "right; the normal form sends negative codes with NaN (missing_left) and has no "
-    "per-node rule for XGBoost's behaviour yet"))
 def test_categorical_negative_codes(cat_model):
     clf, _ = cat_model
     ens = treeimp.parse(clf)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .kernels.api import routing_flags
 from .kernels.node_stats import propagate_up
 from .kernels.staged import staged_leaf_stats
 from .kernels.threads import numba_threads
@@ -29,10 +30,10 @@ def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None):
     stats = np.zeros((5, ens.n_nodes, n_blocks))
     margin = np.empty((rows.n_rows, ens.n_outputs))
     starts = stage_starts(ens)
-    strict, round32 = ens.comparison == "<", ens.round_float32
     with numba_threads(n_jobs):
         for start, chunk in rows.chunks():
             stop = start + chunk.shape[0]
+            strict, round32 = routing_flags(ens, chunk)
             local_block = block[start:stop]
             order = np.argsort(local_block, kind="stable").astype(np.int64)
             bounds = np.searchsorted(local_block[order], np.arange(n_blocks + 1))

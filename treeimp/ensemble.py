@@ -17,7 +17,8 @@ Routing rules a node can express (each parser maps its library onto them):
   follow ``missing_left`` (with ``nan_mode == NAN_AS_ZERO``: NaN and x <= -1, so that
   x in (-1, 0) is code 0, as LightGBM casts); listed codes go the way
   ``category_left`` says; codes that are not listed, and with
-  ``nan_mode == NAN_CAT_EXACT`` non-integer values, go the way
+  ``nan_mode == NAN_CAT_EXACT`` non-integer values and with
+  ``nan_mode == NAN_CAT_NEGATIVE_UNLISTED`` negative values (XGBoost), go the way
   ``category_default_left`` says.
 """
 
@@ -31,6 +32,7 @@ NAN_MISSING = 0
 NAN_AS_ZERO = 1
 NAN_ZERO_MISSING = 2
 NAN_CAT_EXACT = 3  # categorical nodes only: a non-integer value is an unlisted code
+NAN_CAT_NEGATIVE_UNLISTED = 4  # categorical nodes only: a negative value is unlisted
 
 FOREST = "forest"
 BOOSTING = "boosting"
@@ -378,6 +380,8 @@ def _node_records(ens):
     flags |= np.where(ens.category_default_left, route.CATEGORY_DEFAULT_LEFT, 0)
     flags |= np.where(ens.is_categorical & (ens.nan_mode == NAN_CAT_EXACT),
                       route.CATEGORY_EXACT, 0)
+    flags |= np.where(ens.is_categorical & (ens.nan_mode == NAN_CAT_NEGATIVE_UNLISTED),
+                      route.CATEGORY_NEGATIVE_UNLISTED, 0)
     rec["flags"] = flags
     return rec
 

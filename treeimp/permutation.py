@@ -15,7 +15,7 @@ import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
 from ._input import RowSource
-from .kernels.api import predict_ensemble
+from .kernels.api import predict_ensemble, routing_flags
 from .kernels.route import predict_trees_chunk
 from .kernels.threads import numba_threads
 from .parsers import parse
@@ -76,7 +76,7 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
         margin = predict_ensemble(ens, Xw)
     baseline = scorer(margin, y, w)
     trees_of = _trees_by_feature(ens)
-    strict, round32 = ens.comparison == "<", ens.round_float32
+    strict, round32 = routing_flags(ens, Xw)
     args = (ens.tree_offsets, ens.tree_output, ens.tree_scale, ens.value,
             *ens.routing_arrays(), strict, round32)
 

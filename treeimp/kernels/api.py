@@ -7,8 +7,10 @@ from .route import apply_chunk, predict_chunk
 from .threads import numba_threads
 
 
-def _flags(ens):
-    return ens.comparison == "<", ens.round_float32
+def routing_flags(ens, X):
+    """(strict, round32) for the kernels: rounding x to float32 is skipped when X already
+    is float32, where it changes nothing."""
+    return ens.comparison == "<", bool(ens.round_float32 and X.dtype != np.float32)
 
 
 def predict_ensemble(ens, X, *, n_jobs=None):
@@ -17,10 +19,10 @@ def predict_ensemble(ens, X, *, n_jobs=None):
     rows = X if isinstance(X, RowSource) else RowSource(X, ens)
     out = np.empty((rows.n_rows, ens.n_outputs))
     out[:] = ens.base_score
-    strict, round32 = _flags(ens)
     scale, divisor = _forest_scale(ens)
     with numba_threads(n_jobs):
         for start, chunk in rows.chunks():
+            strict, round32 = routing_flags(ens, chunk)
             predict_chunk(chunk, out[start:start + chunk.shape[0]], ens.tree_offsets,
                           ens.tree_output, scale, ens.value,
                           *ens.routing_arrays(), strict, round32)
@@ -41,9 +43,9 @@ def _forest_scale(ens):
 def apply_ensemble(ens, X, *, n_jobs=None):
     rows = X if isinstance(X, RowSource) else RowSource(X, ens)
     out = np.empty((rows.n_rows, ens.n_trees), dtype=np.int32)
-    strict, round32 = _flags(ens)
     with numba_threads(n_jobs):
         for start, chunk in rows.chunks():
+            strict, round32 = routing_flags(ens, chunk)
             apply_chunk(chunk, out[start:start + chunk.shape[0]], ens.tree_offsets,
                         *ens.routing_arrays(), strict, round32)
     return out
@@ -60,9 +62,9 @@ def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, n_jo
     use_inbag = inbag_bits is not None
     bits = inbag_bits if use_inbag else empty_inbag()
     Z = np.ascontiguousarray(Z, dtype=np.float64)
-    strict, round32 = _flags(ens)
     with numba_threads(n_jobs):
         for start, chunk in rows.chunks():
+            strict, round32 = routing_flags(ens, chunk)
             forest_leaf_stats(chunk, start, Z, w, block, bits, use_inbag, stats,
                               ens.tree_offsets, ens.tree_output, *ens.routing_arrays(),
                               strict, round32)

@@ -19,6 +19,7 @@ NAN_ZERO_MISSING = 4
 CATEGORICAL = 8
 CATEGORY_DEFAULT_LEFT = 16
 CATEGORY_EXACT = 32  # a non-integer value is an unlisted code
+CATEGORY_NEGATIVE_UNLISTED = 64  # a negative value is an unlisted code (not missing)
 
 NODE_DTYPE = np.dtype([("left", np.int32), ("right", np.int32), ("feature", np.int32),
                        ("flags", np.uint8), ("threshold", np.float64)], align=True)
@@ -40,9 +41,13 @@ def find_leaf(X, i, node, nodes, cat_offset, cat_count, cat_codes, cat_left, str
         go_left = False
         if flags & CATEGORICAL:
             # the code is int(x); with NAN_AS_ZERO (LightGBM) x in (-1, 0) truncates to
-            # code 0, otherwise (XGBoost, HistGradientBoosting) any x < 0 is missing
-            if x != x or (x <= -1.0 if flags & NAN_AS_ZERO else x < 0.0):
+            # code 0, otherwise any x < 0 is negative: missing (HistGradientBoosting) or,
+            # with CATEGORY_NEGATIVE_UNLISTED (XGBoost), an unlisted code
+            negative = x <= -1.0 if flags & NAN_AS_ZERO else x < 0.0
+            if x != x or (negative and not flags & CATEGORY_NEGATIVE_UNLISTED):
                 go_left = (flags & MISSING_LEFT) != 0
+            elif negative:
+                go_left = (flags & CATEGORY_DEFAULT_LEFT) != 0
             else:
                 go_left = (flags & CATEGORY_DEFAULT_LEFT) != 0
                 if x < _MAX_CODE and not (flags & CATEGORY_EXACT and x != np.floor(x)):

@@ -47,7 +47,14 @@ import warnings
 
 import numpy as np
 
-from ..ensemble import BOOSTING, Objective, Tree, TreeEnsemble
+from ..ensemble import (
+    BOOSTING,
+    NAN_CAT_NEGATIVE_UNLISTED,
+    NAN_MISSING,
+    Objective,
+    Tree,
+    TreeEnsemble,
+)
 from .xgb_categories import stored_categories
 
 XGB_DEFAULT_ETA = 0.3
@@ -513,6 +520,8 @@ def _to_tree(r, *, output, eta, stage, scale):
         value=r["value"].astype(np.float64),
         weight=r["hess"].astype(np.float64),
         missing_left=r["default_left"] & internal,
+        # XGBoost: NaN follows default_left, a negative code is an unlisted category
+        nan_mode=np.where(cat_nodes, NAN_CAT_NEGATIVE_UNLISTED, NAN_MISSING),
         gain=np.where(internal, r["gain"].astype(np.float64), np.nan),
         categories=r["categories"],
         output=output,
