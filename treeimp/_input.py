@@ -90,10 +90,18 @@ class RowSource:
         return out
 
     # -------------------------------------------------------------- chunks
-    def chunks(self, chunk_rows=CHUNK_ROWS):
-        """Yield (start, float array of rows start:start+len)."""
+    def chunks(self, chunk_rows=CHUNK_ROWS, *, split=False):
+        """Yield (start, float array of rows start:start+len).
+
+        A float32/float64 numpy array is yielded whole (no copy), or as row views of
+        ``chunk_rows`` rows with ``split=True`` (for progress reporting).
+        """
         if self._array is not None and self._array.dtype in (np.float32, np.float64):
-            yield 0, self._array
+            if not split:
+                yield 0, self._array
+                return
+            for start in range(0, self.n_rows, chunk_rows):
+                yield start, self._array[start:start + chunk_rows]
             return
         for start in range(0, self.n_rows, chunk_rows):
             stop = min(self.n_rows, start + chunk_rows)

@@ -13,6 +13,7 @@ from .ensemble import FOREST
 from .kernels.api import forest_node_stats
 from .measures import BOOSTING_METHODS, FOREST_METHODS, NodeStats
 from .parsers import inbag_bits, parse
+from .progress import progress_bar
 from .result import Importances
 from .targets import as_1d_target, check_sample_weight, forest_targets
 
@@ -21,7 +22,7 @@ DEFAULT_METHODS = ("mdi", "mdi_oob", "ufi")
 
 def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weight=None,
             feature_names=None, n_blocks=10, random_state=None, n_jobs=None,
-            alpha=None, lam=None) -> Importances:
+            alpha=None, lam=None, progress=None) -> Importances:
     """Out-of-sample feature importances of a fitted tree ensemble.
 
     Every tree's splits are re-measured on rows it did not see: its own out-of-bag rows
@@ -54,6 +55,11 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
         Seeds the assignment of rows to blocks.
     n_jobs : int or None
         Threads for the kernels (None: all).
+    alpha, lam : float, optional
+        Parameters of "pg_oob" (Loecher's penalized Gini).
+    progress : None, True or False
+        A tqdm progress bar over the evaluation rows. None: shown only when stderr is a
+        terminal, tqdm is installed and the run is long (rows x trees > 5e7).
 
     Returns
     -------
@@ -81,6 +87,25 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
     block = _assign_blocks(n, n_blocks, random_state)
 
     held_out = [m for m in methods if m != "mdi"]
+    bar = progress_bar(progress, total=n, work=n * ens.n_trees, desc="treeimp.explain")
+    try:
+        stats, classification = _node_statistics(ens, model, rows, y_arr, w, block, n_blocks,
+                                                  oob, held_out, n_jobs, bar)
+    finally:
+        bar.close()
+    # Out of bag, every row trains some trees and evaluates others: under the null each
+    # pair of rows enters an importance twice (z_i against the fit to z_j and the other
+    # way round), and resampling rows with the trees held fixed sees one of the two
+    # terms, i.e. half the variance. Held-out rows never trained a tree: factor 1.
+    inflation = np.sqrt(2.0) if oob else 1.0
+    return _assemble(ens, stats, methods, names, classification, n, n_blocks, alpha, lam,
+                     inflation)
+
+
+def _node_statistics(ens, model, rows, y_arr, w, block, n_blocks, oob, held_out, n_jobs,
+                     bar):
+    """Per-node statistics of the evaluation rows and whether targets are classes."""
+    n = rows.n_rows
     if ens.kind == FOREST:
         Z, classification = forest_targets(ens, y_arr)
         bits = inbag_bits(model, n) if oob else None
@@ -93,23 +118,15 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
                 raise ValueError("every row is in-bag for every tree: no out-of-bag rows")
         stats = NodeStats.from_array(
             forest_node_stats(ens, rows, Z, w, block, n_blocks, inbag_bits=bits,
-                              n_jobs=n_jobs))
-    else:
-        if oob:
-            raise ValueError("oob=True is for bagged forests; boosting models have no "
-                             "out-of-bag rows and need a held-out set: "
-                             "explain(model, X_val, y_val)")
-        from .boosting import boosting_node_stats
+                              n_jobs=n_jobs, bar=bar))
+        return stats, classification
+    if oob:
+        raise ValueError("oob=True is for bagged forests; boosting models have no "
+                         "out-of-bag rows and need a held-out set: "
+                         "explain(model, X_val, y_val)")
+    from .boosting import boosting_node_stats
 
-        stats, classification = boosting_node_stats(ens, rows, y_arr, w, block, n_blocks,
-                                                     n_jobs=n_jobs)
-    # Out of bag, every row trains some trees and evaluates others: under the null each
-    # pair of rows enters an importance twice (z_i against the fit to z_j and the other
-    # way round), and resampling rows with the trees held fixed sees one of the two
-    # terms, i.e. half the variance. Held-out rows never trained a tree: factor 1.
-    inflation = np.sqrt(2.0) if oob else 1.0
-    return _assemble(ens, stats, methods, names, classification, n, n_blocks, alpha, lam,
-                     inflation)
+    return boosting_node_stats(ens, rows, y_arr, w, block, n_blocks, n_jobs=n_jobs, bar=bar)
 
 
 def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alpha, lam,

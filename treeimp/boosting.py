@@ -20,7 +20,7 @@ def stage_starts(ens):
     return np.concatenate([[0], change, [ens.n_trees]]).astype(np.int64)
 
 
-def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None):
+def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None):
     """Run the staged kernel: (stats (5, n_nodes, n_blocks), final margin (n, n_outputs))."""
     if ens.value_dim != 1:
         raise ValueError(f"this model's trees have {ens.value_dim} values per leaf (vector-"
@@ -31,7 +31,7 @@ def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None):
     margin = np.empty((rows.n_rows, ens.n_outputs))
     starts = stage_starts(ens)
     with numba_threads(n_jobs):
-        for start, chunk in rows.chunks():
+        for start, chunk in rows.chunks(split=bar is not None and bar.enabled):
             stop = start + chunk.shape[0]
             strict, round32 = routing_flags(ens, chunk)
             local_block = block[start:stop]
@@ -42,10 +42,12 @@ def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None):
                               margin[start:stop], ens.tree_offsets, ens.tree_output,
                               ens.tree_scale, ens.value, *ens.routing_arrays(), strict,
                               round32)
+            if bar is not None:
+                bar.update(chunk.shape[0])
         propagate_up(ens.postorder, ens.left, ens.right, stats)
     return stats, margin
 
 
-def boosting_node_stats(ens, rows, y, w, block, n_blocks, *, n_jobs=None):
-    stats, _ = staged_pass(ens, rows, y, w, block, n_blocks, n_jobs=n_jobs)
+def boosting_node_stats(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None):
+    stats, _ = staged_pass(ens, rows, y, w, block, n_blocks, n_jobs=n_jobs, bar=bar)
     return NodeStats.from_array(stats, boosting=True), False

@@ -51,7 +51,8 @@ def apply_ensemble(ens, X, *, n_jobs=None):
     return out
 
 
-def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, n_jobs=None):
+def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, n_jobs=None,
+                      bar=None):
     """Node statistics (2 + value_dim, n_nodes, n_blocks) of the forest targets ``Z``.
 
     ``inbag_bits`` (packed, one row per tree) restricts each tree to its out-of-bag rows.
@@ -63,10 +64,12 @@ def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, n_jo
     bits = inbag_bits if use_inbag else empty_inbag()
     Z = np.ascontiguousarray(Z, dtype=np.float64)
     with numba_threads(n_jobs):
-        for start, chunk in rows.chunks():
+        for start, chunk in rows.chunks(split=bar is not None and bar.enabled):
             strict, round32 = routing_flags(ens, chunk)
             forest_leaf_stats(chunk, start, Z, w, block, bits, use_inbag, stats,
                               ens.tree_offsets, ens.tree_output, *ens.routing_arrays(),
                               strict, round32)
+            if bar is not None:
+                bar.update(chunk.shape[0])
         propagate_up(ens.postorder, ens.left, ens.right, stats)
     return stats
