@@ -55,3 +55,13 @@ def test_bad_progress_value():
     rf = RandomForestClassifier(n_estimators=5, random_state=0).fit(X, y)
     with pytest.raises(TypeError, match="progress"):
         treeimp.explain(rf, X, y, oob=True, progress="yes")
+
+
+def test_permutation_importance_bar(capsys):
+    X, y = _data()
+    rf = RandomForestClassifier(n_estimators=5, random_state=0).fit(X, y)
+    a = treeimp.permutation_importance(rf, X, y, n_repeats=2, random_state=0, progress=True)
+    assert "permutation_importance" in capsys.readouterr().err
+    b = treeimp.permutation_importance(rf, X, y, n_repeats=2, random_state=0, progress=False)
+    assert capsys.readouterr().err == ""
+    np.testing.assert_array_equal(a.importances, b.importances)

@@ -19,12 +19,13 @@ from .kernels.api import predict_ensemble, routing_flags
 from .kernels.route import predict_trees_chunk
 from .kernels.threads import numba_threads
 from .parsers import parse
+from .progress import progress_bar
 from .scoring import make_scorer
 from .targets import as_1d_target, check_sample_weight
 
 
 def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_state=None,
-                           n_jobs=None, sample_weight=None):
+                           n_jobs=None, sample_weight=None, progress=None):
     """Permutation importance (mean decrease in score), scikit-learn compatible.
 
     Parameters
@@ -43,6 +44,8 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
         Threads for routing.
     sample_weight : array-like (n_rows,), optional
         Weights for the score.
+    progress : None, True or False
+        A tqdm bar over the features (None: only on a terminal, for long runs).
 
     Returns
     -------
@@ -88,7 +91,10 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     whole = ens.kind == "forest"
     scores = np.empty((ens.n_features, n_repeats))
     all_trees = np.arange(ens.n_trees)
+    bar = progress_bar(progress, total=ens.n_features,
+                       work=n * ens.n_trees * n_repeats, desc="permutation_importance")
     for j in range(ens.n_features):
+        bar.update(1)
         trees = trees_of[j]
         if trees.size == 0:  # no tree reads column j: permuting it changes nothing
             scores[j] = baseline
@@ -113,6 +119,7 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
                     predict_trees_chunk(Xw, perm_margin, trees, 1.0, *args)
             scores[j, r] = scorer(perm_margin, y, w)
         Xw[:, j] = original
+    bar.close()
     importances = baseline - scores
     return Bunch(importances_mean=importances.mean(axis=1),
                  importances_std=importances.std(axis=1), importances=importances)

@@ -40,6 +40,6 @@ def progress_bar(progress, *, total, work, desc):
     except ImportError:
         raise ImportError("progress=True needs tqdm: pip install tqdm (or treeimp[progress])"
                           ) from None
-    bar = tqdm(total=total, desc=desc, unit="rows", leave=False, file=sys.stderr)
+    bar = tqdm(total=total, desc=desc, leave=False, file=sys.stderr)
     bar.enabled = True
     return bar
