@@ -351,12 +351,19 @@ class TreeEnsemble:
         return predict_ensemble(self, X, n_jobs=n_jobs)
 
     def routing_arrays(self):
-        """What a routing kernel needs, in kernel argument order: the node records and
-        the flat category arrays (see ``treeimp.kernels.route.find_leaf``)."""
+        """What a routing kernel needs, in kernel argument order: the node records
+        (leaves are self-loops), each tree's depth and shallowest leaf depth, and the
+        flat category arrays (see ``treeimp.kernels.route.walk_batch``). Built once
+        and cached: do not modify the node arrays of a built ensemble."""
         if getattr(self, "_records", None) is None:
+            from .kernels.structure import tree_depths
+
             self._records = _node_records(self)
+            self._depths = tree_depths(self.tree_offsets, self.left, self.right)
         return (
             self._records,
+            self._depths[0],
+            self._depths[1],
             self.category_offset,
             self.category_count,
             self.category_codes,
@@ -369,8 +376,10 @@ def _node_records(ens):
     from .kernels import route
 
     rec = np.zeros(ens.n_nodes, dtype=route.NODE_DTYPE)
-    rec["left"] = ens.left
-    rec["right"] = ens.right
+    leaf = ens.left < 0
+    own = np.arange(ens.n_nodes)
+    rec["left"] = np.where(leaf, own, ens.left)  # leaves are self-loops
+    rec["right"] = np.where(leaf, own, ens.right)
     rec["feature"] = np.maximum(ens.feature, 0)
     rec["threshold"] = ens.threshold
     flags = np.where(ens.missing_left, route.MISSING_LEFT, 0)
@@ -382,6 +391,7 @@ def _node_records(ens):
                       route.CATEGORY_EXACT, 0)
     flags |= np.where(ens.is_categorical & (ens.nan_mode == NAN_CAT_NEGATIVE_UNLISTED),
                       route.CATEGORY_NEGATIVE_UNLISTED, 0)
+    flags |= np.where(leaf, route.LEAF, 0)
     rec["flags"] = flags
     return rec
 

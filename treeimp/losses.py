@@ -288,46 +288,48 @@ def _scalar_grad_hess(code, params, m, y):
     return math.nan, math.nan
 
 
-@njit(cache=True)
-def grad_hess_row(code, params, margin, y, g, h):
-    """Fill ``g[k]``, ``h[k]`` for every output k of one row.
+@njit(cache=True, inline="always")
+def grad_hess_row(code, params, margin, r, y, g, h):
+    """Fill ``g[r, k]``, ``h[r, k]`` for every output k of row ``r``.
 
-    ``margin`` (K,) is the row's running margin (all outputs), ``y`` its target as
-    :func:`check_target` returns it (a class index for softmax / ova_logistic). Call it
+    ``margin`` (rows, K) holds the running margins of all outputs (2-D arrays and a row
+    index, because a row view per call costs ten times the arithmetic); ``y`` is the
+    row's target as :func:`check_target` returns it (a class index for softmax /
+    ova_logistic). Call it
     once per row at the start of every boosting round: softmax normalises over all K
     outputs here, once. Scalar objectives apply the same y to every output (K is 1 for
     them; see ``loss_spec(..., n_outputs)``). Unknown codes give NaN.
     """
-    K = margin.shape[0]
+    K = margin.shape[1]
     if code == SOFTMAX:
-        mx = margin[0]
+        mx = margin[r, 0]
         for k in range(1, K):
-            if margin[k] > mx:
-                mx = margin[k]
+            if margin[r, k] > mx:
+                mx = margin[r, k]
         tot = 0.0
         for k in range(K):
-            e = math.exp(margin[k] - mx)
-            g[k] = e
+            e = math.exp(margin[r, k] - mx)
+            g[r, k] = e
             tot += e
         f = params[1]
         for k in range(K):
-            p = g[k] / tot
-            g[k] = p - 1.0 if y == k else p
-            h[k] = f * p * (1.0 - p)
+            p = g[r, k] / tot
+            g[r, k] = p - 1.0 if y == k else p
+            h[r, k] = f * p * (1.0 - p)
     elif code == OVA_LOGISTIC:
         s = params[0]
         for k in range(K):
-            p = 1.0 / (1.0 + math.exp(-s * margin[k]))
+            p = 1.0 / (1.0 + math.exp(-s * margin[r, k]))
             if y == k:
                 c = params[2]
-                g[k] = c * s * (p - 1.0)
+                g[r, k] = c * s * (p - 1.0)
             else:
                 c = params[3]
-                g[k] = c * s * p
-            h[k] = c * s * s * p * (1.0 - p)
+                g[r, k] = c * s * p
+            h[r, k] = c * s * s * p * (1.0 - p)
     else:
         for k in range(K):
-            g[k], h[k] = _scalar_grad_hess(code, params, margin[k], y)
+            g[r, k], h[r, k] = _scalar_grad_hess(code, params, margin[r, k], y)
 
 
 @njit(cache=True)
@@ -357,7 +359,7 @@ def grad_hess(code, params, margin, col, y):
 @njit(cache=True)
 def _grad_hess_rows(code, params, margin, y, g, h):
     for i in range(margin.shape[0]):
-        grad_hess_row(code, params, margin[i], y[i], g[i], h[i])
+        grad_hess_row(code, params, margin, i, y[i], g, h)
 
 
 def _as_margin(margin):

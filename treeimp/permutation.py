@@ -16,7 +16,7 @@ from sklearn.utils import Bunch, check_random_state
 
 from ._input import RowSource
 from .kernels.api import predict_ensemble, routing_flags
-from .kernels.route import predict_trees_chunk
+from .kernels.route import add_trees_chunk
 from .kernels.threads import numba_threads
 from .parsers import parse
 from .progress import progress_bar
@@ -107,7 +107,7 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
             base_j = np.empty_like(margin)
             base_j[:] = ens.base_score
             with numba_threads(n_jobs):
-                predict_trees_chunk(Xw, base_j, others, 1.0, *args)
+                add_trees_chunk(Xw, base_j, others, 1.0, *args)
         for r in range(n_repeats):
             rng.shuffle(idx)
             Xw[:, j] = Xw[idx, j]
@@ -116,7 +116,7 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
                     perm_margin = predict_ensemble(ens, Xw)
                 else:
                     perm_margin = base_j.copy()
-                    predict_trees_chunk(Xw, perm_margin, trees, 1.0, *args)
+                    add_trees_chunk(Xw, perm_margin, trees, 1.0, *args)
             scores[j, r] = scorer(perm_margin, y, w)
         Xw[:, j] = original
     bar.close()

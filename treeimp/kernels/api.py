@@ -3,7 +3,7 @@
 import numpy as np
 
 from .._input import RowSource
-from .route import apply_chunk, predict_chunk
+from .route import add_trees_chunk, apply_chunk
 from .threads import numba_threads
 
 
@@ -20,12 +20,13 @@ def predict_ensemble(ens, X, *, n_jobs=None):
     out = np.empty((rows.n_rows, ens.n_outputs))
     out[:] = ens.base_score
     scale, divisor = _forest_scale(ens)
+    all_trees = np.arange(ens.n_trees)
     with numba_threads(n_jobs):
         for start, chunk in rows.chunks():
             strict, round32 = routing_flags(ens, chunk)
-            predict_chunk(chunk, out[start:start + chunk.shape[0]], ens.tree_offsets,
-                          ens.tree_output, scale, ens.value,
-                          *ens.routing_arrays(), strict, round32)
+            add_trees_chunk(chunk, out[start:start + chunk.shape[0]], all_trees, 1.0,
+                            ens.tree_offsets, ens.tree_output, scale, ens.value,
+                            *ens.routing_arrays(), strict, round32)
     if divisor != 1.0:
         out /= divisor
     return out

@@ -12,7 +12,7 @@ buffers are needed.
 import numpy as np
 from numba import njit, prange
 
-from .route import find_leaf
+from .route import BATCH, walk_batch
 
 ROW_CHUNK = 4096  # rows streamed past every tree at a time (stay in cache)
 
@@ -20,7 +20,8 @@ ROW_CHUNK = 4096  # rows streamed past every tree at a time (stay in cache)
 @njit(cache=True, parallel=True)
 def forest_leaf_stats(X, row0, Z, w, block, inbag_bits, use_inbag, stats,
                       tree_offsets, tree_output,
-                      nodes, cat_offset, cat_count, cat_codes, cat_left, strict, round32):
+                      nodes, depth, min_depth, cat_offset, cat_count, cat_codes, cat_left,
+                      strict, round32):
     """Accumulate rows ``row0 .. row0 + len(X)`` into the leaves they reach.
 
     ``Z``, ``w`` and ``block`` are indexed by the global row number. With
@@ -35,23 +36,37 @@ def forest_leaf_stats(X, row0, Z, w, block, inbag_bits, use_inbag, stats,
         for t in prange(n_trees):
             root = tree_offsets[t]
             col = tree_output[t]
-            for i in range(c0, c1):
-                r = row0 + i
-                if use_inbag and (inbag_bits[t, r >> 3] >> (r & 7)) & 1:
+            rows = np.empty(BATCH, np.int64)
+            leaves = np.empty(BATCH, np.int64)
+            m = 0
+            for i in range(c0, c1 + 1):
+                if i < c1:
+                    r = row0 + i
+                    if use_inbag and (inbag_bits[t, r >> 3] >> (r & 7)) & 1:
+                        continue
+                    if w[r] == 0.0:
+                        continue
+                    rows[m] = i
+                    m += 1
+                    if m < BATCH:
+                        continue
+                if m == 0:
                     continue
-                wi = w[r]
-                if wi == 0.0:
-                    continue
-                leaf = find_leaf(X, i, root, nodes, cat_offset, cat_count, cat_codes,
-                                 cat_left, strict, round32)
-                b = block[r]
-                q = 0.0
-                for j in range(C):
-                    z = Z[r, col + j]
-                    stats[2 + j, leaf, b] += wi * z
-                    q += z * z
-                stats[0, leaf, b] += wi
-                stats[1, leaf, b] += wi * q
+                walk_batch(X, rows, m, root, depth[t], min_depth[t], nodes, cat_offset,
+                           cat_count, cat_codes, cat_left, strict, round32, leaves)
+                for q in range(m):
+                    r = row0 + rows[q]
+                    leaf = leaves[q]
+                    b = block[r]
+                    wi = w[r]
+                    sq = 0.0
+                    for j in range(C):
+                        z = Z[r, col + j]
+                        stats[2 + j, leaf, b] += wi * z
+                        sq += z * z
+                    stats[0, leaf, b] += wi
+                    stats[1, leaf, b] += wi * sq
+                m = 0
 
 
 @njit(cache=True)

@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..losses import grad_hess_row
-from .route import find_leaf
+from .route import walk_batch
 
 BATCH = 64
 
@@ -26,7 +26,8 @@ BATCH = 64
 def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, stage_start,
                       loss_code, loss_params, stats, margin_out,
                       tree_offsets, tree_output, tree_scale, value,
-                      nodes, cat_offset, cat_count, cat_codes, cat_left, strict, round32):
+                      nodes, depth, min_depth, cat_offset, cat_count, cat_codes, cat_left,
+                      strict, round32):
     """Accumulate staged statistics of rows ``row0 + order[...]`` (local indices into X).
 
     ``order[block_start[b]:block_start[b + 1]]`` are the local rows of statistic block
@@ -42,6 +43,7 @@ def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, stage_start
         # line per update instead of five planes) and adds it to the planes at the end
         local = np.zeros((n_nodes, 5))
         margin = np.empty((BATCH, K))
+        leaves = np.empty(BATCH, np.int64)
         g = np.empty((BATCH, K))
         h = np.empty((BATCH, K))
         for s0 in range(block_start[b], block_start[b + 1], BATCH):
@@ -53,16 +55,16 @@ def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, stage_start
             for st in range(n_stages):
                 for r in range(nb):
                     i = order[s0 + r]
-                    grad_hess_row(loss_code, loss_params, margin[r], y[row0 + i], g[r], h[r])
+                    grad_hess_row(loss_code, loss_params, margin, r, y[row0 + i], g, h)
                 for t in range(stage_start[st], stage_start[st + 1]):
-                    root = tree_offsets[t]
                     col = tree_output[t]
                     sc = tree_scale[t]
+                    walk_batch(X, order[s0:s1], nb, tree_offsets[t], depth[t], min_depth[t],
+                               nodes, cat_offset, cat_count, cat_codes, cat_left, strict,
+                               round32, leaves)
                     for r in range(nb):
-                        i = order[s0 + r]
-                        leaf = find_leaf(X, i, root, nodes, cat_offset, cat_count,
-                                         cat_codes, cat_left, strict, round32)
-                        wi = w[row0 + i]
+                        leaf = leaves[r]
+                        wi = w[row0 + order[s0 + r]]
                         if wi != 0.0:
                             gi = g[r, col]
                             hi = h[r, col]

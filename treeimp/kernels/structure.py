@@ -76,3 +76,35 @@ def fill_internal_values(order, left, right, weight, value):
                 value[node, j] = (wl * value[lc, j] + wr * value[rc, j]) / (wl + wr)
             else:
                 value[node, j] = 0.5 * (value[lc, j] + value[rc, j])
+
+
+@njit(cache=True)
+def tree_depths(tree_offsets, left, right):
+    """Per tree: (depth = longest root-to-leaf path, shallowest leaf depth), in edges."""
+    n_trees = tree_offsets.shape[0] - 1
+    deepest = np.zeros(n_trees, np.int64)
+    shallowest = np.zeros(n_trees, np.int64)
+    node_depth = np.zeros(left.shape[0], np.int64)
+    stack = np.empty(left.shape[0] + 1, np.int64)
+    for t in range(n_trees):
+        top = 1
+        stack[0] = tree_offsets[t]
+        node_depth[tree_offsets[t]] = 0
+        lo = np.iinfo(np.int64).max
+        hi = 0
+        while top > 0:
+            top -= 1
+            node = stack[top]
+            d = node_depth[node]
+            if left[node] < 0:
+                lo = min(lo, d)
+                hi = max(hi, d)
+            else:
+                node_depth[left[node]] = d + 1
+                node_depth[right[node]] = d + 1
+                stack[top] = left[node]
+                stack[top + 1] = right[node]
+                top += 2
+        deepest[t] = hi
+        shallowest[t] = lo
+    return deepest, shallowest
