@@ -166,7 +166,10 @@ def parse_xgboost(model) -> TreeEnsemble:
         booster = model
     else:
         raise TypeError(f"expected an xgboost.Booster or XGBModel, got {type(model).__name__}")
-    doc = json.loads(bytes(booster.save_raw("json")))
+    # UBJSON, not JSON: its typed arrays arrive as numpy arrays (2-3x faster to parse)
+    from .ubjson import read_ubjson
+
+    doc = read_ubjson(bytes(booster.save_raw("ubj")))
     config = json.loads(booster.save_config())
     return parse_xgboost_json(doc, learning_rate=_config_eta(config, xgboost.__version__),
                               classes=classes)
