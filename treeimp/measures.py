@@ -51,9 +51,18 @@ class NodeStats:
         """The same statistics with the blocks summed (B = 1)."""
         return self._map(lambda a: a.sum(axis=-1, keepdims=True))
 
-    def leave_one_out(self) -> NodeStats:
-        """B statistics sets, set b holding every row except block b's (jackknife)."""
-        return self._map(lambda a: a.sum(axis=-1, keepdims=True) - a)
+    def leave_one_out(self, total: NodeStats | None = None) -> NodeStats:
+        """B statistics sets, set b holding every row except block b's (jackknife).
+
+        Computed IN PLACE: the per-block statistics are overwritten (they are not needed
+        once the totals exist; fresh arrays of this size cost more than the arithmetic).
+        """
+        total = self.total() if total is None else total
+        for a, t in zip((self.n, self.S, self.Q, self.H, self.R),
+                        (total.n, total.S, total.Q, total.H, total.R)):
+            if a is not None:
+                np.subtract(t, a, out=a)
+        return self
 
     @property
     def n_blocks(self):
