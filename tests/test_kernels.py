@@ -39,6 +39,7 @@ from sklearn.ensemble import (
 from sklearn.metrics import mean_squared_error
 
 import treeimp
+from tests.edge_rows import threshold_rows
 from treeimp._input import RowSource
 from treeimp.boosting import staged_pass
 from treeimp.ensemble import (
@@ -51,8 +52,6 @@ from treeimp.kernels.api import forest_node_stats, routing_flags
 from treeimp.kernels.route import add_trees_chunk
 from treeimp.losses import check_target, grad_hess_array
 from treeimp.parsers import inbag_bits
-
-from .edge_rows import threshold_rows
 
 xgb = pytest.importorskip("xgboost")
 lgb = pytest.importorskip("lightgbm")
