@@ -12,7 +12,7 @@ Routing rules a node can express (each parser maps its library onto them):
   goes left, after rounding ``x`` to float32 when ``round_float32`` is set;
 * ``nan_mode`` per node: ``NAN_MISSING`` (NaN follows ``missing_left``),
   ``NAN_AS_ZERO`` (NaN is replaced by 0.0 and compared), ``NAN_ZERO_MISSING``
-  (NaN and ``|x| <= 1e-35`` follow ``missing_left``);
+  (NaN and ``|x| <= float32(1e-35)``, LightGBM's kZeroThreshold, follow ``missing_left``);
 * categorical split: the category code is ``int(x)`` (truncation); NaN and x < 0
   follow ``missing_left`` (with ``nan_mode == NAN_AS_ZERO``: NaN and x <= -1, so that
   x in (-1, 0) is code 0, as LightGBM casts); listed codes go the way

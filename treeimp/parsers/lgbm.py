@@ -326,7 +326,7 @@ def _read_tree(block, t, version):
     missing_left[:m] = ((decision >> 1) & 1).astype(bool) & ~is_cat
     nan_mode = np.full(n, NAN_MISSING, np.uint8)
     # categorical nodes: NAN_AS_ZERO marks LightGBM's C cast of the value to int (codes
-    # in (-1, 0) are code 0); the routing kernel does not read nan_mode there yet
+    # in (-1, 0) are code 0), which the routing kernel applies
     nan_mode[:m] = np.where(is_cat, NAN_AS_ZERO,
                             np.choose(np.minimum(missing_type, 2),
                                       [_MISSING_TYPE_NAN_MODE[c] for c in range(3)]))
