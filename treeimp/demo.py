@@ -46,13 +46,22 @@ def run_demo(*, n_estimators=300, random_state=0, out=print):
     }, index=res.table.index).sort_values("mdi rank")
     with pd.option_context("display.width", 140, "display.max_rows", 50):
         out(show.to_string())
-    ranks = {m: res.table[m].rank(ascending=False).astype(int) for m in ("mdi", "mdi_oob")}
-    noise = ["row_id", "noise_20_levels"]
-    out("\nWhat moved: MDI ranks the pure-noise columns "
-        + " and ".join(f"{c} #{ranks['mdi'][c]}" for c in noise)
-        + f" of {X.shape[1]}; out of bag, MDI-oob ranks them "
-        + " and ".join(f"#{ranks['mdi_oob'][c]}" for c in noise)
-        + ", with importances "
-        + " and ".join(f"{res.table['mdi_oob'][c]:+.4f}" for c in noise)
-        + " (indistinguishable from 0 or below it).")
+    out("\n" + what_moved(res, noise=("row_id", "noise_20_levels")))
     return res
+
+
+def what_moved(res, noise):
+    """One sentence: MDI's credit to the noise columns against real features of about
+    the same MDI, and what out-of-bag evaluation says about both."""
+    mdi, oob, p = res.table["mdi"], res.table["mdi_oob"], res.pvalues["mdi_oob"]
+    real = [f for f in mdi.index if f not in noise]
+    parts = []
+    for c in noise:
+        twin = min(real, key=lambda f: abs(mdi[f] - mdi[c]))
+        parts.append(f"{c} ({mdi[c]:.4f}, near real '{twin}' at {mdi[twin]:.4f})")
+    oob_parts = [f"{c} {oob[c]:+.4f} (p = {p[c]:.2f})" for c in noise]
+    twins = {min(real, key=lambda f: abs(mdi[f] - mdi[c])) for c in noise}
+    twin_parts = [f"'{t}' {oob[t]:+.4f} (p = {p[t]:.3f})" for t in sorted(twins)]
+    return ("What moved: in-sample MDI credits the pure-noise columns " + " and ".join(parts)
+            + "; out of bag the noise drops to " + ", ".join(oob_parts)
+            + " while the real features keep " + ", ".join(twin_parts) + ".")
