@@ -134,8 +134,7 @@ def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alph
     forest = ens.kind == FOREST
     agg = _nanmean_trees if forest else _nansum_trees
     table, se, se_trees, per_tree, blocks = {}, {}, {}, {}, {}
-    total = stats.total()
-    loo = stats.leave_one_out(total)  # overwrites the per-block statistics
+    total, loo = stats.leave_one_out()  # overwrites the per-block statistics
     for m in methods:
         if m == "mdi":
             pt = measures.mdi(ens)

@@ -1,4 +1,4 @@
-"""Node statistics + TreeEnsemble -> per-tree importances. Pure numpy.
+"""Node statistics + TreeEnsemble -> per-tree importances.
 
 Every function here takes a :class:`NodeStats` whose arrays carry a block axis
 (``n`` is (n_nodes, B)) and returns per-tree, per-feature values of shape
@@ -8,6 +8,10 @@ blocks summed) and the B random row blocks used for standard errors.
 Formulas: ../shared/design/measures.md (Li et al. 2019 eq. 14; Zhou & Hooker 2020;
 Loecher's penalized Gini). Notation: node m with children l, r; ``v`` node values on the
 model's scale; ``W`` training weights; primes are evaluation-row statistics.
+
+Numpy throughout, except the per-split sums of the default measures (mdi_oob, forest
+ufi), which :mod:`treeimp.kernels.formulas` evaluates in one fused pass (the formula is
+written out in the docstrings here and in that kernel's comments).
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from .kernels.formulas import MDI_OOB, UFI_CLASSIFICATION, UFI_REGRESSION, split_sums
+from .kernels.node_stats import total_and_leave_one_out
 
 FOREST_METHODS = ("mdi", "mdi_oob", "ufi", "naive_oob", "pg1", "pg2", "pg3")
 BOOSTING_METHODS = ("mdi", "mdi_oob", "ufi", "naive_oob")
@@ -47,22 +54,21 @@ class NodeStats:
         return NodeStats(*(None if a is None else fn(a)
                            for a in (self.n, self.S, self.Q, self.H, self.R)))
 
-    def total(self) -> NodeStats:
-        """The same statistics with the blocks summed (B = 1)."""
-        return self._map(lambda a: a.sum(axis=-1, keepdims=True))
+    def leave_one_out(self) -> tuple[NodeStats, NodeStats]:
+        """(total, jackknife): the statistics with the blocks summed (B = 1), and B sets,
+        set b holding every row except block b's.
 
-    def leave_one_out(self, total: NodeStats | None = None) -> NodeStats:
-        """B statistics sets, set b holding every row except block b's (jackknife).
-
-        Computed IN PLACE: the per-block statistics are overwritten (they are not needed
-        once the totals exist; fresh arrays of this size cost more than the arithmetic).
+        The jackknife sets are computed IN PLACE: the per-block statistics are
+        overwritten (they are not needed once the totals exist; fresh arrays of this
+        size cost more than the arithmetic).
         """
-        total = self.total() if total is None else total
-        for a, t in zip((self.n, self.S, self.Q, self.H, self.R),
-                        (total.n, total.S, total.Q, total.H, total.R)):
-            if a is not None:
-                np.subtract(t, a, out=a)
-        return self
+        def split(a):
+            flat = a.reshape(-1, a.shape[-1])  # a view: planes are C-contiguous
+            if not np.shares_memory(flat, a):
+                raise ValueError("node statistics must be C-contiguous to update in place")
+            return total_and_leave_one_out(flat).reshape(a.shape[:-1] + (1,))
+
+        return self._map(split), self
 
     @property
     def n_blocks(self):
@@ -83,6 +89,29 @@ class _Splits:
         self.key = self.tree * ens.n_features + ens.feature[self.m]
         self.root_of_tree = ens.tree_offsets[:-1]
         self.n_trees, self.n_features = ens.n_trees, ens.n_features
+        # splits are stored tree by tree: offsets of each tree's splits
+        self.tree_splits = np.searchsorted(self.tree, np.arange(ens.n_trees + 1))
+
+
+def _splits(ens) -> _Splits:
+    """The ensemble's _Splits, built once and kept on the (immutable) ensemble."""
+    sp = getattr(ens, "_treeimp_splits", None)
+    if sp is None:
+        sp = _Splits(ens)
+        ens._treeimp_splits = sp
+    return sp
+
+
+def _fused(kind, ens, sp, st, w=None, extra=None):
+    """Per-split terms of ``kind`` summed per tree and feature: (B, T, F, C)."""
+    v = np.ascontiguousarray(ens.value, dtype=np.float64)
+    B, C = st.n.shape[1], st.S.shape[0]
+    out = np.zeros((B, sp.n_trees * sp.n_features, C))
+    dummy = np.zeros(1)
+    split_sums(kind, sp.m, sp.l, sp.r, sp.key.astype(np.int64), sp.tree_splits,
+               dummy if w is None else w, v, dummy if extra is None else extra,
+               st.n, st.n if st.Q is None else st.Q, st.S, out)
+    return out.reshape(B, sp.n_trees, sp.n_features, C)
 
 
 def _per_tree(sp: _Splits, term):
@@ -140,7 +169,7 @@ def mdi(ens):
     gain_kind "impurity" (scikit-learn trees): (W_m I_m - W_l I_l - W_r I_r) / W_root;
     gain_kind "gain" (XGBoost, LightGBM, HistGradientBoosting): the stored split gain.
     """
-    sp = _Splits(ens)
+    sp = _splits(ens)
     if ens.gain_kind == "impurity":
         wi = ens.weight * ens.impurity
         root_w = ens.weight[sp.root]
@@ -156,11 +185,9 @@ def mdi_oob(ens, st: NodeStats):
     For boosting (S' = sum of -g) this is the first-order decrease of the held-out mean
     loss attributable to the splits on each feature.
     """
-    sp = _Splits(ens)
-    v = ens.value.T  # (C, n_nodes)
-    term = (np.einsum("cn,cnb->nb", v[:, sp.l] - v[:, sp.m], st.S[:, sp.l])
-            + np.einsum("cn,cnb->nb", v[:, sp.r] - v[:, sp.m], st.S[:, sp.r]))
-    return _per_row(sp, st, _per_tree(sp, term))
+    sp = _splits(ens)
+    parts = _fused(MDI_OOB, ens, sp, st)
+    return _per_row(sp, st, parts.sum(axis=-1))
 
 
 def ufi(ens, st: NodeStats, *, classification: bool):
@@ -168,21 +195,16 @@ def ufi(ens, st: NodeStats, *, classification: bool):
 
     Splits whose children include one without evaluation rows contribute 0.
     """
-    sp = _Splits(ens)
+    sp = _splits(ens)
     w = _insample_fraction(ens)
-    keep = _both_children_seen(sp, st)
-    v = ens.value
     if st.H is not None:
+        keep = _both_children_seen(sp, st)
         return _with_rows(sp, st, _per_tree(sp, _ufi_boosting_terms(ens, sp, st, w, keep)))
-    if classification:
-        node_h = 1.0 - _safe_div(np.einsum("cn,cnb->nb", v.T, st.S), st.n)
-        term = _decrease(sp, node_h, w, keep)
+    if classification:  # the constant 1 of the Gini cancels: W_m = W_l + W_r
+        parts = _fused(UFI_CLASSIFICATION, ens, sp, st, w=w)
     else:
-        vv = v[:, 0][:, None]
-        held_mse = _safe_div(st.Q - 2.0 * vv * st.S[0] + vv**2 * st.n, st.n)
-        term = _decrease(sp, held_mse, w, keep) + _insample_decrease(ens, sp)[:, None]
-        term = np.where(keep, term, 0.0)
-    return _with_rows(sp, st, _per_tree(sp, term))
+        parts = _fused(UFI_REGRESSION, ens, sp, st, w=w, extra=_insample_decrease(ens, sp))
+    return _with_rows(sp, st, parts.sum(axis=-1))
 
 
 def _insample_decrease(ens, sp):
@@ -227,7 +249,7 @@ def naive_oob(ens, st: NodeStats):
     Boosting: the held-out Newton gain per row,
     (S'_l^2/H'_l + S'_r^2/H'_r - S'_m^2/H'_m) / (2 n'_root).
     """
-    sp = _Splits(ens)
+    sp = _splits(ens)
     keep = _both_children_seen(sp, st)
     if st.H is not None:
         denom, half = st.H, 0.5
@@ -247,7 +269,7 @@ def pg_oob(ens, st: NodeStats, *, alpha: float, lam: float, classification: bool
     G is the in-sample Gini 1 - |p_m|^2 (classification) or impurity (regression);
     G' the held-out Gini 1 - |p'_m|^2 or held-out variance.
     """
-    sp = _Splits(ens)
+    sp = _splits(ens)
     w = _insample_fraction(ens)
     keep = _both_children_seen(sp, st)
     v = ens.value
@@ -277,25 +299,18 @@ def by_class(method, ens, st: NodeStats):
     ufi: w_l p_lc p'_lc + w_r p_rc p'_rc - w_m p_mc p'_mc (its constant 1 cancels since
     W_m = W_l + W_r).
     """
-    sp = _Splits(ens)
-    v = ens.value
-    S = st.S[:, :, 0].T  # (n_nodes, C)
-    C = v.shape[1]
+    sp = _splits(ens)
+    n_root = st.n[sp.root_of_tree, 0]
+    seen = n_root > 0
     if method == "mdi_oob":
-        term = (v[sp.l] - v[sp.m]) * S[sp.l] + (v[sp.r] - v[sp.m]) * S[sp.r]
-        n_root = st.n[sp.root_of_tree, 0]
-        scale = np.where(n_root > 0, 1.0 / np.where(n_root > 0, n_root, 1.0), np.nan)
+        parts = _fused(MDI_OOB, ens, sp, st)[0]
+        scale = np.where(seen, 1.0 / np.where(seen, n_root, 1.0), np.nan)
     elif method == "ufi":
-        w = _insample_fraction(ens)
-        p_held = _safe_div(S, st.n[:, :1])
-        node = w[:, None] * v * p_held
-        keep = _both_children_seen(sp, st)[:, 0]
-        term = np.where(keep[:, None], node[sp.l] + node[sp.r] - node[sp.m], 0.0)
-        scale = np.where(st.n[sp.root_of_tree, 0] > 0, 1.0, np.nan)
+        parts = _fused(UFI_CLASSIFICATION, ens, sp, st, w=_insample_fraction(ens))[0]
+        scale = np.where(seen, 1.0, np.nan)
     else:
         raise ValueError(f"per-class values exist for 'mdi_oob' and 'ufi', not {method!r}")
-    out = np.stack([_per_tree(sp, term[:, c:c + 1])[0] for c in range(C)], axis=-1)
-    return out * scale[:, None, None]
+    return parts * scale[:, None, None]
 
 
 def compute(method, ens, st, *, classification, alpha=None, lam=None):

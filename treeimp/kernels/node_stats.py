@@ -85,3 +85,19 @@ def propagate_up(order, left, right, stats):
 
 def empty_inbag():
     return np.zeros((1, 1), np.uint8)
+
+
+@njit(cache=True, parallel=True)
+def total_and_leave_one_out(plane):
+    """Row sums of ``plane`` (n, B) -> (n, 1); ``plane`` is overwritten IN PLACE with
+    total - plane (the statistics of every row except block b's), in one pass."""
+    n, B = plane.shape
+    total = np.empty((n, 1))
+    for i in prange(n):
+        t = 0.0
+        for b in range(B):
+            t += plane[i, b]
+        total[i, 0] = t
+        for b in range(B):
+            plane[i, b] = t - plane[i, b]
+    return total
