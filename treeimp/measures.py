@@ -62,13 +62,14 @@ class NodeStats:
         overwritten (they are not needed once the totals exist; fresh arrays of this
         size cost more than the arithmetic).
         """
-        def split(a):
-            flat = a.reshape(-1, a.shape[-1])  # a view: planes are C-contiguous
-            if not np.shares_memory(flat, a):
-                raise ValueError("node statistics must be C-contiguous to update in place")
-            return total_and_leave_one_out(flat).reshape(a.shape[:-1] + (1,))
-
-        return self._map(split), self
+        planes = [a for a in (self.n, self.S, self.Q, self.H, self.R) if a is not None]
+        flat = [a.reshape(-1, a.shape[-1]) for a in planes]  # views where the layout allows
+        if not all(np.shares_memory(f, a) for f, a in zip(flat, planes)):
+            raise ValueError("node statistics must be views that reshape to (rows, blocks) "
+                             "without a copy to be updated in place")
+        totals = {id(a): total_and_leave_one_out(f).reshape(a.shape[:-1] + (1,))
+                  for a, f in zip(planes, flat)}
+        return self._map(lambda a: totals[id(a)]), self
 
     @property
     def n_blocks(self):

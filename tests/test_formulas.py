@@ -1,0 +1,122 @@
+"""The fused formula kernels (treeimp/kernels/formulas.py) against the formulas of
+measures.md written out split by split in Python, on real forests with B > 1 blocks."""
+
+import numpy as np
+import pytest
+from sklearn.ensemble import ExtraTreesRegressor, RandomForestClassifier
+
+import treeimp
+from treeimp._input import RowSource
+from treeimp.kernels.api import forest_node_stats
+from treeimp.kernels.node_stats import total_and_leave_one_out
+from treeimp.measures import NodeStats, by_class, mdi_oob, ufi
+from treeimp.targets import forest_targets
+
+N_BLOCKS = 4
+
+
+def _forest(kind):
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 5))
+    f = X[:, 0] + X[:, 1] * X[:, 2]
+    if kind == "multiclass":
+        y = np.digitize(f + rng.normal(scale=0.5, size=300), [-0.5, 0.7])
+        model = RandomForestClassifier(n_estimators=5, max_depth=6, random_state=0)
+    else:
+        y = f + rng.normal(scale=0.3, size=300)
+        model = ExtraTreesRegressor(n_estimators=5, max_depth=6, bootstrap=True,
+                                    random_state=0)
+    model.fit(X, y)
+    # evaluation rows: fresh ones, few enough that some children see no rows in a block
+    Xe = rng.normal(size=(60, 5))
+    ye = y[:60]
+    return treeimp.parse(model), Xe, ye
+
+
+def _stats(ens, X, y):
+    Z, classification = forest_targets(ens, y)
+    block = (np.arange(len(X)) % N_BLOCKS).astype(np.int32)
+    w = np.random.default_rng(0).uniform(0.5, 2.0, size=len(X))
+    arr = forest_node_stats(ens, RowSource(X, ens), Z, w, block, N_BLOCKS)
+    return arr, classification
+
+
+def _reference(ens, arr, classification):
+    """(measure -> (B, T, F)) and per-class (measure -> (B, T, F, C)) by plain loops."""
+    n, Q, S = arr[0], arr[1], arr[2:]
+    B, C, T, F = n.shape[1], S.shape[0], ens.n_trees, ens.n_features
+    mdi = np.zeros((B, T, F, C))
+    u = np.zeros((B, T, F, C))
+    for t in range(T):
+        lo, hi = ens.tree_offsets[t], ens.tree_offsets[t + 1]
+        root_w = ens.weight[lo]
+        for m in range(lo, hi):
+            l, r = ens.left[m], ens.right[m]
+            if l < 0:
+                continue
+            f = ens.feature[m]
+            v = ens.value
+            wf = ens.weight / root_w
+            for b in range(B):
+                for c in range(C):
+                    mdi[b, t, f, c] += ((v[l, c] - v[m, c]) * S[c, l, b]
+                                        + (v[r, c] - v[m, c]) * S[c, r, b])
+                if n[l, b] <= 0 or n[r, b] <= 0:
+                    continue
+                if classification:
+                    for c in range(C):
+                        p = S[c, :, b] / np.where(n[:, b] > 0, n[:, b], 1.0)
+                        u[b, t, f, c] += (wf[l] * v[l, c] * p[l] + wf[r] * v[r, c] * p[r]
+                                          - wf[m] * v[m, c] * p[m])
+                else:
+                    def mse(k, b=b):
+                        return (Q[k, b] - 2 * ens.value[k, 0] * S[0, k, b]
+                                + ens.value[k, 0] ** 2 * n[k, b]) / n[k, b]
+                    wi = ens.weight * ens.impurity
+                    insample = (wi[m] - wi[l] - wi[r]) / root_w
+                    u[b, t, f, 0] += (wf[m] * mse(m) - wf[l] * mse(l) - wf[r] * mse(r)
+                                      + insample)
+    n_root = n[ens.tree_offsets[:-1]].T  # (B, T)
+    mdi = mdi / n_root[:, :, None, None]
+    return mdi, u
+
+
+@pytest.mark.parametrize("kind", ["multiclass", "regression"])
+def test_fused_sums_equal_split_by_split_loops(kind):
+    ens, X, y = _forest(kind)
+    arr, classification = _stats(ens, X, y)
+    st = NodeStats.from_array(arr)
+    exp_mdi, exp_ufi = _reference(ens, arr, classification)
+    # some split in some block has a child without rows: the skip rule is exercised
+    sp_children = ens.left[ens.left >= 0]
+    assert np.any(arr[0][sp_children] == 0)
+    seen = ~np.isnan(mdi_oob(ens, st))
+    assert seen.all()
+    np.testing.assert_allclose(mdi_oob(ens, st), exp_mdi.sum(-1), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ufi(ens, st, classification=classification), exp_ufi.sum(-1),
+                               rtol=1e-12, atol=1e-12)
+    if classification:
+        one = NodeStats.from_array(arr[:, :, :1].copy())
+        for name, exp in (("mdi_oob", exp_mdi), ("ufi", exp_ufi)):
+            np.testing.assert_allclose(by_class(name, ens, one), exp[0], rtol=1e-12,
+                                       atol=1e-12)
+
+
+def test_total_and_leave_one_out_in_place():
+    rng = np.random.default_rng(1)
+    plane = rng.normal(size=(50, 7))
+    original = plane.copy()
+    total = total_and_leave_one_out(plane)
+    np.testing.assert_allclose(total[:, 0], original.sum(axis=1), rtol=1e-13)
+    np.testing.assert_allclose(plane, original.sum(axis=1, keepdims=True) - original,
+                               rtol=1e-12, atol=1e-13)
+
+
+def test_leave_one_out_rejects_planes_it_cannot_update_in_place():
+    base = np.arange(4 * 10 * 8, dtype=float).reshape(4, 10, 8)
+    # planes 1 and 3 as S: (2, 10, 4) with strides that no reshape can merge
+    st = NodeStats(n=base[0, :, ::2], S=base[1::2, :, ::2], Q=base[2, :, ::2])
+    before = base.copy()
+    with pytest.raises(ValueError, match="in place"):
+        st.leave_one_out()
+    np.testing.assert_array_equal(base, before)  # nothing half-updated
