@@ -1,4 +1,5 @@
-"""treeimp.permutation_importance equals scikit-learn's on the same permutations."""
+"""treeimp.permutation_importance equals scikit-learn's on the same permutations, and
+its kernel's permuted margins equal a full re-prediction of the permuted rows bitwise."""
 
 import numpy as np
 import pytest
@@ -6,6 +7,12 @@ from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 from sklearn.inspection import permutation_importance as sk_permutation_importance
 
 import treeimp
+from treeimp._input import RowSource
+from treeimp.kernels.api import _forest_scale, routing_flags
+from treeimp.kernels.permute import LeafIndex
+from treeimp.kernels.threads import numba_threads
+from treeimp.permutation import _working_copy
+from treeimp.scoring import make_scorer
 
 xgb = pytest.importorskip("xgboost")
 lgb = pytest.importorskip("lightgbm")
@@ -94,3 +101,136 @@ def test_bad_input():
         treeimp.permutation_importance(model, X, y, n_repeats=0)
     with pytest.raises(ValueError, match="rows"):
         treeimp.permutation_importance(model, X, y[:-1])
+
+
+# ============================================ the kernel against a full re-prediction
+def _leaf_index(ens, X):
+    Xw = _working_copy(RowSource(X, ens))
+    return Xw, LeafIndex(ens, Xw, *_forest_scale(ens), *routing_flags(ens, Xw))
+
+
+def _assert_permuted_margins_bitwise(model, X, n_repeats=3, seed=5, n_jobs=2):
+    """For every column and repeat (scikit-learn's compounding shuffles), the kernel's
+    margin equals predict_raw of the permuted matrix bit for bit, its leaf matrix holds
+    the permuted rows' leaves, exactly the rows that changed leaf were recomputed, and
+    the original leaves are back after each column."""
+    ens = treeimp.parse(model)
+    Xw, index = _leaf_index(ens, X)
+    L0, order0 = index.L.copy(), index.order.copy()
+    np.testing.assert_array_equal(L0, ens.apply(Xw))
+    margin = ens.predict_raw(Xw)
+    out = np.empty_like(margin)
+    n = len(Xw)
+    partial = moved_any = 0
+    for j in range(ens.n_features):
+        rng = np.random.RandomState(seed)
+        idx = np.arange(n)
+        original = Xw[:, j].copy()
+        index.begin(j)
+        for _ in range(n_repeats):
+            rng.shuffle(idx)
+            Xw[:, j] = Xw[idx, j]
+            out[:] = np.nan
+            with numba_threads(n_jobs):
+                n_moved = index.permuted_margin(Xw, margin, out)
+            expected = ens.predict_raw(Xw)
+            assert np.array_equal(out, expected), (j, np.max(np.abs(out - expected)))
+            L = ens.apply(Xw)
+            np.testing.assert_array_equal(index.L, L)  # the leaves of the permuted rows
+            assert n_moved == np.any(L != L0, axis=1).sum()
+            assert not index.changed.any()
+            partial += 0 < n_moved < n
+            moved_any += n_moved > 0
+        index.finish()
+        np.testing.assert_array_equal(index.L, L0)
+        np.testing.assert_array_equal(index.order, order0)
+        Xw[:, j] = original
+    # the comparisons are not vacuous: margins moved, and only some rows were recomputed
+    assert moved_any > 0 and partial > 0
+    return ens, index
+
+
+def _nan_data(kind, n=700, F=6, seed=0, frac=0.1):
+    X, y = _data(kind, n=n, F=F, seed=seed)
+    X[np.random.default_rng(seed + 1).random(X.shape) < frac] = np.nan
+    return X, y
+
+
+def test_kernel_xgb_binary_nan_float64():
+    X, y = _nan_data("binary")
+    model = xgb.XGBClassifier(n_estimators=30, max_depth=5).fit(X, y)
+    _assert_permuted_margins_bitwise(model, X)  # float64 rows: rounded to float32
+
+
+def test_kernel_xgb_multiclass_float32():
+    X, y = _data("multi", n=700)
+    X = X.astype(np.float32)
+    model = xgb.XGBClassifier(n_estimators=15, max_depth=4).fit(X, y)
+    ens, _ = _assert_permuted_margins_bitwise(model, X)
+    assert ens.n_outputs == 3
+
+
+def test_kernel_lgb_multiclass_nan():
+    X, y = _nan_data("multi")
+    model = lgb.LGBMClassifier(n_estimators=10, num_leaves=15, verbose=-1).fit(X, y)
+    _assert_permuted_margins_bitwise(model, X, n_jobs=1)
+
+
+def test_kernel_random_forest_deep_nan():
+    """Deep trees (the same feature splits again below its topmost node), value_dim 3,
+    summed then divided by the tree count."""
+    X, y = _nan_data("multi", frac=0.05)
+    model = RandomForestClassifier(n_estimators=12, random_state=0).fit(X, y)
+    ens, index = _assert_permuted_margins_bitwise(model, X)
+    assert ens.value_dim == 3
+    # some topmost node has a descendant splitting on its feature again
+    tops = index.tops
+    below = [np.flatnonzero(ens.feature[index.preorder[index.pre_pos[t] + 1:
+                                                       index.pre_pos[t] + index.size[t]]]
+                            == ens.feature[t]).size for t in tops]
+    assert max(below) > 0
+
+
+def test_kernel_categorical_splits():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(3)
+    n = 800
+    X, _ = _data("regression", n=n, F=4, seed=3)
+    colour = rng.integers(0, 12, n)
+    effect = rng.normal(size=12)
+    df = pd.DataFrame(X, columns=[f"x{j}" for j in range(4)])
+    df.loc[rng.random(n) < 0.1, "x1"] = np.nan
+    df["colour"] = pd.Categorical(colour)
+    y = X[:, 0] + 2 * effect[colour] + rng.normal(scale=0.2, size=n)
+    lgb_model = lgb.LGBMRegressor(n_estimators=20, num_leaves=15, min_child_samples=5,
+                                  cat_smooth=1, min_data_per_group=5,
+                                  verbose=-1).fit(df, y)
+    ens, _ = _assert_permuted_margins_bitwise(lgb_model, df)
+    assert ens.is_categorical[ens.feature == 4].any()
+    xgb_model = xgb.XGBRegressor(n_estimators=20, max_depth=4, enable_categorical=True,
+                                 tree_method="hist", max_cat_to_onehot=1).fit(df, y)
+    ens, _ = _assert_permuted_margins_bitwise(xgb_model, df)
+    assert ens.is_categorical.any()
+
+
+def test_permutation_importance_equals_full_repredict_scores():
+    """End to end, on a forest with ties: the scores are those of a full re-prediction
+    of every permuted matrix, scored the same way (exactly equal)."""
+    X, y = _data("binary", n=400)
+    X = np.round(X, 1)  # many equal rows and equal probabilities: roc_auc ties
+    model = RandomForestClassifier(n_estimators=8, min_samples_leaf=10,
+                                   random_state=0).fit(X, y)
+    ens = treeimp.parse(model)
+    res = treeimp.permutation_importance(model, X, y, scoring="roc_auc", n_repeats=3,
+                                         random_state=2)
+    scorer = make_scorer(ens, "roc_auc")
+    seed = np.random.RandomState(2).randint(np.iinfo(np.int32).max + 1)
+    base = scorer(ens.predict_raw(X), y, None)
+    expected = np.empty_like(res.importances)
+    for j in range(X.shape[1]):
+        rng, idx, Xp = np.random.RandomState(seed), np.arange(len(X)), X.copy()
+        for r in range(3):
+            rng.shuffle(idx)
+            Xp[:, j] = Xp[idx, j]
+            expected[j, r] = base - scorer(ens.predict_raw(Xp), y, None)
+    assert np.array_equal(res.importances, expected)

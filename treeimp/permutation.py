@@ -2,11 +2,13 @@
 
 Same permutations and scores as ``sklearn.inspection.permutation_importance`` (one seed
 drawn from ``random_state``; for every column a fresh ``RandomState(seed)`` whose
-shuffles compound over the repeats), on the compiled normal form. For boosting, a
-permuted column only re-routes the trees that split on it:
-margin(permuted) = [base + other trees](X) + trees_j(X permuted). An averaged forest is
-re-predicted whole, summed in scikit-learn's order, so that its probabilities are
-bitwise scikit-learn's (equal probabilities stay ties, which roc_auc depends on).
+shuffles compound over the repeats), on the compiled normal form. Every row is routed
+once; a permuted column j only re-routes the rows under the topmost nodes that split on
+j, from those nodes (``treeimp/kernels/permute.py``), and only the rows that reach a
+different leaf get a new margin, summed over all trees in the order prediction uses
+(an averaged forest: then divided, as scikit-learn does). The permuted margins are
+bitwise those of a full re-prediction: rows reaching the same leaves get equal margins,
+so ties (which decide roc_auc) stay ties, and forest probabilities are scikit-learn's.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
 from ._input import RowSource
-from .kernels.api import predict_ensemble, routing_flags
-from .kernels.route import add_trees_chunk
+from .kernels.api import _forest_scale, predict_ensemble, routing_flags
+from .kernels.permute import LeafIndex
 from .kernels.threads import numba_threads
 from .parsers import parse
 from .progress import progress_bar
@@ -75,49 +77,35 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     seed = check_random_state(random_state).randint(np.iinfo(np.int32).max + 1)
 
     Xw = _working_copy(rows)
+    strict, round32 = routing_flags(ens, Xw)
     with numba_threads(n_jobs):
         margin = predict_ensemble(ens, Xw)
+        # rows routed once and sorted by leaf: 8 bytes per (row, tree) pair
+        index = LeafIndex(ens, Xw, *_forest_scale(ens), strict, round32)
     baseline = scorer(margin, y, w)
-    trees_of = _trees_by_feature(ens)
-    strict, round32 = routing_flags(ens, Xw)
-    args = (ens.tree_offsets, ens.tree_output, ens.tree_scale, ens.value,
-            *ens.routing_arrays(), strict, round32)
 
-    # An averaged forest is re-predicted whole (all trees, in order) so its probabilities
-    # are bitwise those of scikit-learn. Boosting re-routes only the trees that read the
-    # permuted column, on top of A_j = base + the other trees computed once per column:
-    # rows that reach the same leaves get bitwise equal margins, so ties (which decide
-    # roc_auc) stay ties.
-    whole = ens.kind == "forest"
     scores = np.empty((ens.n_features, n_repeats))
-    all_trees = np.arange(ens.n_trees)
+    perm_margin = np.empty_like(margin)
     bar = progress_bar(progress, total=ens.n_features,
                        work=n * ens.n_trees * n_repeats, desc="permutation_importance")
     for j in range(ens.n_features):
         bar.update(1)
-        trees = trees_of[j]
-        if trees.size == 0:  # no tree reads column j: permuting it changes nothing
+        if index.n_tops(j) == 0:  # no row meets a split on column j: nothing changes
             scores[j] = baseline
             continue
         rng = check_random_state(seed)
         idx = np.arange(n)
         original = Xw[:, j].copy()
-        if not whole:
-            others = np.setdiff1d(all_trees, trees)
-            base_j = np.empty_like(margin)
-            base_j[:] = ens.base_score
-            with numba_threads(n_jobs):
-                add_trees_chunk(Xw, base_j, others, 1.0, *args)
+        with numba_threads(n_jobs):
+            index.begin(j)
         for r in range(n_repeats):
             rng.shuffle(idx)
             Xw[:, j] = Xw[idx, j]
             with numba_threads(n_jobs):
-                if whole:
-                    perm_margin = predict_ensemble(ens, Xw)
-                else:
-                    perm_margin = base_j.copy()
-                    add_trees_chunk(Xw, perm_margin, trees, 1.0, *args)
+                index.permuted_margin(Xw, margin, perm_margin)
             scores[j, r] = scorer(perm_margin, y, w)
+        with numba_threads(n_jobs):
+            index.finish()
         Xw[:, j] = original
     bar.close()
     importances = baseline - scores
@@ -131,15 +119,3 @@ def _working_copy(rows):
     if len(chunks) == 1:
         return np.array(chunks[0], order="C", copy=True)
     return np.ascontiguousarray(np.concatenate(chunks))
-
-
-def _trees_by_feature(ens):
-    """For every feature, the sorted trees that split on it."""
-    split = ens.left >= 0
-    tree = ens.node_tree[split]
-    feat = ens.feature[split]
-    pairs = np.unique(feat.astype(np.int64) * ens.n_trees + tree)
-    out = [[] for _ in range(ens.n_features)]
-    for p in pairs:
-        out[p // ens.n_trees].append(p % ens.n_trees)
-    return [np.asarray(t, dtype=np.int64) for t in out]

@@ -1,8 +1,9 @@
 """Routing: push rows down trees of the normal form (see treeimp/ensemble.py).
 
 ``step`` is the single place that knows how a node sends a row left or right;
-``walk_batch`` moves a batch of rows down one tree with it, and every other kernel
-(prediction, node statistics, staged gradients) calls ``walk_batch``.
+``walk_batch`` moves a batch of rows down one tree with it (``descend``: from any nodes),
+and every other kernel (prediction, node statistics, staged gradients, permutation)
+calls ``walk_batch`` or ``descend``.
 
 Leaves are self-loops in the node records (left = right = the leaf itself), so a batch
 walks level by level with no per-row exit test: every row of the batch advances one
@@ -83,16 +84,34 @@ def step(x, node, nodes, cat_offset, cat_count, cat_codes, cat_left, strict):
 
 
 @njit(cache=True, inline="always")
+def feature_value(X, row, feature, round32):
+    """The value a node splitting on ``feature`` compares for ``row`` of X (float64,
+    rounded to float32 first when the model routes in float32)."""
+    x = np.float64(X[row, feature])
+    if round32:
+        x = np.float64(np.float32(x))
+    return x
+
+
+@njit(cache=True, inline="always")
 def walk_batch(X, rows, m, root, depth, min_depth, nodes, cat_offset, cat_count, cat_codes,
                cat_left, strict, round32, out):
     """out[k] := global leaf index reached by row ``rows[k]`` of X, for k < m."""
     for k in range(m):
         out[k] = root
+    descend(X, rows, m, depth, min_depth, nodes, cat_offset, cat_count, cat_codes, cat_left,
+            strict, round32, out)
+
+
+@njit(cache=True, inline="always")
+def descend(X, rows, m, depth, min_depth, nodes, cat_offset, cat_count, cat_codes,
+            cat_left, strict, round32, out):
+    """Move row ``rows[k]`` of X on from node out[k] to the leaf below it, for k < m:
+    ``depth`` levels at most, and from level ``min_depth`` on, stop as soon as every
+    row sits at a leaf."""
     for level in range(depth):
         for k in range(m):
-            x = np.float64(X[rows[k], nodes[out[k]].feature])
-            if round32:
-                x = np.float64(np.float32(x))
+            x = feature_value(X, rows[k], nodes[out[k]].feature, round32)
             out[k] = step(x, out[k], nodes, cat_offset, cat_count, cat_codes, cat_left,
                           strict)
         if level + 1 >= min_depth and level + 1 < depth:
@@ -103,6 +122,17 @@ def walk_batch(X, rows, m, root, depth, min_depth, nodes, cat_offset, cat_count,
                     break
             if done:
                 break
+
+
+@njit(cache=True, inline="always")
+def leaf_term(s, value, leaf, j):
+    """Tree term of output j of a margin: ``s`` (the tree's scale) times its leaf value.
+
+    Every margin is base + these terms added one tree after the other in tree order
+    (``add_trees_chunk``; ``kernels/permute.py`` recomputes single rows the same way),
+    so rows that reach the same leaves get bitwise equal margins whichever kernel
+    computed them."""
+    return s * value[leaf, j]
 
 
 ROW_BLOCK = 512  # rows per parallel task
@@ -134,7 +164,7 @@ def add_trees_chunk(X, out, trees, sign, tree_offsets, tree_output, tree_scale, 
                            leaves)
                 for q in range(m):
                     for j in range(vdim):
-                        out[r0 + g0 + q, col + j] += s * value[leaves[q], j]
+                        out[r0 + g0 + q, col + j] += leaf_term(s, value, leaves[q], j)
 
 
 @njit(cache=True, parallel=True)
