@@ -117,7 +117,8 @@ def _assert_permuted_margins_bitwise(model, X, n_repeats=3, seed=5, n_jobs=2):
     ens = treeimp.parse(model)
     Xw, index = _leaf_index(ens, X)
     L0, order0 = index.L.copy(), index.order.copy()
-    np.testing.assert_array_equal(L0, ens.apply(Xw))
+    leaves0 = ens.apply(Xw)
+    np.testing.assert_array_equal(index.leaves(), leaves0)
     margin = ens.predict_raw(Xw)
     out = np.empty_like(margin)
     n = len(Xw)
@@ -135,9 +136,9 @@ def _assert_permuted_margins_bitwise(model, X, n_repeats=3, seed=5, n_jobs=2):
                 n_moved = index.permuted_margin(Xw, margin, out)
             expected = ens.predict_raw(Xw)
             assert np.array_equal(out, expected), (j, np.max(np.abs(out - expected)))
-            L = ens.apply(Xw)
-            np.testing.assert_array_equal(index.L, L)  # the leaves of the permuted rows
-            assert n_moved == np.any(L != L0, axis=1).sum()
+            leaves = ens.apply(Xw)
+            np.testing.assert_array_equal(index.leaves(), leaves)  # of the permuted rows
+            assert n_moved == np.any(leaves != leaves0, axis=1).sum()
             assert not index.changed.any()
             partial += 0 < n_moved < n
             moved_any += n_moved > 0
@@ -234,3 +235,66 @@ def test_permutation_importance_equals_full_repredict_scores():
             Xp[:, j] = Xp[idx, j]
             expected[j, r] = base - scorer(ens.predict_raw(Xp), y, None)
     assert np.array_equal(res.importances, expected)
+
+
+# ============================================ prepared scorers
+SCORER_CASES = [
+    ("xgb binary", lambda: xgb.XGBClassifier(n_estimators=10, max_depth=3), "binary",
+     ["neg_log_loss", "accuracy"]),
+    ("xgb multiclass", lambda: xgb.XGBClassifier(n_estimators=8, max_depth=3), "multi",
+     ["neg_log_loss", "accuracy"]),
+    ("rf binary", lambda: RandomForestClassifier(n_estimators=10, random_state=0), "binary",
+     ["neg_log_loss", "accuracy"]),
+    ("lgb regression", lambda: lgb.LGBMRegressor(n_estimators=10, verbose=-1), "regression",
+     ["r2", "neg_mean_squared_error"]),
+    ("rf regression", lambda: RandomForestRegressor(n_estimators=10, random_state=0),
+     "regression", ["r2", "neg_mean_squared_error"]),
+]
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("name,make,kind,scorings", SCORER_CASES,
+                         ids=[c[0] for c in SCORER_CASES])
+def test_bound_scorer_equals_sklearn_bitwise(name, make, kind, scorings, weighted):
+    """The scorer that does the target-only work once gives scikit-learn's metric bit for
+    bit on permuted margins (and is the one used, not the fallback)."""
+    from treeimp.scoring import bind_scorer
+
+    X, y = _data(kind, n=400)
+    if kind == "regression":
+        y = y.astype(np.float32)  # as the benchmark's targets
+    model = make().fit(X[:200], y[:200])
+    ens = treeimp.parse(model)
+    Xv, yv = X[200:], y[200:]
+    w = np.random.default_rng(2).uniform(0.1, 2.0, len(yv)) if weighted else None
+    rng = np.random.default_rng(4)
+    for scoring in scorings:
+        slow = make_scorer(ens, scoring)
+        score, base = bind_scorer(ens, scoring, yv, w, ens.predict_raw(Xv))
+        assert score.prepared, scoring
+        for j in range(3):
+            Xp = Xv.copy()
+            Xp[:, j] = Xp[rng.permutation(len(Xp)), j]
+            m = ens.predict_raw(Xp)
+            assert score(m) == slow(m, yv, w), scoring
+
+
+def test_bound_scorer_falls_back_to_sklearn():
+    """String labels (no shortcut for accuracy) and probabilities scikit-learn warns
+    about go through scikit-learn."""
+    from treeimp.scoring import bind_scorer
+
+    X, y = _data("binary")
+    labels = np.array(["no", "yes"])[y]
+    model = RandomForestClassifier(n_estimators=5, random_state=0).fit(X, labels)
+    ens = treeimp.parse(model)
+    m = ens.predict_raw(X)
+    score, base = bind_scorer(ens, "accuracy", labels, None, m)
+    assert not score.prepared and score(m) == base
+    score, base = bind_scorer(ens, "neg_log_loss", labels, None, m)
+    assert score.prepared
+    bad = m * 0.9  # rows not summing to one: scikit-learn's own warning and value
+    with pytest.warns(UserWarning):
+        assert score(bad) == make_scorer(ens, "neg_log_loss")(bad, labels, None)
+    with pytest.raises(ValueError, match="greater than 1"):
+        score(m * 1.5)

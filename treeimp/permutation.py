@@ -22,7 +22,7 @@ from .kernels.permute import LeafIndex
 from .kernels.threads import numba_threads
 from .parsers import parse
 from .progress import progress_bar
-from .scoring import make_scorer
+from .scoring import bind_scorer, make_scorer
 from .targets import as_1d_target, check_sample_weight
 
 
@@ -73,7 +73,7 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     n = rows.n_rows
     y = as_1d_target(y, n)
     w = None if sample_weight is None else check_sample_weight(sample_weight, n)
-    scorer = make_scorer(ens, scoring)
+    make_scorer(ens, scoring)  # a bad scoring fails before any routing
     seed = check_random_state(random_state).randint(np.iinfo(np.int32).max + 1)
 
     Xw = _working_copy(rows)
@@ -82,7 +82,7 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
         margin = predict_ensemble(ens, Xw)
         # rows routed once and sorted by leaf: 8 bytes per (row, tree) pair
         index = LeafIndex(ens, Xw, *_forest_scale(ens), strict, round32)
-    baseline = scorer(margin, y, w)
+    score, baseline = bind_scorer(ens, scoring, y, w, margin)
 
     scores = np.empty((ens.n_features, n_repeats))
     perm_margin = np.empty_like(margin)
@@ -103,7 +103,7 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
             Xw[:, j] = Xw[idx, j]
             with numba_threads(n_jobs):
                 index.permuted_margin(Xw, margin, perm_margin)
-            scores[j, r] = scorer(perm_margin, y, w)
+            scores[j, r] = score(perm_margin)
         with numba_threads(n_jobs):
             index.finish()
         Xw[:, j] = original
