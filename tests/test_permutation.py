@@ -104,22 +104,25 @@ def test_bad_input():
 
 
 # ============================================ the kernel against a full re-prediction
-def _leaf_index(ens, X):
+def _leaf_index(ens, X, leaf_dtype=None):
     Xw = _working_copy(RowSource(X, ens))
-    return Xw, LeafIndex(ens, Xw, *_forest_scale(ens), *routing_flags(ens, Xw))
+    return Xw, LeafIndex(ens, Xw, *_forest_scale(ens), *routing_flags(ens, Xw),
+                         leaf_dtype=leaf_dtype)
 
 
-def _assert_permuted_margins_bitwise(model, X, n_repeats=3, seed=5, n_jobs=2):
+def _assert_permuted_margins_bitwise(model, X, n_repeats=3, seed=5, n_jobs=2,
+                                     leaf_dtype=None):
     """For every column and repeat (scikit-learn's compounding shuffles), the kernel's
     margin equals predict_raw of the permuted matrix bit for bit, its leaf matrix holds
     the permuted rows' leaves, exactly the rows that changed leaf were recomputed, and
     the original leaves are back after each column."""
     ens = treeimp.parse(model)
-    Xw, index = _leaf_index(ens, X)
+    Xw, index = _leaf_index(ens, X, leaf_dtype)
     L0, order0 = index.L.copy(), index.order.copy()
     leaves0 = ens.apply(Xw)
     np.testing.assert_array_equal(index.leaves(), leaves0)
-    margin = ens.predict_raw(Xw)
+    margin = index.margin()
+    assert np.array_equal(margin, ens.predict_raw(Xw))
     out = np.empty_like(margin)
     n = len(Xw)
     partial = moved_any = 0
@@ -180,10 +183,15 @@ def test_kernel_lgb_multiclass_nan():
 def test_kernel_random_forest_deep_nan():
     """Deep trees (the same feature splits again below its topmost node), value_dim 3,
     summed then divided by the tree count."""
-    X, y = _nan_data("multi", frac=0.05)
-    model = RandomForestClassifier(n_estimators=12, random_state=0).fit(X, y)
+    X, y = _nan_data("multi", n=1200, frac=0.05)
+    rng = np.random.default_rng(9)
+    y = np.where(rng.random(len(y)) < 0.5, rng.integers(0, 3, len(y)), y)  # label noise
+    model = RandomForestClassifier(n_estimators=8, random_state=0).fit(X, y)
     ens, index = _assert_permuted_margins_bitwise(model, X)
     assert ens.value_dim == 3
+    assert index.L.dtype == np.uint16  # more than 256 leaves in a tree
+    _, wide = _assert_permuted_margins_bitwise(model, X, n_repeats=1, leaf_dtype=np.int32)
+    assert wide.L.dtype == np.int32
     # some topmost node has a descendant splitting on its feature again
     tops = index.tops
     below = [np.flatnonzero(ens.feature[index.preorder[index.pre_pos[t] + 1:

@@ -17,7 +17,7 @@ import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
 from ._input import RowSource
-from .kernels.api import _forest_scale, predict_ensemble, routing_flags
+from .kernels.api import _forest_scale, routing_flags
 from .kernels.permute import LeafIndex
 from .kernels.threads import numba_threads
 from .parsers import parse
@@ -79,9 +79,9 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     Xw = _working_copy(rows)
     strict, round32 = routing_flags(ens, Xw)
     with numba_threads(n_jobs):
-        margin = predict_ensemble(ens, Xw)
-        # rows routed once and sorted by leaf: 8 bytes per (row, tree) pair
+        # rows routed once and sorted by leaf: at most 8 bytes per (row, tree) pair
         index = LeafIndex(ens, Xw, *_forest_scale(ens), strict, round32)
+        margin = index.margin()  # bitwise predict_ensemble(ens, Xw)
     score, baseline = bind_scorer(ens, scoring, y, w, margin)
 
     scores = np.empty((ens.n_features, n_repeats))

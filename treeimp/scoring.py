@@ -130,16 +130,18 @@ def _prepared_log_loss(ens, y, w):
     onehot = LabelBinarizer().fit(model_classes(ens)).transform(y)
     if onehot.shape[1] == 1:
         onehot = np.concatenate([1 - onehot, onehot], axis=1)
-    onehot = onehot.astype(np.float64)
+    # scikit-learn sums xlogy(onehot, p) over each row: one term, the others 0
+    rows = np.arange(len(y))
+    true_class = np.argmax(onehot, axis=1)
+    n_classes = onehot.shape[1]
 
     def score(margin):
         p = class_probabilities(ens, margin)
         eps = np.finfo(p.dtype).eps
-        if p.shape != onehot.shape or not np.all(np.isfinite(p)) or p.max() > 1 \
-                or p.min() < 0 or not np.allclose(p.sum(axis=1), 1, rtol=np.sqrt(eps), atol=0):
+        if p.shape[1] != n_classes or not np.all(np.isfinite(p)) or p.max() > 1 \
+                or p.min() < 0 or np.abs(p.sum(axis=1) - 1.0).max() > np.sqrt(eps):
             return None  # scikit-learn raises or warns: let it
-        p = np.clip(p, eps, 1 - eps)
-        loss = -xlogy(onehot, p).sum(axis=1)
+        loss = -xlogy(1.0, np.clip(p[rows, true_class], eps, 1 - eps))
         return -float(np.average(loss, weights=w))
     return score
 

@@ -25,7 +25,7 @@ permutation of column j, then ``finish()``, which puts the original leaves back 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import get_num_threads, njit, prange
 
 from .route import apply_chunk, descend, feature_value, leaf_term, step
 
@@ -97,6 +97,14 @@ def tree_layout(tree_offsets, left, right, feature, postorder):
         same_up[node] = up
     return (preorder, pre_pos, size, height, low, parent, same_up, first_leaf, n_leaves,
             leaf_off, leaf_node)
+
+
+@njit(cache=True, parallel=True)
+def leaf_ranks(local, roots, first_leaf, L):
+    """L[i, t] := rank of leaf ``local[i, t]`` (node index within tree t)."""
+    for i in prange(local.shape[0]):
+        for t in range(local.shape[1]):
+            L[i, t] = first_leaf[roots[t] + local[i, t]]
 
 
 @njit(cache=True, parallel=True)
@@ -176,6 +184,17 @@ def rows_margin(out, i0, i1, i2, i3, L, base, leaf_off, tree_output, terms, divi
         out[i3, c] = a3
 
 
+@njit(cache=True)
+def row_margin1(out, i, L, base, leaf_off, terms, divisor):
+    """``rows_margin`` for one row of a single-output model (one value per leaf)."""
+    a = base[0]
+    for t in range(L.shape[1]):
+        a += terms[leaf_off[t] + L[i, t], 0]
+    if divisor != 1.0:
+        a /= divisor
+    out[i, 0] = a
+
+
 EXITS = 64  # rows that left their path, walked on together
 
 
@@ -209,13 +228,14 @@ def _back_on_leaf(back, back_rank, b, t, L, order):
 
 
 @njit(cache=True, parallel=True)
-def permuted_margin(X, j, tops, top_tree, margin, out, changed, L, order, lstart, lend,
-                    leaf_off, leaf_node, first_leaf, n_leaves, pre_pos, height, low,
+def permuted_margin(X, j, tops, top_tree, n_tasks, margin, out, changed, L, order, lstart,
+                    lend, leaf_off, leaf_node, first_leaf, n_leaves, pre_pos, height, low,
                     jabove, same_up, base, tree_output, terms, divisor, nodes, depth,
                     min_depth, cat_offset, cat_count, cat_codes, cat_left, strict, round32):
     """out := the margin of X, whose column j differs from the rows' original values,
     given ``margin``, the margin of the original rows. ``tops`` are the topmost j-nodes
-    (with their trees ``top_tree``), ``jabove`` as ``mark_paths`` leaves it for j.
+    (with their trees ``top_tree``), split into ``n_tasks`` parallel tasks of
+    consecutive ones; ``jabove`` as ``mark_paths`` leaves it for j.
     order, lstart, lend describe the original leaves. L is left holding the leaves of X
     and the entries of ``order`` of the rows whose leaf changed are marked (-1 - row);
     the next call for the same j, or ``restore_leaves``, undoes both. ``changed`` (zeros,
@@ -228,64 +248,69 @@ def permuted_margin(X, j, tops, top_tree, margin, out, changed, L, order, lstart
     # 1. the rows under each topmost j-node, leaf by leaf. Topmost nodes of one tree
     #    have disjoint row ranges, so the tasks write disjoint entries of L and order;
     #    ``changed`` may be set to 1 by several tasks at once (all store the same byte).
-    for k in prange(tops.shape[0]):
-        top = tops[k]
-        t = top_tree[k]
-        chain = np.empty(depth[t], np.int64)  # the j-nodes on a leaf's path, bottom up
-        on_path = np.empty(depth[t], np.int64)  # and the child the path takes
+    n_tasks = max(1, min(tops.shape[0], n_tasks))
+    deepest = depth.max()
+    for task in prange(n_tasks):
+        # scratch allocated once per task
+        chain = np.empty(deepest, np.int64)  # the j-nodes on a leaf's path, bottom up
+        on_path = np.empty(deepest, np.int64)  # and the child the path takes
         rows = np.empty(EXITS, np.int64)
         cur = np.empty(EXITS, np.int64)
         where = np.empty(EXITS, np.int64)
         back = np.empty(EXITS, np.int64)  # rows back on their leaf: where, leaf rank
         back_rank = np.empty(EXITS, np.int64)
-        m = 0
-        b = 0
-        g0 = leaf_off[t] + first_leaf[top]
-        for g in range(g0, g0 + n_leaves[top]):
-            if lstart[g] == lend[g]:
-                continue
-            leaf = leaf_node[g]
-            c = 0
-            v = jabove[leaf]
-            while v >= 0:
-                chain[c] = v
-                rc = nodes[v].right
-                on_path[c] = nodes[v].left if pre_pos[leaf] < pre_pos[rc] else rc
-                c += 1
-                v = same_up[v]
-            rank = g - leaf_off[t]
-            # whether a row leaves its path is unpredictable: the loop appends to the
-            # buffers with selects rather than branches
-            for pos in range(lstart[g], lend[g]):
-                entry = order[t, pos]
-                r = entry ^ (entry >> 31)  # a marked entry holds -1 - row
-                x = xj[r]
-                # the highest j-node of the path that sends x the other way
-                exit_to = -1
-                for q in range(c):
-                    go = step(x, chain[q], nodes, cat_offset, cat_count, cat_codes,
-                              cat_left, strict)
-                    exit_to = go if go != on_path[q] else exit_to
-                rows[m] = r
-                cur[m] = exit_to
-                where[m] = pos
-                m += exit_to >= 0
-                back[b] = pos
-                back_rank[b] = rank
-                b += (entry < 0) & (exit_to < 0)  # left its leaf in the previous call
-                if m == EXITS:
-                    _walk_exits(X, rows, cur, where, m, t, L, order, changed, height, low,
-                                first_leaf, nodes, cat_offset, cat_count, cat_codes,
-                                cat_left, strict, round32)
-                    m = 0
-                if b == EXITS:
-                    _back_on_leaf(back, back_rank, b, t, L, order)
-                    b = 0
-        if m > 0:
-            _walk_exits(X, rows, cur, where, m, t, L, order, changed, height, low,
-                        first_leaf, nodes, cat_offset, cat_count, cat_codes, cat_left,
-                        strict, round32)
-        _back_on_leaf(back, back_rank, b, t, L, order)
+        for k in range(task * tops.shape[0] // n_tasks,
+                       (task + 1) * tops.shape[0] // n_tasks):
+            top = tops[k]
+            t = top_tree[k]
+            m = 0
+            b = 0
+            g0 = leaf_off[t] + first_leaf[top]
+            for g in range(g0, g0 + n_leaves[top]):
+                if lstart[g] == lend[g]:
+                    continue
+                leaf = leaf_node[g]
+                c = 0
+                v = jabove[leaf]
+                while v >= 0:
+                    chain[c] = v
+                    rc = nodes[v].right
+                    on_path[c] = nodes[v].left if pre_pos[leaf] < pre_pos[rc] else rc
+                    c += 1
+                    v = same_up[v]
+                rank = g - leaf_off[t]
+                # whether a row leaves its path is unpredictable: the loop appends to the
+                # buffers with selects rather than branches
+                for pos in range(lstart[g], lend[g]):
+                    entry = order[t, pos]
+                    r = entry ^ (entry >> 31)  # a marked entry holds -1 - row
+                    x = xj[r]
+                    # the highest j-node of the path that sends x the other way
+                    exit_to = -1
+                    for q in range(c):
+                        go = step(x, chain[q], nodes, cat_offset, cat_count, cat_codes,
+                                  cat_left, strict)
+                        exit_to = go if go != on_path[q] else exit_to
+                    rows[m] = r
+                    cur[m] = exit_to
+                    where[m] = pos
+                    m += exit_to >= 0
+                    back[b] = pos
+                    back_rank[b] = rank
+                    b += (entry < 0) & (exit_to < 0)  # left its leaf in the last call
+                    if m == EXITS:
+                        _walk_exits(X, rows, cur, where, m, t, L, order, changed, height,
+                                    low, first_leaf, nodes, cat_offset, cat_count,
+                                    cat_codes, cat_left, strict, round32)
+                        m = 0
+                    if b == EXITS:
+                        _back_on_leaf(back, back_rank, b, t, L, order)
+                        b = 0
+            if m > 0:
+                _walk_exits(X, rows, cur, where, m, t, L, order, changed, height, low,
+                            first_leaf, nodes, cat_offset, cat_count, cat_codes, cat_left,
+                            strict, round32)
+            _back_on_leaf(back, back_rank, b, t, L, order)
     # 2. rows that reached a different leaf somewhere: full ordered sum; others: as before
     moved = np.empty(n, np.int64)
     n_moved = 0
@@ -295,13 +320,32 @@ def permuted_margin(X, j, tops, top_tree, margin, out, changed, L, order, lstart
             moved[n_moved] = i
             n_moved += 1
     out[:] = margin
-    for g in prange((n_moved + 3) // 4):
-        k = 4 * g
-        last = n_moved - 1
-        rows_margin(out, moved[k], moved[min(k + 1, last)], moved[min(k + 2, last)],
-                    moved[min(k + 3, last)], L, base, leaf_off, tree_output, terms,
-                    divisor)
+    if out.shape[1] == 1:
+        for k in prange(n_moved):
+            row_margin1(out, moved[k], L, base, leaf_off, terms, divisor)
+    else:
+        for g in prange((n_moved + 3) // 4):
+            k = 4 * g
+            last = n_moved - 1
+            rows_margin(out, moved[k], moved[min(k + 1, last)], moved[min(k + 2, last)],
+                        moved[min(k + 3, last)], L, base, leaf_off, tree_output, terms,
+                        divisor)
     return n_moved
+
+
+@njit(cache=True, parallel=True)
+def all_margins(out, L, base, leaf_off, tree_output, terms, divisor):
+    """out := the margin of every row, from its leaves L (the arithmetic of
+    ``predict_ensemble``, as ``permuted_margin`` recomputes a row)."""
+    n = L.shape[0]
+    if out.shape[1] == 1:
+        for i in prange(n):
+            row_margin1(out, i, L, base, leaf_off, terms, divisor)
+    else:
+        for g in prange((n + 3) // 4):
+            k = 4 * g
+            rows_margin(out, k, min(k + 1, n - 1), min(k + 2, n - 1), min(k + 3, n - 1), L,
+                        base, leaf_off, tree_output, terms, divisor)
 
 
 @njit(cache=True, parallel=True)
@@ -332,7 +376,7 @@ class LeafIndex:
     and ``divisor`` those of ``predict_ensemble`` (``kernels.api._forest_scale``).
     """
 
-    def __init__(self, ens, X, scale, divisor, strict, round32):
+    def __init__(self, ens, X, scale, divisor, strict, round32, *, leaf_dtype=None):
         self.ens = ens
         self.divisor = float(divisor)
         self.strict = bool(strict)
@@ -347,6 +391,7 @@ class LeafIndex:
         n, T = X.shape[0], ens.n_trees
         most = int(np.diff(self.leaf_off).max())
         dtype = np.uint8 if most <= 2**8 else np.uint16 if most <= 2**16 else np.int32
+        dtype = dtype if leaf_dtype is None else leaf_dtype  # (tests: a wider one)
         self.L = np.empty((n, T), dtype)
         roots = ens.tree_offsets[:-1]
         block = max(1, 2**22 // T)  # rows routed at a time (16 MB of node indices)
@@ -354,7 +399,7 @@ class LeafIndex:
             local = np.empty((min(n, r0 + block) - r0, T), np.int32)
             apply_chunk(X[r0:r0 + block], local, ens.tree_offsets, *self.routing,
                         self.strict, self.round32)
-            self.L[r0:r0 + block] = self.first_leaf[local + roots]
+            leaf_ranks(local, roots, self.first_leaf, self.L[r0:r0 + block])
         self.order = np.empty((T, n), np.int32)
         self.lstart = np.empty(self.leaf_node.shape[0], np.int64)
         self.lend = np.empty(self.leaf_node.shape[0], np.int64)
@@ -372,6 +417,14 @@ class LeafIndex:
         self.jabove = np.full(ens.n_nodes, -1, np.int64)
         self.changed = np.zeros(n, np.uint8)
         self.feature = None
+
+    def margin(self):
+        """The raw margin of the indexed rows (n_rows, n_outputs), bitwise
+        ``predict_ensemble``'s (the leaves of L, each tree's term added in tree order)."""
+        out = np.empty((self.L.shape[0], self.ens.n_outputs))
+        all_margins(out, self.L, self.ens.base_score, self.leaf_off, self.ens.tree_output,
+                    self.terms, self.divisor)
+        return out
 
     def leaves(self):
         """The leaf matrix as ``TreeEnsemble.apply`` gives it (node index in its tree)."""
@@ -404,11 +457,11 @@ class LeafIndex:
             raise RuntimeError("call begin(j) first")
         tops, top_tree = self._tops(j)
         return permuted_margin(
-            X, j, tops, top_tree, margin, out, self.changed, self.L, self.order,
-            self.lstart, self.lend, self.leaf_off, self.leaf_node, self.first_leaf,
-            self.n_leaves, self.pre_pos, self.height, self.low, self.jabove, self.same_up,
-            ens.base_score, ens.tree_output, self.terms, self.divisor, *self.routing,
-            self.strict, self.round32)
+            X, j, tops, top_tree, 16 * get_num_threads(), margin, out, self.changed,
+            self.L, self.order, self.lstart, self.lend, self.leaf_off, self.leaf_node,
+            self.first_leaf, self.n_leaves, self.pre_pos, self.height, self.low,
+            self.jabove, self.same_up, ens.base_score, ens.tree_output, self.terms,
+            self.divisor, *self.routing, self.strict, self.round32)
 
     def finish(self):
         """Put the original leaves back in L."""
