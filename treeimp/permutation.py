@@ -3,12 +3,15 @@
 Same permutations and scores as ``sklearn.inspection.permutation_importance`` (one seed
 drawn from ``random_state``; for every column a fresh ``RandomState(seed)`` whose
 shuffles compound over the repeats), on the compiled normal form. Every row is routed
-once; a permuted column j only re-routes the rows under the topmost nodes that split on
-j, from those nodes (``treeimp/kernels/permute.py``), and only the rows that reach a
-different leaf get a new margin, summed over all trees in the order prediction uses
-(an averaged forest: then divided, as scikit-learn does). The permuted margins are
+once and, per tree, sorted by leaf (at most 8 bytes per row and tree). A permuted
+column j can only move the rows under the topmost nodes that split on j; their new
+values are tested against the j-nodes of their leaf's path, and only the rows that
+leave it are walked on, from there (``treeimp/kernels/permute.py``). Only the rows that
+reach a different leaf get a new margin, summed over all trees in the order prediction
+uses (an averaged forest: then divided, as scikit-learn does). The permuted margins are
 bitwise those of a full re-prediction: rows reaching the same leaves get equal margins,
 so ties (which decide roc_auc) stay ties, and forest probabilities are scikit-learn's.
+Scores: ``scoring.bind_scorer`` (scikit-learn's metrics, target-only work done once).
 """
 
 from __future__ import annotations
