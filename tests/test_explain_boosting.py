@@ -24,37 +24,81 @@ def _data(n=400, F=5, seed=0, kind="regression"):
     return X, np.digitize(f + rng.normal(scale=0.5, size=n), [-0.5, 0.7])
 
 
-def _base_margin(booster, objective):
-    base = float(json.loads(booster.save_config())["learner"]["learner_model_param"]
-                 ["base_score"].strip("[]"))
-    return np.log(base / (1 - base)) if objective == "binary:logistic" else base
+def _base_margin(booster, dmatrix_rows, n_outputs):
+    """The margin before the first tree: XGBoost's own prediction of one round minus
+    the same prediction with a zero base margin (works on any objective's link)."""
+    n = dmatrix_rows.shape[0]
+    full = booster.predict(xgb.DMatrix(dmatrix_rows), output_margin=True,
+                           iteration_range=(0, 1))
+    zero = booster.predict(xgb.DMatrix(dmatrix_rows, base_margin=np.zeros((n, n_outputs))),
+                           output_margin=True, iteration_range=(0, 1))
+    return (full - zero).reshape(n, n_outputs)
 
 
-@pytest.mark.parametrize("objective", ["reg:squarederror", "binary:logistic"])
-def test_mdi_oob_equals_xgboost_saabas_times_gradient(objective):
-    """Oracle: per-tree Saabas contributions from XGBoost itself (approx_contribs,
-    differenced tree by tree) times -g at the margin before each tree, averaged."""
-    kind = "regression" if objective.startswith("reg") else "binary"
-    X, y = _data(kind=kind)
+def _neg_gradient(objective, margin, y):
+    """-g of XGBoost's objectives as its documentation defines them, (n, K)."""
+    if objective == "reg:squarederror":
+        return y[:, None] - margin
+    if objective == "binary:logistic":
+        return y[:, None] - 1 / (1 + np.exp(-margin))
+    if objective == "count:poisson":
+        return y[:, None] - np.exp(margin)
+    if objective == "multi:softprob":
+        p = np.exp(margin - margin.max(1, keepdims=True))
+        p /= p.sum(1, keepdims=True)
+        return np.eye(margin.shape[1])[y.astype(int)] - p
+    raise AssertionError(objective)
+
+
+ORACLE = [
+    ("squared", "reg:squarederror", "regression", {}),
+    ("logistic", "binary:logistic", "binary", {}),
+    ("dart", "reg:squarederror", "regression",
+     {"booster": "dart", "rate_drop": 0.3, "skip_drop": 0.0}),
+    ("dart logistic", "binary:logistic", "binary",
+     {"booster": "dart", "rate_drop": 0.5, "skip_drop": 0.0, "normalize_type": "forest"}),
+    ("softprob", "multi:softprob", "multi", {}),
+    ("softprob parallel", "multi:softprob", "multi",
+     {"num_parallel_tree": 2, "subsample": 0.7}),
+    ("poisson", "count:poisson", "count", {}),
+]
+
+
+@pytest.mark.parametrize("name,objective,kind,extra", ORACLE, ids=[o[0] for o in ORACLE])
+def test_mdi_oob_equals_xgboost_saabas_times_gradient(name, objective, kind, extra):
+    """Oracle: per-round Saabas contributions from XGBoost itself (approx_contribs per
+    iteration_range, differenced round by round) times -g at the margin before each
+    round, summed over outputs and averaged over rows. DART: XGBoost applies each
+    tree's weight_drop in both, so this pins the scaling of the tree values."""
+    X, y = _data(kind="regression" if kind == "count" else kind)
+    if kind == "count":
+        y = np.random.default_rng(1).poisson(np.exp(0.5 * X[:, 0] - 0.3 * X[:, 1]))
     Xt, yt, Xv, yv = X[:250], y[:250], X[250:], y[250:]
-    model = xgb.XGBRegressor if kind == "regression" else xgb.XGBClassifier
-    m = model(n_estimators=15, max_depth=3, learning_rate=0.3, objective=objective,
-              reg_lambda=1.0).fit(Xt, yt)
+    model = xgb.XGBRegressor if kind in ("regression", "count") else xgb.XGBClassifier
+    rounds = 15
+    m = model(n_estimators=rounds, max_depth=3, learning_rate=0.3, objective=objective,
+              reg_lambda=1.0, random_state=0, **extra).fit(Xt, yt)
     booster = m.get_booster()
     dv = xgb.DMatrix(Xv)
-    F = X.shape[1]
-    margin = np.full(len(yv), _base_margin(booster, objective))
+    F, n = X.shape[1], len(yv)
+    K = 3 if kind == "multi" else 1
+    margin = _base_margin(booster, Xv, K)
     expected = np.zeros(F)
-    prev = np.zeros((len(yv), F))
-    for t in range(15):
+    prev = np.zeros((n, K, F))
+    for t in range(rounds):
         contrib = booster.predict(dv, pred_contribs=True, approx_contribs=True,
-                                  iteration_range=(0, t + 1))[:, :F]
-        per_tree = contrib - prev
+                                  iteration_range=(0, t + 1)).reshape(n, K, F + 1)[:, :, :F]
+        expected += np.einsum("ik,ikf->f", _neg_gradient(objective, margin, yv),
+                              contrib - prev) / n
         prev = contrib
-        g = margin - yv if kind == "regression" else 1 / (1 + np.exp(-margin)) - yv
-        expected += (-g[:, None] * per_tree).mean(0)
-        margin = booster.predict(dv, output_margin=True, iteration_range=(0, t + 1))
+        margin = booster.predict(dv, output_margin=True,
+                                 iteration_range=(0, t + 1)).reshape(n, K)
+    np.testing.assert_allclose(margin.reshape(n, K),
+                               booster.predict(dv, output_margin=True).reshape(n, K),
+                               rtol=1e-6)
     res = treeimp.explain(m, Xv, yv, methods=("mdi_oob",), random_state=0)
+    if extra.get("booster") == "dart":
+        assert np.ptp(treeimp.parse(m).tree_scale) > 0.1  # the weights matter here
     np.testing.assert_allclose(res.table["mdi_oob"].to_numpy(), expected, rtol=1e-5,
                                atol=1e-6 * np.abs(expected).max())
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .ensemble import FOREST
 from .kernels.formulas import MDI_OOB, UFI_CLASSIFICATION, UFI_REGRESSION, split_sums
 from .kernels.node_stats import total_and_leave_one_out
 
@@ -103,9 +104,22 @@ def _splits(ens) -> _Splits:
     return sp
 
 
+def _margin_value(ens):
+    """Node values as each tree adds them to the boosted margin: ``tree_scale * value``.
+
+    ``tree_scale`` is 1 except for XGBoost DART (its per-tree ``weight_drop``). Forests
+    keep the unscaled tree values: their 1 / n_trees is the mean over trees taken later.
+    """
+    v = np.asarray(ens.value, dtype=np.float64)
+    if ens.kind == FOREST or np.all(ens.tree_scale == 1.0):
+        return np.ascontiguousarray(v)
+    return np.ascontiguousarray(v * ens.tree_scale[ens.node_tree][:, None])
+
+
 def _fused(kind, ens, sp, st, w=None, extra=None):
     """Per-split terms of ``kind`` summed per tree and feature: (B, T, F, C)."""
-    v = np.ascontiguousarray(ens.value, dtype=np.float64)
+    v = _margin_value(ens) if kind == MDI_OOB else np.ascontiguousarray(ens.value,
+                                                                         dtype=np.float64)
     B, C = st.n.shape[1], st.S.shape[0]
     out = np.zeros((B, sp.n_trees * sp.n_features, C))
     dummy = np.zeros(1)
@@ -228,7 +242,19 @@ def _ufi_boosting_terms(ens, sp, st, w, keep):
     mu = unshrunk node estimate v / learning_rate; in-sample
     Delta_m = (W_l mu_l^2 + W_r mu_r^2 - W_m mu_m^2) / W_root; held-out
     H'(m) = (R' + 2 mu G' + mu^2 H') / H' with G' = -S'; Delta'_m the w-weighted decrease
-    of H'. Exact Zhou-Hooker regression UFI for squared error, lambda = 0, learning rate 1.
+    of H'.
+
+    Exact (the Zhou-Hooker regression UFI of each tree on its residuals) for squared
+    error with lambda = 0, any learning rate; an approximation otherwise: with lambda > 0
+    mu is the shrunk -G/(H + lambda), not the node mean; scikit-learn GB/HGB record
+    sample counts, not hessian sums, as W; losses whose leaves are refit after the split
+    (absolute error, quantile) have leaf values that are not Newton steps.
+
+    XGBoost DART: mu is the tree's own fit (value / learning_rate), not rescaled by the
+    tree's ``weight_drop``, which only changes how much of that fit enters the margin
+    (mdi_oob uses the rescaled values). DART trees were fit with some earlier trees
+    dropped, so the held-out gradient at the full margin is only approximately the
+    response the tree fitted.
     """
     lr = ens.tree_learning_rate[ens.node_tree]
     mu = ens.value[:, 0] / lr

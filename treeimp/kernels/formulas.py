@@ -24,8 +24,9 @@ def split_sums(kind, node, left, right, key, tree_splits, w, v, extra, n, Q, S, 
 
     node/left/right/key: (n_splits,) split node, its children, tree * F + feature;
     tree_splits: (n_trees + 1,) split offsets per tree; w: (n_nodes,) in-sample weight
-    fractions; v: (n_nodes, C) node values; extra: (n_splits,) in-sample decrease
-    (UFI_REGRESSION); n, Q: (n_nodes, B); S: (C, n_nodes, B) evaluation statistics.
+    fractions; v: (n_nodes, C) node values (MDI_OOB on a boosted model: as the tree
+    adds them to the margin, i.e. times its DART weight); extra: (n_splits,) in-sample
+    decrease (UFI_REGRESSION); n, Q: (n_nodes, B); S: (C, n_nodes, B) evaluation statistics.
     """
     B = n.shape[1]
     C = S.shape[0]
