@@ -582,3 +582,158 @@ def test_hypothesis_rows_hgb(data):
     row = st.tuples(num, cat, num, cat)
     R = np.array(data.draw(st.lists(row, min_size=1, max_size=20)), dtype=np.float64)
     _close(ens.predict_raw(R), model._raw_predict(R))
+
+
+# ------------------------------------------------------------------ 'category' columns
+def _category_value_frame(n=300, seed=0):
+    """Column "a" is a pandas category column of numbers (categories deliberately not in
+    value order, so codes and values disagree), "b" and "c" numeric."""
+    rng = np.random.default_rng(seed)
+    a = rng.choice([10, 20, 5, 40, 0.5], size=n)
+    df = pd.DataFrame({"a": pd.Categorical(a, categories=[40, 5, 0.5, 20, 10]),
+                       "b": rng.normal(size=n), "c": rng.normal(size=n)})
+    f = 0.05 * a + df.b - 0.5 * df.c
+    return df, f.to_numpy() + rng.normal(scale=0.2, size=n)
+
+
+def _category_value_tests(df, rng, nan):
+    """Unseen labels, other category orders and (where the model accepts it) missing."""
+    test = df.copy()
+    labels = [10, 20, 5, 40, 0.5, 7, 15, 1000, -3]
+    values = rng.choice(labels, size=len(df)).astype(float)
+    if nan:
+        values[rng.random(len(df)) < 0.1] = np.nan
+    test["a"] = pd.Categorical(values, categories=sorted(labels, reverse=True))
+    return test
+
+
+SKLEARN_VALUE_MODELS = [
+    (RandomForestRegressor, dict(n_estimators=N_TREES, random_state=0), "predict"),
+    (RandomForestClassifier, dict(n_estimators=N_TREES, random_state=0), "predict_proba"),
+    (DecisionTreeRegressor, dict(random_state=0), "predict"),
+    (ExtraTreesClassifier, dict(n_estimators=N_TREES, random_state=0), "predict_proba"),
+    (GradientBoostingRegressor, dict(n_estimators=20, random_state=0), "predict"),
+    (GradientBoostingClassifier, dict(n_estimators=20, random_state=0), "decision_function"),
+    (HistGradientBoostingRegressor, dict(max_iter=12, categorical_features=None), "_raw_predict"),
+    (HistGradientBoostingClassifier, dict(max_iter=12, categorical_features=None),
+     "decision_function"),
+]
+
+
+@pytest.mark.parametrize("cls, kw, method", SKLEARN_VALUE_MODELS,
+                         ids=[c.__name__ for c, _, _ in SKLEARN_VALUE_MODELS])
+def test_category_column_on_numeric_feature_is_read_by_value(cls, kw, method):
+    """scikit-learn reads a 'category' column of a numeric feature by its label values
+    (np.asarray of the column), not its codes: so must treeimp."""
+    df, f = _category_value_frame()
+    y = f if cls.__name__.endswith("Regressor") else np.digitize(f, [0.5, 1.5])
+    model = cls(**kw).fit(df, y)
+    ens = parse(model)
+    assert not ens.category_as_code.any()
+    _close(ens.predict_raw(df), getattr(model, method)(df))
+    test = _category_value_tests(df, np.random.default_rng(1), nan=_allow_nan(model))
+    _close(ens.predict_raw(test), getattr(model, method)(test))
+    if hasattr(model, "apply") and not cls.__name__.startswith("Hist"):
+        leaves = model.apply(test)
+        np.testing.assert_array_equal(ens.apply(test), leaves.reshape(len(test), -1))
+    # the same values as a plain numeric column route the same way
+    numeric = test.assign(a=np.asarray(test["a"], dtype=np.float64))
+    np.testing.assert_array_equal(ens.predict_raw(numeric), ens.predict_raw(test))
+
+
+def test_hgb_category_column_on_a_numeric_feature_next_to_categorical_ones():
+    """HGB with a categorical feature "k" and a numeric feature "a" given as a
+    'category' column: "a" is read by value, "k" by label."""
+    df, f = _category_value_frame()
+    rng = np.random.default_rng(2)
+    df["k"] = pd.Categorical(rng.choice(["p", "q", "r"], size=len(df)))
+    f = f + 1.0 * (df.k == "q").to_numpy()
+    model = _hgb(HistGradientBoostingRegressor, {}, categorical_features=["k"]).fit(df, f)
+    ens = parse(model)
+    assert list(ens.category_as_code) == [False, False, False, True]
+    test = _category_value_tests(df, rng, nan=True)
+    _close(ens.predict_raw(test), model._raw_predict(test))
+
+
+def test_category_labels_that_are_text_on_a_numeric_feature():
+    """Text labels that parse as numbers are read as those numbers (as scikit-learn
+    does); other text fails in both, and unused text categories are harmless."""
+    df, f = _category_value_frame()
+    rf = RandomForestRegressor(n_estimators=N_TREES, random_state=0).fit(df, f)
+    ens = parse(rf)
+    text = df.assign(a=pd.Categorical(df["a"].astype(float).astype(str),
+                                      categories=["40.0", "5.0", "0.5", "20.0", "10.0", "x"]))
+    _close(ens.predict_raw(text), rf.predict(text))
+    bad = text.assign(a=text["a"].cat.rename_categories({"5.0": "five"}))
+    with pytest.raises(ValueError, match="could not convert"):
+        rf.predict(bad)
+    with pytest.raises(ValueError, match=r"column 'a'.*label 'five'.*not a number"):
+        ens.predict_raw(bad)
+
+
+# ------------------------------------------------------------------ HGB value tables
+ODD_CATEGORIES = {"negative": [-1, 3, 7], "fractional": [0.5, 1.5, 2.5],
+                  "large": [0, 70000, 3], "mixed": [-2.5, 0, 1e9, 17]}
+
+
+def _odd_category_data(cats, n=400, seed=0):
+    """Column 0 categorical with the given values, 1 numeric, 2 categorical {1, 4, 9}."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    pos = rng.integers(0, len(cats), size=n)
+    X[:, 0] = np.asarray(cats, dtype=float)[pos]
+    X[:, 2] = rng.choice([1, 4, 9], size=n)
+    X[rng.random(n) < 0.08, 0] = np.nan
+    f = (np.array([0.0, 1.5, -1.0, 0.7])[pos] + X[:, 1] + 0.5 * (X[:, 2] == 4)
+         + 0.6 * np.isnan(X[:, 0]))
+    return X, f + rng.normal(scale=0.2, size=n)
+
+
+def _odd_category_rows(cats, X, rng, n=300):
+    R = X[rng.integers(0, len(X), n)].copy()
+    probes = list(cats) + [np.nan, -0.0, 0.0, 0.5, 1.0, 2.0, 3.0000001, -5.0, 1e12, 65536.0,
+                           70000.5, np.nextafter(float(cats[-1]), np.inf), 255.0, 256.0]
+    R[:, 0] = rng.choice(np.asarray(probes, dtype=float), size=n)
+    return R
+
+
+@pytest.mark.parametrize("name", list(ODD_CATEGORIES))
+@pytest.mark.parametrize("cls", [HistGradientBoostingRegressor, HistGradientBoostingClassifier])
+def test_hgb_negative_fractional_and_large_categories(name, cls):
+    """Category values that cannot be their own codes go through an exact value -> code
+    table: numpy rows, numeric DataFrame columns and 'category' columns all route as
+    scikit-learn does (values it does not know are unknown categories)."""
+    cats = ODD_CATEGORIES[name]
+    X, f = _odd_category_data(cats)
+    y = f if cls is HistGradientBoostingRegressor else np.digitize(f, [0.0, 1.0])
+    model = _hgb(cls, {}, categorical_features=[0, 2]).fit(X, y)
+    ens = parse(model)
+    assert ens.is_categorical[ens.feature == 0].any()
+    np.testing.assert_array_equal(np.sort(ens.category_values[0]), np.sort(cats))
+    assert ens.category_values[2] is None  # small integers are their own codes
+    R = _odd_category_rows(cats, X, np.random.default_rng(3))
+    expected = model._raw_predict(R)
+    _close(ens.predict_raw(R), expected)
+    _close(ens.predict_raw(R.astype(np.float32)), model._raw_predict(R.astype(np.float32)))
+    _close(ens.predict_raw(np.asfortranarray(R)), expected)
+    frame = pd.DataFrame(R, columns=["c", "x", "k"])
+    _close(ens.predict_raw(frame), expected)
+    labels = frame.assign(c=pd.Categorical(frame["c"]))
+    _close(ens.predict_raw(labels), expected)
+    # the caller's array is not rewritten by the value -> code conversion
+    before = R.copy()
+    ens.apply(R)
+    np.testing.assert_array_equal(R, before)
+
+
+def test_hgb_text_categories_reject_numbers_as_sklearn_does():
+    df, f = _categorical_frame()
+    model = _hgb(HistGradientBoostingRegressor, {}).fit(df, f)
+    ens = parse(model)
+    numbers = df.assign(color=np.arange(len(df)) % 4.0)
+    with pytest.raises(TypeError):
+        model._raw_predict(numbers)
+    with pytest.raises(TypeError, match=r"column 'color' holds numbers.*text \('blue'"):
+        ens.predict_raw(numbers)
+    with pytest.raises(TypeError, match="column 1 holds numbers"):
+        ens.predict_raw(numbers.to_numpy(dtype=np.float64))

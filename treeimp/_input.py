@@ -1,8 +1,21 @@
 """Turn user input (numpy arrays, pandas DataFrames) into float chunks the kernels read.
 
 Validation happens once here: column count, feature names, column dtypes. Float32 and
-float64 numpy arrays (C or F order) are passed to the kernels as they are; anything
-else is converted one chunk of rows at a time, so memory never holds a second copy of X.
+float64 numpy arrays (C or F order, any strides) are passed to the kernels as they are;
+anything else is converted one chunk of rows at a time, so memory never holds a second
+copy of X.
+
+What a value means is the model's business, recorded by its parser in the normal form
+(``TreeEnsemble.from_trees``):
+
+* a pandas 'category' column is read as category CODES where ``ens.category_as_code[j]``
+  (XGBoost, LightGBM and HistGradientBoosting categorical features: labels mapped to
+  their positions in ``ens.feature_categories[j]`` when the model stores them), and as
+  its label VALUES otherwise, as ``np.asarray`` of the column gives them to scikit-learn
+  (labels that are not numbers are then an error, as in scikit-learn);
+* numeric input on a feature with a value table (``ens.category_values[j]``) is replaced
+  by the value's position in the table, NaN (missing) when it is not listed; an empty
+  table means the feature's categories are text and numeric input is rejected.
 """
 
 from __future__ import annotations
@@ -19,15 +32,16 @@ class RowSource:
         self.n_features = ens.n_features
         self._frame = None
         self._array = None
+        self._tables = _value_tables(ens)
         if _is_dataframe(X):
             self._init_frame(X, ens, what)
         else:
-            self._init_array(X, what)
+            self._init_array(X, ens, what)
         if self.n_rows == 0:
             raise ValueError(f"{what} has 0 rows; at least one row is needed")
 
     # -------------------------------------------------------------- numpy
-    def _init_array(self, X, what):
+    def _init_array(self, X, ens, what):
         if hasattr(X, "toarray") or type(X).__module__.startswith("scipy.sparse"):
             raise TypeError(f"{what} is a sparse matrix; pass a dense numpy array or a "
                             "pandas DataFrame")
@@ -41,6 +55,8 @@ class RowSource:
             raise TypeError(f"{what} has dtype {arr.dtype}; only numeric data can be "
                             "routed (use a DataFrame with 'category' columns for categories)")
         _check_width(arr.shape[1], self.n_features, what)
+        for j in self._tables:
+            _check_numeric_allowed(self._tables[j], j, f"{what} column {j}", ens)
         self._array = arr
         self.n_rows = arr.shape[0]
         self.feature_names = None
@@ -64,13 +80,21 @@ class RowSource:
         self.feature_names = cols
         self._converters = []
         levels = ens.feature_categories or [None] * self.n_features
+        as_code = getattr(ens, "category_as_code", None)
         for j in range(df.shape[1]):
             col = df.iloc[:, j]
             dtype = col.dtype
             if isinstance(dtype, pd.CategoricalDtype):
-                self._converters.append(("cat", _category_lookup(col, levels[j])))
+                if as_code is None or as_code[j]:
+                    lookup = _category_lookup(col, levels[j])
+                else:
+                    lookup = _label_values(col, f"{what} column {cols[j]!r}", ens)
+                self._converters.append(("cat", lookup))
             elif pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype):
-                self._converters.append(("num", None))
+                if j in self._tables:
+                    _check_numeric_allowed(self._tables[j], j, f"{what} column {cols[j]!r}",
+                                           ens)
+                self._converters.append(("num", self._tables.get(j)))
             else:
                 raise TypeError(f"{what} column {cols[j]!r} has dtype {dtype}; only numeric, "
                                 "boolean and pandas 'category' columns can be used")
@@ -87,6 +111,16 @@ class RowSource:
                 out[:, j] = lookup[codes]  # code -1 (missing) hits the last entry: NaN
             else:
                 out[:, j] = col.to_numpy(dtype=np.float64, na_value=np.nan)
+                if lookup is not None:
+                    out[:, j] = _table_codes(out[:, j], lookup)
+        return out
+
+    def _array_chunk(self, start, stop):
+        if not self._tables:
+            return np.asarray(self._array[start:stop], dtype=np.float64)
+        out = np.array(self._array[start:stop], dtype=np.float64)  # never write into X
+        for j, table in self._tables.items():
+            out[:, j] = _table_codes(out[:, j], table)
         return out
 
     # -------------------------------------------------------------- chunks
@@ -96,7 +130,8 @@ class RowSource:
         A float32/float64 numpy array is yielded whole (no copy), or as row views of
         ``chunk_rows`` rows with ``split=True`` (for progress reporting).
         """
-        if self._array is not None and self._array.dtype in (np.float32, np.float64):
+        if (self._array is not None and self._array.dtype in (np.float32, np.float64)
+                and not self._tables):
             if not split:
                 yield 0, self._array
                 return
@@ -106,13 +141,13 @@ class RowSource:
         for start in range(0, self.n_rows, chunk_rows):
             stop = min(self.n_rows, start + chunk_rows)
             if self._array is not None:
-                yield start, np.asarray(self._array[start:stop], dtype=np.float64)
+                yield start, self._array_chunk(start, stop)
             else:
                 yield start, self._frame_chunk(start, stop)
 
     def take(self, rows):
         """Float64 array of the given rows (used by permutation importance)."""
-        if self._array is not None:
+        if self._array is not None and not self._tables:
             return np.asarray(self._array[rows], dtype=np.float64)
         out = np.empty((len(rows), self.n_features))
         for start, chunk in self.chunks():
@@ -151,3 +186,61 @@ def _category_lookup(col, levels):
         for k, c in enumerate(cats):
             lookup[k] = position.get(c, np.nan)
     return lookup
+
+
+def _label_values(col, where, ens):
+    """Array mapping a pandas category code (index; -1 = missing) to the label's value as
+    a float, the way ``np.asarray(column).astype(float)`` reads it (scikit-learn)."""
+    cats = col.cat.categories
+    lookup = np.full(len(cats) + 1, np.nan)
+    try:
+        lookup[: len(cats)] = np.asarray(cats.to_numpy(), dtype=np.float64)
+        return lookup
+    except (TypeError, ValueError):
+        pass
+    bad = []
+    for k, label in enumerate(cats):
+        try:
+            lookup[k] = np.asarray([label], dtype=object).astype(np.float64)[0]
+        except (TypeError, ValueError):
+            bad.append(k)
+    used = np.isin(np.asarray(col.cat.codes), bad)
+    if used.any():
+        label = cats[int(np.asarray(col.cat.codes)[used][0])]
+        raise ValueError(f"{where} is a 'category' column with the label {label!r}, which is "
+                         f"not a number; the model ({ens.library or 'custom'} {ens.kind}) "
+                         "treats this feature as numeric and reads the labels' values (as "
+                         "scikit-learn does, which fails with 'could not convert string to "
+                         "float'). Encode the labels as numbers the way the model was trained")
+    return lookup
+
+
+def _value_tables(ens):
+    """{feature: (sorted table values, their codes as floats)} for numeric input."""
+    tables = getattr(ens, "category_values", None)
+    if tables is None:
+        return {}
+    out = {}
+    for j, values in enumerate(tables):
+        if values is not None:
+            order = np.argsort(values, kind="stable")
+            out[j] = (np.asarray(values, dtype=np.float64)[order], order.astype(np.float64))
+    return out
+
+
+def _table_codes(x, table):
+    """Positions of the values ``x`` in a value table; NaN for values not listed."""
+    values, codes = table
+    if values.size == 0:
+        return np.full(x.shape, np.nan)
+    k = np.minimum(np.searchsorted(values, x), values.size - 1)
+    return np.where(values[k] == x, codes[k], np.nan)
+
+
+def _check_numeric_allowed(table, j, where, ens):
+    if table[0].size == 0:
+        cats = (ens.feature_categories or [None] * ens.n_features)[j] or []
+        raise TypeError(f"{where} holds numbers but the model's categories for feature {j} "
+                        f"are text ({', '.join(map(repr, cats[:5]))}"
+                        f"{', ...' if len(cats) > 5 else ''}); pass a pandas DataFrame with "
+                        "a 'category' column for it")

@@ -129,6 +129,8 @@ class TreeEnsemble:
         objective: Objective | None = None,
         feature_names=None,
         feature_categories=None,
+        category_as_code=True,
+        category_values=None,
         classes=None,
         library: str = "",
         gain_kind: str = "gain",
@@ -138,6 +140,22 @@ class TreeEnsemble:
         ``gain_kind`` says what ``mdi`` reads: "impurity" (sklearn style weighted
         impurity decrease from ``impurity`` and ``weight``) or "gain" (the library's
         split gain).
+
+        How input is read (see ``treeimp/_input.py``), per feature:
+
+        * ``category_as_code`` (bool, or one per feature): True where a pandas
+          'category' column is routed as category codes (its labels mapped to their
+          positions in ``feature_categories[j]`` when the model stores those, else the
+          column's own codes: XGBoost, LightGBM, HistGradientBoosting categorical
+          features); False where it is read as its label VALUES, as ``np.asarray`` of
+          the column would give them (scikit-learn's numeric features).
+        * ``category_values`` (None, or per feature None or a 1-D array of distinct
+          finite numbers): where given, a NUMERIC input value on feature j is replaced by
+          its position in ``category_values[j]`` before routing, and a value not listed
+          becomes NaN (missing). For categorical features whose codes are positions
+          in a table of arbitrary numbers (HistGradientBoosting categories that are
+          negative, fractional or >= 65536). A 'category' column on such a feature is
+          mapped by label through ``feature_categories`` instead.
         """
         if kind not in (FOREST, BOOSTING):
             raise ValueError(f"kind must be 'forest' or 'boosting', got {kind!r}")
@@ -271,6 +289,8 @@ class TreeEnsemble:
             objective=objective if objective is not None else Objective("squared_error"),
             feature_names=_names(feature_names, n_features),
             feature_categories=_feature_categories(feature_categories, n_features),
+            category_as_code=_per_feature_flags(category_as_code, n_features),
+            category_values=_category_values(category_values, n_features),
             classes=None if classes is None else np.asarray(classes),
             tree_offsets=offsets,
             tree_output=np.array([t.output for t in trees], np.int32),
@@ -442,6 +462,35 @@ def _names(names, n_features):
     if len(names) != n_features:
         raise ValueError(f"{len(names)} feature names for {n_features} features")
     return names
+
+
+def _per_feature_flags(flags, n_features):
+    a = np.asarray(flags, dtype=np.bool_)
+    if a.ndim == 0:
+        return np.full(n_features, bool(a))
+    if a.shape != (n_features,):
+        raise ValueError(f"category_as_code has shape {a.shape}; expected one flag for "
+                         f"each of {n_features} features")
+    return a.copy()
+
+
+def _category_values(tables, n_features):
+    if tables is None:
+        return None
+    tables = list(tables)
+    if len(tables) != n_features:
+        raise ValueError(f"{len(tables)} category value tables for {n_features} features")
+    out = []
+    for j, t in enumerate(tables):
+        if t is None:
+            out.append(None)
+            continue
+        v = np.asarray(t, dtype=np.float64)
+        if v.ndim != 1 or not np.all(np.isfinite(v)) or np.unique(v).size != v.size:
+            raise ValueError(f"category value table of feature {j} must be a 1-D array of "
+                             f"distinct finite numbers, got {t!r}")
+        out.append(v)
+    return None if all(t is None for t in out) else out
 
 
 def _feature_categories(cats, n_features):

@@ -12,7 +12,11 @@ scikit-learn 1.9:
 * regressors: ``tree_.value[:, 0, 0]`` is the weighted mean, ``predict`` the mean over
   trees;
 * ``weighted_n_node_samples`` counts bootstrap draws times sample weights, and
-  ``impurity`` is the in-bag impurity: ``feature_importances_`` is built from them.
+  ``impurity`` is the in-bag impurity: ``feature_importances_`` is built from them;
+* a pandas 'category' column is read by its label VALUES (``np.asarray`` of the column),
+  not its codes; labels that are not numbers fail in scikit-learn ("could not convert
+  string to float") and raise a ValueError here (``category_as_code=False``). The same
+  holds for GradientBoosting and HistGradientBoosting's numeric features.
 """
 
 from __future__ import annotations
@@ -107,6 +111,7 @@ def parse_sklearn_forest(model) -> TreeEnsemble:
         objective=objective,
         feature_names=None if names is None else list(names),
         classes=classes,
+        category_as_code=False,  # a 'category' column is read by its values, as sklearn does
         library="sklearn",
         gain_kind="impurity",
     )

@@ -99,6 +99,7 @@ def parse_sklearn_gb(model) -> TreeEnsemble:
         objective=_objective(model, n_outputs),
         feature_names=None if names is None else list(names),
         classes=None if classes is None else np.asarray(classes),
+        category_as_code=False,  # a 'category' column is read by its values, as sklearn does
         library="sklearn",
         gain_kind="impurity",
     )

@@ -22,13 +22,19 @@ with the scikit-learn version when it is missing. Facts checked on scikit-learn 
 
 Category codes in the normal form (``int(x)`` of the value routed): when a feature's
 training categories are integers in [0, 65536) the codes ARE those values, so numpy input
-routes as scikit-learn does, and ``feature_categories`` is ``[0, 1, ..., max]`` (label k
-has code k) so pandas category columns are mapped by label as well. Otherwise (strings,
-negative or fractional numbers) the codes are the positions in ``categories_`` and
-``feature_categories`` lists those categories: pandas category columns are mapped by
-label, but numeric input on such a column is read as a position, which differs from
-scikit-learn. Fractional values on an integer-coded column are unknown categories, as in
-scikit-learn (categorical nodes carry ``NAN_CAT_EXACT``).
+routes as scikit-learn does without any conversion, and ``feature_categories`` is
+``[0, 1, ..., max]`` (label k has code k) so pandas category columns are mapped by label
+as well. Otherwise (strings; negative, fractional or large numbers, all of which
+scikit-learn 1.9 accepts) the codes are the positions in ``categories_``,
+``feature_categories`` lists those categories (pandas category columns are mapped by
+label) and ``category_values`` holds the exact value -> position table that numeric
+input goes through (a value not in it is unknown: NaN, as the encoder makes it). For
+text categories the table is empty: numeric input is rejected with a TypeError, as
+scikit-learn's encoder rejects it. Fractional values on an integer-coded column are
+unknown categories, as in scikit-learn (categorical nodes carry ``NAN_CAT_EXACT``).
+
+Numeric features read a pandas 'category' column by its label VALUES, as scikit-learn
+does (``category_as_code`` False); categorical features by label (True).
 """
 
 from __future__ import annotations
@@ -92,7 +98,8 @@ def parse_sklearn_hgb(model) -> TreeEnsemble:
     if baseline.size != n_outputs:
         raise ValueError(f"{name}._baseline_prediction has {baseline.size} values but the "
                          f"model has {n_outputs} trees per iteration")
-    to_original, category_codes, feature_categories = _feature_layout(model, n_features)
+    to_original, category_codes, feature_categories, category_values = _feature_layout(
+        model, n_features)
     known = _known_categories(model, category_codes)
 
     trees = []
@@ -133,6 +140,8 @@ def parse_sklearn_hgb(model) -> TreeEnsemble:
         objective=_objective(model, n_outputs),
         feature_names=None if names is None else list(names),
         feature_categories=feature_categories,
+        category_as_code=[c is not None for c in feature_categories or [None] * n_features],
+        category_values=category_values,
         classes=None if classes is None else np.asarray(classes),
         library="sklearn",
         gain_kind="gain",
@@ -169,12 +178,14 @@ def _feature_layout(model, n_features):
     """Where each preprocessed column comes from, and how categories become codes.
 
     Returns ``to_original`` (preprocessed column -> original column), ``category_codes``
-    (preprocessed categorical column -> array: encoder position -> normal-form code) and
-    ``feature_categories`` (per original column, or None without categorical features).
+    (preprocessed categorical column -> array: encoder position -> normal-form code),
+    ``feature_categories`` (per original column, or None without categorical features)
+    and ``category_values`` (per original column: None, or the value -> position table
+    numeric input goes through; None overall when no feature needs one).
     """
     preprocessor = _preprocessor(model)
     if preprocessor is None:
-        return np.arange(n_features), {}, None
+        return np.arange(n_features), {}, None, None
     name = type(model).__name__
     to_original = np.full(n_features, -1, dtype=np.int64)
     for part, _, columns in _column_transformer_parts(preprocessor, name):
@@ -194,6 +205,7 @@ def _feature_layout(model, n_features):
     encoder_categories = required_attr(encoder, "categories_")
     category_codes = {}
     feature_categories = [None] * n_features
+    category_values = [None] * n_features
     for p, cats in zip(range(out.start, out.stop), encoder_categories, strict=True):
         cats = list(cats)
         if cats and _is_nan(cats[-1]):  # missing values are NaN, not a category
@@ -206,7 +218,12 @@ def _feature_layout(model, n_features):
         else:
             category_codes[p] = np.arange(len(cats), dtype=np.int64)
             feature_categories[to_original[p]] = cats
-    return to_original, category_codes, feature_categories
+            numeric = all(isinstance(c, numbers.Real | np.bool_) for c in cats)
+            category_values[to_original[p]] = (np.asarray(cats, dtype=np.float64) if numeric
+                                               else np.zeros(0))
+    if all(v is None for v in category_values):
+        category_values = None
+    return to_original, category_codes, feature_categories, category_values
 
 
 def _integer_categories(cats):
