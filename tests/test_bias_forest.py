@@ -67,7 +67,11 @@ def test_block_z_scores_are_calibrated(null_runs, method):
     zz = z[method].ravel()
     zz = zz[np.isfinite(zz)]
     assert abs(zz.mean()) <= 0.3, zz.mean()
-    assert 0.7 <= zz.std(ddof=1) <= 1.5, zz.std(ddof=1)
+    # Measured (these seeds): sd 1.08 / 1.01 (classification mdi_oob / ufi), 0.98 / 0.83
+    # (regression). Without the sqrt(2) out-of-bag inflation of the block errors they
+    # would be 1.52 / 1.43 / 1.39 / 1.17: the upper bound 1.3 catches that in three of
+    # the four cases (regression ufi, whose errors are conservative, is the exception).
+    assert 0.7 <= zz.std(ddof=1) <= 1.3, zz.std(ddof=1)
     # one-sided p-values are not anti-conservative on noise
     assert np.mean(p[method] < 0.05) <= 0.05
 
