@@ -9,16 +9,23 @@ raw-margin prediction is the unit; every other time is reported as a multiple of
 - ``lib_treeshap``: the library's own TreeSHAP (pred_contribs / pred_contrib) on a
   subset, extrapolated linearly to all rows (labelled);
 - ``shap``: shap.TreeExplainer global importance on a subset, extrapolated (if shap is
-  installed);
-- permutation importance, scikit-learn's vs treeimp's, on a subset of rows (both on
-  the same subset, same n_repeats and seed).
+  installed: pip install ".[bench]");
+- permutation importance, scikit-learn's and treeimp's, on a subset of held-out rows
+  (same subset, n_repeats, seed and scoring), each as a multiple of the library's
+  predict on that subset, and the speed-up.
 
-Also measured: numba compile time on first use (fresh process, empty cache), start-up
-overhead of the first explain call in a fresh process with a warm cache, and the peak
-memory of explain (fresh process). Output: a Markdown table on stdout and a JSON file.
+Every timing is the median of --repeats calls after an untimed warm-up call, so numba's
+compilation is not in them. Measured separately, each in a new process (bounded by
+--subprocess-timeout): for a forest explain, an XGBoost explain (held-out, the staged
+kernel) and an XGBoost permutation_importance, the first call with an empty numba cache
+(compilation; --compile-for) and the first and second call with a warm cache (start-up
+overhead); and the growth of peak memory when explaining --memory-rows rows of float32
+features with a forest and with an XGBoost binary model. Output: a Markdown table on
+stdout and in OUT/results.md, all numbers in OUT/results.json.
 
 Usage: python benchmarks/run.py [--rows 100000] [--features 50] [--threads 2]
-       [--repeats 3] [--small] [--out benchmarks/results]
+       [--repeats 3] [--small] [--no-subprocess] [--memory-rows 2000000]
+       [--compile-for forest_explain,xgboost_explain,permutation] [--out DIR]
 """
 
 from __future__ import annotations
@@ -54,12 +61,27 @@ def parse_args(argv=None):
     p.add_argument("--small", action="store_true", help="tiny sizes (CI smoke run)")
     p.add_argument("--no-subprocess", action="store_true",
                    help="skip the fresh-process compile/start-up/memory measurements")
+    p.add_argument("--memory-rows", type=int, default=None,
+                   help="rows for the fresh-process memory measurement (default 2,000,000; "
+                        "--small: 20,000)")
+    p.add_argument("--compile-for", default=",".join(WORKLOADS),
+                   help="start-up workloads whose compilation from an empty numba cache is "
+                        "measured (comma-separated, or 'none'); compiling every kernel takes "
+                        "over a minute, so the CI smoke run measures forest_explain only")
+    p.add_argument("--subprocess-timeout", type=float, default=1800,
+                   help="seconds before a fresh-process measurement is abandoned")
     p.add_argument("--out", default=str(HERE / "results"))
     args = p.parse_args(argv)
     if args.small:
         args.rows, args.forest_rows, args.features, args.rounds = 2000, 2000, 10, 20
         args.forest_trees, args.repeats, args.shap_rows, args.perm_rows = 10, 1, 200, 300
         args.perm_repeats = 2
+    if args.memory_rows is None:
+        args.memory_rows = 20_000 if args.small else 2_000_000
+    unknown = set(args.compile_for.split(",")) - set(WORKLOADS) - {"none"}
+    if unknown:
+        p.error(f"--compile-for: unknown workload(s) {sorted(unknown)}; "
+                f"choose from {list(WORKLOADS)} or none")
     return args
 
 
@@ -72,9 +94,10 @@ def make_data(n, F, kind, seed):
     return X, (f + rng.normal(scale=0.5, size=n)).astype(np.float32)
 
 
-def timed(fn, repeats):
-    """Median wall time of ``repeats`` calls (after one untimed warm-up call)."""
-    fn()
+def timed(fn, repeats, warmup=None):
+    """Median wall time of ``repeats`` calls of ``fn``, after one untimed ``warmup()``
+    call (default: ``fn`` itself) that compiles or loads whatever the first call needs."""
+    (warmup or fn)()
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -158,6 +181,9 @@ def bench_model(name, kind, args, rows_out):
     shap_fn = library_treeshap(name, model, sub)
     if shap_fn is not None:
         res["lib_treeshap_s_extrapolated"] = timed(shap_fn, 1) * n_eval / len(sub)
+    else:
+        res["lib_treeshap_s_extrapolated"] = None
+        res["lib_treeshap_note"] = "none in the library"
     try:
         import shap
 
@@ -165,122 +191,265 @@ def bench_model(name, kind, args, rows_out):
         res["shap_s_extrapolated"] = timed(
             lambda: np.abs(explainer.shap_values(sub, check_additivity=False)).mean(0), 1
         ) * n_eval / len(sub)
-    except ImportError:
+    except ImportError:  # optional: pip install ".[bench]"
         res["shap_s_extrapolated"] = None
+        res["shap_note"] = "not installed"
     except Exception as exc:  # shap breaks on some model versions: report, don't fail
         res["shap_s_extrapolated"] = None
+        res["shap_note"] = "error"
         res["shap_error"] = f"{type(exc).__name__}: {exc}"[:200]
-    # permutation importance on a subset (scikit-learn's is far too slow on all rows)
+    # permutation importance on a subset (scikit-learn's is far too slow on all rows),
+    # both warmed up first (treeimp's first call compiles or loads its kernels), medians
+    # over --repeats, and the library's predict timed on the same subset as their unit
     Xp, yp = Xv[: args.perm_rows], yv[: args.perm_rows]
     scoring = "neg_log_loss" if kind == "binary" else "neg_mean_squared_error"
-    t0 = time.perf_counter()
-    ref = sk_perm(model, Xp, yp, scoring=scoring, n_repeats=args.perm_repeats,
-                  random_state=0, n_jobs=1)
-    res["sklearn_permutation_s"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    ours = treeimp.permutation_importance(model, Xp, yp, scoring=scoring,
-                                          n_repeats=args.perm_repeats, random_state=0,
-                                          n_jobs=args.threads)
-    res["treeimp_permutation_s"] = time.perf_counter() - t0
-    res["permutation_max_abs_diff"] = float(np.max(np.abs(ours.importances
-                                                          - ref.importances)))
+    perm_kw = dict(scoring=scoring, n_repeats=args.perm_repeats, random_state=0)
+    out = {}
+
+    def sklearn_perm(n=None):
+        out["sklearn"] = sk_perm(model, Xp[:n], yp[:n], n_jobs=1, **perm_kw)
+
+    def treeimp_perm():
+        out["treeimp"] = treeimp.permutation_importance(model, Xp, yp, n_jobs=args.threads,
+                                                        **perm_kw)
+
+    # scikit-learn compiles nothing: a warm-up on a slice suffices (a full one costs
+    # minutes at full size); treeimp's warm-up is the full call (cheap once compiled)
+    res["sklearn_permutation_s"] = timed(sklearn_perm, args.repeats,
+                                         warmup=lambda: sklearn_perm(min(200, len(Xp))))
+    res["treeimp_permutation_s"] = timed(treeimp_perm, args.repeats)
+    res["permutation_predict_s"] = timed(library_predict(name, model, Xp),
+                                         max(args.repeats, 5))
+    res["permutation_max_abs_diff"] = float(np.max(np.abs(
+        out["treeimp"].importances - out["sklearn"].importances)))
     res["permutation_rows"] = len(Xp)
     rows_out.append(res)
     return res
 
 
-FRESH = r"""
-import json, resource, sys, time
+# Fresh-process measurements. Each child prints one JSON line; the parent bounds it with
+# --subprocess-timeout and records an error instead of failing the whole run. The data
+# have the dtypes of the in-process runs (float32 X, int32 binary y), so numba compiles
+# (or loads from its cache) the same specialisations.
+STARTUP = r"""
+import json, sys, time
 t0 = time.perf_counter()
 import numpy as np, treeimp
 t_import = time.perf_counter() - t0
-from sklearn.ensemble import RandomForestClassifier
+workload, threads = sys.argv[1], int(sys.argv[2])
 rng = np.random.default_rng(0)
-X = rng.normal(size=(200, 5)); y = (X[:, 0] > 0).astype(int)
-rf = RandomForestClassifier(n_estimators=5, random_state=0).fit(X, y)
-t0 = time.perf_counter(); treeimp.explain(rf, X, y, oob=True, random_state=0)
-t_first = time.perf_counter() - t0
-t0 = time.perf_counter(); treeimp.explain(rf, X, y, oob=True, random_state=0)
-t_second = time.perf_counter() - t0
-print(json.dumps({"import_s": t_import, "first_s": t_first, "second_s": t_second}))
+X = rng.normal(size=(2000, 10)).astype(np.float32)
+y = (X[:, 0] + rng.logistic(size=2000) > 0).astype(np.int32)
+Xt, yt, Xv, yv = X[:1000], y[:1000], X[1000:], y[1000:]
+if workload == "forest_explain":
+    from sklearn.ensemble import RandomForestClassifier
+    model = RandomForestClassifier(n_estimators=10, min_samples_leaf=5, random_state=0,
+                                   n_jobs=threads).fit(Xt, yt)
+    def call():
+        treeimp.explain(model, Xt, yt, oob=True, methods=("mdi_oob", "ufi"),
+                        n_jobs=threads, random_state=0)
+else:
+    import xgboost as xgb
+    model = xgb.XGBClassifier(n_estimators=20, max_depth=6, n_jobs=threads,
+                              tree_method="hist").fit(Xt, yt)
+    if workload == "xgboost_explain":  # held-out rows: the staged boosting kernel
+        def call():
+            treeimp.explain(model, Xv, yv, methods=("mdi_oob", "ufi"), n_jobs=threads,
+                            random_state=0)
+    else:
+        def call():
+            treeimp.permutation_importance(model, Xv, yv, scoring="neg_log_loss",
+                                           n_repeats=2, random_state=0, n_jobs=threads)
+t0 = time.perf_counter(); call(); first = time.perf_counter() - t0
+t0 = time.perf_counter(); call(); second = time.perf_counter() - t0
+print(json.dumps({"import_s": t_import, "first_s": first, "second_s": second}))
 """
 
 MEMORY = r"""
 import json, resource, sys
 import numpy as np, treeimp
-from sklearn.ensemble import RandomForestRegressor
-n, F = int(sys.argv[1]), int(sys.argv[2])
+model_name, n, F, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 rng = np.random.default_rng(0)
-Xs = rng.normal(size=(2000, F)).astype(np.float32); ys = Xs[:, 0] + rng.normal(size=2000)
-rf = RandomForestRegressor(n_estimators=20, max_depth=8, random_state=0).fit(Xs, ys)
-treeimp.explain(rf, Xs[:100], ys[:100])  # compile / load kernels before measuring
+m = 2000 if model_name == "forest" else 20_000
+Xs = rng.normal(size=(m, F)).astype(np.float32)
+if model_name == "forest":
+    from sklearn.ensemble import RandomForestRegressor
+    ys = (Xs[:, 0] + rng.normal(size=m)).astype(np.float32)
+    model = RandomForestRegressor(n_estimators=20, max_depth=8, random_state=0,
+                                  n_jobs=threads).fit(Xs, ys)
+else:
+    import xgboost as xgb
+    ys = (Xs[:, 0] + rng.logistic(size=m) > 0).astype(np.int32)
+    model = xgb.XGBClassifier(n_estimators=50, max_depth=6, n_jobs=threads,
+                              tree_method="hist").fit(Xs, ys)
+def explain(X, y):
+    treeimp.explain(model, X, y, methods=("mdi_oob", "ufi"), n_jobs=threads, random_state=0)
+explain(Xs[:100], ys[:100])  # compile / load kernels before measuring
 # filled in slices: a float64 temporary of the whole input would set the peak before
 # explain runs and hide what explain adds
 X = np.empty((n, F), np.float32)
 for i in range(0, n, 100_000):
     X[i:i + 100_000] = rng.standard_normal(size=(min(100_000, n - i), F), dtype=np.float32)
-y = X[:, 0].astype(np.float64)
+y = X[:, 0].astype(np.float32) if model_name == "forest" else (X[:, 0] > 0).astype(np.int32)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-treeimp.explain(rf, X, y, methods=("mdi_oob", "ufi"))
+explain(X, y)
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({"input_mb": X.nbytes / 2**20, "rss_before_mb": before / 1024,
                   "peak_growth_mb": (after - before) / 1024}))
 """
 
+WORKLOADS = {  # fresh-process start-up workload -> the in-process model that warms it
+    "forest_explain": "forest",
+    "xgboost_explain": "xgboost",
+    "permutation": "xgboost",
+}
+MEMORY_MODELS = {
+    "forest": "RandomForestRegressor, 20 trees, depth 8",
+    "xgboost": "XGBClassifier, 50 rounds, depth 6",
+}
 
-def fresh_process(code, *extra, env=None):
-    out = subprocess.run([sys.executable, "-c", code, *map(str, extra)], check=True,
-                         capture_output=True, text=True, env=env)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+
+def fresh_process(code, *extra, env=None, timeout=None):
+    """Run ``code`` in a new interpreter; its last stdout line parsed as JSON, or
+    ``{"error": ...}`` when it fails or exceeds ``timeout`` seconds."""
+    try:
+        out = subprocess.run([sys.executable, "-c", code, *map(str, extra)], check=True,
+                             capture_output=True, text=True, env=env, timeout=timeout)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout} s"}
+    except subprocess.CalledProcessError as exc:
+        tail = (exc.stderr or "").strip().splitlines()[-1:] or ["no output"]
+        return {"error": f"exit {exc.returncode}: {tail[0][:200]}"}
 
 
-def startup_times():
-    with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
-        cold = fresh_process(FRESH, env=env)  # empty cache: compiles
-        warm = fresh_process(FRESH, env=env)  # cache written by the run above
-    return {"cold_first_call_s": cold["first_s"], "warm_first_call_s": warm["first_s"],
-            "warm_second_call_s": warm["second_s"], "import_s": warm["import_s"],
-            "warm_overhead_s": warm["first_s"] - warm["second_s"]}
+def startup_times(args, warmed_models):
+    """Per workload: compilation with an empty numba cache (``--compile-for``), then the
+    first and second call in a fresh process with a warm cache."""
+    compile_for = set() if args.compile_for == "none" else set(args.compile_for.split(","))
+    out = {}
+    for workload, model in WORKLOADS.items():
+        rec = {}
+        call = (STARTUP, workload, args.threads)
+        if workload in compile_for:
+            with tempfile.TemporaryDirectory() as cache:
+                env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+                cold = fresh_process(*call, env=env, timeout=args.subprocess_timeout)
+                # the cache written by the run above
+                warm = fresh_process(*call, env=env, timeout=args.subprocess_timeout)
+            if "error" in cold:
+                rec["error"] = cold["error"]
+            else:
+                rec["cold_first_call_s"] = cold["first_s"]
+                rec["compile_s"] = cold["first_s"] - cold["second_s"]
+        else:
+            rec["cold_first_call_s"] = rec["compile_s"] = None
+            rec["compile_note"] = "not measured (--compile-for)"
+            # the default cache, filled by the in-process runs of this model or else by
+            # one unmeasured run
+            if model not in warmed_models:
+                fresh_process(*call, timeout=args.subprocess_timeout)
+            warm = fresh_process(*call, timeout=args.subprocess_timeout)
+        if "error" in warm:
+            rec["error"] = warm["error"]
+        else:
+            rec.update(warm_first_call_s=warm["first_s"], warm_second_call_s=warm["second_s"],
+                       warm_overhead_s=warm["first_s"] - warm["second_s"],
+                       import_s=warm["import_s"])
+        out[workload] = rec
+    return out
+
+
+def memory_growth(args):
+    """Peak-RSS growth of explain on --memory-rows x --features float32, per model."""
+    out = {}
+    for model in MEMORY_MODELS:
+        rec = fresh_process(MEMORY, model, args.memory_rows, args.features, args.threads,
+                            timeout=args.subprocess_timeout)
+        rec.update(rows=args.memory_rows, features=args.features,
+                   model_desc=MEMORY_MODELS[model])
+        out[model] = rec
+    return out
 
 
 def ratio(a, b):
     return None if a is None or not b else a / b
 
 
+def _cell(value, fmt, note=None):
+    return (note or "n/a") if value is None else format(value, fmt)
+
+
+MAIN_COLUMNS = ("model", "task", "rows", "trees", "predict (s)", "explain", "predict_raw",
+                "lib TreeSHAP*", "shap*", "perm. rows", "perm. predict (s)",
+                "perm. sklearn", "perm. treeimp", "perm. speed-up", "perm. max diff")
+STARTUP_COLUMNS = ("fresh process", "import (s)", "empty cache: first call (s)",
+                   "compile (s)", "warm cache: first call (s)", "second call (s)",
+                   "warm overhead (s)")
+MEMORY_COLUMNS = ("explain, fresh process", "model", "rows x features", "input (MB)",
+                  "peak RSS growth (MB)", "growth / input")
+
+
+def _table(columns, rows):
+    return (["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+            + ["| " + " | ".join(map(str, r)) + " |" for r in rows])
+
+
 def markdown(results, startup, memory, args):
     lines = [f"# treeimp benchmark ({platform.processor() or platform.machine()}, "
              f"{args.threads} threads)", "",
-             "Times are medians; every ratio is a multiple of the library's own raw "
-             "predict on the same rows (forest: predict_proba on the training rows).", "",
-             "| model | task | rows | trees | predict (s) | explain | predict_raw | "
-             "lib TreeSHAP* | shap* | perm. sklearn / treeimp (rows) | perm. max diff |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "Times are medians of --repeats runs after a warm-up. Ratios are multiples "
+             "of the library's own raw predict on the same rows (forest: predict_proba; "
+             "explain and predict_raw on the evaluation rows, permutation importance on "
+             "its subset of held-out rows).", ""]
+    rows = []
     for r in results:
-        u = r["library_predict_s"]
+        u, pu = r["library_predict_s"], r["permutation_predict_s"]
 
-        def fmt(key, r=r, u=u):
-            v = ratio(r.get(key), u)
-            return "n/a" if v is None else f"{v:.2f}x"
-        perm = r["sklearn_permutation_s"] / r["treeimp_permutation_s"]
-        lines.append(
-            f"| {r['model']} | {r['task']} | {r['rows']} | {r['trees']} | {u:.3f} | "
-            f"{fmt('explain_s')} | {fmt('predict_raw_s')} | "
-            f"{fmt('lib_treeshap_s_extrapolated')} | {fmt('shap_s_extrapolated')} | "
-            f"{perm:.1f}x faster ({r['permutation_rows']}) | "
-            f"{r['permutation_max_abs_diff']:.1e} |")
-    lines += ["", "*TreeSHAP timings run on a subset and are extrapolated linearly to all "
-              "rows."]
+        def x(key, unit, note=None, r=r):
+            v = ratio(r.get(key), unit)
+            return (r.get(note) or "n/a") if v is None else f"{v:.2f}x"
+        rows.append((r["model"], r["task"], r["rows"], r["trees"], f"{u:.3f}",
+                     x("explain_s", u), x("predict_raw_s", u),
+                     x("lib_treeshap_s_extrapolated", u, "lib_treeshap_note"),
+                     x("shap_s_extrapolated", u, "shap_note"),
+                     r["permutation_rows"], f"{pu:.4f}",
+                     x("sklearn_permutation_s", pu), x("treeimp_permutation_s", pu),
+                     f"{r['sklearn_permutation_s'] / r['treeimp_permutation_s']:.1f}x",
+                     f"{r['permutation_max_abs_diff']:.1e}"))
+    lines += _table(MAIN_COLUMNS, rows)
+    lines += ["", "*TreeSHAP timings run on --shap-rows rows and are extrapolated linearly "
+              "to all rows."]
     if startup:
-        lines += ["", f"Start-up: first explain in a fresh process with an empty numba "
-                  f"cache {startup['cold_first_call_s']:.2f} s (compilation); with a warm "
-                  f"cache {startup['warm_first_call_s']:.2f} s, of which "
-                  f"{startup['warm_overhead_s']:.2f} s is cache loading; import "
-                  f"{startup['import_s']:.2f} s."]
+        rows = []
+        for name, s in startup.items():
+            if "warm_first_call_s" not in s:
+                rows.append((name, *[f"error: {s.get('error')}"] * 6))
+                continue
+            note = "not measured" if s.get("compile_note") else s.get("error")
+            rows.append((name, f"{s['import_s']:.2f}",
+                         _cell(s.get("cold_first_call_s"), ".2f", note),
+                         _cell(s.get("compile_s"), ".2f", note),
+                         f"{s['warm_first_call_s']:.2f}", f"{s['warm_second_call_s']:.2f}",
+                         f"{s['warm_overhead_s']:.2f}"))
+        lines += ["", "Start-up, each in a new process (workloads: forest explain oob=True, "
+                  "XGBoost explain held-out, XGBoost permutation_importance; 1,000 rows): "
+                  "the first call with an empty numba cache (compile = first - second call "
+                  "there) and with the cache warm (overhead = first - second call).", ""]
+        lines += _table(STARTUP_COLUMNS, rows)
     if memory:
-        lines += ["", "Memory: explain on {rows} rows x {F} float32 features "
-                  "(input {input_mb:.0f} MB) grew peak RSS by {peak_growth_mb:.0f} MB."
-                  .format(**memory)]
+        rows = []
+        for name, m in memory.items():
+            if "error" in m:
+                rows.append((name, m["model_desc"], f"{m['rows']} x {m['features']}",
+                             *[f"error: {m['error']}"] * 3))
+                continue
+            rows.append((name, m["model_desc"], f"{m['rows']} x {m['features']}",
+                         f"{m['input_mb']:.0f}", f"{m['peak_growth_mb']:.0f}",
+                         f"{m['peak_growth_mb'] / m['input_mb']:.2f}"))
+        lines += ["", "Memory: growth of peak RSS during explain (mdi_oob + ufi, held-out "
+                  "rows), the float32 input already allocated.", ""]
+        lines += _table(MEMORY_COLUMNS, rows)
     return "\n".join(lines)
 
 
@@ -299,10 +468,8 @@ def main(argv=None):
                   f"{r['predict_raw_s'] / r['library_predict_s']:.2f}x", file=sys.stderr)
     startup = memory = None
     if not args.no_subprocess:
-        startup = startup_times()
-        mem_rows = 20_000 if args.small else 2_000_000
-        memory = fresh_process(MEMORY, mem_rows, args.features)
-        memory.update(rows=mem_rows, F=args.features)
+        startup = startup_times(args, warmed_models=set(args.models.split(",")))
+        memory = memory_growth(args)
     table = markdown(results, startup, memory, args)
     print(table)
     out = Path(args.out)

@@ -1,6 +1,7 @@
-"""The benchmark script runs end to end at tiny sizes, so it cannot rot (no timings
-are asserted: machines are shared and noisy)."""
+"""The benchmark script runs end to end at tiny sizes, fresh-process measurements
+included, so it cannot rot (no timings are asserted: machines are shared and noisy)."""
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -13,19 +14,93 @@ pytest.importorskip("lightgbm")
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "run.py"
 
+MAIN_COLUMNS = ["model", "task", "rows", "trees", "predict (s)", "explain", "predict_raw",
+                "lib TreeSHAP*", "shap*", "perm. rows", "perm. predict (s)",
+                "perm. sklearn", "perm. treeimp", "perm. speed-up", "perm. max diff"]
+STARTUP_COLUMNS = ["fresh process", "import (s)", "empty cache: first call (s)",
+                   "compile (s)", "warm cache: first call (s)", "second call (s)",
+                   "warm overhead (s)"]
+MEMORY_COLUMNS = ["explain, fresh process", "model", "rows x features", "input (MB)",
+                  "peak RSS growth (MB)", "growth / input"]
+
+
+def _header_cells(table, first):
+    """The cells of the Markdown header row whose first cell is ``first``."""
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0] == first:
+            return cells
+    raise AssertionError(f"no table starting with {first!r} in:\n{table}")
+
+
+def _has_shap():
+    return importlib.util.find_spec("shap") is not None
+
 
 def test_benchmark_small_run(tmp_path):
-    out = subprocess.run([sys.executable, str(SCRIPT), "--small", "--no-subprocess",
-                          "--threads", "1", "--out", str(tmp_path)],
-                         capture_output=True, text=True, timeout=600)
+    # tiny sizes; compilation from an empty cache measured for the forest only (all
+    # kernels take over a minute), the warm-cache start-up and memory for every workload
+    out = subprocess.run([sys.executable, str(SCRIPT), "--small", "--threads", "1",
+                          "--compile-for", "forest_explain", "--subprocess-timeout", "300",
+                          "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads((tmp_path / "results.json").read_text())
     results = report["results"]
     assert {(r["model"], r["task"]) for r in results} == {
         (m, t) for m in ("xgboost", "lightgbm", "forest") for t in ("binary", "regression")}
     for r in results:
-        assert r["explain_s"] > 0 and r["library_predict_s"] > 0
+        for key in ("library_predict_s", "explain_s", "predict_raw_s",
+                    "permutation_predict_s", "sklearn_permutation_s",
+                    "treeimp_permutation_s"):
+            assert r[key] > 0, (key, r)
         # treeimp's permutation importance reproduces scikit-learn's (float32 for XGBoost)
         assert r["permutation_max_abs_diff"] < 1e-5, r
+        if _has_shap():
+            assert r["shap_s_extrapolated"] is not None or r["shap_note"] == "error", r
+        else:
+            assert r["shap_s_extrapolated"] is None and r["shap_note"] == "not installed"
+
+    startup = report["startup"]
+    assert set(startup) == {"forest_explain", "xgboost_explain", "permutation"}
+    for name, s in startup.items():
+        assert "error" not in s, (name, s)
+        for key in ("import_s", "warm_first_call_s", "warm_second_call_s",
+                    "warm_overhead_s"):
+            assert s[key] > 0 or key == "warm_overhead_s", (name, key, s)
+    assert startup["forest_explain"]["compile_s"] is not None
+    assert startup["xgboost_explain"]["compile_s"] is None
+    assert "--compile-for" in startup["xgboost_explain"]["compile_note"]
+
+    memory = report["memory"]
+    assert set(memory) == {"forest", "xgboost"}
+    for name, m in memory.items():
+        assert "error" not in m, (name, m)
+        assert m["rows"] == 20_000 and m["input_mb"] > 0 and "peak_growth_mb" in m
+
     table = (tmp_path / "results.md").read_text()
-    assert "| xgboost | binary |" in table and "explain" in table
+    assert _header_cells(table, "model") == MAIN_COLUMNS
+    assert _header_cells(table, "fresh process") == STARTUP_COLUMNS
+    assert _header_cells(table, "explain, fresh process") == MEMORY_COLUMNS
+    assert "| xgboost | binary |" in table and "| permutation |" in table
+    assert "not measured" in table  # compile of the workloads left out
+    assert ("not installed" in table) != _has_shap()
+
+
+def test_markdown_names_missing_shap():
+    """Without shap the reason is written, not a bare n/a (unit test of the formatter)."""
+    spec = importlib.util.spec_from_file_location("treeimp_benchmark_run", SCRIPT)
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    r = {"model": "forest", "task": "binary", "rows": 10, "trees": 2,
+         "library_predict_s": 0.1, "explain_s": 0.2, "predict_raw_s": 0.1,
+         "lib_treeshap_s_extrapolated": None, "lib_treeshap_note": "none in the library",
+         "shap_s_extrapolated": None, "shap_note": "not installed",
+         "permutation_rows": 5, "permutation_predict_s": 0.01,
+         "sklearn_permutation_s": 1.0, "treeimp_permutation_s": 0.1,
+         "permutation_max_abs_diff": 0.0}
+    table = run.markdown([r], None, None, run.parse_args(["--small"]))
+    row = [c.strip() for c in table.splitlines()[-3].strip("|").split("|")]
+    assert row[:9] == ["forest", "binary", "10", "2", "0.100", "2.00x", "1.00x",
+                       "none in the library", "not installed"]
+    assert row[11:14] == ["100.00x", "10.00x", "10.0x"]
