@@ -691,3 +691,60 @@ def test_saved_file_loads_without_xgboost(saved_models, stem):
         assert info["names"] == live.feature_names
     if stem == "categorical":
         assert report[f"{path}.ubj"]["categories"] == [None, LABELS, [10, 20, 30], None]
+
+
+# ----------------------------------------------------------------------- corrupt sizes
+def _peak_bytes(fn):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("key, value", [("num_feature", "99999999999999999999"),
+                                        ("num_feature", "-3"), ("num_feature", "0"),
+                                        ("num_feature", "many"),
+                                        ("num_class", "99999999999999"),
+                                        ("num_target", "-1")])
+def test_corrupt_model_sizes_are_clear_errors(tmp_path, key, value):
+    booster, _ = _train("reg:squarederror", rounds=2)
+    doc = _doc(booster)
+    doc["learner"]["learner_model_param"][key] = value
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=f"learner_model_param.{key}"):
+        peak = _peak_bytes(lambda: treeimp.load(path))
+        pytest.fail(f"no error; peak memory {peak}")
+
+
+def test_huge_num_feature_without_feature_types_allocates_nothing_per_feature(tmp_path):
+    """A (corrupt or unusual) num_feature up to 2**31 - 1 parses without per-feature
+    lists, and input of the wrong width is then a clear error."""
+    booster, X = _train("reg:squarederror", rounds=3)
+    doc = _doc(booster)
+    assert not doc["learner"].get("feature_types")
+    doc["learner"]["learner_model_param"]["num_feature"] = str(2**31 - 1)
+    path = tmp_path / "wide.json"
+    path.write_text(json.dumps(doc))
+    holder = {}
+    peak = _peak_bytes(lambda: holder.setdefault("ens", treeimp.load(path)))
+    assert peak < 20e6, f"parsing allocated {peak / 1e6:.0f} MB"
+    ens = holder["ens"]
+    assert ens.n_features == 2**31 - 1
+    with pytest.raises(ValueError, match="5 columns but the model was trained on 2147483647"):
+        ens.predict_raw(X)
+    doc["learner"]["learner_model_param"]["num_feature"] = str(2**31)
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=r"num_feature is 2147483648; expected 1\.\.2147483647"):
+        treeimp.load(path)
+
+
+def test_unfitted_booster_is_a_clear_error():
+    with pytest.raises(ValueError, match="Booster is empty \\(unfitted\\)") as info:
+        treeimp.parse(xgb.Booster())
+    assert type(info.value) is ValueError  # not xgboost's own XGBoostError
+    assert "Stack trace" not in str(info.value)

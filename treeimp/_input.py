@@ -8,7 +8,8 @@ copy of X.
 What a value means is the model's business, recorded by its parser in the normal form
 (``TreeEnsemble.from_trees``):
 
-* a pandas 'category' column is read as category CODES where ``ens.category_as_code[j]``
+* a pandas 'category' column is read as category CODES where ``ens.category_as_code``
+  (one bool, or one per feature) says so
   (XGBoost, LightGBM and HistGradientBoosting categorical features: labels mapped to
   their positions in ``ens.feature_categories[j]`` when the model stores them), and as
   its label VALUES otherwise, as ``np.asarray`` of the column gives them to scikit-learn
@@ -85,7 +86,7 @@ class RowSource:
             col = df.iloc[:, j]
             dtype = col.dtype
             if isinstance(dtype, pd.CategoricalDtype):
-                if as_code is None or as_code[j]:
+                if as_code is None or (as_code if np.ndim(as_code) == 0 else as_code[j]):
                     lookup = _category_lookup(col, levels[j])
                 else:
                     lookup = _label_values(col, f"{what} column {cols[j]!r}", ens)

@@ -34,6 +34,8 @@ NAN_ZERO_MISSING = 2
 NAN_CAT_EXACT = 3  # categorical nodes only: a non-integer value is an unlisted code
 NAN_CAT_NEGATIVE_UNLISTED = 4  # categorical nodes only: a negative value is unlisted
 
+MAX_FEATURES = 2**31 - 1  # feature indices are int32
+
 FOREST = "forest"
 BOOSTING = "boosting"
 
@@ -143,7 +145,7 @@ class TreeEnsemble:
 
         How input is read (see ``treeimp/_input.py``), per feature:
 
-        * ``category_as_code`` (bool, or one per feature): True where a pandas
+        * ``category_as_code`` (bool for every feature, or one per feature): True where a pandas
           'category' column is routed as category codes (its labels mapped to their
           positions in ``feature_categories[j]`` when the model stores those, else the
           column's own codes: XGBoost, LightGBM, HistGradientBoosting categorical
@@ -169,6 +171,9 @@ class TreeEnsemble:
             raise ValueError(
                 f"n_features and n_outputs must be >= 1, got {n_features} and {n_outputs}"
             )
+        if n_features > MAX_FEATURES:
+            raise ValueError(f"n_features is {n_features}; feature indices are int32, so at "
+                             f"most {MAX_FEATURES} features are supported")
         if len(trees) == 0:
             raise ValueError("the model has no trees")
         value_dim = None
@@ -465,9 +470,10 @@ def _names(names, n_features):
 
 
 def _per_feature_flags(flags, n_features):
+    """One bool for all features (kept as a scalar: n_features may be huge) or one each."""
     a = np.asarray(flags, dtype=np.bool_)
     if a.ndim == 0:
-        return np.full(n_features, bool(a))
+        return np.bool_(a)
     if a.shape != (n_features,):
         raise ValueError(f"category_as_code has shape {a.shape}; expected one flag for "
                          f"each of {n_features} features")

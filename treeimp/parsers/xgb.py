@@ -58,6 +58,8 @@ from ..ensemble import (
 from .xgb_categories import stored_categories
 
 XGB_DEFAULT_ETA = 0.3
+# feature indices are int32 in the normal form (XGBoost's own are uint32)
+MAX_FEATURES = 2**31 - 1
 
 _TREE_KEYS = (
     "left_children", "right_children", "split_indices", "split_conditions", "default_left",
@@ -169,8 +171,15 @@ def parse_xgboost(model) -> TreeEnsemble:
     # UBJSON, not JSON: its typed arrays arrive as numpy arrays (2-3x faster to parse)
     from .ubjson import read_ubjson
 
-    doc = read_ubjson(bytes(booster.save_raw("ubj")))
-    config = json.loads(booster.save_config())
+    try:
+        raw = bytes(booster.save_raw("ubj"))
+        config = json.loads(booster.save_config())
+    except xgboost.core.XGBoostError as exc:  # e.g. xgboost.Booster() never trained
+        reason = str(exc).split("\n", 1)[0].split(": ", 1)[-1].strip()
+        raise ValueError(f"this xgboost.Booster is empty (unfitted): XGBoost cannot save it "
+                         f"({reason}). Train it with xgboost.train or load a saved model "
+                         "into it before explaining it") from None
+    doc = read_ubjson(raw)
     return parse_xgboost_json(doc, learning_rate=_config_eta(config, xgboost.__version__),
                               classes=classes)
 
@@ -234,9 +243,9 @@ def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None) -> TreeEn
 
     objective, to_margin = _objective(learner, version)
     mparam = _get(learner, ("learner_model_param",), version, where="learner")
-    n_features = int(_get(mparam, ("num_feature",), version, where="learner_model_param"))
-    num_class = int(_get(mparam, ("num_class",), version, where="learner_model_param"))
-    num_target = int(mparam.get("num_target", 1))
+    n_features = _size(mparam, "num_feature", version, MAX_FEATURES)
+    num_class = _size(mparam, "num_class", version, MAX_FEATURES, low=0)
+    num_target = _size(mparam, "num_target", version, MAX_FEATURES, default=1)
     n_outputs = max(num_class, num_target, 1)
     base_margin = np.float32(to_margin(_base_score(
         _get(mparam, ("base_score",), version, where="learner_model_param"))))
@@ -320,6 +329,22 @@ def _version(doc):
         return "unknown"
 
 
+def _size(mparam, key, version, high, *, low=1, default=None):
+    """A count from learner_model_param (stored as a string), checked to lie in
+    [low, high] before anything is sized by it."""
+    text = mparam.get(key, default) if default is not None else _get(
+        mparam, (key,), version, where="learner_model_param")
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise ValueError(f"XGBoost learner_model_param.{key} is {text!r}, not an integer "
+                         f"(version {version})") from None
+    if not low <= value <= high:
+        raise ValueError(f"XGBoost learner_model_param.{key} is {value}; expected "
+                         f"{low}..{high} (corrupt model file? version {version})")
+    return value
+
+
 def _get(d, path, version, *, where="model"):
     cur = d
     for i, key in enumerate(path):
@@ -382,7 +407,8 @@ def _features(learner, n_features, version):
     if types and len(types) != n_features:
         raise ValueError(f"XGBoost model has {len(types)} feature types for {n_features} "
                          f"features (version {version})")
-    categorical = [t == "c" for t in types] if types else [False] * n_features
+    # no per-feature list without feature types: num_feature alone sizes nothing
+    categorical = [t == "c" for t in types] if types else None
     return (names or None), categorical
 
 

@@ -36,14 +36,15 @@ def stored_categories(model, categorical, n_features, version):
     ----------
     model : dict
         ``learner.gradient_booster.model`` of an XGBoost model document.
-    categorical : list of bool
-        Which features are categorical (``feature_types == "c"``).
+    categorical : list of bool or None
+        Which features are categorical (``feature_types == "c"``); None when the
+        model stores no feature types.
     n_features : int
     version : str
         The document's XGBoost version ("3.2.0"), for messages and the UTF-8 check.
     """
     cats = model.get("cats")
-    if not cats or not any(categorical):
+    if not cats or not categorical or not any(categorical):
         return None
     enc = cats.get("enc", [])
     if len(enc) == 0:
