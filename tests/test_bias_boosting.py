@@ -61,10 +61,15 @@ def test_no_noise_feature_is_significantly_positive(null_boosted, method):
 def test_first_order_measure_is_negative_on_noise(null_boosted):
     """The held-out gradient depends on x through earlier trees that also split on
     noise: noise splits make held-out loss worse, so mdi_oob comes out negative (not 0)
-    for the continuous feature, the one with the most noise splits."""
+    for every noise feature, most clearly for the continuous one (most noise splits).
+    Measured (these seeds): z from -4.8 (binary) to -18 (XGBoost) and -5.4 to -21
+    (LightGBM)."""
     values, _ = null_boosted
-    v = values["mdi_oob"][:, 0]
-    assert v.mean() / (v.std(ddof=1) / np.sqrt(len(v))) < -3
+    v = values["mdi_oob"]
+    z = v.mean(0) / (v.std(0, ddof=1) / np.sqrt(len(v)))
+    assert np.all(v.mean(0) < 0), v.mean(0)
+    assert np.all(z < -2), z
+    assert z[0] < -3, z
 
 
 @pytest.mark.parametrize("method", ["mdi_oob", "ufi"])
@@ -116,5 +121,5 @@ def test_select_keeps_the_informative_feature_and_little_noise(task):
         selected = res.select("mdi_oob", alpha=0.05)
         kept.append("x0" in selected)
         noise.append(np.mean([f"x{j}" in selected for j in range(1, 10)]))
-    assert np.mean(kept) >= 0.75, kept
+    assert all(kept), kept  # measured: 8 of 8 for both tasks
     assert np.mean(noise) <= 0.05, noise
