@@ -1,11 +1,13 @@
 """The optional progress bar: visible when asked for, silent otherwise, same numbers."""
 
+import sys
+
 import numpy as np
 import pytest
 from sklearn.ensemble import RandomForestClassifier
 
 import treeimp
-from treeimp import _input
+from treeimp import _input, progress
 
 pytest.importorskip("tqdm")
 xgb = pytest.importorskip("xgboost")
@@ -43,10 +45,46 @@ def test_bar_shown_when_asked_and_numbers_unchanged(capsys, small_chunks):
                                atol=1e-15)
 
 
-def test_automatic_bar_is_silent_when_not_a_terminal(capsys):
+@pytest.fixture
+def long_run(monkeypatch):
+    """Every run counts as long enough for the automatic bar."""
+    monkeypatch.setattr(progress, "AUTO_WORK", 0)
+
+
+def _fake_terminal(monkeypatch):
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # capsys's stderr
+
+
+def _explain(progress_value):
     X, y = _data()
     rf = RandomForestClassifier(n_estimators=5, random_state=0).fit(X, y)
-    treeimp.explain(rf, X, y, oob=True, progress=None)
+    treeimp.explain(rf, X, y, oob=True, random_state=0, progress=progress_value)
+
+
+def test_automatic_bar_is_silent_when_not_a_terminal(capsys, long_run):
+    assert not sys.stderr.isatty()
+    _explain(None)
+    assert capsys.readouterr().err == ""
+
+
+def test_automatic_bar_shown_on_a_terminal_for_long_runs(capsys, long_run, monkeypatch):
+    _fake_terminal(monkeypatch)
+    _explain(None)
+    assert "treeimp.explain" in capsys.readouterr().err
+
+
+def test_automatic_bar_silent_on_a_terminal_for_short_runs(capsys, monkeypatch):
+    assert 400 * 5 < progress.AUTO_WORK  # rows x trees of _explain
+    _fake_terminal(monkeypatch)
+    _explain(None)
+    assert capsys.readouterr().err == ""
+
+
+def test_progress_true_and_false_override_the_terminal_test(capsys, long_run, monkeypatch):
+    _explain(True)  # not a terminal, shown anyway
+    assert "treeimp.explain" in capsys.readouterr().err
+    _fake_terminal(monkeypatch)
+    _explain(False)  # a terminal and a long run, silent anyway
     assert capsys.readouterr().err == ""
 
 
