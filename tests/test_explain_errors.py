@@ -154,3 +154,62 @@ def test_boosting_targets(data):
 def test_unsupported_model_lists_supported():
     with pytest.raises(TypeError, match="supported models: .*RandomForestClassifier"):
         treeimp.explain(object(), np.zeros((3, 2)), np.zeros(3))
+
+
+def test_missing_labels_for_a_classifier(data):
+    """NaN in y (float labels) or None / NaN among string labels: named as missing."""
+    X, y = data
+    bad = y.astype(float)
+    bad[7] = np.nan
+    for model in (RandomForestClassifier(n_estimators=3, random_state=0).fit(X, y),
+                  xgb.XGBClassifier(n_estimators=3).fit(X, y)):
+        with pytest.raises(ValueError, match="NaN or inf"):
+            treeimp.explain(model, X, bad)
+    labels = np.array(["no", "yes"], dtype=object)[y]
+    rf = RandomForestClassifier(n_estimators=3, random_state=0).fit(X, labels.astype(str))
+    for missing in (None, np.nan):
+        bad = labels.copy()
+        bad[9] = missing
+        with pytest.raises(ValueError, match="1 missing labels.*row 9"):
+            treeimp.explain(rf, X, bad)
+
+
+def test_booster_with_fewer_columns(data):
+    X, y = data
+    lgb = pytest.importorskip("lightgbm")
+    for model in (xgb.XGBClassifier(n_estimators=3).fit(X, y),
+                  lgb.LGBMClassifier(n_estimators=3, verbose=-1).fit(X, y)):
+        with pytest.raises(ValueError, match="X has 3 columns but the model was trained on 4"):
+            treeimp.explain(model, X[:, :3], y)
+
+
+@pytest.mark.parametrize("objective,y_fit,y_bad,match", [
+    ("gamma", np.exp, lambda y: np.where(np.arange(len(y)) == 4, 0.0, y), r"<= 0.*row 4"),
+    ("poisson", np.exp, lambda y: y - 10.0, "negative"),
+    ("tweedie", np.exp, lambda y: -y, "negative"),
+    ("cross_entropy", lambda x: 1 / (1 + np.exp(-x)), lambda y: y + 1.0, r"outside \[0, 1\]"),
+    ("regression", lambda x: x, lambda y: np.array(["a"] * len(y)), "must be numeric"),
+])
+def test_lightgbm_y_of_the_wrong_type(data, objective, y_fit, y_bad, match):
+    lgb = pytest.importorskip("lightgbm")
+    X, _ = data
+    y = y_fit(X[:, 0])
+    model = lgb.LGBMRegressor(objective=objective, n_estimators=3, verbose=-1).fit(X, y)
+    with pytest.raises((ValueError, TypeError), match=match):
+        treeimp.explain(model, X, y_bad(y))
+
+
+def test_lightgbm_classifier_labels(data):
+    lgb = pytest.importorskip("lightgbm")
+    X, y = data
+    model = lgb.LGBMClassifier(n_estimators=3, verbose=-1).fit(X, y)
+    with pytest.raises(ValueError, match=r"never saw: \[0.5\]"):
+        treeimp.explain(model, X, y * 0.5)
+
+
+def test_sklearn_huber_loss_is_rejected_by_name(data):
+    """scikit-learn's Huber re-estimates its delta every stage and does not store it."""
+    X, _ = data
+    model = GradientBoostingRegressor(loss="huber", n_estimators=3).fit(X, X[:, 0])
+    with pytest.raises(ValueError, match="huber.*does not store it"):
+        treeimp.explain(model, X, X[:, 0])

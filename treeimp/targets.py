@@ -26,6 +26,13 @@ def class_indices(y, classes, what="y"):
     y = np.asarray(y)
     if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
         raise ValueError(f"{what} contains NaN or inf")
+    if y.dtype.kind == "O":
+        missing = np.array([v is None or (isinstance(v, float) and v != v) for v in y.tolist()],
+                           dtype=bool)
+        if missing.any() and not any(c is None or (isinstance(c, float) and c != c)
+                                     for c in classes.tolist()):
+            raise ValueError(f"{what} has {int(missing.sum())} missing labels (None or NaN; "
+                             f"first at row {int(np.flatnonzero(missing)[0])})")
     lookup = {c: k for k, c in enumerate(classes.tolist())}
     try:
         idx = np.array([lookup[v] for v in y.tolist()], dtype=np.int64)
