@@ -40,10 +40,16 @@ def _task(n=1500, seed=0, regression=False, scale=3.0):
 
 
 def _check_screening(sel):
+    """All informative columns kept; the ID column and every noise column dropped.
+
+    Exact with the fixed seeds used here. Measured over data seeds 0-9 (same models):
+    the forest tests never kept a noise column (0 of 30 runs); the boosting tests kept
+    one in 2 of 20 runs (and missed an informative one in 3), which FDR control at 0.05
+    allows, so a boosting failure after a library upgrade may be bad luck of the draw
+    rather than a bug: rerun with other seeds before suspecting the selector."""
     kept = set(sel.get_support(indices=True).tolist())
     assert set(range(N_INFORMATIVE)) <= kept, sel.importances_
-    assert ID_COLUMN not in kept, sel.importances_
-    assert len(kept - set(range(N_INFORMATIVE))) <= 1, sel.importances_
+    assert kept == set(range(N_INFORMATIVE)), sel.importances_  # no ID, no noise column
 
 
 def _small_forest(**kw):
