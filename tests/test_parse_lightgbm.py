@@ -317,7 +317,7 @@ def test_pandas_categorical_labels():
         "shape": pd.Categorical(rng.choice(["o", "x", "+"], n)),
     })
     y = (df.x + (df.color == "teal") * 2 + df["size"].cat.codes * 0.7
-         + (df.shape == "x") + rng.normal(scale=0.3, size=n))
+         + (df["shape"] == "x") + rng.normal(scale=0.3, size=n))
     m = lgb.LGBMRegressor(n_estimators=15, num_leaves=7, min_child_samples=5,
                           min_data_per_group=5, cat_smooth=1, verbose=-1, n_jobs=1).fit(df, y)
     ens = parse(m)
@@ -337,37 +337,80 @@ def test_pandas_categorical_labels():
     np.testing.assert_allclose(ours, m.predict(ev, raw_score=True), rtol=1e-12)
 
 
-def test_saved_file_parses_without_lightgbm(tmp_path):
+_LOADER = """
+import json, pickle, sys
+sys.modules["lightgbm"] = None  # any import of lightgbm or xgboost now fails
+sys.modules["xgboost"] = None
+import numpy as np
+import treeimp
+for model, rows, out in json.loads(sys.argv[1]):
+    with open(rows, "rb") as fh:
+        X = pickle.load(fh)
+    ens = treeimp.load(model)
+    np.savez(out, margin=ens.predict_raw(X), apply=ens.apply(X),
+             offsets=ens.tree_offsets, is_leaf=ens.is_leaf)
+for lib in ("lightgbm", "xgboost"):
+    assert sys.modules[lib] is None, lib
+"""
+
+
+def _saved_categorical_model():
+    """A model trained on a DataFrame with two pandas category columns, and an
+    evaluation frame with unseen labels, another category order and missing values."""
+    rng = np.random.default_rng(4)
+    n = 500
+    colors = ["red", "green", "blue", "grey", "teal"]
+    df = pd.DataFrame({"x": rng.normal(size=n),
+                       "color": pd.Categorical(rng.choice(colors, n)),
+                       "k": rng.normal(size=n),
+                       "shape": pd.Categorical(rng.choice(["o", "x", "+"], n))})
+    y = df.x + 2 * (df.color == "teal") - (df.color == "red") + 1.5 * (df["shape"] == "x")
+    booster = _fit(8, df, y + rng.normal(scale=0.3, size=n), objective="regression",
+                   num_leaves=7, min_data_per_group=5, cat_smooth=1, max_cat_to_onehot=2)
+    ev = df.iloc[:200].copy()
+    ev["color"] = pd.Categorical(ev["color"].astype(str).where(np.arange(200) % 7 > 0,
+                                                               "purple"))
+    ev["shape"] = ev["shape"].cat.reorder_categories(["x", "o", "+"])
+    ev.loc[ev.index[::9], "shape"] = np.nan
+    ev.loc[ev.index[:10], "x"] = np.nan
+    return booster, ev
+
+
+def test_saved_file_loads_without_lightgbm_or_xgboost(tmp_path):
+    """treeimp.load on saved .txt files in a process where importing lightgbm and xgboost
+    fails: margins equal raw_score=True and leaves equal pred_leaf=True."""
+    import pickle
+
     cases = [("regression", "nan"), ("multiclass", "zero"), ("binary", "none"),
-             ("tweedie", "nan")]
-    jobs = []
-    for i, (objective, missing) in enumerate(cases):
+             ("tweedie", "nan"), ("multiclassova", "nan"), ("cross_entropy", "zero")]
+    models = []
+    for objective, missing in cases:
         booster, X, _ = _train(objective, missing, rounds=6)
-        path = tmp_path / f"m{i}.txt"
-        booster.save_model(str(path))
-        R = _edge_rows(parse(booster), X, n_rows=150)
-        np.save(tmp_path / f"X{i}.npy", R)
-        jobs.append((str(path), str(tmp_path / f"X{i}.npy"), str(tmp_path / f"P{i}.npy"),
-                     _raw(booster, R)))
-    script = (
-        "import sys, json, numpy as np\n"
-        "sys.modules['lightgbm'] = None\n"
-        "from treeimp.parsers.lgbm import parse_lightgbm_text\n"
-        "try:\n    import lightgbm\n    sys.exit('lightgbm importable')\n"
-        "except ImportError:\n    pass\n"
-        "for m, x, out in json.loads(sys.argv[1]):\n"
-        "    ens = parse_lightgbm_text(open(m).read())\n"
-        "    np.save(out, ens.predict_raw(np.load(x)))\n"
-        "assert 'lightgbm' not in [k for k, v in sys.modules.items() if v is not None]\n"
-    )
-    arg = json.dumps([j[:3] for j in jobs])
-    proc = subprocess.run([sys.executable, "-c", script, arg], capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": ""})
+        models.append((booster, _edge_rows(parse(booster), X, n_rows=150)))
+    models.append(_saved_categorical_model())
+    jobs = []
+    for i, (booster, R) in enumerate(models):
+        path, rows, out = (str(tmp_path / f"m{i}.txt"), str(tmp_path / f"X{i}.pkl"),
+                           str(tmp_path / f"out{i}.npz"))
+        booster.save_model(path)
+        with open(rows, "wb") as fh:
+            pickle.dump(R, fh)
+        jobs.append((path, rows, out))
+    proc = subprocess.run([sys.executable, "-c", _LOADER, json.dumps(jobs)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": ""})
     assert proc.returncode == 0, proc.stderr[-2000:]
-    for _, _, out, expected in jobs:
-        ours = np.load(out)
-        np.testing.assert_allclose(ours, expected, rtol=1e-9,
+    for (booster, R), (_, _, out) in zip(models, jobs, strict=True):
+        got = np.load(out)
+        expected = _raw(booster, R)
+        np.testing.assert_allclose(got["margin"], expected, rtol=1e-9,
                                    atol=1e-9 * np.abs(expected).max())
+        seen = np.cumsum(got["is_leaf"])  # LightGBM leaf k is the k-th leaf node of a tree
+        before = np.concatenate([[0], seen])[got["offsets"][:-1]]
+        leaf_k = seen - 1 - np.repeat(before, np.diff(got["offsets"]))
+        ours = leaf_k[got["apply"] + got["offsets"][:-1][None, :]]
+        np.testing.assert_array_equal(ours, booster.predict(R, pred_leaf=True).reshape(
+            len(R), -1))
 
 
 def test_text_and_object_give_same_ensemble(tmp_path):
@@ -401,7 +444,7 @@ def _float32_step(t_step):
 
 
 _SPECIAL = [0.0, -0.0, np.nan, np.inf, -np.inf, 3e38, -3e38, 1e-36, -1e-36, KZ, -KZ,
-            2.0**31, 1e300]
+            2.0**31, 1e300, -0.5, -0.999, -1.0, np.nextafter(-1.0, 0.0)]  # (-1, 0): code 0
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -421,8 +464,6 @@ def test_hypothesis_rows(kind, data):
     rows = data.draw(st.lists(st.lists(cell, min_size=6, max_size=6), min_size=1,
                               max_size=8))
     X = np.array(rows, dtype=np.float64)
-    for j in (CAT_SMALL, CAT_BIG):  # (-1, 0) codes: see test below
-        X[:, j] = np.where((X[:, j] > -1) & (X[:, j] < 0), -1.0, X[:, j])
     _assert_margin(ens, booster, X)
     _assert_leaves(ens, booster, X)
 

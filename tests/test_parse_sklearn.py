@@ -548,9 +548,13 @@ def _hypothesis_hgb():
 
 
 def _near_thresholds(ens):
-    thr = ens.threshold[(ens.left >= 0) & ~ens.is_categorical].astype(np.float32)
+    exact = ens.threshold[(ens.left >= 0) & ~ens.is_categorical]
+    thr = exact.astype(np.float32)
     vals = np.concatenate([thr, np.nextafter(thr, np.float32(np.inf)),
                            np.nextafter(thr, np.float32(-np.inf))])
+    if not ens.round_float32:  # compared in float64 (HGB): the exact threshold +-1 ulp
+        vals = np.concatenate([vals, exact, np.nextafter(exact, np.inf),
+                               np.nextafter(exact, -np.inf)])
     return sorted({float(v) for v in vals if np.isfinite(v)})
 
 

@@ -358,7 +358,19 @@ class TreeEnsemble:
     def apply(self, X, *, n_jobs=None) -> np.ndarray:
         """Leaf reached by every row in every tree, as the node index WITHIN its tree.
 
-        Returns an int32 array (n_rows, n_trees).
+        Returns an int32 array (n_rows, n_trees). How the numbers relate to each
+        library's own leaf ids:
+
+        * scikit-learn (``apply``): the same node ids (HistGradientBoosting has no
+          ``apply``; its ids are the node rows of ``_predictors[i][k].nodes``);
+        * XGBoost (``predict(pred_leaf=True)``): the same node ids, except in trees
+          that keep nodes deleted by pruning (``tree_param.num_deleted > 0``, e.g.
+          ``tree_method="exact"`` with ``gamma``): those unreachable nodes are dropped
+          and the remaining nodes renumbered in their original order, so XGBoost's id
+          ``i`` is treeimp's ``i`` minus the number of deleted nodes below ``i``;
+        * LightGBM (``predict(pred_leaf=True)`` gives the leaf number ``k``): a tree
+          with ``L`` leaves has ``L - 1`` internal nodes first, so leaf ``k`` is node
+          ``L - 1 + k`` (a one-leaf tree is node 0): ``k = node - (L - 1)``.
         """
         from .kernels.api import apply_ensemble
 

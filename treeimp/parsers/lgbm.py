@@ -20,8 +20,9 @@ tree, LightGBM's predictor replaces inputs with ``|x| <= 1e-35`` by 0.0; thresho
 :func:`_zeroing_threshold`). Categorical: the codes whose bit is set in the node's
 ``cat_threshold`` bitset go LEFT; every other code, NaN and negative codes go right,
 whatever the node's missing type and default_left bits say. LightGBM takes the code as
-``static_cast<int>(x)``, so values in (-1, 0) are code 0; the routing kernel treats them
-as negative (a known difference, see the tests).
+``static_cast<int>(x)`` (truncation), so values in (-1, 0) are code 0, not negative: the
+categorical nodes carry ``NAN_AS_ZERO``, with which the routing kernel truncates the
+same way and treats only ``x <= -1`` as negative.
 
 Init score: with ``boost_from_average`` LightGBM adds its starting score into the first
 iteration's trees (one per class) and forces their shrinkage to 1. It is moved into
@@ -332,6 +333,8 @@ def _read_tree(block, t, version):
                                       [_MISSING_TYPE_NAN_MODE[c] for c in range(3)]))
     value = np.concatenate([internal_value, leaf_value]).reshape(n, 1)
     weight = np.concatenate([internal_weight, leaf_weight])
+    if m and weight[0] == 0:  # LightGBM < 4.6 saves the root's internal_weight as 0
+        weight[0] = weight[left[0]] + weight[right[0]]  # (fixed by LightGBM PR 6569)
     node_gain = np.concatenate([gain, np.full(n_leaves, np.nan)])
     return dict(left=left, right=right, feature=node_feature, threshold=node_threshold,
                 value=value, weight=weight, missing_left=missing_left, nan_mode=nan_mode,

@@ -18,8 +18,8 @@ What the document holds (checked on xgboost 3.2.0; see also
   ``split_type`` (1 = categorical), ``categories_nodes/segments/sizes`` + ``categories``
   (the codes that go RIGHT; every other non-negative code goes left, unseen and huge
   codes too, a non-integer code is truncated; NaN follows ``default_left``; NEGATIVE
-  codes always go left, which the normal form cannot say yet -- it sends them with NaN
-  -- so they route differently where ``default_left`` is false), ``sum_hessian``
+  codes go left like an unlisted code, whatever ``default_left`` says: the nodes carry
+  ``NAN_CAT_NEGATIVE_UNLISTED``), ``sum_hessian``
   (cover), ``loss_changes`` (split gain, 0 at leaves), ``base_weights`` (internal
   nodes: the UNshrunk Newton step). Nodes removed
   by pruning (``tree_param.num_deleted``) stay in the arrays but are unreachable; they
