@@ -4,6 +4,12 @@ import json
 
 import numpy as np
 import pytest
+from sklearn.ensemble import (
+    GradientBoostingClassifier,
+    GradientBoostingRegressor,
+    HistGradientBoostingClassifier,
+    HistGradientBoostingRegressor,
+)
 
 import treeimp
 from treeimp._input import RowSource
@@ -119,21 +125,78 @@ MODELS = [
 ]
 
 
-@pytest.mark.parametrize("name,make,kind", MODELS, ids=[m[0] for m in MODELS])
+def _targets(kind, X, y):
+    """Regression-style targets for count and positive objectives."""
+    rng = np.random.default_rng(7)
+    mean = np.exp(0.4 * X[:, 0] - 0.3 * X[:, 1] ** 2)
+    if kind == "count":
+        return rng.poisson(mean).astype(float)
+    if kind == "positive":
+        return rng.gamma(2.0, mean / 2.0)
+    return y
+
+
+MARGIN_MODELS = MODELS + [
+    ("xgb softprob parallel", lambda: xgb.XGBClassifier(n_estimators=5, max_depth=3,
+                                                       num_parallel_tree=2, subsample=0.7),
+     "multi"),
+    ("xgb poisson", lambda: xgb.XGBRegressor(n_estimators=10, max_depth=3,
+                                             objective="count:poisson"), "count"),
+    ("xgb gamma", lambda: xgb.XGBRegressor(n_estimators=10, max_depth=3,
+                                           objective="reg:gamma"), "positive"),
+    ("xgb tweedie", lambda: xgb.XGBRegressor(n_estimators=10, max_depth=3,
+                                             objective="reg:tweedie",
+                                             tweedie_variance_power=1.3), "count"),
+    ("lgb poisson", lambda: lgb.LGBMRegressor(objective="poisson", n_estimators=10,
+                                              num_leaves=7, verbose=-1), "count"),
+    ("lgb gamma", lambda: lgb.LGBMRegressor(objective="gamma", n_estimators=10, num_leaves=7,
+                                            verbose=-1), "positive"),
+    ("lgb tweedie", lambda: lgb.LGBMRegressor(objective="tweedie", tweedie_variance_power=1.4,
+                                              n_estimators=10, num_leaves=7, verbose=-1),
+     "count"),
+    ("sk gb regression", lambda: GradientBoostingRegressor(n_estimators=10, max_depth=3,
+                                                           random_state=0), "regression"),
+    ("sk gb binary", lambda: GradientBoostingClassifier(n_estimators=10, max_depth=3,
+                                                        random_state=0), "binary"),
+    ("sk gb multiclass", lambda: GradientBoostingClassifier(n_estimators=6, max_depth=3,
+                                                            random_state=0), "multi"),
+    ("sk hgb multiclass", lambda: HistGradientBoostingClassifier(max_iter=8, max_depth=3,
+                                                                 early_stopping=False),
+     "multi"),
+    ("sk hgb poisson", lambda: HistGradientBoostingRegressor(loss="poisson", max_iter=10,
+                                                             max_depth=3,
+                                                             early_stopping=False), "count"),
+]
+
+
+def _library_raw_margin(name, model, X):
+    n = X.shape[0]
+    if name.startswith("xgb"):
+        raw = model.get_booster().predict(xgb.DMatrix(X), output_margin=True)
+    elif name.startswith("lgb"):
+        raw = model.booster_.predict(X, raw_score=True)
+    elif name == "sk hgb poisson":
+        raw = np.log(model.predict(X))  # the log link: predict = exp(raw)
+    elif hasattr(model, "decision_function"):
+        raw = model.decision_function(X)
+    else:
+        raw = model.predict(X)  # identity link
+    return np.asarray(raw, dtype=float).reshape(n, -1)
+
+
+@pytest.mark.parametrize("name,make,kind", MARGIN_MODELS, ids=[m[0] for m in MARGIN_MODELS])
 def test_staged_margin_equals_library_raw_margin(name, make, kind):
-    X, y = _data(kind=kind)
+    X, y = _data(kind="regression" if kind in ("count", "positive") else kind)
+    y = _targets(kind, X, y)
     model = make().fit(X[:250], y[:250])
     ens = treeimp.parse(model)
     rows = RowSource(X[250:], ens)
     n = rows.n_rows
     block = np.arange(n, dtype=np.int32) % 3
-    y_eval = y[250:] if kind == "regression" else model.classes_[y[250:]]
+    y_eval = model.classes_[y[250:]] if kind in ("binary", "multi") else y[250:]
     _, margin = staged_pass(ens, rows, y_eval, np.ones(n), block, 3)
-    if name.startswith("xgb"):
-        raw = model.get_booster().predict(xgb.DMatrix(X[250:]), output_margin=True)
-    else:
-        raw = model.booster_.predict(X[250:], raw_score=True)
-    raw = raw.reshape(n, -1)
+    raw = _library_raw_margin(name, model, X[250:])
+    assert margin.shape == raw.shape
     np.testing.assert_allclose(margin, raw, rtol=1e-5, atol=1e-5)
 
 
@@ -192,3 +255,192 @@ def test_ufi_one_tree_squared_error_equals_forest_formula_on_residuals():
         expected[feat[j]] += w[j] * H(j) - w[lc] * H(lc) - w[rc] * H(rc)
     assert ens.n_trees == 1
     np.testing.assert_allclose(res.table["ufi"].to_numpy(), expected, rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize("name,make,kind", MODELS, ids=[m[0] for m in MODELS])
+def test_mdi_is_the_library_total_gain(name, make, kind):
+    """explain's "mdi" column is what the library reports: XGBoost
+    get_score("total_gain"), LightGBM feature_importance("gain")."""
+    X, y = _data(kind=kind)
+    model = make().fit(X[:250], y[:250])
+    res = treeimp.explain(model, X[250:], y[250:], methods=("mdi", "mdi_oob"))
+    F = X.shape[1]
+    if name.startswith("xgb"):
+        score = model.get_booster().get_score(importance_type="total_gain")
+        expected = np.array([score.get(f"f{j}", 0.0) for j in range(F)])
+    else:
+        expected = model.booster_.feature_importance("gain")
+    assert np.all(expected[:4] > 0)
+    np.testing.assert_allclose(res.table["mdi"].to_numpy(), expected, rtol=1e-5)
+    assert res.stderr["mdi"].isna().all() and res.pvalues["mdi"].isna().all()
+
+
+# ------------------------------------------------------------------ brute force by tree
+def _tree_structures(lib, model):
+    """Per tree: (internal nodes [(node, feature, left, right)], membership(X) -> dict
+    node -> bool row mask), read from the library's own dumps and leaf predictions."""
+    out = []
+    if lib == "sklearn":
+        for est in model.estimators_[:, 0]:
+            t = est.tree_
+            internal = [(m, t.feature[m], t.children_left[m], t.children_right[m])
+                        for m in range(t.node_count) if t.children_left[m] >= 0]
+            out.append((internal, lambda X, est=est: dict(enumerate(
+                est.decision_path(X.astype(np.float32)).toarray().astype(bool).T))))
+        return out
+    if lib == "xgboost":
+        booster = model.get_booster()
+        trees = json.loads(booster.save_raw("json"))["learner"]["gradient_booster"][
+            "model"]["trees"]
+        nodes = [(t["left_children"], t["right_children"], t["split_indices"]) for t in trees]
+
+        def leaves(X):
+            return booster.predict(xgb.DMatrix(X), pred_leaf=True).astype(int).reshape(
+                len(X), -1)
+    else:
+        booster = model.booster_
+        nodes = []
+        for info in booster.dump_model()["tree_info"]:
+            left, right, feat, leaf_ids = [], [], [], []
+
+            def visit(d, left=left, right=right, feat=feat, leaf_ids=leaf_ids):
+                i = len(left)
+                for a in (left, right, feat, leaf_ids):
+                    a.append(-1)
+                if "leaf_index" in d or "split_feature" not in d:
+                    leaf_ids[i] = d.get("leaf_index", 0)
+                    return i
+                feat[i] = d["split_feature"]
+                left[i] = visit(d["left_child"])
+                right[i] = visit(d["right_child"])
+                return i
+
+            visit(info["tree_structure"])
+            nodes.append((left, right, feat, leaf_ids))
+
+        def leaves(X):
+            return booster.predict(X, pred_leaf=True).astype(int).reshape(len(X), -1)
+    for t, spec in enumerate(nodes):
+        left, right, feat = spec[:3]
+        leaf_id = spec[3] if lib == "lightgbm" else list(range(len(left)))
+
+        def membership(X, t=t, left=left, right=right, leaf_id=leaf_id):
+            lv = leaves(X)[:, t]
+            masks = {}
+
+            def fill(j):
+                if left[j] < 0:
+                    masks[j] = lv == leaf_id[j]
+                else:
+                    masks[j] = fill(left[j]) | fill(right[j])
+                return masks[j]
+
+            fill(0)
+            return masks
+
+        internal = [(m, feat[m], left[m], right[m]) for m in range(len(left)) if left[m] >= 0]
+        out.append((internal, membership))
+    return out
+
+
+def _margins_before_each_tree(lib, model, X, y_train_mean):
+    """Margin before every tree (one output), from the library's staged predictions."""
+    n_trees = {"xgboost": lambda: model.get_booster().num_boosted_rounds(),
+               "lightgbm": lambda: model.booster_.num_trees(),
+               "sklearn": lambda: model.n_estimators_}[lib]()
+    if lib == "xgboost":
+        booster = model.get_booster()
+        first = _base_margin(booster, X, 1)[:, 0]
+        later = [booster.predict(xgb.DMatrix(X), output_margin=True, iteration_range=(0, t))
+                 for t in range(1, n_trees)]
+    elif lib == "lightgbm":
+        first = np.full(len(X), y_train_mean)  # boost_from_average: the label mean
+        later = [model.booster_.predict(X, raw_score=True, num_iteration=t)
+                 for t in range(1, n_trees)]
+    else:
+        first = model.init_.predict(X).ravel()
+        later = [np.asarray(m).ravel() for m in model.staged_predict(X)][:-1]
+    return [first] + later
+
+
+UFI_BOOSTERS = [
+    ("xgboost", lambda: xgb.XGBRegressor(n_estimators=6, max_depth=3, learning_rate=0.3,
+                                         reg_lambda=0.0, min_child_weight=1)),
+    ("lightgbm", lambda: lgb.LGBMRegressor(n_estimators=6, num_leaves=8, learning_rate=0.3,
+                                           reg_lambda=0.0, min_child_samples=10,
+                                           verbose=-1)),
+    ("sklearn", lambda: GradientBoostingRegressor(n_estimators=6, max_depth=3,
+                                                  learning_rate=0.3, random_state=0)),
+]
+
+
+@pytest.mark.parametrize("lib,make", UFI_BOOSTERS, ids=[u[0] for u in UFI_BOOSTERS])
+def test_ufi_squared_error_equals_forest_formula_on_residuals_tree_by_tree(lib, make):
+    """Squared error, lambda = 0, learning rate 0.3, several trees: boosting UFI is the
+    sum over trees of Zhou-Hooker's regression UFI of tree t on the residuals at the
+    margin before t (training rows in-sample, held-out rows held out). The node mean of
+    the training residuals is value / learning_rate: this pins mu."""
+    X, y = _data(n=700, kind="regression")
+    Xt, yt, Xv, yv = X[:400], y[:400], X[400:], y[400:]
+    model = make().fit(Xt, yt)
+    res = treeimp.explain(model, Xv, yv, methods=("ufi",), random_state=0)
+    structures = _tree_structures(lib, model)
+    mt = _margins_before_each_tree(lib, model, Xt, yt.mean())
+    mv = _margins_before_each_tree(lib, model, Xv, yt.mean())
+    assert len(structures) == len(mt) == 6
+    expected = np.zeros(X.shape[1])
+    for (internal, membership), m_t, m_v in zip(structures, mt, mv):
+        rt, rv = yt - m_t, yv - m_v
+        in_t, in_v = membership(Xt), membership(Xv)
+
+        def H(j, rt=rt, rv=rv, in_t=in_t, in_v=in_v):
+            mu = rt[in_t[j]].mean()
+            return rt[in_t[j]].var() + np.mean((rv[in_v[j]] - mu) ** 2)
+
+        for m, f, lc, rc in internal:
+            if not (in_v[lc].any() and in_v[rc].any()):
+                continue
+            w = {k: in_t[k].mean() for k in (m, lc, rc)}
+            expected[f] += w[m] * H(m) - w[lc] * H(lc) - w[rc] * H(rc)
+    np.testing.assert_allclose(res.table["ufi"].to_numpy(), expected, rtol=1e-5,
+                               atol=1e-7 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("lib", ["xgboost", "lightgbm"])
+def test_naive_oob_is_the_held_out_newton_gain(lib):
+    """Boosting naive_oob: the second-order loss decrease of each split computed from the
+    held-out rows alone, (G_l^2/H_l + G_r^2/H_r - G_m^2/H_m) / (2 n'), g and h the
+    logistic gradient and hessian at the margin before the tree; splits with a child
+    that no held-out row reaches contribute 0."""
+    X, y = _data(n=500, kind="binary")
+    Xt, yt, Xv, yv = X[:300], y[:300], X[300:], y[300:]
+    if lib == "xgboost":
+        model = xgb.XGBClassifier(n_estimators=6, max_depth=4, learning_rate=0.3)
+    else:
+        model = lgb.LGBMClassifier(n_estimators=6, num_leaves=31, learning_rate=0.3,
+                                   min_child_samples=2, min_child_weight=1e-5, verbose=-1)
+    model.fit(Xt, yt)
+    res = treeimp.explain(model, Xv, yv, methods=("naive_oob",), random_state=0)
+    if lib == "xgboost":
+        margins = _margins_before_each_tree(lib, model, Xv, None)
+    else:  # binary LightGBM starts from the log-odds of the training labels
+        p0 = yt.mean()
+        margins = [np.full(len(yv), np.log(p0 / (1 - p0)))] + [
+            model.booster_.predict(Xv, raw_score=True, num_iteration=t) for t in range(1, 6)]
+    expected = np.zeros(X.shape[1])
+    skipped = 0
+    for (internal, membership), m in zip(_tree_structures(lib, model), margins):
+        p = 1 / (1 + np.exp(-m))
+        g, h = p - yv, p * (1 - p)
+        inside = membership(Xv)
+        G = {j: g[mask].sum() for j, mask in inside.items()}
+        Hs = {j: h[mask].sum() for j, mask in inside.items()}
+        for node, f, lc, rc in internal:
+            if not (inside[lc].any() and inside[rc].any()):
+                skipped += 1
+                continue
+            expected[f] += 0.5 * (G[lc] ** 2 / Hs[lc] + G[rc] ** 2 / Hs[rc]
+                                  - G[node] ** 2 / Hs[node]) / len(yv)
+    assert skipped > 0  # the skip rule is exercised
+    np.testing.assert_allclose(res.table["naive_oob"].to_numpy(), expected, rtol=1e-5,
+                               atol=1e-7 * np.abs(expected).max())
