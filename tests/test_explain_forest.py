@@ -112,6 +112,8 @@ def _fit_cases():
          True),
         ("fit weights", RandomForestRegressor(**kw).fit(Xr, yr, sample_weight=sw), Xr, yr,
          False),
+        ("fit weights classifier", RandomForestClassifier(**kw).fit(Xm, ym, sample_weight=sw),
+         Xm, ym, True),
         ("extra trees", ExtraTreesClassifier(bootstrap=True, **kw).fit(Xm, ym), Xm, ym, True),
         ("extra regression", ExtraTreesRegressor(bootstrap=True, **kw).fit(Xr, yr), Xr, yr,
          False),
@@ -133,13 +135,36 @@ def test_oob_measures_equal_brute_force(case):
                                    atol=1e-12, err_msg=m)
 
 
-def test_evaluation_weights_enter_every_measure():
-    _, rf, X, y, _ = CASES[1]
+@pytest.mark.parametrize("case", [CASES[1], CASES[3]], ids=["multiclass", "regression"])
+def test_evaluation_weights_enter_every_measure(case):
+    _, rf, X, y, classification = case
     w = np.random.default_rng(5).uniform(0.0, 2.0, len(y))
     res = treeimp.explain(rf, X, y, oob=True, methods=METHODS, sample_weight=w)
-    ref = brute_force(rf, X, y, w=w)
-    for m in ("mdi_oob", "ufi", "naive_oob", "pg2"):
+    ref = brute_force(rf, X, y, w=w, classification=classification)
+    unweighted = brute_force(rf, X, y, classification=classification)
+    for m in ("mdi_oob", "ufi", "naive_oob", "pg1", "pg2", "pg3"):
+        assert not np.allclose(ref[m], unweighted[m])  # the weights matter
         np.testing.assert_allclose(res.per_tree[m], ref[m], rtol=1e-10, atol=1e-12)
+
+
+def test_regression_mdi_oob_is_decrease_of_cross_impurity():
+    """Regression form of the identity: H_x(m) = -v_m p'_m, p'_m the held-out mean,
+    decrease weighted n'_m / n'_0 (measures.md)."""
+    _, rf, X, y, _ = CASES[3]
+    res = treeimp.explain(rf, X, y, oob=True, methods=("mdi_oob",))
+    expected = np.zeros((len(rf.estimators_), X.shape[1]))
+    for t, (est, oob) in enumerate(zip(rf.estimators_, _oob_rows(rf, len(y)))):
+        tree = est.tree_
+        paths = est.decision_path(X[oob].astype(np.float32)).toarray().astype(bool)
+        n_held = paths.sum(0).astype(float)
+        p_held = np.divide(paths.T.astype(float) @ y[oob], n_held, out=np.zeros(len(n_held)),
+                           where=n_held > 0)
+        Hx = -tree.value[:, 0, 0] * p_held
+        for m in np.flatnonzero(tree.children_left >= 0):
+            lc, rc = tree.children_left[m], tree.children_right[m]
+            expected[t, tree.feature[m]] += (n_held[m] * Hx[m] - n_held[lc] * Hx[lc]
+                                             - n_held[rc] * Hx[rc]) / n_held[0]
+    np.testing.assert_allclose(res.per_tree["mdi_oob"], expected, rtol=1e-10, atol=1e-10)
 
 
 def test_mdi_oob_is_oob_weighted_decrease_of_cross_impurity():
