@@ -43,7 +43,7 @@ def _train_data(n=500, seed=0):
     X[:, CAT] = rng.integers(0, 6, n)
     X[rng.random((n, P)) < 0.05] = np.nan
     Z = np.nan_to_num(X)
-    f = Z[:, 0] + 0.3 * Z[:, 1] ** 2 - Z[:, 2] * (Z[:, 4] > 0) + 1.5 * np.isin(X[:, CAT], [1, 4])
+    f = Z[:, 0] + 0.3 * Z[:, 1] ** 2 - Z[:, 2] * (Z[:, 4] > 0) + 4.0 * np.isin(X[:, CAT], [1, 4])
     return X, f + rng.normal(scale=0.3, size=n)
 
 
