@@ -213,3 +213,36 @@ def test_sklearn_huber_loss_is_rejected_by_name(data):
     model = GradientBoostingRegressor(loss="huber", n_estimators=3).fit(X, X[:, 0])
     with pytest.raises(ValueError, match="huber.*does not store it"):
         treeimp.explain(model, X, X[:, 0])
+
+
+def test_mdi_alone_needs_no_y_and_routes_no_rows(rf, data, monkeypatch):
+    """methods=("mdi",) reads the model alone: no y, no kernel; X's width is still
+    checked and its columns name the features; stderr and p-values are NaN."""
+    import treeimp.api as api
+
+    X, y = data
+    lgb = pytest.importorskip("lightgbm")
+    booster = lgb.LGBMRegressor(n_estimators=5, verbose=-1).fit(X, X[:, 0] + X[:, 1])
+    full = {m: treeimp.explain(m, X, t, methods=("mdi", "mdi_oob"))
+            for m, t in ((rf, y), (booster, X[:, 0] + X[:, 1]))}
+
+    def no_routing(*args, **kwargs):
+        raise AssertionError("rows were routed for mdi alone")
+
+    monkeypatch.setattr(api, "_node_statistics", no_routing)
+    frame = pd.DataFrame(X, columns=["a", "b", "c", "d"])
+    for model, ref in full.items():
+        res = treeimp.explain(model, frame[:3], methods=("mdi",))
+        assert res.methods == ["mdi"] and res.feature_names == ["a", "b", "c", "d"]
+        np.testing.assert_allclose(res.table["mdi"].to_numpy(), ref.table["mdi"].to_numpy())
+        np.testing.assert_allclose(res.per_tree["mdi"], ref.per_tree["mdi"])
+        assert res.stderr["mdi"].isna().all() and res.pvalues["mdi"].isna().all()
+        assert res.qvalues["mdi"].isna().all()
+        with pytest.raises(ValueError, match="X has 3 columns but the model was trained on 4"):
+            treeimp.explain(model, X[:, :3], methods="mdi")
+        with pytest.raises(ValueError, match="X has 200 rows but y has 5"):
+            treeimp.explain(model, X, y[:5], methods="mdi")
+        with pytest.raises(ValueError, match="n_blocks must be >= 2"):
+            treeimp.explain(model, X, methods="mdi", n_blocks=1)
+    with pytest.raises(ValueError, match="y is required"):
+        treeimp.explain(rf, X, methods=("mdi", "ufi"))

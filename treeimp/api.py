@@ -35,8 +35,11 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
     ----------
     model : fitted scikit-learn / XGBoost / LightGBM model, TreeEnsemble or model file path
     X : array-like or DataFrame (n_rows, n_features)
-    y : array-like (n_rows,)
-        Labels (classification, mapped to the model's classes) or values.
+    y : array-like (n_rows,), optional
+        Labels (classification, mapped to the model's classes) or values. Needed by
+        every method except "mdi": ``methods=("mdi",)`` reads the model alone, routes
+        no rows and needs no y (X is still checked against the model's features, and
+        gives the feature names).
     oob : bool, default False
         Evaluate each tree on its out-of-bag rows (RandomForest / ExtraTrees with
         bootstrap=True; X, y must be the training rows in training order).
@@ -64,6 +67,8 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
     Returns
     -------
     Importances
+        "mdi" uses no evaluation rows: its ``stderr``, ``pvalues`` and ``qvalues`` are
+        NaN (its ``stderr_trees`` is the across-trees spread).
 
     Examples
     --------
@@ -78,15 +83,21 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
     """
     ens = parse(model)
     methods = _check_methods(methods, ens, alpha, lam)
-    rows = RowSource(X, ens)
+    rows = RowSource(X, ens)  # validates X's width and names even when no row is routed
     n = rows.n_rows
-    n_blocks = _check_n_blocks(n_blocks, n)
     names = _feature_names(feature_names, rows, ens)
+    held_out = [m for m in methods if m != "mdi"]
+    if not held_out:  # in-sample MDI reads the model alone: y optional, nothing routed
+        if y is not None:
+            as_1d_target(y, n)
+        check_sample_weight(sample_weight, n)
+        return _assemble(ens, None, methods, names, False, n,
+                         _check_n_blocks(n_blocks, np.inf), alpha, lam)
+    n_blocks = _check_n_blocks(n_blocks, n)
     y_arr = as_1d_target(y, n)
     w = check_sample_weight(sample_weight, n)
     block = _assign_blocks(n, n_blocks, random_state)
 
-    held_out = [m for m in methods if m != "mdi"]
     bar = progress_bar(progress, total=n, work=n * ens.n_trees, desc="treeimp.explain")
     try:
         stats, classification = _node_statistics(ens, model, rows, y_arr, w, block, n_blocks,
@@ -134,7 +145,8 @@ def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alph
     forest = ens.kind == FOREST
     agg = _nanmean_trees if forest else _nansum_trees
     table, se, se_trees, per_tree, blocks = {}, {}, {}, {}, {}
-    total, loo = stats.leave_one_out()  # overwrites the per-block statistics
+    # overwrites the per-block statistics; None: "mdi" alone, no rows were routed
+    total, loo = stats.leave_one_out() if stats is not None else (None, None)
     for m in methods:
         if m == "mdi":
             pt = measures.mdi(ens)
