@@ -270,3 +270,89 @@ def test_table_by_class_sums_to_table_and_matches_brute_force():
         expected += per / len(oob)
     np.testing.assert_allclose(res.table_by_class["mdi_oob"][0], expected / len(rf.estimators_),
                                rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore:Value `\"friedman_mse\"`:FutureWarning")
+@pytest.mark.parametrize("criterion", ["squared_error", "friedman_mse", "poisson"])
+def test_regression_criteria_use_the_in_sample_variance(criterion):
+    """ufi and penalized Gini read the in-sample VARIANCE about node means. friedman_mse
+    stores the variance; poisson stores half the deviance (its node values are still
+    means): the brute force computes the variance from the training rows themselves."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(500, 4))
+    y = rng.poisson(np.exp(0.6 * X[:, 0] - 0.4 * X[:, 1])).astype(float)
+    Xt, yt, Xv, yv = X[:250], y[:250], X[250:], y[250:]
+    rf = RandomForestRegressor(n_estimators=4, max_depth=5, max_features=2, bootstrap=False,
+                               criterion=criterion, random_state=0).fit(Xt, yt)
+    res = treeimp.explain(rf, Xv, yv, methods=("ufi", "pg1", "pg3", "naive_oob"))
+    expected = {m: np.zeros((4, X.shape[1])) for m in ("ufi", "pg1", "pg3")}
+    for t, est in enumerate(rf.estimators_):
+        tree = est.tree_
+        pt = est.decision_path(Xt.astype(np.float32)).toarray().astype(bool)
+        pv = est.decision_path(Xv.astype(np.float32)).toarray().astype(bool)
+        for m in np.flatnonzero(tree.children_left >= 0):
+            kids = (m, tree.children_left[m], tree.children_right[m])
+            if not (pv[:, kids[1]].any() and pv[:, kids[2]].any()):
+                continue
+            mean = {j: yt[pt[:, j]].mean() for j in kids}
+            var = {j: yt[pt[:, j]].var() for j in kids}
+            held_mean = {j: yv[pv[:, j]].mean() for j in kids}
+            held_var = {j: yv[pv[:, j]].var() for j in kids}
+            held_mse = {j: np.mean((yv[pv[:, j]] - mean[j]) ** 2) for j in kids}
+            frac = {j: pt[:, j].mean() for j in kids}
+
+            def decrease(H, kids=kids, frac=frac):
+                return frac[kids[0]] * H[kids[0]] - sum(frac[j] * H[j] for j in kids[1:])
+
+            f = tree.feature[m]
+            expected["ufi"][t, f] += decrease({j: var[j] + held_mse[j] for j in kids})
+            for name, (a, lam) in {"pg1": (1.0, 1.0), "pg3": (0.5, 0.5)}.items():
+                expected[name][t, f] += decrease(
+                    {j: a * held_var[j] + (1 - a) * var[j]
+                     + lam / 2 * (held_mean[j] - mean[j]) ** 2 for j in kids})
+    if criterion == "poisson":  # the stored impurity is not the variance here
+        root = rf.estimators_[0].tree_
+        assert not np.isclose(root.impurity[0], yt.var())
+    for m, exp in expected.items():
+        np.testing.assert_allclose(res.per_tree[m], exp, rtol=1e-9, atol=1e-10, err_msg=m)
+
+
+def test_absolute_error_forest_rejects_ufi_and_penalized_gini():
+    """criterion="absolute_error": node values are medians and impurities absolute
+    deviations, so the variance-based ufi / pg forms are undefined; mdi_oob and
+    naive_oob use neither and still work."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 3))
+    y = X[:, 0] + rng.normal(size=120)
+    rf = RandomForestRegressor(n_estimators=3, max_depth=3, criterion="absolute_error",
+                               random_state=0).fit(X, y)
+    for method in ("ufi", "pg1", "pg2", "pg3"):
+        with pytest.raises(ValueError, match=f"'{method}' needs the in-sample variance.*"
+                                             "absolute_error.*'mdi_oob' or 'naive_oob'"):
+            treeimp.explain(rf, X, y, oob=True, methods=("mdi_oob", method))
+    with pytest.raises(ValueError, match="'pg_oob' needs the in-sample variance"):
+        treeimp.explain(rf, X, y, methods=("pg_oob",), alpha=0.5, lam=1.0)
+    res = treeimp.explain(rf, X, y, oob=True, methods=("mdi", "mdi_oob", "naive_oob"))
+    assert np.isfinite(res.table.to_numpy()).all()
+    ref = brute_force(rf, X, y, classification=False)
+    np.testing.assert_allclose(res.per_tree["naive_oob"], ref["naive_oob"], rtol=1e-10,
+                               atol=1e-12)
+    # mdi_oob: internal node values are the W-weighted means of their children
+    # (measures.md), not sklearn's stored internal medians; the leaves are the model's
+    expected = np.zeros((3, X.shape[1]))
+    for t, (est, oob) in enumerate(zip(rf.estimators_, _oob_rows(rf, len(y)))):
+        tree = est.tree_
+        v = tree.value[:, 0, 0].copy()
+        W = tree.weighted_n_node_samples
+        for m in range(tree.node_count - 1, -1, -1):  # children come after parents
+            lc, rc = tree.children_left[m], tree.children_right[m]
+            if lc >= 0:
+                v[m] = (W[lc] * v[lc] + W[rc] * v[rc]) / W[m]
+        assert not np.allclose(v, tree.value[:, 0, 0])  # medians differ from those means
+        paths = est.decision_path(X[oob].astype(np.float32)).toarray().astype(bool)
+        for r, i in enumerate(oob):
+            for m in np.flatnonzero(paths[r] & (tree.children_left >= 0)):
+                child = tree.children_left[m] if paths[r, tree.children_left[m]] \
+                    else tree.children_right[m]
+                expected[t, tree.feature[m]] += (v[child] - v[m]) * y[i] / len(oob)
+    np.testing.assert_allclose(res.per_tree["mdi_oob"], expected, rtol=1e-10, atol=1e-12)

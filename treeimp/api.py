@@ -220,6 +220,7 @@ def _check_methods(methods, ens, alpha, lam):
                      if m in FOREST_METHODS + ("pg_oob",) else "")
             raise ValueError(f"unknown method {m!r} for a {ens.kind} model{extra}; valid "
                              f"methods: {list(valid)}")
+        measures.check_method_for_model(m, ens)
     if "pg_oob" in methods:
         if alpha is None or lam is None:
             raise ValueError("'pg_oob' needs alpha and lam (e.g. alpha=0.5, lam=1.0)")
