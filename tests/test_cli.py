@@ -382,6 +382,32 @@ def test_text_labels_warn_for_uncategorised_lightgbm_categories(tmp_path, capsys
     assert err[0].startswith("treeimp: warning: column 'c' holds text")
 
 
+@pytest.mark.parametrize("argv, expected", [
+    (["explain", "m.json", "d.csv"], "the following arguments are required: --target"),
+    (["explain"], "MODEL, DATA, --target"),
+    ([], "arguments are required: command"),
+    (["explain", "m.json", "d.csv", "--target", "y", "--format", "xml"], "--format"),
+    (["demo", "--trees", "many"], "--trees"),
+])
+def test_usage_errors_are_one_line_with_status_2(capsys, argv, expected):
+    """argparse's own errors (a missing --target) end like every other error, not in
+    argparse's multi-line usage text."""
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("treeimp: error: ") and captured.err.count("\n") == 1
+    assert expected in captured.err and "--help" in captured.err
+
+
+def test_missing_target_option_in_a_subprocess(saved):
+    proc = subprocess.run([sys.executable, "-m", "treeimp", "explain", saved["rf.pkl"],
+                           saved["data.csv"]], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("treeimp: error: ") and proc.stderr.count("\n") == 1
+    assert "--target" in proc.stderr and "usage:" not in proc.stderr
+
+
 # ----------------------------------------------------------------------- demo
 def test_demo_prints_the_table():
     proc = subprocess.run([sys.executable, "-m", "treeimp", "demo", "--trees", "20"],
@@ -389,4 +415,20 @@ def test_demo_prints_the_table():
                           env={**os.environ, "MPLBACKEND": "Agg"})
     assert proc.returncode == 0, proc.stderr
     assert "mdi_oob" in proc.stdout and "row_id" in proc.stdout
+    assert "What moved" in proc.stdout and "noise_100_levels" in proc.stdout
     assert "Traceback" not in proc.stderr
+
+
+def test_demo_noise_columns_drop_from_mdi_to_mdi_oob():
+    """The demo's point, on the numbers it computes (default trees and seed): in-sample
+    MDI ranks every noise column above real features, out of bag each one falls in rank
+    and is not above zero by more than a standard error."""
+    from treeimp.demo import NOISE, demo_importances, rank_moves
+
+    moves = rank_moves(demo_importances())
+    assert list(moves.index) == list(NOISE)
+    assert (moves["real below (mdi)"] >= 5).all(), moves  # visibly overrated by MDI
+    assert (moves["mdi_oob rank"] > moves["mdi rank"]).all(), moves
+    assert (moves["real below (mdi_oob)"] < moves["real below (mdi)"]).all(), moves
+    assert (moves["mdi_oob"] < moves["mdi_oob se"]).all(), moves
+    assert (moves["ufi"] < moves["ufi se"]).all(), moves

@@ -1,7 +1,8 @@
 """Command line: ``treeimp explain`` and ``treeimp demo`` (also ``python -m treeimp``).
 
-Errors from reading the inputs or from :func:`treeimp.explain` (ValueError, TypeError,
-OSError) are printed as one line ``treeimp: error: ...`` with exit status 2.
+Usage errors (a missing --target, an unknown option), errors from reading the inputs and
+from :func:`treeimp.explain` (ValueError, TypeError, OSError) are printed as one line
+``treeimp: error: ...`` with exit status 2.
 """
 
 from __future__ import annotations
@@ -33,9 +34,18 @@ model was trained on (0/1 for binary models).
 """
 
 
+class UsageError(ValueError):
+    """A command line argparse rejects (reported in one line, not argparse's usage text)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(f"{message} (see: {self.prog} --help)")
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(prog="treeimp", description="Out-of-sample feature "
-                                     "importance for tree ensembles.")
+    parser = _Parser(prog="treeimp", description="Out-of-sample feature "
+                     "importance for tree ensembles.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     ex = sub.add_parser("explain", help="importances of a saved model on a data file",
@@ -67,8 +77,8 @@ def build_parser():
     ex.add_argument("--n-jobs", type=int, default=None, metavar="N",
                     help="threads (default: all cores)")
 
-    demo = sub.add_parser("demo", help="MDI vs MDI-oob and UFI on breast cancer data with "
-                          "an ID column and a random categorical column")
+    demo = sub.add_parser("demo", help="MDI vs MDI-oob and UFI on breast cancer data (15%% "
+                          "of labels flipped) with a row ID and two pure-noise columns")
     demo.add_argument("--trees", type=int, default=300, help="number of trees (default 300)")
     demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     return parser
@@ -76,8 +86,8 @@ def build_parser():
 
 def main(argv=None):
     """Run the command line; returns the exit status (0 success, 2 error)."""
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)  # subparsers are _Parser too
         if args.command == "demo":
             return _demo(args)
         return _explain(args)
