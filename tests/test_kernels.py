@@ -416,9 +416,10 @@ def _chunked(X, ens, size=97):
 # whole: the case's rows (DataFrame or array) in one chunk, all threads;
 # chunked: chunks of 97 rows, one thread; tiled: the float rows repeated ``k`` times,
 # enough to cross the kernels' row blocks (512 rows routing, 64-row batches, 4096-row
-# chunks of the forest statistics kernel)
+# chunks of the forest statistics kernel, 512-row groups of each of the staged kernel's
+# N_BLOCKS statistic blocks)
 VARIANTS = ["whole", "chunked", "tiled"]
-TILES = {"routing": 5, "forest": 14, "staged": 4}
+TILES = {"routing": 5, "forest": 14, "staged": 10}
 
 
 def _variant(c, variant, kernel):

@@ -1,10 +1,12 @@
 """Staged node statistics for boosting: held-out gradients, stage by stage.
 
-Rows travel in small batches that carry their running margin (base score + earlier
+Rows travel in groups of ``GROUP`` that carry their running margin (base score + earlier
 trees). At the start of every boosting stage (round), the gradient and hessian of the
-model's own loss are computed for every output at the current margin (one pass of
-exponentials per row and stage); every tree of the stage then routes the batch and adds
-its leaf's statistics, and the leaf values are added to the margin.
+model's own loss are computed for every row of the group and every output at the
+current margin (one pass of exponentials per row and stage, as a tight loop per
+objective), together with the five per-row statistic terms; every tree of the stage
+then routes the group in batches of ``BATCH`` rows (the tree stays in cache for the
+whole group), adds each row's terms at its leaf, and adds the leaf value to the margin.
 
 Layout of ``stats`` (5, n_nodes, n_blocks): planes n' = sum w, Q' = sum w g^2,
 S' = sum w (-g), H' = sum w h, R' = sum w g^2 / h, at leaves (``propagate_up`` fills
@@ -13,13 +15,61 @@ Threads own whole row blocks (the statistic blocks used for standard errors), so
 thread writes only its own block's cells.
 """
 
+import math
+
 import numpy as np
 from numba import njit, prange
 
-from ..losses import grad_hess_row
+from ..losses import LOGISTIC, SQUARED_ERROR, grad_hess_row
 from .route import walk_batch
 
 BATCH = 64
+GROUP = 512  # rows that pass every tree of a stage together (a tree stays in cache)
+
+
+@njit(cache=True, inline="always")
+def _put(terms, k, r, wi, gi, hi):
+    terms[k, r, 0] = wi
+    terms[k, r, 1] = wi * gi * gi
+    terms[k, r, 2] = -wi * gi
+    terms[k, r, 3] = wi * hi
+    terms[k, r, 4] = wi * gi * gi / hi if hi > 0.0 else 0.0
+
+
+@njit(cache=True)
+def stage_terms(code, params, margin, n, y, w, g, h, terms):
+    """terms[k, r] := (w, w g^2, -w g, w h, w g^2 / h) of rows r < n at their margins;
+    rows of weight 0 get zeros. The common objectives run as tight loops."""
+    K = margin.shape[1]
+    if K == 1 and code == LOGISTIC:  # the arithmetic of losses._scalar_grad_hess
+        s = params[0]
+        for r in range(n):
+            p = 1.0 / (1.0 + math.exp(-s * margin[r, 0]))
+            yr = y[r]
+            c = params[1] if yr == 1.0 else (params[2] if yr == 0.0 else 1.0)
+            gi = c * s * (p - yr)
+            hi = c * s * s * p * (1.0 - p)
+            wi = w[r]
+            if wi == 0.0:
+                gi = 0.0
+                hi = 0.0
+            _put(terms, 0, r, wi, gi, hi)
+        return
+    if K == 1 and code == SQUARED_ERROR:
+        for r in range(n):
+            wi = w[r]
+            gi = margin[r, 0] - y[r] if wi != 0.0 else 0.0
+            _put(terms, 0, r, wi, gi, 1.0 if wi != 0.0 else 0.0)
+        return
+    for r in range(n):
+        wi = w[r]
+        if wi == 0.0:
+            for k in range(K):
+                _put(terms, k, r, 0.0, 0.0, 0.0)
+            continue
+        grad_hess_row(code, params, margin, r, y[r], g, h)
+        for k in range(K):
+            _put(terms, k, r, wi, g[r, k], h[r, k])
 
 
 @njit(cache=True, parallel=True)
@@ -42,41 +92,44 @@ def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, stage_start
         # the thread owning block b accumulates into a contiguous local buffer (one cache
         # line per update instead of five planes) and adds it to the planes at the end
         local = np.zeros((n_nodes, 5))
-        margin = np.empty((BATCH, K))
+        margin = np.empty((GROUP, K))
         leaves = np.empty(BATCH, np.int64)
-        g = np.empty((BATCH, K))
-        h = np.empty((BATCH, K))
-        for s0 in range(block_start[b], block_start[b + 1], BATCH):
-            s1 = min(block_start[b + 1], s0 + BATCH)
-            nb = s1 - s0
-            for r in range(nb):
+        g = np.empty((GROUP, K))
+        h = np.empty((GROUP, K))
+        # a row's five statistics for output k, fixed for the stage:
+        # (w, w g^2, -w g, w h, w g^2 / h); zero for rows of weight 0
+        terms = np.zeros((K, GROUP, 5))
+        yg = np.empty(GROUP)
+        wg = np.empty(GROUP)
+        for s0 in range(block_start[b], block_start[b + 1], GROUP):
+            s1 = min(block_start[b + 1], s0 + GROUP)
+            ng = s1 - s0
+            rows = order[s0:s1]
+            for r in range(ng):
                 for k in range(K):
                     margin[r, k] = base_score[k]
+            for r in range(ng):
+                i = rows[r]
+                yg[r] = y[row0 + i]
+                wg[r] = w[row0 + i]
             for st in range(n_stages):
-                for r in range(nb):
-                    i = order[s0 + r]
-                    grad_hess_row(loss_code, loss_params, margin, r, y[row0 + i], g, h)
+                stage_terms(loss_code, loss_params, margin, ng, yg, wg, g, h, terms)
                 for t in range(stage_start[st], stage_start[st + 1]):
                     col = tree_output[t]
                     sc = tree_scale[t]
-                    walk_batch(X, order[s0:s1], nb, tree_offsets[t], depth[t], min_depth[t],
-                               nodes, cat_offset, cat_count, cat_codes, cat_left, strict,
-                               round32, leaves)
-                    for r in range(nb):
-                        leaf = leaves[r]
-                        wi = w[row0 + order[s0 + r]]
-                        if wi != 0.0:
-                            gi = g[r, col]
-                            hi = h[r, col]
-                            local[leaf, 0] += wi
-                            local[leaf, 1] += wi * gi * gi
-                            local[leaf, 2] -= wi * gi
-                            local[leaf, 3] += wi * hi
-                            if hi > 0.0:
-                                local[leaf, 4] += wi * gi * gi / hi
-                        margin[r, col] += sc * value[leaf, 0]
-            for r in range(nb):
-                i = order[s0 + r]
+                    for q0 in range(0, ng, BATCH):
+                        m = min(BATCH, ng - q0)
+                        walk_batch(X, rows[q0:], m, tree_offsets[t], depth[t],
+                                   min_depth[t], nodes, cat_offset, cat_count, cat_codes,
+                                   cat_left, strict, round32, leaves)
+                        for q in range(m):
+                            leaf = leaves[q]
+                            r = q0 + q
+                            for d in range(5):
+                                local[leaf, d] += terms[col, r, d]
+                            margin[r, col] += sc * value[leaf, 0]
+            for r in range(ng):
+                i = rows[r]
                 for k in range(K):
                     margin_out[i, k] = margin[r, k]
         for node in range(n_nodes):
