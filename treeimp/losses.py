@@ -43,14 +43,18 @@ scikit-learn 1.9.1 in ``tests/test_losses.py``):
 * XGBoost: ``multi:softprob/softmax`` hess_factor 2.0; ``count:poisson`` max_delta_step
   from ``poisson_regression_param`` (default 0.7); logistic ``sigmoid`` 1.0 and
   ``pos_weight`` = ``reg_loss_param.scale_pos_weight``; ``reg:pseudohubererror`` slope =
-  ``huber_slope``; ``reg:quantileerror`` alpha = ``quantile_alpha`` (one alpha only);
-  ``binary:logitraw`` is "logistic" with link "identity". Not modelled: XGBoost floors
-  the logistic and softmax hessians at 1e-16 (only matters for |margin| > 36).
+  ``huber_slope``; ``binary:logitraw`` is "logistic" with link "identity". "quantile"
+  reproduces the gradient of ``reg:quantileerror`` (``tests/test_losses.py``), but the
+  XGBoost parser does not accept that objective, so explain() serves "quantile" to
+  LightGBM and scikit-learn models only.
+  Not modelled: XGBoost floors the logistic and softmax hessians at 1e-16 (only matters
+  for |margin| > 36).
 * LightGBM: ``multiclass`` hess_factor K/(K-1); ``binary`` / ``multiclassova``
   ``sigmoid`` = the ``sigmoid`` parameter, pos_weight = ``scale_pos_weight``
   (``is_unbalance`` instead weights the smaller class by the count ratio: the positive
   class via pos_weight, or the negative class via neg_weight); ``poisson``
-  max_delta_step = ``poisson_max_delta_step`` (default 0.7); ``huber`` delta = ``alpha``.
+  max_delta_step = ``poisson_max_delta_step`` (default 0.7); ``huber`` delta = ``alpha``;
+  ``quantile`` alpha = ``alpha``.
 * scikit-learn (``sklearn._loss``): absolute_error ``tie_gradient`` -1.0, quantile
   ``tie_gradient`` = -alpha (sklearn's gradient at y == m), poisson max_delta_step 0.0,
   logistic sigmoid 1 and pos_weight 1, HistGradientBoosting softmax hess_factor 1.0.

@@ -208,7 +208,9 @@ def mdi_oob(ens, st: NodeStats):
 def ufi(ens, st: NodeStats, *, classification: bool):
     """Zhou & Hooker (2020) unbiased feature importance, in-sample weights w_m = W_m/W_root.
 
-    Splits whose children include one without evaluation rows contribute 0.
+    Splits whose children include one without evaluation rows contribute 0. Boosting:
+    the regression form on the Newton pseudo-response, exact for squared error with
+    lambda = 0 and an approximation otherwise (see :func:`_ufi_boosting_terms`).
     """
     sp = _splits(ens)
     w = _insample_fraction(ens)
