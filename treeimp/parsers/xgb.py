@@ -180,22 +180,31 @@ def parse_xgboost(model) -> TreeEnsemble:
                          f"({reason}). Train it with xgboost.train or load a saved model "
                          "into it before explaining it") from None
     doc = read_ubjson(raw)
-    return parse_xgboost_json(doc, learning_rate=_config_eta(config, xgboost.__version__),
-                              classes=classes)
+    eta, regularization = _config_shrinkage(config, xgboost.__version__)
+    return parse_xgboost_json(doc, learning_rate=eta, classes=classes,
+                              regularization=regularization)
 
 
-def _config_eta(config, version):
+def _config_shrinkage(config, version):
+    """(eta, (lambda, alpha)) of a live booster's configuration; (None, None) for
+    gblinear."""
     gb = _get(config, ("learner", "gradient_booster"), version, where="config")
     name = _get(gb, ("name",), version, where="config.learner.gradient_booster")
     if name == "dart":
         gb = _get(gb, ("gbtree",), version, where="config.learner.gradient_booster")
     if name == "gblinear":
-        return None
-    return float(_get(gb, ("tree_train_param", "eta"), version,
-                      where="config.learner.gradient_booster"))
+        return None, None
+    param = _get(gb, ("tree_train_param",), version, where="config.learner.gradient_booster")
+    eta = float(_get(param, ("eta",), version, where="tree_train_param"))
+    try:
+        regularization = (float(param["lambda"]), float(param["alpha"]))
+    except (KeyError, TypeError, ValueError):
+        regularization = None  # then the node weights decide whether eta was constant
+    return eta, regularization
 
 
-def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None) -> TreeEnsemble:
+def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None,
+                       regularization=None) -> TreeEnsemble:
     """Normal form from XGBoost's model document (``json.loads(save_raw("json"))``).
 
     Parameters
@@ -211,6 +220,10 @@ def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None) -> TreeEn
         derived per-tree values are used either way.
     classes : array-like, optional
         Class labels to attach (the scikit-learn wrapper's ``classes_``).
+    regularization : (lambda, alpha), optional
+        The booster's configured L2 and L1 terms. With ``learning_rate``, when this
+        constant eta fits the stored node weights (see ``xgb_shrinkage``) the costly
+        search for a learning-rate schedule is skipped.
 
     Returns
     -------
@@ -275,7 +288,14 @@ def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None) -> TreeEn
     if np.any(tree_info < 0) or np.any(tree_info >= n_outputs):
         raise ValueError(f"XGBoost tree_info has outputs outside 0..{n_outputs - 1}")
     adaptive = objective.source in _ADAPTIVE_LEAVES
-    derived = _derived_eta(raw, adaptive_leaves=adaptive)
+    npt = int(_get(model, ("gbtree_model_param", "num_parallel_tree"), version,
+                   where="gradient_booster.model"))
+    if (learning_rate is not None and regularization is not None
+            and _constant_eta_fits(raw, float(learning_rate) / max(npt, 1), regularization,
+                                   adaptive_leaves=adaptive)):
+        derived = None  # the configured eta holds for the trees: no schedule to look for
+    else:
+        derived = _derived_eta(raw, adaptive_leaves=adaptive)
     if learning_rate is None:
         if derived is None:
             warnings.warn("the learning rate of this XGBoost model file cannot be recovered "
@@ -288,8 +308,6 @@ def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None) -> TreeEn
     elif derived is not None and derived[1]["schedule"]:
         eta = derived[0]  # a learning-rate schedule: the config only keeps the last eta
     else:  # XGBoost shrinks each of the num_parallel_tree trees of a round by eta / npt
-        npt = int(_get(model, ("gbtree_model_param", "num_parallel_tree"), version,
-                       where="gradient_booster.model"))
         eta = np.full(n_trees, float(learning_rate) / max(npt, 1))
 
     trees = []
@@ -513,8 +531,18 @@ def _drop_unreachable(r, i):
 def _derived_eta(raw, *, adaptive_leaves):
     from .xgb_shrinkage import derive_learning_rate
 
-    return derive_learning_rate(
-        [(r["left"], r["right"], _newton_steps(r, adaptive_leaves), r["hess"]) for r in raw])
+    return derive_learning_rate(_shrinkage_input(raw, adaptive_leaves))
+
+
+def _constant_eta_fits(raw, eta, regularization, *, adaptive_leaves):
+    from .xgb_shrinkage import constant_rate_fits
+
+    return constant_rate_fits(_shrinkage_input(raw, adaptive_leaves), eta, *regularization)
+
+
+def _shrinkage_input(raw, adaptive_leaves):
+    return [(r["left"], r["right"], _newton_steps(r, adaptive_leaves), r["hess"])
+            for r in raw]
 
 
 def _newton_steps(r, adaptive_leaves):

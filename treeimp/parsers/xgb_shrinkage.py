@@ -236,6 +236,24 @@ def derive_learning_rate(trees):
     return np.full(n_trees, float(np.median(node_eta[fits]))), info
 
 
+def constant_rate_fits(trees, eta, lam, alpha):
+    """Whether one known (eta, lambda, alpha) fits the identity on the nodes
+    :func:`derive_learning_rate` would accept as a constant-rate model: at least
+    ``_MIN_ROWS`` usable nodes, 70% of them within ``_FIT_TOL`` (below that share it
+    looks for a schedule), and every tree with a usable node fitting on one at least
+    (a schedule changes eta from tree to tree). Same ``trees`` as there."""
+    R = _rows(trees)
+    if R.shape[0] < _MIN_ROWS:
+        return False
+    fits = np.abs(_residual(R, eta, lam, alpha)) <= _FIT_TOL
+    if fits.mean() < 0.7:
+        return False
+    t = R[:, 6].astype(np.int64)
+    has_rows = np.bincount(t) > 0
+    has_fit = np.bincount(t, fits.astype(np.float64), minlength=has_rows.size) > 0
+    return bool(np.all(has_fit[has_rows]))
+
+
 def _per_tree_eta(R, lam, n_trees, rows=None):
     """Least-squares eta of every tree for a given lambda (alpha = 0)."""
     C, D, B, A, _, scale = (R[:, i] for i in range(6))
