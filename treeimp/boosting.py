@@ -20,18 +20,25 @@ def stage_starts(ens):
     return np.concatenate([[0], change, [ens.n_trees]]).astype(np.int64)
 
 
-def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None):
-    """Run the staged kernel: (stats (5, n_nodes, n_blocks), final margin (n, n_outputs))."""
+# rows per kernel call: the per-call sort of rows by block stays small, and the
+# per-block buffers (5 x n_nodes) are flushed rarely enough not to matter
+CHUNK_ROWS = 1 << 18
+
+
+def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
+                keep_margin=True):
+    """Run the staged kernel: (stats (5, n_nodes, n_blocks), final margin (n, n_outputs),
+    or None without ``keep_margin``). ``w``: one weight per row, or one for all."""
     if ens.value_dim != 1:
         raise ValueError(f"this model's trees have {ens.value_dim} values per leaf (vector-"
                          "leaf trees); held-out gradient importances need one value per leaf")
     code, params = loss_spec(ens.objective, n_outputs=ens.n_outputs)
     y_t = np.ascontiguousarray(check_target(ens.objective, y, ens.classes), dtype=np.float64)
     stats = np.zeros((5, ens.n_nodes, n_blocks))
-    margin = np.empty((rows.n_rows, ens.n_outputs))
+    margin = np.empty((rows.n_rows if keep_margin else 0, ens.n_outputs))
     starts = stage_starts(ens)
     with numba_threads(n_jobs):
-        for start, chunk in rows.chunks(split=bar is not None and bar.enabled):
+        for start, chunk in rows.chunks(CHUNK_ROWS, split=True):
             stop = start + chunk.shape[0]
             strict, round32 = routing_flags(ens, chunk)
             local_block = block[start:stop]
@@ -39,15 +46,17 @@ def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None):
             bounds = np.searchsorted(local_block[order], np.arange(n_blocks + 1))
             staged_leaf_stats(chunk, start, order, bounds.astype(np.int64), y_t, w,
                               ens.base_score, starts, code, params, stats,
-                              margin[start:stop], ens.tree_offsets, ens.tree_output,
+                              margin[start:stop] if keep_margin else margin,
+                              ens.tree_offsets, ens.tree_output,
                               ens.tree_scale, ens.value, *ens.routing_arrays(), strict,
                               round32)
             if bar is not None:
                 bar.update(chunk.shape[0])
         propagate_up(ens.postorder, ens.left, ens.right, stats)
-    return stats, margin
+    return stats, (margin if keep_margin else None)
 
 
 def boosting_node_stats(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None):
-    stats, _ = staged_pass(ens, rows, y, w, block, n_blocks, n_jobs=n_jobs, bar=bar)
+    stats, _ = staged_pass(ens, rows, y, w, block, n_blocks, n_jobs=n_jobs, bar=bar,
+                           keep_margin=False)
     return NodeStats.from_array(stats, boosting=True), False

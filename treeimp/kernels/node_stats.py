@@ -24,13 +24,15 @@ def forest_leaf_stats(X, row0, Z, w, block, inbag_bits, use_inbag, stats,
                       strict, round32):
     """Accumulate rows ``row0 .. row0 + len(X)`` into the leaves they reach.
 
-    ``Z``, ``w`` and ``block`` are indexed by the global row number. With
+    ``Z``, ``w`` and ``block`` are indexed by the global row number (``w`` may hold a
+    single weight that applies to every row). With
     ``use_inbag``, bit ``r`` of ``inbag_bits[t]`` (little bit order) marks row ``r`` as
     in-bag for tree ``t``: such rows are skipped (out-of-bag evaluation).
     """
     n = X.shape[0]
     n_trees = tree_offsets.shape[0] - 1
     C = stats.shape[0] - 2
+    last_w = w.shape[0] - 1
     for c0 in range(0, n, ROW_CHUNK):
         c1 = min(n, c0 + ROW_CHUNK)
         for t in prange(n_trees):
@@ -44,7 +46,7 @@ def forest_leaf_stats(X, row0, Z, w, block, inbag_bits, use_inbag, stats,
                     r = row0 + i
                     if use_inbag and (inbag_bits[t, r >> 3] >> (r & 7)) & 1:
                         continue
-                    if w[r] == 0.0:
+                    if w[min(r, last_w)] == 0.0:
                         continue
                     rows[m] = i
                     m += 1
@@ -58,7 +60,7 @@ def forest_leaf_stats(X, row0, Z, w, block, inbag_bits, use_inbag, stats,
                     r = row0 + rows[q]
                     leaf = leaves[q]
                     b = block[r]
-                    wi = w[r]
+                    wi = w[min(r, last_w)]
                     sq = 0.0
                     for j in range(C):
                         z = Z[r, col + j]

@@ -81,13 +81,17 @@ def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, stage_start
     """Accumulate staged statistics of rows ``row0 + order[...]`` (local indices into X).
 
     ``order[block_start[b]:block_start[b + 1]]`` are the local rows of statistic block
-    b. ``stage_start`` (n_stages + 1) delimits the trees of every stage. ``margin_out``
-    receives each row's final margin (local rows).
+    b. ``stage_start`` (n_stages + 1) delimits the trees of every stage. ``y`` and ``w``
+    are indexed by the global row (``w`` may hold one weight for every row).
+    ``margin_out`` (len(X), K) receives each row's final margin (local rows); pass a
+    (0, K) array to skip that.
     """
     n_blocks = block_start.shape[0] - 1
     K = base_score.shape[0]
     n_stages = stage_start.shape[0] - 1
     n_nodes = stats.shape[1]
+    last_w = w.shape[0] - 1
+    keep_margin = margin_out.shape[0] == X.shape[0]
     for b in prange(n_blocks):
         # the thread owning block b accumulates into a contiguous local buffer (one cache
         # line per update instead of five planes) and adds it to the planes at the end
@@ -111,7 +115,7 @@ def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, stage_start
             for r in range(ng):
                 i = rows[r]
                 yg[r] = y[row0 + i]
-                wg[r] = w[row0 + i]
+                wg[r] = w[min(row0 + i, last_w)]
             for st in range(n_stages):
                 stage_terms(loss_code, loss_params, margin, ng, yg, wg, g, h, terms)
                 for t in range(stage_start[st], stage_start[st + 1]):
@@ -128,10 +132,11 @@ def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, stage_start
                             for d in range(5):
                                 local[leaf, d] += terms[col, r, d]
                             margin[r, col] += sc * value[leaf, 0]
-            for r in range(ng):
-                i = rows[r]
-                for k in range(K):
-                    margin_out[i, k] = margin[r, k]
+            if keep_margin:
+                for r in range(ng):
+                    i = rows[r]
+                    for k in range(K):
+                        margin_out[i, k] = margin[r, k]
         for node in range(n_nodes):
             if local[node, 0] != 0.0 or local[node, 3] != 0.0:
                 for d in range(5):
