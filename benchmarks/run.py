@@ -445,7 +445,7 @@ def markdown(results, startup, memory, args):
                              *[f"error: {m['error']}"] * 3))
                 continue
             rows.append((name, m["model_desc"], f"{m['rows']} x {m['features']}",
-                         f"{m['input_mb']:.0f}", f"{m['peak_growth_mb']:.0f}",
+                         f"{m['input_mb']:.1f}", f"{m['peak_growth_mb']:.1f}",
                          f"{m['peak_growth_mb'] / m['input_mb']:.2f}"))
         lines += ["", "Memory: growth of peak RSS during explain (mdi_oob + ufi, held-out "
                   "rows), the float32 input already allocated.", ""]
