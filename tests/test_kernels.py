@@ -415,11 +415,11 @@ def _chunked(X, ens, size=97):
 
 # whole: the case's rows (DataFrame or array) in one chunk, all threads;
 # chunked: chunks of 97 rows, one thread; tiled: the float rows repeated ``k`` times,
-# enough to cross the kernels' row blocks (512 rows routing, 64-row batches, 4096-row
+# enough to cross the kernels' row blocks (512 rows routing, 64-row batches, 16384-row
 # chunks of the forest statistics kernel, 512-row groups of each of the staged kernel's
 # N_BLOCKS statistic blocks)
 VARIANTS = ["whole", "chunked", "tiled"]
-TILES = {"routing": 5, "forest": 14, "staged": 10}
+TILES = {"routing": 5, "forest": 56, "staged": 10}
 
 
 def _variant(c, variant, kernel):
@@ -483,6 +483,26 @@ def test_apply_and_predict_raw(case, variant):
                                rtol=1e-12, atol=1e-12)
 
 
+def test_deep_forest_routes_in_large_row_blocks():
+    """Trees of > LARGE_TREE_NODES nodes take the large-task path of predict_raw/apply."""
+    from sklearn.ensemble import RandomForestClassifier
+
+    from treeimp.kernels.api import LARGE_TREE_NODES, row_block
+    from treeimp.kernels.threads import numba_threads
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(6000, 4))
+    y = rng.integers(0, 3, 6000)  # labels of pure noise: every tree grows to ~2,000 nodes
+    rf = RandomForestClassifier(n_estimators=4, random_state=0).fit(X, y)
+    ens = treeimp.parse(rf)
+    assert ens.n_nodes > LARGE_TREE_NODES * ens.n_trees
+    with numba_threads(2):
+        assert row_block(ens, len(X)) > 512
+    np.testing.assert_array_equal(ens.predict_raw(X, n_jobs=2), rf.predict_proba(X))
+    leaves = ens.apply(X, n_jobs=2)
+    np.testing.assert_array_equal(leaves, rf.apply(X))
+
+
 @pytest.mark.parametrize("tiles", [1, TILES["routing"]])
 def test_add_trees_chunk_random_subset(case, tiles):
     ens, ref = case["ens"], case["ref"].tiled(tiles)
@@ -491,13 +511,17 @@ def test_add_trees_chunk_random_subset(case, tiles):
     for size in (1, max(1, ens.n_trees // 2)):
         trees = np.sort(rng.choice(ens.n_trees, size=size, replace=False)).astype(np.int64)
         start = rng.normal(size=(ref.n, ens.n_outputs))
-        out = start.copy()
         sign = -0.75
         strict, round32 = routing_flags(ens, X)
-        add_trees_chunk(X, out, trees, sign, ens.tree_offsets, ens.tree_output,
-                        ens.tree_scale, ens.value, *ens.routing_arrays(), strict, round32)
         expected = start + sign * (ref.predict(ens, trees) - ens.base_score)
-        np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+        # the default task size, one that is no multiple of the batch, and a large one
+        for row_block in (None, 100, 16384):
+            out = start.copy()
+            extra = () if row_block is None else (row_block,)
+            add_trees_chunk(X, out, trees, sign, ens.tree_offsets, ens.tree_output,
+                            ens.tree_scale, ens.value, *ens.routing_arrays(), strict,
+                            round32, *extra)
+            np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
 
 
 def test_permutation_importance_of_boosting_matches_full_repredict():

@@ -1,10 +1,31 @@
 """Python glue between a TreeEnsemble, the row source and the routing kernels."""
 
+import numba
 import numpy as np
 
 from .._input import RowSource
-from .route import add_trees_chunk, apply_chunk
+from .route import BATCH, ROW_BLOCK, add_trees_chunk, apply_chunk
 from .threads import numba_threads
+
+# trees with more nodes than this (deep forests) are routed in large row blocks
+LARGE_TREE_NODES = 1024
+MAX_ROW_BLOCK = 16384
+
+
+def row_block(ens, n_rows):
+    """Rows per parallel task of the routing kernels (call inside ``numba_threads``).
+
+    A task passes its rows through every tree in turn. Small trees (boosting) stay in
+    cache across tasks, so small tasks (512 rows) are best; a deep forest (hundreds of
+    KB per tree) is read from memory once per task, so its tasks are as large as
+    possible (up to 16,384 rows) while every thread still gets about four. On a
+    100-tree forest of 1.7M nodes this made predict_raw 2x faster.
+    """
+    if ens.n_nodes <= LARGE_TREE_NODES * ens.n_trees:
+        return ROW_BLOCK
+    per_task = -(-n_rows // (4 * numba.get_num_threads()))
+    per_task = -(-per_task // BATCH) * BATCH
+    return int(min(MAX_ROW_BLOCK, max(ROW_BLOCK, per_task)))
 
 
 def routing_flags(ens, X):
@@ -26,7 +47,8 @@ def predict_ensemble(ens, X, *, n_jobs=None):
             strict, round32 = routing_flags(ens, chunk)
             add_trees_chunk(chunk, out[start:start + chunk.shape[0]], all_trees, 1.0,
                             ens.tree_offsets, ens.tree_output, scale, ens.value,
-                            *ens.routing_arrays(), strict, round32)
+                            *ens.routing_arrays(), strict, round32,
+                            row_block(ens, chunk.shape[0]))
     if divisor != 1.0:
         out /= divisor
     return out
@@ -48,7 +70,8 @@ def apply_ensemble(ens, X, *, n_jobs=None):
         for start, chunk in rows.chunks():
             strict, round32 = routing_flags(ens, chunk)
             apply_chunk(chunk, out[start:start + chunk.shape[0]], ens.tree_offsets,
-                        *ens.routing_arrays(), strict, round32)
+                        *ens.routing_arrays(), strict, round32,
+                        row_block(ens, chunk.shape[0]))
     return out
 
 

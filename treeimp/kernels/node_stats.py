@@ -14,7 +14,10 @@ from numba import njit, prange
 
 from .route import BATCH, walk_batch
 
-ROW_CHUNK = 4096  # rows streamed past every tree at a time (stay in cache)
+# rows streamed past every tree at a time: their data stays in cache while a tree's
+# nodes are read once per chunk (100 deep trees, 50k rows: 4096 -> 16384 rows took the
+# out-of-bag pass from 1.6x to 1.4x predict_proba)
+ROW_CHUNK = 16384
 
 
 @njit(cache=True, parallel=True)

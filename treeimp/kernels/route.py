@@ -135,22 +135,23 @@ def leaf_term(s, value, leaf, j):
     return s * value[leaf, j]
 
 
-ROW_BLOCK = 512  # rows per parallel task
+ROW_BLOCK = 512  # rows per parallel task of small trees (kernels/api.row_block)
 BATCH = 64  # rows walking a tree together
 
 
 @njit(cache=True, parallel=True)
 def add_trees_chunk(X, out, trees, sign, tree_offsets, tree_output, tree_scale, value,
                     nodes, depth, min_depth, cat_offset, cat_count, cat_codes, cat_left,
-                    strict, round32):
+                    strict, round32, row_block=ROW_BLOCK):
     """out[i, :] += sign * (sum over the listed trees, in order, of scale * leaf value),
-    rows in parallel blocks."""
+    rows in parallel blocks of ``row_block`` rows (each block passes one tree after the
+    other)."""
     n = X.shape[0]
     vdim = value.shape[1]
-    n_blocks = (n + ROW_BLOCK - 1) // ROW_BLOCK
+    n_blocks = (n + row_block - 1) // row_block
     for b in prange(n_blocks):
-        r0 = b * ROW_BLOCK
-        r1 = min(n, r0 + ROW_BLOCK)
+        r0 = b * row_block
+        r1 = min(n, r0 + row_block)
         rows = np.arange(r0, r1)
         leaves = np.empty(BATCH, np.int64)
         for k in range(trees.shape[0]):
@@ -170,14 +171,15 @@ def add_trees_chunk(X, out, trees, sign, tree_offsets, tree_output, tree_scale, 
 @njit(cache=True, parallel=True)
 def apply_chunk(X, out, tree_offsets,
                 nodes, depth, min_depth, cat_offset, cat_count, cat_codes, cat_left,
-                strict, round32):
-    """out[i, t] = leaf reached by row i in tree t, as a node index local to the tree."""
+                strict, round32, row_block=ROW_BLOCK):
+    """out[i, t] = leaf reached by row i in tree t, as a node index local to the tree
+    (rows in parallel blocks of ``row_block``)."""
     n = X.shape[0]
     n_trees = tree_offsets.shape[0] - 1
-    n_blocks = (n + ROW_BLOCK - 1) // ROW_BLOCK
+    n_blocks = (n + row_block - 1) // row_block
     for b in prange(n_blocks):
-        r0 = b * ROW_BLOCK
-        r1 = min(n, r0 + ROW_BLOCK)
+        r0 = b * row_block
+        r1 = min(n, r0 + row_block)
         rows = np.arange(r0, r1)
         leaves = np.empty(BATCH, np.int64)
         for t in range(n_trees):
