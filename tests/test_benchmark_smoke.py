@@ -22,7 +22,8 @@ STARTUP_COLUMNS = ["fresh process", "import (s)", "empty cache: first call (s)",
                    "compile (s)", "warm cache: first call (s)", "second call (s)",
                    "warm overhead (s)"]
 MEMORY_COLUMNS = ["explain, fresh process", "model", "rows x features", "input (MB)",
-                  "peak RSS growth (MB)", "growth / input"]
+                  "peak RSS growth (MB)", "allocated during explain (MB)",
+                  "allocated / input"]
 
 
 def _header_cells(table, first):
@@ -78,6 +79,7 @@ def test_benchmark_small_run(tmp_path):
     for name, m in memory.items():
         assert "error" not in m, (name, m)
         assert m["rows"] == 20_000 and m["input_mb"] > 0 and "peak_growth_mb" in m
+        assert m["traced_peak_mb"] > 0, m
 
     table = (tmp_path / "results.md").read_text()
     assert _header_cells(table, "model") == MAIN_COLUMNS

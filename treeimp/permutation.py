@@ -57,6 +57,13 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     Bunch with ``importances_mean``, ``importances_std`` (n_features,) and
     ``importances`` (n_features, n_repeats).
 
+    Notes
+    -----
+    Unlike :func:`treeimp.explain`, whose memory does not grow with the number of trees,
+    this keeps every row's leaf in every tree, sorted by leaf: 5 to 8 bytes per (row,
+    tree) pair (5 for trees of up to 256 leaves: 125 MB for 50,000 rows and 500 trees).
+    Pass a subset of rows for very large inputs.
+
     Examples
     --------
     >>> from sklearn.datasets import make_regression
