@@ -504,6 +504,12 @@ def _drop_unreachable(r, i):
     """Remove nodes deleted by pruning (kept in the arrays, unreachable from the root)."""
     left, right = r["left"], r["right"]
     n = left.size
+    split = left >= 0
+    children = np.concatenate([left[split], right[split]])
+    if children.size == n - 1 and np.array_equal(np.sort(children), np.arange(1, n)):
+        # every node but the root has exactly one parent: nothing was pruned (a cycle
+        # would also pass here; TreeEnsemble.from_trees rejects those)
+        return r
     seen = np.zeros(n, dtype=bool)
     stack = [0]
     while stack:
