@@ -120,6 +120,9 @@ BAD_ENSEMBLES = {
     "kind": (dict(kind="bagging"), r"kind must be 'forest' or 'boosting', got 'bagging'"),
     "comparison": (dict(comparison=">"), r"comparison must be '<' or '<=', got '>'"),
     "gain kind": (dict(gain_kind="split"), r"gain_kind must be 'impurity' or 'gain'"),
+    "impurity kind": (dict(impurity_kind="gini"),
+                      r"impurity_kind must be one of \('variance', 'other', 'median'\), "
+                      r"got 'gini'"),
     "no features": (dict(n_features=0), r"n_features and n_outputs must be >= 1, got 0 and 1"),
     "no outputs": (dict(n_outputs=0), r"n_features and n_outputs must be >= 1, got 3 and 0"),
     "too many features": (dict(n_features=MAX_FEATURES + 1),

@@ -36,6 +36,8 @@ NAN_CAT_NEGATIVE_UNLISTED = 4  # categorical nodes only: a negative value is unl
 
 MAX_FEATURES = 2**31 - 1  # feature indices are int32
 
+IMPURITY_KINDS = ("variance", "other", "median")
+
 FOREST = "forest"
 BOOSTING = "boosting"
 
@@ -136,12 +138,19 @@ class TreeEnsemble:
         classes=None,
         library: str = "",
         gain_kind: str = "gain",
+        impurity_kind: str = "variance",
     ) -> TreeEnsemble:
         """Validate per-tree arrays and concatenate them into the normal form.
 
         ``gain_kind`` says what ``mdi`` reads: "impurity" (sklearn style weighted
         impurity decrease from ``impurity`` and ``weight``) or "gain" (the library's
         split gain).
+
+        ``impurity_kind`` says what the stored in-sample ``impurity`` of a regression
+        tree is: "variance" (the variance about the node mean, which ``value`` holds),
+        "other" (another criterion's impurity, e.g. a Poisson deviance; values are still
+        node means) or "median" (values are node medians, impurities absolute
+        deviations: the variance-based ufi / penalized Gini are undefined).
 
         How input is read (see ``treeimp/_input.py``), per feature:
 
@@ -165,6 +174,9 @@ class TreeEnsemble:
             raise ValueError(f"comparison must be '<' or '<=', got {comparison!r}")
         if gain_kind not in ("impurity", "gain"):
             raise ValueError(f"gain_kind must be 'impurity' or 'gain', got {gain_kind!r}")
+        if impurity_kind not in IMPURITY_KINDS:
+            raise ValueError(f"impurity_kind must be one of {IMPURITY_KINDS}, got "
+                             f"{impurity_kind!r}")
         n_features = int(n_features)
         n_outputs = int(n_outputs)
         if n_features < 1 or n_outputs < 1:
@@ -290,6 +302,7 @@ class TreeEnsemble:
             comparison=comparison,
             round_float32=bool(round_float32),
             gain_kind=gain_kind,
+            impurity_kind=impurity_kind,
             base_score=_base_score(base_score, n_outputs),
             objective=objective if objective is not None else Objective("squared_error"),
             feature_names=_names(feature_names, n_features),

@@ -225,25 +225,18 @@ def ufi(ens, st: NodeStats, *, classification: bool):
     return _with_rows(sp, st, parts.sum(axis=-1))
 
 
-# scikit-learn regression trees store the impurity of their own criterion. Only these
-# store the node variance; "poisson" stores half the Poisson deviance (node values are
-# still means), "absolute_error" the mean absolute deviation about the node MEDIAN (node
-# values are medians).
-_VARIANCE_CRITERIA = ("squared_error", "friedman_mse")
-_MEDIAN_CRITERIA = ("absolute_error",)
 # methods whose regression form needs the in-sample variance and in-sample node means
 INSAMPLE_VARIANCE_METHODS = ("ufi", "pg1", "pg2", "pg3", "pg_oob")
 
 
 def check_method_for_model(method, ens):
     """ValueError when ``method`` is not defined for this model: ufi and penalized Gini
-    on a regression forest grown with criterion="absolute_error" (their Zhou-Hooker /
-    Loecher regression forms need the in-sample variance about node means; such trees
-    store medians and absolute deviations). mdi_oob and naive_oob do not use in-sample
-    impurities and stay valid."""
+    on a regression forest whose node values are medians (``impurity_kind`` "median",
+    e.g. scikit-learn's criterion="absolute_error"): their Zhou-Hooker / Loecher
+    regression forms need the in-sample variance about node means. mdi_oob and
+    naive_oob do not use in-sample impurities and stay valid."""
     if (ens.kind == FOREST and ens.objective.name != "class_probability"
-            and method in INSAMPLE_VARIANCE_METHODS
-            and ens.objective.source in _MEDIAN_CRITERIA):
+            and method in INSAMPLE_VARIANCE_METHODS and ens.impurity_kind == "median"):
         raise ValueError(
             f"{method!r} needs the in-sample variance about node means, but this regression "
             f"forest was grown with criterion={ens.objective.source!r} (node values are "
@@ -253,14 +246,13 @@ def check_method_for_model(method, ens):
 
 def _insample_decrease(ens, sp, method):
     """In-sample variance decrease (W_m I_m - W_l I_l - W_r I_r) / W_root for regression
-    trees whose impurity I is the variance; otherwise (impurity not stored, or a
-    criterion="poisson" deviance) the equal variance form
+    trees whose impurity I is the variance; otherwise (impurity not stored, or another
+    criterion's, e.g. a Poisson deviance) the equal variance form
     (W_l v_l^2 + W_r v_r^2 - W_m v_m^2) / W_root, exact for node means."""
     check_method_for_model(method, ens)
     W = ens.weight
     root_w = W[sp.root]
-    if (ens.objective.source in _VARIANCE_CRITERIA + ("",)
-            and np.all(np.isfinite(ens.impurity[sp.m]))):
+    if ens.impurity_kind == "variance" and np.all(np.isfinite(ens.impurity[sp.m])):
         wi = W * ens.impurity
         return _safe_div(wi[sp.m] - wi[sp.l] - wi[sp.r], root_w)
     v = ens.value[:, 0]

@@ -114,5 +114,18 @@ def parse_sklearn_forest(model) -> TreeEnsemble:
         category_as_code=False,  # a 'category' column is read by its values, as sklearn does
         library="sklearn",
         gain_kind="impurity",
+        impurity_kind=_impurity_kind(classifier, str(getattr(model, "criterion", ""))),
     )
+
+
+def _impurity_kind(classifier, criterion):
+    """What ``tree_.impurity`` is: only squared_error / friedman_mse store the node
+    variance; "poisson" stores half the Poisson deviance (values are still means),
+    "absolute_error" the mean absolute deviation about the node MEDIAN (values are
+    medians). Classification criteria are not variances of the regression forms."""
+    if classifier:
+        return "other"
+    if criterion in ("squared_error", "friedman_mse"):
+        return "variance"
+    return "median" if criterion == "absolute_error" else "other"
 
