@@ -405,6 +405,11 @@ MEMORY_COLUMNS = ("explain, fresh process", "model", "rows x features", "input (
                   "allocated / input")
 
 
+def _error_row(columns, *lead, error):
+    """A table row of ``lead`` cells, then "error: ..." in every remaining column."""
+    return (*lead, *[f"error: {error}"] * (len(columns) - len(lead)))
+
+
 def _table(columns, rows):
     return (["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
             + ["| " + " | ".join(map(str, r)) + " |" for r in rows])
@@ -440,7 +445,7 @@ def markdown(results, startup, memory, args):
         rows = []
         for name, s in startup.items():
             if "warm_first_call_s" not in s:
-                rows.append((name, *[f"error: {s.get('error')}"] * 6))
+                rows.append(_error_row(STARTUP_COLUMNS, name, error=s.get("error")))
                 continue
             note = "not measured" if s.get("compile_note") else s.get("error")
             rows.append((name, f"{s['import_s']:.2f}",
@@ -457,8 +462,8 @@ def markdown(results, startup, memory, args):
         rows = []
         for name, m in memory.items():
             if "error" in m:
-                rows.append((name, m["model_desc"], f"{m['rows']} x {m['features']}",
-                             *[f"error: {m['error']}"] * 4))
+                rows.append(_error_row(MEMORY_COLUMNS, name, m["model_desc"],
+                                       f"{m['rows']} x {m['features']}", error=m["error"]))
                 continue
             rows.append((name, m["model_desc"], f"{m['rows']} x {m['features']}",
                          f"{m['input_mb']:.1f}", f"{m['peak_growth_mb']:.1f}",

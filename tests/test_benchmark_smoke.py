@@ -107,3 +107,17 @@ def test_markdown_names_missing_shap():
     assert row[:10] == ["forest", "binary", "10", "2", "0.100", "2.00x", "0.50x", "1.00x",
                         "none in the library", "not installed"]
     assert row[12:15] == ["100.00x", "10.00x", "10.0x"]
+
+
+def test_markdown_error_rows_fill_every_column():
+    """A failed fresh-process measurement is reported in a row as wide as its table."""
+    spec = importlib.util.spec_from_file_location("treeimp_benchmark_run", SCRIPT)
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    table = run.markdown([], {"forest_explain": {"error": "timed out"}},
+                         {"forest": {"error": "exit 1", "model_desc": "RF", "rows": 5,
+                                     "features": 2}},
+                         run.parse_args(["--small"]))
+    rows = [line for line in table.splitlines() if "error: " in line]
+    assert [len(r.strip("|").split("|")) for r in rows] == [len(STARTUP_COLUMNS),
+                                                              len(MEMORY_COLUMNS)]

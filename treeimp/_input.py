@@ -81,12 +81,12 @@ class RowSource:
         self.feature_names = cols
         self._converters = []
         levels = ens.feature_categories or [None] * self.n_features
-        as_code = getattr(ens, "category_as_code", None)
+        as_code = ens.category_as_code  # one bool, or one per feature
         for j in range(df.shape[1]):
             col = df.iloc[:, j]
             dtype = col.dtype
             if isinstance(dtype, pd.CategoricalDtype):
-                if as_code is None or (as_code if np.ndim(as_code) == 0 else as_code[j]):
+                if as_code if np.ndim(as_code) == 0 else as_code[j]:
                     lookup = _category_lookup(col, levels[j])
                 else:
                     lookup = _label_values(col, f"{what} column {cols[j]!r}", ens)
@@ -218,7 +218,7 @@ def _label_values(col, where, ens):
 
 def _value_tables(ens):
     """{feature: (sorted table values, their codes as floats)} for numeric input."""
-    tables = getattr(ens, "category_values", None)
+    tables = ens.category_values
     if tables is None:
         return {}
     out = {}

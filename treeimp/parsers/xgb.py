@@ -49,6 +49,7 @@ import numpy as np
 
 from ..ensemble import (
     BOOSTING,
+    MAX_FEATURES,  # feature indices are int32 in the normal form (XGBoost's are uint32)
     NAN_CAT_NEGATIVE_UNLISTED,
     NAN_MISSING,
     Objective,
@@ -58,8 +59,6 @@ from ..ensemble import (
 from .xgb_categories import stored_categories
 
 XGB_DEFAULT_ETA = 0.3
-# feature indices are int32 in the normal form (XGBoost's own are uint32)
-MAX_FEATURES = 2**31 - 1
 
 _TREE_KEYS = (
     "left_children", "right_children", "split_indices", "split_conditions", "default_left",
