@@ -60,10 +60,12 @@ def forest_leaf_stats(X, row0, Z, w, block, inbag_bits, use_inbag, stats,
                 walk_batch(X, rows, m, root, depth[t], min_depth[t], nodes, cat_offset,
                            cat_count, cat_codes, cat_left, strict, round32, leaves)
                 for q in range(m):
+                    # unsigned indices: no negative-index wraparound arithmetic
                     r = row0 + rows[q]
-                    leaf = leaves[q]
-                    b = block[r]
                     wi = w[min(r, last_w)]
+                    r = np.uint64(r)
+                    leaf = np.uint64(leaves[q])
+                    b = np.uint64(block[r])
                     sq = 0.0
                     for j in range(C):
                         z = Z[r, col + j]

@@ -87,7 +87,8 @@ def step(x, node, nodes, cat_offset, cat_count, cat_codes, cat_left, strict):
 def feature_value(X, row, feature, round32):
     """The value a node splitting on ``feature`` compares for ``row`` of X (float64,
     rounded to float32 first when the model routes in float32)."""
-    x = np.float64(X[row, feature])
+    # unsigned indices: numba skips its negative-index wraparound arithmetic
+    x = np.float64(X[np.uint64(row), np.uint64(feature)])
     if round32:
         x = np.float64(np.float32(x))
     return x
@@ -111,8 +112,9 @@ def descend(X, rows, m, depth, min_depth, nodes, cat_offset, cat_count, cat_code
     row sits at a leaf."""
     for level in range(depth):
         for k in range(m):
-            x = feature_value(X, rows[k], nodes[out[k]].feature, round32)
-            out[k] = step(x, out[k], nodes, cat_offset, cat_count, cat_codes, cat_left,
+            node = np.uint64(out[k])
+            x = feature_value(X, rows[k], nodes[node].feature, round32)
+            out[k] = step(x, node, nodes, cat_offset, cat_count, cat_codes, cat_left,
                           strict)
         if level + 1 >= min_depth and level + 1 < depth:
             done = True
@@ -132,7 +134,7 @@ def leaf_term(s, value, leaf, j):
     (``add_trees_chunk``; ``kernels/permute.py`` recomputes single rows the same way),
     so rows that reach the same leaves get bitwise equal margins whichever kernel
     computed them."""
-    return s * value[leaf, j]
+    return s * value[np.uint64(leaf), j]
 
 
 ROW_BLOCK = 512  # rows per parallel task of small trees (kernels/api.row_block)

@@ -127,7 +127,7 @@ def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, stage_start
                                    min_depth[t], nodes, cat_offset, cat_count, cat_codes,
                                    cat_left, strict, round32, leaves)
                         for q in range(m):
-                            leaf = leaves[q]
+                            leaf = np.uint64(leaves[q])  # unsigned: no wraparound
                             r = q0 + q
                             for d in range(5):
                                 local[leaf, d] += terms[col, r, d]
