@@ -570,6 +570,19 @@ def test_forest_node_stats(case, variant, use_inbag):
     assert_stats_equal(got, want, variant)
 
 
+def test_forest_node_stats_without_q_plane(case):
+    """with_q=False (one-hot class targets) drops plane 1 (Q') and nothing else."""
+    ens = case["ens"]
+    rows, ref = case["rows"], case["ref"]
+    rng = np.random.default_rng(12)
+    Z = rng.normal(size=(ref.n, ens.n_outputs))
+    w, block = _weights_blocks(rng, ref.n)
+    full = forest_node_stats(ens, rows, Z, w, block, N_BLOCKS)
+    lean = forest_node_stats(ens, rows, Z, w, block, N_BLOCKS, with_q=False)
+    assert lean.shape == (full.shape[0] - 1,) + full.shape[1:]
+    np.testing.assert_array_equal(lean, np.delete(full, 1, axis=0))
+
+
 @pytest.mark.parametrize("name", ["rf_multiclass", "rf_regression"])
 def test_forest_node_stats_out_of_bag_on_training_rows(name):
     """The forest's own in-bag rows (estimators_samples_), one-hot or regression targets."""

@@ -128,9 +128,11 @@ def _node_statistics(ens, model, rows, y_arr, w, block, n_blocks, oob, held_out,
             in_every_tree = np.bitwise_and.reduce(bits, axis=0)
             if held_out and np.unpackbits(in_every_tree, bitorder="little", count=n).all():
                 raise ValueError("every row is in-bag for every tree: no out-of-bag rows")
+        # one-hot class targets: Q' = sum w |z|^2 = n', and no class formula reads it
+        with_q = not classification
         stats = NodeStats.from_array(
             forest_node_stats(ens, rows, Z, w, block, n_blocks, inbag_bits=bits,
-                              n_jobs=n_jobs, bar=bar))
+                              with_q=with_q, n_jobs=n_jobs, bar=bar), with_q=with_q)
         return stats, classification
     if oob:
         raise ValueError("oob=True is for bagged forests; boosting models have no "

@@ -52,7 +52,7 @@ def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
                               round32)
             if bar is not None:
                 bar.update(chunk.shape[0])
-        propagate_up(ens.postorder, ens.left, ens.right, stats)
+        propagate_up(ens.postorder, ens.tree_offsets, ens.left, ens.right, stats)
     return stats, (margin if keep_margin else None)
 
 

@@ -35,20 +35,24 @@ class NodeStats:
 
     n: (n_nodes, B) weighted count; S: (C, n_nodes, B) weighted target sum (boosting:
     C = 1, sum of -g); Q: (n_nodes, B) weighted squared norm of the target (boosting:
-    sum g^2); H, R: boosting only, sum of h and of g^2 / h.
+    sum g^2; None for forest class targets, whose one-hot rows have Q' = n'); H, R:
+    boosting only, sum of h and of g^2 / h.
     """
 
     n: np.ndarray
     S: np.ndarray
-    Q: np.ndarray
+    Q: np.ndarray | None
     H: np.ndarray | None = None
     R: np.ndarray | None = None
 
     @classmethod
-    def from_array(cls, stats, boosting=False):
-        """Name the planes of a kernel array (D, n_nodes, B) (views, no copy)."""
+    def from_array(cls, stats, boosting=False, with_q=True):
+        """Name the planes of a kernel array (D, n_nodes, B) (views, no copy).
+        ``with_q=False``: a forest array without the Q' plane (n, S); Q is None."""
         if boosting:  # planes: n, Q, S, H, R
             return cls(n=stats[0], Q=stats[1], S=stats[2:3], H=stats[3], R=stats[4])
+        if not with_q:
+            return cls(n=stats[0], Q=None, S=stats[1:])
         return cls(n=stats[0], Q=stats[1], S=stats[2:])
 
     def _map(self, fn):

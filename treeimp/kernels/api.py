@@ -75,25 +75,26 @@ def apply_ensemble(ens, X, *, n_jobs=None):
     return out
 
 
-def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, n_jobs=None,
-                      bar=None):
-    """Node statistics (2 + value_dim, n_nodes, n_blocks) of the forest targets ``Z``.
+def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, with_q=True,
+                      n_jobs=None, bar=None):
+    """Node statistics (2 + value_dim, n_nodes, n_blocks) of the forest targets ``Z``
+    ((1 + value_dim, ...) without the Q' plane: ``with_q=False``, see node_stats.py).
 
     ``inbag_bits`` (packed, one row per tree) restricts each tree to its out-of-bag rows.
     """
     from .node_stats import empty_inbag, forest_leaf_stats, propagate_up
 
-    stats = np.zeros((2 + ens.value_dim, ens.n_nodes, n_blocks))
+    stats = np.zeros((1 + bool(with_q) + ens.value_dim, ens.n_nodes, n_blocks))
     use_inbag = inbag_bits is not None
     bits = inbag_bits if use_inbag else empty_inbag()
     Z = np.ascontiguousarray(Z, dtype=np.float64)
     with numba_threads(n_jobs):
         for start, chunk in rows.chunks(split=bar is not None and bar.enabled):
             strict, round32 = routing_flags(ens, chunk)
-            forest_leaf_stats(chunk, start, Z, w, block, bits, use_inbag, stats,
+            forest_leaf_stats(chunk, start, Z, w, block, bits, use_inbag, bool(with_q), stats,
                               ens.tree_offsets, ens.tree_output, *ens.routing_arrays(),
                               strict, round32)
             if bar is not None:
                 bar.update(chunk.shape[0])
-        propagate_up(ens.postorder, ens.left, ens.right, stats)
+        propagate_up(ens.postorder, ens.tree_offsets, ens.left, ens.right, stats)
     return stats

@@ -2,7 +2,9 @@
 
 Layout of ``stats`` (2 + C, n_nodes, n_blocks), one contiguous (n_nodes, n_blocks) plane
 per quantity: plane 0 the weighted row count n', plane 1 the weighted squared norm
-Q' = sum w |z|^2, planes 2.. the weighted target sum S' = sum w z. Rows accumulate at
+Q' = sum w |z|^2, planes 2.. the weighted target sum S' = sum w z. Without Q'
+(``with_q`` False: one-hot class targets, where Q' = n' and no formula reads it) the
+layout is (1 + C, n_nodes, n_blocks): n', then S'. Rows accumulate at
 the leaf they reach only; ``propagate_up`` then fills every internal node as the sum of
 its children (statistics are additive along a path). Trees run in parallel and each
 tree owns its node range, so no two threads ever write the same cell and no per-thread
@@ -21,7 +23,7 @@ ROW_CHUNK = 16384
 
 
 @njit(cache=True, parallel=True)
-def forest_leaf_stats(X, row0, Z, w, block, inbag_bits, use_inbag, stats,
+def forest_leaf_stats(X, row0, Z, w, block, inbag_bits, use_inbag, with_q, stats,
                       tree_offsets, tree_output,
                       nodes, depth, min_depth, cat_offset, cat_count, cat_codes, cat_left,
                       strict, round32):
@@ -34,7 +36,8 @@ def forest_leaf_stats(X, row0, Z, w, block, inbag_bits, use_inbag, stats,
     """
     n = X.shape[0]
     n_trees = tree_offsets.shape[0] - 1
-    C = stats.shape[0] - 2
+    s0 = 2 if with_q else 1  # the first S' plane
+    C = stats.shape[0] - s0
     last_w = w.shape[0] - 1
     for c0 in range(0, n, ROW_CHUNK):
         c1 = min(n, c0 + ROW_CHUNK)
@@ -69,25 +72,30 @@ def forest_leaf_stats(X, row0, Z, w, block, inbag_bits, use_inbag, stats,
                     sq = 0.0
                     for j in range(C):
                         z = Z[r, col + j]
-                        stats[2 + j, leaf, b] += wi * z
+                        stats[s0 + j, leaf, b] += wi * z
                         sq += z * z
                     stats[0, leaf, b] += wi
-                    stats[1, leaf, b] += wi * sq
+                    if with_q:
+                        stats[1, leaf, b] += wi * sq
                 m = 0
 
 
-@njit(cache=True)
-def propagate_up(order, left, right, stats):
-    """stats[internal] := stats[left child] + stats[right child], children first."""
-    for k in range(order.shape[0]):
-        node = order[k]
-        lc = left[node]
-        if lc < 0:
-            continue
-        rc = right[node]
-        for j in range(stats.shape[0]):
-            for b in range(stats.shape[2]):
-                stats[j, node, b] = stats[j, lc, b] + stats[j, rc, b]
+@njit(cache=True, parallel=True)
+def propagate_up(order, tree_offsets, left, right, stats):
+    """stats[internal] := stats[left child] + stats[right child], children first.
+
+    ``order`` is the post-order tree by tree, so tree t's nodes are its entries
+    tree_offsets[t]:tree_offsets[t + 1]; trees run in parallel."""
+    for t in prange(tree_offsets.shape[0] - 1):
+        for k in range(tree_offsets[t], tree_offsets[t + 1]):
+            node = order[k]
+            lc = left[node]
+            if lc < 0:
+                continue
+            rc = right[node]
+            for j in range(stats.shape[0]):
+                for b in range(stats.shape[2]):
+                    stats[j, node, b] = stats[j, lc, b] + stats[j, rc, b]
 
 
 def empty_inbag():
