@@ -11,6 +11,7 @@ so no two threads write the same output cell and no per-thread buffers are neede
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit, prange
 
 MDI_OOB = 0          # (v_l - v_m).S'_l + (v_r - v_m).S'_r, per class c
@@ -30,34 +31,54 @@ def split_sums(kind, node, left, right, key, tree_splits, w, v, extra, n, Q, S, 
     """
     B = n.shape[1]
     C = S.shape[0]
-    for t in prange(tree_splits.size - 1):
-        for s in range(tree_splits[t], tree_splits[t + 1]):
-            m = node[s]
-            l = left[s]
-            r = right[s]
-            k = key[s]
-            for b in range(B):
-                if kind == MDI_OOB:
+    # one loop nest per kind (the kind test outside the loops), unsigned node indices
+    # (no wraparound arithmetic): the block loop is then a straight run over B values
+    if kind == MDI_OOB:
+        for t in prange(tree_splits.size - 1):
+            for s in range(tree_splits[t], tree_splits[t + 1]):
+                m, l, r, k = _split(node, left, right, key, s)
+                for c in range(C):
+                    dl = v[l, c] - v[m, c]
+                    dr = v[r, c] - v[m, c]
+                    for b in range(B):
+                        out[b, k, c] += dl * S[c, l, b] + dr * S[c, r, b]
+    elif kind == UFI_CLASSIFICATION:
+        for t in prange(tree_splits.size - 1):
+            for s in range(tree_splits[t], tree_splits[t + 1]):
+                m, l, r, k = _split(node, left, right, key, s)
+                for b in range(B):
+                    nl = n[l, b]
+                    nr = n[r, b]
+                    if nl <= 0.0 or nr <= 0.0:  # skip rule: a child without rows
+                        continue
+                    # held-out class shares p' = S' / n' (one division per node)
+                    fl = w[l] / nl
+                    fr = w[r] / nr
+                    fm = w[m] / n[m, b]
                     for c in range(C):
-                        out[b, k, c] += ((v[l, c] - v[m, c]) * S[c, l, b]
-                                         + (v[r, c] - v[m, c]) * S[c, r, b])
-                    continue
-                nl = n[l, b]
-                nr = n[r, b]
-                if nl <= 0.0 or nr <= 0.0:  # skip rule: a child without evaluation rows
-                    continue
-                nm = n[m, b]
-                if kind == UFI_CLASSIFICATION:
-                    for c in range(C):
-                        out[b, k, c] += (w[l] * v[l, c] * S[c, l, b] / nl
-                                         + w[r] * v[r, c] * S[c, r, b] / nr
-                                         - w[m] * v[m, c] * S[c, m, b] / nm)
-                else:
+                        out[b, k, c] += (fl * v[l, c] * S[c, l, b] + fr * v[r, c] * S[c, r, b]
+                                         - fm * v[m, c] * S[c, m, b])
+    else:
+        for t in prange(tree_splits.size - 1):
+            for s in range(tree_splits[t], tree_splits[t + 1]):
+                m, l, r, k = _split(node, left, right, key, s)
+                for b in range(B):
+                    nl = n[l, b]
+                    nr = n[r, b]
+                    if nl <= 0.0 or nr <= 0.0:  # skip rule: a child without rows
+                        continue
+                    nm = n[m, b]
                     out[b, k, 0] += (w[m] * _held_mse(Q[m, b], S[0, m, b], nm, v[m, 0])
                                      - w[l] * _held_mse(Q[l, b], S[0, l, b], nl, v[l, 0])
                                      - w[r] * _held_mse(Q[r, b], S[0, r, b], nr, v[r, 0])
                                      + extra[s])
     return out
+
+
+@njit(cache=True, inline="always")
+def _split(node, left, right, key, s):
+    """Split s: its node, children and output key, as unsigned indices."""
+    return np.uint64(node[s]), np.uint64(left[s]), np.uint64(right[s]), np.uint64(key[s])
 
 
 @njit(cache=True)
