@@ -32,6 +32,8 @@ _NUMBERS = {
     b"D": (">d", 8, ">f8"),
 }
 _INTEGERS = (b"i", b"U", b"I", b"l", b"L")
+# marker -> (bound unpack_from of its struct format, size)
+_UNPACK = {m: (struct.Struct(fmt).unpack_from, size) for m, (fmt, size, _) in _NUMBERS.items()}
 _CONSTANTS = {b"Z": None, b"T": True, b"F": False}
 
 
@@ -92,24 +94,35 @@ class _Reader:
         self.pos = end
         return start
 
+    # marker, number, count and string_body run once per value (tens of thousands of
+    # times for a large model): they index ``data`` directly rather than through take()
     def marker(self):
-        start = self.take(1)
-        return self.data[start:start + 1]
+        pos = self.pos
+        if pos >= len(self.data):
+            self.fail("truncated input: need 1 bytes, 0 left")
+        self.pos = pos + 1
+        return self.data[pos:pos + 1]
 
     def skip_noop(self):
         while self.data[self.pos:self.pos + 1] == b"N":
             self.pos += 1
 
     def number(self, m):
-        fmt, size, _ = _NUMBERS[m]
-        start = self.take(size)
-        return struct.unpack_from(fmt, self.data, start)[0]
+        unpack, size = _UNPACK[m]
+        start = self.pos
+        if start + size > len(self.data):
+            self.fail(f"truncated input: need {size} bytes, {len(self.data) - start} left")
+        self.pos = start + size
+        return unpack(self.data, start)[0]
 
     def count(self, what):
         at = self.pos
-        m = self.marker()
+        m = self.data[at:at + 1]
         if m not in _INTEGERS:
+            if not m:
+                self.fail("truncated input: need 1 bytes, 0 left")
             self.fail(f"{what} must be an integer, found marker {m!r}", at)
+        self.pos = at + 1
         n = self.number(m)
         if n < 0:
             self.fail(f"negative {what} {n}", at)
@@ -117,9 +130,13 @@ class _Reader:
 
     def string_body(self):
         n = self.count("string length")
-        start = self.take(n)
+        start = self.pos
+        end = start + n
+        if end > len(self.data):
+            self.fail(f"truncated input: need {n} bytes, {len(self.data) - start} left")
+        self.pos = end
         try:
-            return self.data[start:start + n].decode("utf-8")
+            return self.data[start:end].decode("utf-8")
         except UnicodeDecodeError as exc:
             self.fail(f"invalid UTF-8 in a string ({exc.reason})", start)
 
