@@ -518,6 +518,24 @@ def test_learning_rate_with_l1_and_clipping(params):
     np.testing.assert_allclose(ens.tree_learning_rate, params["eta"], rtol=1e-5)
 
 
+@pytest.mark.parametrize("objective", ["reg:squarederror", "binary:logistic"])
+def test_shrinkage_rows_vectorised_equal_tree_by_tree(objective):
+    """The one-pass _rows (single-output trees) gives the per-tree loop's rows, in the
+    same order (the learning-rate search draws rows at random)."""
+    from treeimp.parsers.xgb import _read_tree, _shrinkage_input
+    from treeimp.parsers.xgb_shrinkage import _rows_per_tree, _rows_single_output
+
+    booster, _ = _train(objective, rounds=12, max_depth=4, reg_lambda=2.0)
+    doc = _doc(booster)
+    trees = doc["learner"]["gradient_booster"]["model"]["trees"]
+    raw = [_read_tree(jt, i, xgb.__version__) for i, jt in enumerate(trees)]
+    for adaptive in (False, True):
+        inp = _shrinkage_input(raw, adaptive)
+        want = _rows_per_tree(inp)
+        assert want.shape[0] > 20
+        np.testing.assert_array_equal(_rows_single_output(inp), want)
+
+
 def test_learning_rate_schedule():
     X, y = _data("reg:squarederror")
     rates = [0.3 * 0.8**i for i in range(8)]

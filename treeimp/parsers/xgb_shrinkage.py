@@ -53,7 +53,52 @@ _SEARCH_TREES = 2000
 
 
 def _rows(trees):
-    """Coefficients (C, D, B, A, S, tree) of the identity for every usable node."""
+    """Coefficients (C, D, B, A, S, row scale, tree) of the identity for every usable
+    node (a split whose children are both leaves), tree by tree, output by output."""
+    widths = {np.shape(bw)[1] for _, _, bw, _ in trees}
+    if len(widths) == 1 and widths == {1}:
+        return _rows_single_output(trees)
+    return _rows_per_tree(trees)
+
+
+def _rows_single_output(trees):
+    """_rows for trees of one output each, all trees in one vectorised pass (the same
+    rows in the same order as the per-tree loop)."""
+    sizes = np.array([len(left) for left, _, _, _ in trees], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    shift = np.repeat(offsets, sizes)
+    left = np.concatenate([np.asarray(left) for left, _, _, _ in trees]).astype(np.int64)
+    right = np.concatenate([np.asarray(right) for _, right, _, _ in trees]).astype(np.int64)
+    bw = np.concatenate([np.asarray(b, dtype=np.float64)[:, 0] for _, _, b, _ in trees])
+    h = np.concatenate([np.asarray(x, dtype=np.float64) for _, _, _, x in trees])
+    tree = np.repeat(np.arange(len(trees)), sizes)
+    p = np.flatnonzero(left >= 0)
+    lc, rc = left[p] + shift[p], right[p] + shift[p]
+    both = (left[lc] < 0) & (left[rc] < 0)
+    p, lc, rc = p[both], lc[both], rc[both]
+    wp, vl, vr = bw[p], bw[lc], bw[rc]
+    hp, hl, hr = h[p], h[lc], h[rc]
+    ok = (wp != 0) & (vl != 0) & (vr != 0) & np.isfinite(wp + vl + vr + hp + hl + hr)
+    if not np.any(ok):
+        return np.zeros((0, 7))
+    wp, vl, vr, hp, hl, hr, t = (a[ok] for a in (wp, vl, vr, hp, hl, hr, tree[p]))
+    return _coefficients(wp, vl, vr, hp, hl, hr, t.astype(np.float64))
+
+
+def _coefficients(wp, vl, vr, hp, hl, hr, t):
+    return np.column_stack([
+        wp * hp,                                   # C (times eta)
+        wp,                                        # D (times eta lambda)
+        vl + vr,                                   # B (times lambda, right side)
+        vl * hl + vr * hr,                         # A (right side)
+        np.sign(wp) - np.sign(vl) - np.sign(vr),   # S (times eta alpha)
+        np.abs(vl) * (hl + 1.0) + np.abs(vr) * (hr + 1.0),  # row scale
+        t,
+    ])
+
+
+def _rows_per_tree(trees):
+    """_rows tree by tree (trees with several outputs, or of different widths)."""
     parts = []
     for t, (left, right, base_weight, hess) in enumerate(trees):
         left = np.asarray(left)
@@ -74,15 +119,8 @@ def _rows(trees):
             if not np.any(ok):
                 continue
             wp, vl, vr, hp, hl, hr = (a[ok] for a in (wp, vl, vr, hp, hl, hr))
-            parts.append(np.column_stack([
-                wp * hp,                                   # C (times eta)
-                wp,                                        # D (times eta lambda)
-                vl + vr,                                   # B (times lambda, right side)
-                vl * hl + vr * hr,                         # A (right side)
-                np.sign(wp) - np.sign(vl) - np.sign(vr),   # S (times eta alpha)
-                np.abs(vl) * (hl + 1.0) + np.abs(vr) * (hr + 1.0),  # row scale
-                np.full(wp.size, t, dtype=np.float64),
-            ]))
+            parts.append(_coefficients(wp, vl, vr, hp, hl, hr,
+                                       np.full(wp.size, t, dtype=np.float64)))
     if not parts:
         return np.zeros((0, 7))
     return np.concatenate(parts)
