@@ -424,25 +424,11 @@ class TreeEnsemble:
 def _node_records(ens):
     """Pack each node's routing fields into one record (one cache line per visit)."""
     from .kernels import route
+    from .kernels.structure import fill_node_records
 
     rec = np.zeros(ens.n_nodes, dtype=route.NODE_DTYPE)
-    leaf = ens.left < 0
-    own = np.arange(ens.n_nodes)
-    rec["left"] = np.where(leaf, own, ens.left)  # leaves are self-loops
-    rec["right"] = np.where(leaf, own, ens.right)
-    rec["feature"] = np.maximum(ens.feature, 0)
-    rec["threshold"] = ens.threshold
-    flags = np.where(ens.missing_left, route.MISSING_LEFT, 0)
-    flags |= np.where(ens.nan_mode == NAN_AS_ZERO, route.NAN_AS_ZERO, 0)
-    flags |= np.where(ens.nan_mode == NAN_ZERO_MISSING, route.NAN_ZERO_MISSING, 0)
-    flags |= np.where(ens.is_categorical, route.CATEGORICAL, 0)
-    flags |= np.where(ens.category_default_left, route.CATEGORY_DEFAULT_LEFT, 0)
-    flags |= np.where(ens.is_categorical & (ens.nan_mode == NAN_CAT_EXACT),
-                      route.CATEGORY_EXACT, 0)
-    flags |= np.where(ens.is_categorical & (ens.nan_mode == NAN_CAT_NEGATIVE_UNLISTED),
-                      route.CATEGORY_NEGATIVE_UNLISTED, 0)
-    flags |= np.where(leaf, route.LEAF, 0)
-    rec["flags"] = flags
+    fill_node_records(ens.left, ens.right, ens.feature, ens.threshold, ens.missing_left,
+                      ens.nan_mode, ens.is_categorical, ens.category_default_left, rec)
     return rec
 
 

@@ -3,6 +3,9 @@
 import numpy as np
 from numba import njit
 
+from ..ensemble import NAN_AS_ZERO, NAN_CAT_EXACT, NAN_CAT_NEGATIVE_UNLISTED, NAN_ZERO_MISSING
+from . import route
+
 
 @njit(cache=True)
 def count_reachable(left, right):
@@ -108,3 +111,36 @@ def tree_depths(tree_offsets, left, right):
         deepest[t] = hi
         shallowest[t] = lo
     return deepest, shallowest
+
+
+@njit(cache=True)
+def fill_node_records(left, right, feature, threshold, missing_left, nan_mode, is_cat,
+                      cat_default_left, rec):
+    """Pack each node's routing fields into ``rec`` (route.NODE_DTYPE): leaves become
+    self-loops with feature 0, and the flag bits of kernels/route.py are set from the
+    normal form's per-node fields."""
+    for i in range(left.shape[0]):
+        leaf = left[i] < 0
+        rec[i].left = i if leaf else left[i]
+        rec[i].right = i if leaf else right[i]
+        rec[i].feature = max(feature[i], 0)
+        rec[i].threshold = threshold[i]
+        mode = nan_mode[i]
+        f = 0
+        if missing_left[i]:
+            f |= route.MISSING_LEFT
+        if mode == NAN_AS_ZERO:
+            f |= route.NAN_AS_ZERO
+        if mode == NAN_ZERO_MISSING:
+            f |= route.NAN_ZERO_MISSING
+        if is_cat[i]:
+            f |= route.CATEGORICAL
+            if mode == NAN_CAT_EXACT:
+                f |= route.CATEGORY_EXACT
+            if mode == NAN_CAT_NEGATIVE_UNLISTED:
+                f |= route.CATEGORY_NEGATIVE_UNLISTED
+        if cat_default_left[i]:
+            f |= route.CATEGORY_DEFAULT_LEFT
+        if leaf:
+            f |= route.LEAF
+        rec[i].flags = f
