@@ -168,6 +168,8 @@ class TreeEnsemble:
           negative, fractional or >= 65536). A 'category' column on such a feature is
           mapped by label through ``feature_categories`` instead.
         """
+        from .kernels.structure import check_node_fields, check_values_thresholds
+
         if kind not in (FOREST, BOOSTING):
             raise ValueError(f"kind must be 'forest' or 'boosting', got {kind!r}")
         if comparison not in ("<", "<="):
@@ -235,14 +237,12 @@ class TreeEnsemble:
             rc = _as_1d("right", tree.right, n, np.int64)
             ft = _as_1d("feature", tree.feature, n, np.int64)
             leaf = lc < 0
-            if np.any((rc < 0) != leaf):
-                bad = int(np.flatnonzero((rc < 0) != leaf)[0])
+            problem, bad = check_node_fields(lc, rc, ft, n_features)
+            if problem == 1:
                 raise ValueError(f"tree {t_idx} node {bad} has exactly one child")
-            internal = ~leaf
-            if np.any(lc[internal] >= n) or np.any(rc[internal] >= n):
+            if problem == 2:
                 raise ValueError(f"tree {t_idx} has a child index >= its {n} nodes")
-            if np.any(ft[internal] < 0) or np.any(ft[internal] >= n_features):
-                bad = ft[internal][(ft[internal] < 0) | (ft[internal] >= n_features)][0]
+            if problem == 3:
                 raise ValueError(
                     f"tree {t_idx} splits on feature {bad} but the model has "
                     f"{n_features} features"
@@ -281,9 +281,10 @@ class TreeEnsemble:
                 goes_left_parts.append(goes_left)
                 n_codes += codes.size
 
-        if not np.all(np.isfinite(value[left < 0])):
+        problem = check_values_thresholds(left, value, threshold, is_cat)
+        if problem == 1:
             raise ValueError("the model has a leaf whose value is not finite")
-        if np.any(np.isnan(threshold[(left >= 0) & ~is_cat])):
+        if problem == 2:
             raise ValueError("the model has a numeric split with a NaN threshold")
         if np.any(weight < 0) or not np.all(np.isfinite(weight)):
             raise ValueError("node training weights must be finite and >= 0")

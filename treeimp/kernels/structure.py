@@ -38,6 +38,40 @@ def count_reachable(left, right):
 
 
 @njit(cache=True)
+def check_node_fields(left, right, feature, n_features):
+    """First problem in one tree's local node arrays, in the order they are reported:
+    (1, node) a node with exactly one child, (2, node) a child index >= the tree's
+    node count, (3, feature) a split on a feature outside [0, n_features); (0, -1) none.
+    A negative child index marks a leaf."""
+    n = left.shape[0]
+    for i in range(n):
+        if (left[i] < 0) != (right[i] < 0):
+            return 1, i
+    for i in range(n):
+        if left[i] >= 0 and (left[i] >= n or right[i] >= n):
+            return 2, i
+    for i in range(n):
+        if left[i] >= 0 and (feature[i] < 0 or feature[i] >= n_features):
+            return 3, feature[i]
+    return 0, -1
+
+
+@njit(cache=True)
+def check_values_thresholds(left, value, threshold, is_categorical):
+    """1 if some leaf value is not finite, else 2 if some numeric split has a NaN
+    threshold, else 0 (global node arrays, leaves have left < 0)."""
+    for i in range(left.shape[0]):
+        if left[i] < 0:
+            for j in range(value.shape[1]):
+                if not np.isfinite(value[i, j]):
+                    return 1
+    for i in range(left.shape[0]):
+        if left[i] >= 0 and not is_categorical[i] and np.isnan(threshold[i]):
+            return 2
+    return 0
+
+
+@njit(cache=True)
 def postorder(tree_offsets, left, right):
     """Global node indices of every tree, children before parents."""
     n = left.shape[0]
