@@ -15,8 +15,9 @@ or two: the chain ``jabove``/``same_up``); a row that stays on the path keeps it
 a row that leaves it at a j-node is walked on from the child it goes to (in batches,
 ``route.descend``). Only the rows whose leaf changed in some tree get a new margin, the
 full ordered sum over all trees of the terms prediction adds (``route.leaf_term``,
-tabulated per leaf), every other row keeps the baseline margin: the result is bitwise
-the margin of a full re-prediction of the permuted matrix.
+tabulated per leaf; eight rows at a time, each its own chain of additions), every other
+row keeps the baseline margin: the result is bitwise the margin of a full re-prediction
+of the permuted matrix.
 
 Use through :class:`LeafIndex`: ``begin(j)``, then ``permuted_margin`` once per
 permutation of column j, then ``finish()``, which puts the original leaves back in ``L``.
@@ -185,14 +186,48 @@ def rows_margin(out, i0, i1, i2, i3, L, base, leaf_off, tree_output, terms, divi
 
 
 @njit(cache=True)
-def row_margin1(out, i, L, base, leaf_off, terms, divisor):
-    """``rows_margin`` for one row of a single-output model (one value per leaf)."""
-    a = base[0]
+def rows_margin1(out, rows, k, last, L, base, leaf_off, terms1, divisor):
+    """``rows_margin`` for a single-output model (``terms1``: the one term of each
+    slot, contiguous), for the eight
+    rows rows[k], ..., rows[k + 7] (the last one, rows[last], repeated past the end).
+    Each row's sum is a chain of dependent additions: eight interleaved chains keep
+    the adder busy (one row at a time waits on each addition's latency)."""
+    i0 = rows[k]
+    i1 = rows[min(k + 1, last)]
+    i2 = rows[min(k + 2, last)]
+    i3 = rows[min(k + 3, last)]
+    i4 = rows[min(k + 4, last)]
+    i5 = rows[min(k + 5, last)]
+    i6 = rows[min(k + 6, last)]
+    i7 = rows[min(k + 7, last)]
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = base[0]
     for t in range(L.shape[1]):
-        a += terms[leaf_off[t] + L[i, t], 0]
+        g = leaf_off[t]
+        a0 += terms1[g + L[i0, t]]
+        a1 += terms1[g + L[i1, t]]
+        a2 += terms1[g + L[i2, t]]
+        a3 += terms1[g + L[i3, t]]
+        a4 += terms1[g + L[i4, t]]
+        a5 += terms1[g + L[i5, t]]
+        a6 += terms1[g + L[i6, t]]
+        a7 += terms1[g + L[i7, t]]
     if divisor != 1.0:
-        a /= divisor
-    out[i, 0] = a
+        a0 /= divisor
+        a1 /= divisor
+        a2 /= divisor
+        a3 /= divisor
+        a4 /= divisor
+        a5 /= divisor
+        a6 /= divisor
+        a7 /= divisor
+    out[i0, 0] = a0
+    out[i1, 0] = a1
+    out[i2, 0] = a2
+    out[i3, 0] = a3
+    out[i4, 0] = a4
+    out[i5, 0] = a5
+    out[i6, 0] = a6
+    out[i7, 0] = a7
 
 
 EXITS = 64  # rows that left their path, walked on together
@@ -230,8 +265,8 @@ def _back_on_leaf(back, back_rank, b, t, L, order):
 @njit(cache=True, parallel=True)
 def permuted_margin(X, j, tops, top_tree, n_tasks, margin, out, changed, L, order, lstart,
                     lend, leaf_off, leaf_node, first_leaf, n_leaves, pre_pos, height, low,
-                    jabove, same_up, base, tree_output, terms, divisor, nodes, depth,
-                    min_depth, cat_offset, cat_count, cat_codes, cat_left, strict, round32):
+                    jabove, same_up, base, tree_output, terms, terms1, divisor, nodes,
+                    depth, min_depth, cat_offset, cat_count, cat_codes, cat_left, strict, round32):
     """out := the margin of X, whose column j differs from the rows' original values,
     given ``margin``, the margin of the original rows. ``tops`` are the topmost j-nodes
     (with their trees ``top_tree``), split into ``n_tasks`` parallel tasks of
@@ -321,8 +356,9 @@ def permuted_margin(X, j, tops, top_tree, n_tasks, margin, out, changed, L, orde
             n_moved += 1
     out[:] = margin
     if out.shape[1] == 1:
-        for k in prange(n_moved):
-            row_margin1(out, moved[k], L, base, leaf_off, terms, divisor)
+        for g in prange((n_moved + 7) // 8):
+            rows_margin1(out, moved, 8 * g, n_moved - 1, L, base, leaf_off, terms1,
+                         divisor)
     else:
         for g in prange((n_moved + 3) // 4):
             k = 4 * g
@@ -334,13 +370,14 @@ def permuted_margin(X, j, tops, top_tree, n_tasks, margin, out, changed, L, orde
 
 
 @njit(cache=True, parallel=True)
-def all_margins(out, L, base, leaf_off, tree_output, terms, divisor):
+def all_margins(out, L, base, leaf_off, tree_output, terms, terms1, divisor):
     """out := the margin of every row, from its leaves L (the arithmetic of
     ``predict_ensemble``, as ``permuted_margin`` recomputes a row)."""
     n = L.shape[0]
     if out.shape[1] == 1:
-        for i in prange(n):
-            row_margin1(out, i, L, base, leaf_off, terms, divisor)
+        rows = np.arange(n)
+        for g in prange((n + 7) // 8):
+            rows_margin1(out, rows, 8 * g, n - 1, L, base, leaf_off, terms1, divisor)
     else:
         for g in prange((n + 3) // 4):
             k = 4 * g
@@ -388,6 +425,7 @@ class LeafIndex:
                                        ens.postorder)
         self.terms = leaf_terms(self.leaf_node, self.leaf_off,
                                 np.ascontiguousarray(scale, dtype=np.float64), ens.value)
+        self.terms1 = np.ascontiguousarray(self.terms[:, 0])  # single output: contiguous
         n, T = X.shape[0], ens.n_trees
         most = int(np.diff(self.leaf_off).max())
         dtype = np.uint8 if most <= 2**8 else np.uint16 if most <= 2**16 else np.int32
@@ -423,7 +461,7 @@ class LeafIndex:
         ``predict_ensemble``'s (the leaves of L, each tree's term added in tree order)."""
         out = np.empty((self.L.shape[0], self.ens.n_outputs))
         all_margins(out, self.L, self.ens.base_score, self.leaf_off, self.ens.tree_output,
-                    self.terms, self.divisor)
+                    self.terms, self.terms1, self.divisor)
         return out
 
     def leaves(self):
@@ -461,7 +499,7 @@ class LeafIndex:
             self.L, self.order, self.lstart, self.lend, self.leaf_off, self.leaf_node,
             self.first_leaf, self.n_leaves, self.pre_pos, self.height, self.low,
             self.jabove, self.same_up, ens.base_score, ens.tree_output, self.terms,
-            self.divisor, *self.routing, self.strict, self.round32)
+            self.terms1, self.divisor, *self.routing, self.strict, self.round32)
 
     def finish(self):
         """Put the original leaves back in L."""
