@@ -222,6 +222,44 @@ def test_kernel_categorical_splits():
     assert ens.is_categorical.any()
 
 
+def _on_thresholds(model, X, frac=0.3, seed=0):
+    """X with a fraction of every column's values replaced by split thresholds of that
+    column (values on the boundary of a path's interval), infinities and NaN."""
+    ens = treeimp.parse(model)
+    X = np.array(X, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    numeric = (ens.left >= 0) & ~ens.is_categorical
+    for j in range(X.shape[1]):
+        thresholds = ens.threshold[numeric & (ens.feature == j)]
+        pick = np.flatnonzero(rng.random(len(X)) < frac)
+        if thresholds.size:
+            X[pick, j] = rng.choice(thresholds, pick.size)
+        X[rng.choice(len(X), 6, replace=False), j] = [np.inf, -np.inf, np.nan, np.nan,
+                                                      0.0, -0.0]
+    return X
+
+
+@pytest.mark.parametrize("name", ["xgb", "lgb zero as missing", "rf"])
+def test_kernel_interval_edges(name):
+    """Rows on the thresholds of their path (strict and non-strict splits), infinite,
+    NaN and zero values (LightGBM zero_as_missing: tested node by node), many NaN in a
+    leaf (candidates that stay on the path, over more than one batch of exits)."""
+    X, y = _nan_data("binary", n=1500, frac=0.2)
+    if name == "xgb":
+        model = xgb.XGBClassifier(n_estimators=20, max_depth=4).fit(X, y)
+    elif name == "rf":
+        X = np.nan_to_num(X)
+        model = RandomForestClassifier(n_estimators=6, max_depth=6, random_state=0).fit(X, y)
+    else:
+        X[np.random.default_rng(4).random(X.shape) < 0.1] = 0.0
+        model = lgb.LGBMClassifier(n_estimators=10, num_leaves=15, zero_as_missing=True,
+                                   verbose=-1).fit(X, y)
+    X = _on_thresholds(model, X)
+    if name == "rf":
+        X = np.where(np.isnan(X), 0.5, X)  # (a forest fitted without NaN)
+    _assert_permuted_margins_bitwise(model, X, n_repeats=2)
+
+
 def test_permutation_importance_equals_full_repredict_scores():
     """End to end, on a forest with ties: the scores are those of a full re-prediction
     of every permuted matrix, scored the same way (exactly equal)."""

@@ -13,11 +13,16 @@ read columns that did not change). So for each leaf under a topmost j-node, its 
 new values of column j are tested against the j-nodes on the leaf's path (usually one
 or two: the chain ``jabove``/``same_up``); a row that stays on the path keeps its leaf,
 a row that leaves it at a j-node is walked on from the child it goes to (in batches,
-``route.descend``). Only the rows whose leaf changed in some tree get a new margin, the
-full ordered sum over all trees of the terms prediction adds (``route.leaf_term``,
-tabulated per leaf; eight rows at a time, each its own chain of additions), every other
-row keeps the baseline margin: the result is bitwise the margin of a full re-prediction
-of the permuted matrix.
+``route.descend``). The numerical j-nodes of a path keep exactly the values of one
+interval on it, so every row is first compared with that interval (two comparisons);
+only the rows outside it (and NaN, and every row below a categorical or
+zero-as-missing j-split) are tested node by node (``route.step``).
+
+Only the rows whose leaf changed in some tree get a new margin, the full ordered sum
+over all trees of the terms prediction adds (``route.leaf_term``, tabulated per leaf;
+eight rows at a time, each its own chain of additions), every other row keeps the
+baseline margin: the result is bitwise the margin of a full re-prediction of the
+permuted matrix.
 
 Use through :class:`LeafIndex`: ``begin(j)``, then ``permuted_margin`` once per
 permutation of column j, then ``finish()``, which puts the original leaves back in ``L``.
@@ -28,7 +33,15 @@ from __future__ import annotations
 import numpy as np
 from numba import get_num_threads, njit, prange
 
-from .route import apply_chunk, descend, feature_value, leaf_term, step
+from .route import (
+    CATEGORICAL,
+    NAN_ZERO_MISSING,
+    apply_chunk,
+    descend,
+    feature_value,
+    leaf_term,
+    step,
+)
 
 
 @njit(cache=True)
@@ -262,6 +275,37 @@ def _back_on_leaf(back, back_rank, b, t, L, order):
         L[r, t] = back_rank[q]
 
 
+@njit(cache=True, inline="always")
+def _resolve(xj, rows, cur, where, m0, m, chain, on_path, c, rank, back, back_rank, b, t,
+             L, order, nodes, cat_offset, cat_count, cat_codes, cat_left, strict):
+    """Test the candidates rows[m0:m] of one leaf (j-nodes ``chain``, the path's
+    children ``on_path``) node by node: keep in rows/cur/where those that leave the path
+    (cur: the child of the highest j-node that sends them the other way), move those
+    that stay and are marked to ``back``. Returns the new m and b."""
+    k = m0
+    for q in range(m0, m):
+        r = rows[q]
+        x = xj[r]
+        exit_to = -1
+        for e in range(c):
+            go = step(x, chain[e], nodes, cat_offset, cat_count, cat_codes, cat_left,
+                      strict)
+            exit_to = go if go != on_path[e] else exit_to
+        if exit_to >= 0:
+            rows[k] = r
+            cur[k] = exit_to
+            where[k] = where[q]
+            k += 1
+        elif order[t, where[q]] < 0:
+            back[b] = where[q]
+            back_rank[b] = rank
+            b += 1
+            if b == back.shape[0]:
+                _back_on_leaf(back, back_rank, b, t, L, order)
+                b = 0
+    return k, b
+
+
 @njit(cache=True, parallel=True)
 def permuted_margin(X, j, tops, top_tree, n_tasks, margin, out, changed, L, order, lstart,
                     lend, leaf_off, leaf_node, first_leaf, n_leaves, pre_pos, height, low,
@@ -299,48 +343,67 @@ def permuted_margin(X, j, tops, top_tree, n_tasks, margin, out, changed, L, orde
             top = tops[k]
             t = top_tree[k]
             m = 0
+            m0 = 0  # rows[m0:m]: candidates of the current leaf, not yet tested
             b = 0
             g0 = leaf_off[t] + first_leaf[top]
             for g in range(g0, g0 + n_leaves[top]):
                 if lstart[g] == lend[g]:
                     continue
                 leaf = leaf_node[g]
+                # the j-nodes of the path (bottom up), the child the path takes at each,
+                # and the values that stay on the path at every one of them: lo..hi,
+                # (x >= lo and x < hi with strict splits, x > lo and x <= hi otherwise);
+                # any other value (NaN, a categorical or zero-as-missing split) is tested
+                # node by node
                 c = 0
+                lo = -np.inf
+                hi = np.inf
                 v = jabove[leaf]
                 while v >= 0:
                     chain[c] = v
-                    rc = nodes[v].right
-                    on_path[c] = nodes[v].left if pre_pos[leaf] < pre_pos[rc] else rc
+                    nd = nodes[v]
+                    goes_left = pre_pos[leaf] < pre_pos[nd.right]
+                    on_path[c] = nd.left if goes_left else nd.right
+                    if nd.flags & (CATEGORICAL | NAN_ZERO_MISSING):
+                        lo = np.inf
+                        hi = -np.inf
+                    elif goes_left:
+                        hi = min(hi, nd.threshold)
+                    else:
+                        lo = max(lo, nd.threshold)
                     c += 1
                     v = same_up[v]
                 rank = g - leaf_off[t]
-                # whether a row leaves its path is unpredictable: the loop appends to the
+                # whether a row is a candidate is unpredictable: the loop appends to the
                 # buffers with selects rather than branches
                 for pos in range(lstart[g], lend[g]):
                     entry = order[t, pos]
                     r = entry ^ (entry >> 31)  # a marked entry holds -1 - row
                     x = xj[r]
-                    # the highest j-node of the path that sends x the other way
-                    exit_to = -1
-                    for q in range(c):
-                        go = step(x, chain[q], nodes, cat_offset, cat_count, cat_codes,
-                                  cat_left, strict)
-                        exit_to = go if go != on_path[q] else exit_to
+                    stays = ((x >= lo) & (x < hi)) if strict else ((x > lo) & (x <= hi))
                     rows[m] = r
-                    cur[m] = exit_to
                     where[m] = pos
-                    m += exit_to >= 0
+                    m += not stays
                     back[b] = pos
                     back_rank[b] = rank
-                    b += (entry < 0) & (exit_to < 0)  # left its leaf in the last call
-                    if m == EXITS:
-                        _walk_exits(X, rows, cur, where, m, t, L, order, changed, height,
-                                    low, first_leaf, nodes, cat_offset, cat_count,
-                                    cat_codes, cat_left, strict, round32)
-                        m = 0
+                    b += (entry < 0) & stays  # left its leaf in the last call
                     if b == EXITS:
                         _back_on_leaf(back, back_rank, b, t, L, order)
                         b = 0
+                    if m == EXITS:
+                        m, b = _resolve(xj, rows, cur, where, m0, m, chain, on_path, c, rank,
+                                        back, back_rank, b, t, L, order, nodes, cat_offset,
+                                        cat_count, cat_codes, cat_left, strict)
+                        if m == EXITS:
+                            _walk_exits(X, rows, cur, where, m, t, L, order, changed,
+                                        height, low, first_leaf, nodes, cat_offset,
+                                        cat_count, cat_codes, cat_left, strict, round32)
+                            m = 0
+                        m0 = m
+                m, b = _resolve(xj, rows, cur, where, m0, m, chain, on_path, c, rank, back,
+                                back_rank, b, t, L, order, nodes, cat_offset, cat_count,
+                                cat_codes, cat_left, strict)
+                m0 = m
             if m > 0:
                 _walk_exits(X, rows, cur, where, m, t, L, order, changed, height, low,
                             first_leaf, nodes, cat_offset, cat_count, cat_codes, cat_left,
