@@ -67,6 +67,34 @@ def test_in_bag_rows_that_cannot_be_recovered(data, monkeypatch):
         treeimp.explain(model, X, y, oob=True)
 
 
+@pytest.mark.parametrize("row", [-1, 200, 10**9])
+def test_in_bag_rows_outside_the_training_rows(data, monkeypatch, row):
+    """A forest reporting an in-bag row outside X (wrong rows passed, or a corrupt
+    model) is refused, naming the tree and the row."""
+    X, y = data
+    model = RandomForestClassifier(n_estimators=3, random_state=0).fit(X, y)
+    samples = [np.asarray(s) for s in model.estimators_samples_]
+    samples[1] = np.concatenate([samples[1][:5], [row], samples[1][5:]])
+    monkeypatch.setattr(type(model), "estimators_samples_", property(lambda self: samples))
+    with pytest.raises(ValueError, match=f"tree 1 of the RandomForestClassifier drew row {row} "
+                                         "but X has 200 rows"):
+        treeimp.explain(model, X, y, oob=True)
+
+
+def test_in_bag_bits_equal_the_forest_samples(data):
+    """Bit r of tree t is set exactly when estimators_samples_[t] contains r."""
+    from treeimp.parsers import inbag_bits
+
+    X, y = data
+    model = RandomForestClassifier(n_estimators=4, random_state=0).fit(X, y)
+    bits = inbag_bits(model, len(X))
+    got = np.unpackbits(bits, axis=1, bitorder="little", count=len(X)).astype(bool)
+    for t, idx in enumerate(model.estimators_samples_):
+        want = np.zeros(len(X), bool)
+        want[idx] = True
+        np.testing.assert_array_equal(got[t], want)
+
+
 def test_length_mismatch(rf, data):
     X, y = data
     with pytest.raises(ValueError, match="X has 200 rows but y has 199"):

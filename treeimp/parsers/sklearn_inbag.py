@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 
 def sklearn_inbag_bits(model, n_rows):
@@ -40,10 +41,23 @@ def sklearn_inbag_bits(model, n_rows):
     bits = np.zeros((len(samples), (n_rows + 7) // 8), np.uint8)
     for t, idx in enumerate(samples):
         idx = np.asarray(idx)
-        if idx.size and (idx.max() >= n_rows or idx.min() < 0):
-            raise ValueError(f"tree {t} of the {name} drew row {int(idx.max())} but X has "
+        if not np.issubdtype(idx.dtype, np.integer) or idx.ndim != 1:
+            raise ValueError(f"tree {t} of the {name} reports in-bag rows of dtype {idx.dtype} "
+                             f"and shape {idx.shape}; expected a 1-D integer array")
+        bad = set_bits(idx, n_rows, bits[t])
+        if bad >= 0:
+            raise ValueError(f"tree {t} of the {name} drew row {int(idx[bad])} but X has "
                              f"{n_rows} rows: pass the training rows with oob=True")
-        mask = np.zeros(n_rows, np.bool_)
-        mask[idx] = True
-        bits[t] = np.packbits(mask, bitorder="little")
     return bits
+
+
+@njit(cache=True)
+def set_bits(idx, n_rows, out):
+    """Set bit idx[i] of ``out`` (little bit order) for every i; returns the first i with
+    idx[i] outside [0, n_rows) (nothing set from there on), or -1."""
+    for i in range(idx.shape[0]):
+        r = idx[i]
+        if r < 0 or r >= n_rows:
+            return i
+        out[r >> 3] |= np.uint8(1 << (r & 7))
+    return -1
