@@ -15,13 +15,13 @@ Threads own whole row blocks (the statistic blocks used for standard errors), so
 thread writes only its own block's cells.
 """
 
-import math
 
 import numpy as np
 from numba import njit, prange
 
 from ..losses import LOGISTIC, SQUARED_ERROR, grad_hess_row
 from .route import walk_batch
+from .vexp import exp_block
 
 BATCH = 64
 GROUP = 512  # rows that pass every tree of a stage together (a tree stays in cache)
@@ -37,14 +37,21 @@ def _put(terms, k, r, wi, gi, hi):
 
 
 @njit(cache=True)
-def stage_terms(code, params, margin, n, y, w, g, h, terms):
+def stage_terms(code, params, margin, n, y, w, g, h, terms, ex):
     """terms[k, r] := (w, w g^2, -w g, w h, w g^2 / h) of rows r < n at their margins;
-    rows of weight 0 get zeros. The common objectives run as tight loops."""
+    rows of weight 0 get zeros. The common objectives run as tight loops. ``ex``:
+    float64 (3, >= n) scratch."""
     K = margin.shape[1]
     if K == 1 and code == LOGISTIC:  # the arithmetic of losses._scalar_grad_hess
         s = params[0]
+        # exp(-s m) of the whole group in SIMD loops (kernels/vexp.py, within 1 ulp of
+        # libm): a scalar exp per row and round was a third of the staged pass
+        arg, e, poly = ex[0], ex[1], ex[2]
         for r in range(n):
-            p = 1.0 / (1.0 + math.exp(-s * margin[r, 0]))
+            arg[r] = -s * margin[r, 0]
+        exp_block(arg, n, e, poly)
+        for r in range(n):
+            p = 1.0 / (1.0 + e[r])
             yr = y[r]
             c = params[1] if yr == 1.0 else (params[2] if yr == 0.0 else 1.0)
             gi = c * s * (p - yr)
@@ -105,6 +112,7 @@ def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, stage_start
         terms = np.zeros((K, GROUP, 5))
         yg = np.empty(GROUP)
         wg = np.empty(GROUP)
+        ex = np.empty((3, GROUP))  # logistic: exp's argument, result and scratch
         for s0 in range(block_start[b], block_start[b + 1], GROUP):
             s1 = min(block_start[b + 1], s0 + GROUP)
             ng = s1 - s0
@@ -117,7 +125,7 @@ def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, stage_start
                 yg[r] = y[row0 + i]
                 wg[r] = w[min(row0 + i, last_w)]
             for st in range(n_stages):
-                stage_terms(loss_code, loss_params, margin, ng, yg, wg, g, h, terms)
+                stage_terms(loss_code, loss_params, margin, ng, yg, wg, g, h, terms, ex)
                 for t in range(stage_start[st], stage_start[st + 1]):
                     col = tree_output[t]
                     sc = tree_scale[t]
