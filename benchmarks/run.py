@@ -15,16 +15,18 @@ raw-margin prediction is the unit; every other time is reported as a multiple of
   predict on that subset, and the speed-up.
 
 Every timing is the median of --repeats calls after an untimed warm-up call, so numba's
-compilation is not in them. Measured separately, each in a new process (bounded by
---subprocess-timeout): for a forest explain, an XGBoost explain (held-out, the staged
-kernel) and an XGBoost permutation_importance, the first call with an empty numba cache
-(compilation; --compile-for) and the first and second call with a warm cache (start-up
-overhead); and the growth of peak memory when explaining --memory-rows rows of float32
-features with a forest and with an XGBoost binary model. Output: a Markdown table on
-stdout and in OUT/results.md, all numbers in OUT/results.json.
+compilation is not in them; the library's predict, explain, parse and predict_raw are
+timed in the same rounds (one call of each per round). Measured separately, each in a
+new process (bounded by --subprocess-timeout): for a forest explain, an XGBoost explain
+(held-out, the staged kernel) and an XGBoost permutation_importance, the first call with
+an empty numba cache (compilation; --compile-for) and the first and second call with a
+warm cache (start-up overhead); and the growth of peak memory when explaining
+--memory-rows rows of float32 features with a forest and with an XGBoost binary model.
+Output: a Markdown table on stdout and in OUT/results.md, all numbers in
+OUT/results.json.
 
 Usage: python benchmarks/run.py [--rows 100000] [--features 50] [--threads 2]
-       [--repeats 3] [--small] [--no-subprocess] [--memory-rows 2000000]
+       [--repeats 5] [--small] [--no-subprocess] [--memory-rows 2000000]
        [--compile-for forest_explain,xgboost_explain,permutation] [--out DIR]
 """
 
@@ -53,7 +55,7 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=int, default=500, help="boosting rounds")
     p.add_argument("--forest-trees", type=int, default=100)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--repeats", type=int, default=3, help="timed repetitions (median)")
+    p.add_argument("--repeats", type=int, default=5, help="timed repetitions (median)")
     p.add_argument("--shap-rows", type=int, default=1000, help="rows for SHAP timings")
     p.add_argument("--forest-shap-rows", type=int, default=20,
                    help="rows for shap.TreeExplainer on the forest (exact TreeSHAP on "
@@ -108,6 +110,22 @@ def timed(fn, repeats, warmup=None):
         fn()
         times.append(time.perf_counter() - t0)
     return float(np.median(times))
+
+
+def timed_together(fns, repeats):
+    """Median wall time of each of ``fns`` (name -> function) over ``repeats`` rounds,
+    each round calling every function once in turn, after one untimed call of each.
+    Interleaving keeps a ratio of two of them honest on a shared machine, where a slow
+    spell would otherwise fall on one side only."""
+    for fn in fns.values():
+        fn()
+    times = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t0)
+    return {k: float(np.median(v)) for k, v in times.items()}
 
 
 def fit_model(name, args, kind):
@@ -169,19 +187,22 @@ def bench_model(name, kind, args, rows_out):
     X_eval, y_eval = (Xt, yt) if forest else (Xv, yv)
     n_eval = len(X_eval)
     ens = treeimp.parse(model)
-    unit = timed(library_predict(name, model, X_eval), args.repeats)
-    res = {"model": name, "task": kind, "rows": n_eval, "trees": ens.n_trees,
-           "nodes": ens.n_nodes, "library_predict_s": unit}
 
     def explain():
         return treeimp.explain(model, X_eval, y_eval, oob=forest,
                                methods=("mdi_oob", "ufi"), n_jobs=args.threads,
                                random_state=0)
 
-    res["explain_s"] = timed(explain, args.repeats)
-    res["parse_s"] = timed(lambda: treeimp.parse(model), args.repeats)  # inside explain_s
-    res["predict_raw_s"] = timed(lambda: ens.predict_raw(X_eval, n_jobs=args.threads),
-                                 args.repeats)
+    # the library's predict (the unit of the ratios) timed in the same rounds
+    t = timed_together({"predict": library_predict(name, model, X_eval),
+                        "explain": explain,
+                        "parse": lambda: treeimp.parse(model),  # inside explain
+                        "predict_raw": lambda: ens.predict_raw(X_eval, n_jobs=args.threads)},
+                       args.repeats)
+    res = {"model": name, "task": kind, "rows": n_eval, "trees": ens.n_trees,
+           "nodes": ens.n_nodes, "library_predict_s": t["predict"],
+           "explain_s": t["explain"], "parse_s": t["parse"],
+           "predict_raw_s": t["predict_raw"]}
     sub = X_eval[: args.forest_shap_rows if forest else args.shap_rows]
     res["shap_rows"] = len(sub)
     shap_fn = library_treeshap(name, model, sub)
