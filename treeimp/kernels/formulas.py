@@ -31,7 +31,7 @@ def split_sums(kind, node, left, right, key, tree_splits, w, v, extra, n, Q, S, 
     """
     B = n.shape[1]
     C = S.shape[0]
-    # one loop nest per kind (the kind test outside the loops), unsigned node indices
+    # mdi_oob and ufi in separate loop nests, unsigned node indices
     # (no wraparound arithmetic): the block loop is then a straight run over B values
     if kind == MDI_OOB:
         for t in prange(tree_splits.size - 1):
@@ -42,23 +42,7 @@ def split_sums(kind, node, left, right, key, tree_splits, w, v, extra, n, Q, S, 
                     dr = v[r, c] - v[m, c]
                     for b in range(B):
                         out[b, k, c] += dl * S[c, l, b] + dr * S[c, r, b]
-    elif kind == UFI_CLASSIFICATION:
-        for t in prange(tree_splits.size - 1):
-            for s in range(tree_splits[t], tree_splits[t + 1]):
-                m, l, r, k = _split(node, left, right, key, s)
-                for b in range(B):
-                    nl = n[l, b]
-                    nr = n[r, b]
-                    if nl <= 0.0 or nr <= 0.0:  # skip rule: a child without rows
-                        continue
-                    # held-out class shares p' = S' / n' (one division per node)
-                    fl = w[l] / nl
-                    fr = w[r] / nr
-                    fm = w[m] / n[m, b]
-                    for c in range(C):
-                        out[b, k, c] += (fl * v[l, c] * S[c, l, b] + fr * v[r, c] * S[c, r, b]
-                                         - fm * v[m, c] * S[c, m, b])
-    else:
+    else:  # the two ufi forms share the skip rule
         for t in prange(tree_splits.size - 1):
             for s in range(tree_splits[t], tree_splits[t + 1]):
                 m, l, r, k = _split(node, left, right, key, s)
@@ -68,10 +52,21 @@ def split_sums(kind, node, left, right, key, tree_splits, w, v, extra, n, Q, S, 
                     if nl <= 0.0 or nr <= 0.0:  # skip rule: a child without rows
                         continue
                     nm = n[m, b]
-                    out[b, k, 0] += (w[m] * _held_mse(Q[m, b], S[0, m, b], nm, v[m, 0])
-                                     - w[l] * _held_mse(Q[l, b], S[0, l, b], nl, v[l, 0])
-                                     - w[r] * _held_mse(Q[r, b], S[0, r, b], nr, v[r, 0])
-                                     + extra[s])
+                    if kind == UFI_CLASSIFICATION:
+                        # held-out class shares p' = S' / n' (one division per node)
+                        fl = w[l] / nl
+                        fr = w[r] / nr
+                        fm = w[m] / nm
+                        for c in range(C):
+                            out[b, k, c] += (fl * v[l, c] * S[c, l, b]
+                                             + fr * v[r, c] * S[c, r, b]
+                                             - fm * v[m, c] * S[c, m, b])
+                    else:
+                        out[b, k, 0] += (
+                            w[m] * _held_mse(Q[m, b], S[0, m, b], nm, v[m, 0])
+                            - w[l] * _held_mse(Q[l, b], S[0, l, b], nl, v[l, 0])
+                            - w[r] * _held_mse(Q[r, b], S[0, r, b], nr, v[r, 0])
+                            + extra[s])
     return out
 
 
