@@ -32,7 +32,7 @@ _NUMBERS = {
     b"D": (">d", 8, ">f8"),
 }
 _INTEGERS = (b"i", b"U", b"I", b"l", b"L")
-# marker -> (bound unpack_from of its struct format, size)
+# marker -> (bound unpack_from of its struct format, size): one per number read
 _UNPACK = {m: (struct.Struct(fmt).unpack_from, size) for m, (fmt, size, _) in _NUMBERS.items()}
 _CONSTANTS = {b"Z": None, b"T": True, b"F": False}
 
@@ -94,14 +94,9 @@ class _Reader:
         self.pos = end
         return start
 
-    # marker, number, count and string_body run once per value (tens of thousands of
-    # times for a large model): they index ``data`` directly rather than through take()
     def marker(self):
-        pos = self.pos
-        if pos >= len(self.data):
-            self.fail("truncated input: need 1 bytes, 0 left")
-        self.pos = pos + 1
-        return self.data[pos:pos + 1]
+        start = self.take(1)
+        return self.data[start:start + 1]
 
     def skip_noop(self):
         while self.data[self.pos:self.pos + 1] == b"N":
@@ -109,20 +104,13 @@ class _Reader:
 
     def number(self, m):
         unpack, size = _UNPACK[m]
-        start = self.pos
-        if start + size > len(self.data):
-            self.fail(f"truncated input: need {size} bytes, {len(self.data) - start} left")
-        self.pos = start + size
-        return unpack(self.data, start)[0]
+        return unpack(self.data, self.take(size))[0]
 
     def count(self, what):
         at = self.pos
-        m = self.data[at:at + 1]
+        m = self.marker()
         if m not in _INTEGERS:
-            if not m:
-                self.fail("truncated input: need 1 bytes, 0 left")
             self.fail(f"{what} must be an integer, found marker {m!r}", at)
-        self.pos = at + 1
         n = self.number(m)
         if n < 0:
             self.fail(f"negative {what} {n}", at)
@@ -130,13 +118,9 @@ class _Reader:
 
     def string_body(self):
         n = self.count("string length")
-        start = self.pos
-        end = start + n
-        if end > len(self.data):
-            self.fail(f"truncated input: need {n} bytes, {len(self.data) - start} left")
-        self.pos = end
+        start = self.take(n)
         try:
-            return self.data[start:end].decode("utf-8")
+            return self.data[start:start + n].decode("utf-8")
         except UnicodeDecodeError as exc:
             self.fail(f"invalid UTF-8 in a string ({exc.reason})", start)
 
