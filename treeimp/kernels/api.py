@@ -84,14 +84,15 @@ def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, with
     """
     from .node_stats import empty_inbag, forest_leaf_stats, propagate_up
 
-    stats = np.zeros((1 + bool(with_q) + ens.value_dim, ens.n_nodes, n_blocks))
+    with_q = bool(with_q)
+    stats = np.zeros((1 + with_q + ens.value_dim, ens.n_nodes, n_blocks))
     use_inbag = inbag_bits is not None
     bits = inbag_bits if use_inbag else empty_inbag()
     Z = np.ascontiguousarray(Z, dtype=np.float64)
     with numba_threads(n_jobs):
         for start, chunk in rows.chunks(split=bar is not None and bar.enabled):
             strict, round32 = routing_flags(ens, chunk)
-            forest_leaf_stats(chunk, start, Z, w, block, bits, use_inbag, bool(with_q), stats,
+            forest_leaf_stats(chunk, start, Z, w, block, bits, use_inbag, with_q, stats,
                               ens.tree_offsets, ens.tree_output, *ens.routing_arrays(),
                               strict, round32)
             if bar is not None:
