@@ -8,7 +8,6 @@ from sklearn.ensemble import ExtraTreesRegressor, RandomForestClassifier
 import treeimp
 from treeimp._input import RowSource
 from treeimp.kernels.api import forest_node_stats
-from treeimp.kernels.node_stats import total_and_leave_one_out
 from treeimp.measures import NodeStats, by_class, mdi_oob, ufi
 from treeimp.targets import forest_targets
 
@@ -102,21 +101,23 @@ def test_fused_sums_equal_split_by_split_loops(kind):
                                        atol=1e-12)
 
 
-def test_total_and_leave_one_out_in_place():
-    rng = np.random.default_rng(1)
-    plane = rng.normal(size=(50, 7))
-    original = plane.copy()
-    total = total_and_leave_one_out(plane)
-    np.testing.assert_allclose(total[:, 0], original.sum(axis=1), rtol=1e-13)
-    np.testing.assert_allclose(plane, original.sum(axis=1, keepdims=True) - original,
-                               rtol=1e-12, atol=1e-13)
-
-
-def test_leave_one_out_rejects_planes_it_cannot_update_in_place():
-    base = np.arange(4 * 10 * 8, dtype=float).reshape(4, 10, 8)
-    # planes 1 and 3 as S: (2, 10, 4) with strides that no reshape can merge
-    st = NodeStats(n=base[0, :, ::2], S=base[1::2, :, ::2], Q=base[2, :, ::2])
-    before = base.copy()
-    with pytest.raises(ValueError, match="in place"):
-        st.leave_one_out()
-    np.testing.assert_array_equal(base, before)  # nothing half-updated
+@pytest.mark.parametrize("kind", ["multiclass", "regression"])
+def test_leave_one_out_form_equals_block_sums(kind):
+    """forest_node_stats(leave_one_out=True): totals = the per-block statistics summed
+    over blocks, and block b's replicate = that total minus block b's statistics."""
+    ens, X, y = _forest(kind)
+    Z, _ = forest_targets(ens, y)
+    block = (np.arange(len(X)) % N_BLOCKS).astype(np.int32)
+    w = np.random.default_rng(0).uniform(0.5, 2.0, size=len(X))
+    per_block = forest_node_stats(ens, RowSource(X, ens), Z, w, block, N_BLOCKS)
+    totals, loo = forest_node_stats(ens, RowSource(X, ens), Z, w, block, N_BLOCKS,
+                                    leave_one_out=True)
+    assert totals.shape == per_block.shape[:2] and loo.shape == per_block.shape
+    np.testing.assert_allclose(totals, per_block.sum(axis=2), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(loo, per_block.sum(axis=2, keepdims=True) - per_block,
+                               rtol=1e-12, atol=1e-12)
+    # the pair feeds the formulas exactly as the per-block statistics summed would
+    total, jack = NodeStats.pair(totals, loo)
+    one = NodeStats.from_array(per_block.sum(axis=2, keepdims=True))
+    np.testing.assert_allclose(mdi_oob(ens, total), mdi_oob(ens, one), rtol=1e-12)
+    assert jack.n_blocks == N_BLOCKS

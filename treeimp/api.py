@@ -116,7 +116,8 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
 
 def _node_statistics(ens, model, rows, y_arr, w, block, n_blocks, oob, held_out, n_jobs,
                      bar):
-    """Per-node statistics of the evaluation rows and whether targets are classes."""
+    """((total, leave-one-block-out) NodeStats of the evaluation rows, whether the
+    targets are classes)."""
     n = rows.n_rows
     if ens.kind == FOREST:
         Z, classification = forest_targets(ens, y_arr)
@@ -130,9 +131,10 @@ def _node_statistics(ens, model, rows, y_arr, w, block, n_blocks, oob, held_out,
                 raise ValueError("every row is in-bag for every tree: no out-of-bag rows")
         # one-hot class targets: Q' = sum w |z|^2 = n', and no class formula reads it
         with_q = not classification
-        stats = NodeStats.from_array(
-            forest_node_stats(ens, rows, Z, w, block, n_blocks, inbag_bits=bits,
-                              with_q=with_q, n_jobs=n_jobs, bar=bar), with_q=with_q)
+        stats = NodeStats.pair(
+            *forest_node_stats(ens, rows, Z, w, block, n_blocks, inbag_bits=bits,
+                               with_q=with_q, leave_one_out=True, n_jobs=n_jobs, bar=bar),
+            with_q=with_q)
         return stats, classification
     if oob:
         raise ValueError("oob=True is for bagged forests; boosting models have no "
@@ -140,7 +142,8 @@ def _node_statistics(ens, model, rows, y_arr, w, block, n_blocks, oob, held_out,
                          "explain(model, X_val, y_val)")
     from .boosting import boosting_node_stats
 
-    return boosting_node_stats(ens, rows, y_arr, w, block, n_blocks, n_jobs=n_jobs, bar=bar)
+    return boosting_node_stats(ens, rows, y_arr, w, block, n_blocks, leave_one_out=True,
+                               n_jobs=n_jobs, bar=bar)
 
 
 def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alpha, lam,
@@ -148,15 +151,18 @@ def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alph
     forest = ens.kind == FOREST
     agg = _nanmean_trees if forest else _nansum_trees
     table, se, se_trees, per_tree, blocks = {}, {}, {}, {}, {}
-    # overwrites the per-block statistics; None: "mdi" alone, no rows were routed
-    total, loo = stats.leave_one_out() if stats is not None else (None, None)
+    # (total, leave-one-block-out) NodeStats; None: "mdi" alone, no rows were routed
+    total, loo = stats if stats is not None else (None, None)
+    # classification forests report mdi_oob and ufi per class too, from the same sums
+    class_parts = {m: measures.class_parts(m, ens, total) for m in ("mdi_oob", "ufi")
+                   if m in methods and forest and classification}
     for m in methods:
         if m == "mdi":
             pt = measures.mdi(ens)
             bv = np.full((n_blocks, ens.n_features), np.nan)
         else:
             pt = measures.compute(m, ens, total, classification=classification,
-                                  alpha=alpha, lam=lam)[0]
+                                  alpha=alpha, lam=lam, parts=class_parts.get(m))[0]
             bv = agg(measures.compute(m, ens, loo, classification=classification,
                                       alpha=alpha, lam=lam))
         per_tree[m] = pt
@@ -165,15 +171,12 @@ def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alph
         se[m] = inflation * jackknife_stderr(bv)
         se_trees[m] = _tree_stderr(pt, forest)
     by_class = {}
-    if forest and classification:
-        for m in ("mdi_oob", "ufi"):
-            if m in methods:
-                pc = measures.by_class(m, ens, total)
-                by_class[m] = pd.DataFrame(
-                    _nanmean_trees(pc.reshape(1, ens.n_trees, -1))[0].reshape(
-                        ens.n_features, -1),
-                    index=pd.Index(names, name="feature"),
-                    columns=pd.Index(ens.classes, name="class"))
+    for m, parts in class_parts.items():
+        pc = measures.by_class(m, ens, total, parts)
+        by_class[m] = pd.DataFrame(
+            _nanmean_trees(pc.reshape(1, ens.n_trees, -1))[0].reshape(ens.n_features, -1),
+            index=pd.Index(names, name="feature"),
+            columns=pd.Index(ens.classes, name="class"))
     frame = lambda d: pd.DataFrame(d, index=pd.Index(names, name="feature"))  # noqa: E731
     return Importances(table=frame(table), stderr=frame(se), stderr_trees=frame(se_trees),
                        per_tree=per_tree, block_values=blocks, n_blocks=n_blocks,

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernels.api import routing_flags
-from .kernels.node_stats import propagate_up
+from .kernels.api import fill_internal_stats, routing_flags
 from .kernels.staged import staged_leaf_stats
 from .kernels.threads import numba_threads
 from .losses import check_target, loss_spec
@@ -26,9 +25,11 @@ CHUNK_ROWS = 1 << 18
 
 
 def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
-                keep_margin=True):
+                keep_margin=True, leave_one_out=False):
     """Run the staged kernel: (stats (5, n_nodes, n_blocks), final margin (n, n_outputs),
-    or None without ``keep_margin``). ``w``: one weight per row, or one for all."""
+    or None without ``keep_margin``). ``w``: one weight per row, or one for all.
+    ``leave_one_out``: stats is (totals (5, n_nodes), leave-one-block-out statistics),
+    see ``kernels.node_stats.propagate_up``."""
     if ens.value_dim != 1:
         raise ValueError(f"this model's trees have {ens.value_dim} values per leaf (vector-"
                          "leaf trees); held-out gradient importances need one value per leaf")
@@ -52,11 +53,16 @@ def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
                               round32)
             if bar is not None:
                 bar.update(chunk.shape[0])
-        propagate_up(ens.postorder, ens.tree_offsets, ens.left, ens.right, stats)
+        stats = fill_internal_stats(ens, stats, leave_one_out)
     return stats, (margin if keep_margin else None)
 
 
-def boosting_node_stats(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None):
+def boosting_node_stats(ens, rows, y, w, block, n_blocks, *, leave_one_out=False,
+                        n_jobs=None, bar=None):
+    """(NodeStats of the held-out rows, False: not class targets); with
+    ``leave_one_out``, the NodeStats pair (totals, leave-one-block-out)."""
     stats, _ = staged_pass(ens, rows, y, w, block, n_blocks, n_jobs=n_jobs, bar=bar,
-                           keep_margin=False)
+                           keep_margin=False, leave_one_out=leave_one_out)
+    if leave_one_out:
+        return NodeStats.pair(*stats, boosting=True), False
     return NodeStats.from_array(stats, boosting=True), False

@@ -358,8 +358,10 @@ class TreeEnsemble:
 
     @property
     def node_tree(self) -> np.ndarray:
-        """Tree index of every node."""
-        return np.repeat(np.arange(self.n_trees), np.diff(self.tree_offsets))
+        """Tree index of every node (built once: do not modify a built ensemble)."""
+        if getattr(self, "_node_tree", None) is None:
+            self._node_tree = np.repeat(np.arange(self.n_trees), np.diff(self.tree_offsets))
+        return self._node_tree
 
     def __repr__(self) -> str:
         return (

@@ -22,7 +22,6 @@ import numpy as np
 
 from .ensemble import FOREST
 from .kernels.formulas import MDI_OOB, UFI_CLASSIFICATION, UFI_REGRESSION, split_sums
-from .kernels.node_stats import total_and_leave_one_out
 
 FOREST_METHODS = ("mdi", "mdi_oob", "ufi", "naive_oob", "pg1", "pg2", "pg3")
 BOOSTING_METHODS = ("mdi", "mdi_oob", "ufi", "naive_oob")
@@ -55,26 +54,11 @@ class NodeStats:
             return cls(n=stats[0], Q=None, S=stats[1:])
         return cls(n=stats[0], Q=stats[1], S=stats[2:])
 
-    def _map(self, fn):
-        return NodeStats(*(None if a is None else fn(a)
-                           for a in (self.n, self.S, self.Q, self.H, self.R)))
-
-    def leave_one_out(self) -> tuple[NodeStats, NodeStats]:
-        """(total, jackknife): the statistics with the blocks summed (B = 1), and B sets,
-        set b holding every row except block b's.
-
-        The jackknife sets are computed IN PLACE: the per-block statistics are
-        overwritten (they are not needed once the totals exist; fresh arrays of this
-        size cost more than the arithmetic).
-        """
-        planes = [a for a in (self.n, self.S, self.Q, self.H, self.R) if a is not None]
-        flat = [a.reshape(-1, a.shape[-1]) for a in planes]  # views where the layout allows
-        if not all(np.shares_memory(f, a) for f, a in zip(flat, planes)):
-            raise ValueError("node statistics must be views that reshape to (rows, blocks) "
-                             "without a copy to be updated in place")
-        totals = {id(a): total_and_leave_one_out(f).reshape(a.shape[:-1] + (1,))
-                  for a, f in zip(planes, flat)}
-        return self._map(lambda a: totals[id(a)]), self
+    @classmethod
+    def pair(cls, totals, loo, **kind):
+        """(total, jackknife) NodeStats from a kernel's (totals (D, n_nodes),
+        leave-one-block-out array (D, n_nodes, B)); ``kind``: as ``from_array``."""
+        return cls.from_array(totals[:, :, None], **kind), cls.from_array(loo, **kind)
 
     @property
     def n_blocks(self):
@@ -86,17 +70,21 @@ class _Splits:
     """Index arrays of the internal nodes of an ensemble (computed once per call)."""
 
     def __init__(self, ens):
-        self.m = np.flatnonzero(ens.left >= 0)
-        self.l = ens.left[self.m].astype(np.int64)
-        self.r = ens.right[self.m].astype(np.int64)
-        tree = ens.node_tree
-        self.tree = tree[self.m]
-        self.root = ens.tree_offsets[:-1][self.tree]  # root of each split's tree
-        self.key = self.tree * ens.n_features + ens.feature[self.m]
+        from .kernels.structure import split_arrays
+
+        (self.m, self.l, self.r, self.tree, self.root, self.key,
+         self.tree_splits) = split_arrays(ens.tree_offsets, ens.left, ens.right, ens.feature,
+                                          ens.n_features)
         self.root_of_tree = ens.tree_offsets[:-1]
         self.n_trees, self.n_features = ens.n_trees, ens.n_features
-        # splits are stored tree by tree: offsets of each tree's splits
-        self.tree_splits = np.searchsorted(self.tree, np.arange(ens.n_trees + 1))
+        self._insample = None
+
+    def insample_fraction(self, ens):
+        """w_m = W_m / W_root for every node (built once)."""
+        if self._insample is None:
+            root_w = ens.weight[ens.tree_offsets[:-1]][ens.node_tree]
+            self._insample = _safe_div(ens.weight, root_w)
+        return self._insample
 
 
 def _splits(ens) -> _Splits:
@@ -127,7 +115,7 @@ def _fused(kind, ens, sp, st, w=None, extra=None):
     B, C = st.n.shape[1], st.S.shape[0]
     out = np.zeros((B, sp.n_trees * sp.n_features, C))
     dummy = np.zeros(1)
-    split_sums(kind, sp.m, sp.l, sp.r, sp.key.astype(np.int64), sp.tree_splits,
+    split_sums(kind, sp.m, sp.l, sp.r, sp.key, sp.tree_splits,
                dummy if w is None else w, v, dummy if extra is None else extra,
                st.n, st.n if st.Q is None else st.Q, st.S, out)
     return out.reshape(B, sp.n_trees, sp.n_features, C)
@@ -152,9 +140,8 @@ def _safe_div(a, b):
 
 
 def _insample_fraction(ens):
-    """w_m = W_m / W_root for every node."""
-    root_w = ens.weight[ens.tree_offsets[:-1]][ens.node_tree]
-    return _safe_div(ens.weight, root_w)
+    """w_m = W_m / W_root for every node (kept with the ensemble's _Splits)."""
+    return _splits(ens).insample_fraction(ens)
 
 
 def _decrease(sp, node_h, w, keep):
@@ -198,18 +185,19 @@ def mdi(ens):
     return _per_tree(sp, term[:, None])[0]
 
 
-def mdi_oob(ens, st: NodeStats):
+def mdi_oob(ens, st: NodeStats, parts=None):
     """Li et al. (2019) eq. 14: (1/n'_root) sum_m (v_l - v_m).S'_l + (v_r - v_m).S'_r.
 
     For boosting (S' = sum of -g) this is the first-order decrease of the held-out mean
-    loss attributable to the splits on each feature.
+    loss attributable to the splits on each feature. ``parts``: the per-class sums of
+    ``class_parts`` for these statistics, when already computed.
     """
     sp = _splits(ens)
-    parts = _fused(MDI_OOB, ens, sp, st)
+    parts = _fused(MDI_OOB, ens, sp, st) if parts is None else parts
     return _per_row(sp, st, parts.sum(axis=-1))
 
 
-def ufi(ens, st: NodeStats, *, classification: bool):
+def ufi(ens, st: NodeStats, *, classification: bool, parts=None):
     """Zhou & Hooker (2020) unbiased feature importance, in-sample weights w_m = W_m/W_root.
 
     Splits whose children include one without evaluation rows contribute 0. Boosting:
@@ -222,7 +210,8 @@ def ufi(ens, st: NodeStats, *, classification: bool):
         keep = _both_children_seen(sp, st)
         return _with_rows(sp, st, _per_tree(sp, _ufi_boosting_terms(ens, sp, st, w, keep)))
     if classification:  # the constant 1 of the Gini cancels: W_m = W_l + W_r
-        parts = _fused(UFI_CLASSIFICATION, ens, sp, st, w=w)
+        if parts is None:
+            parts = _fused(UFI_CLASSIFICATION, ens, sp, st, w=w)
     else:
         parts = _fused(UFI_REGRESSION, ens, sp, st, w=w,
                        extra=_insample_decrease(ens, sp, "ufi"))
@@ -346,35 +335,46 @@ def pg_oob(ens, st: NodeStats, *, alpha: float, lam: float, classification: bool
     return _with_rows(sp, st, _per_tree(sp, term))
 
 
-def by_class(method, ens, st: NodeStats):
+def class_parts(method, ens, st: NodeStats):
+    """The per-class split sums (B, n_trees, n_features, C) of "mdi_oob" or "ufi" on a
+    classification forest, before the per-tree scaling: computed once, they serve both
+    the measure (``compute(..., parts=)``) and ``by_class``."""
+    sp = _splits(ens)
+    if method == "mdi_oob":
+        return _fused(MDI_OOB, ens, sp, st)
+    if method == "ufi":
+        return _fused(UFI_CLASSIFICATION, ens, sp, st, w=_insample_fraction(ens))
+    raise ValueError(f"per-class values exist for 'mdi_oob' and 'ufi', not {method!r}")
+
+
+def by_class(method, ens, st: NodeStats, parts=None):
     """Per-class parts of "mdi_oob" or "ufi" for a classification forest, summing to the
     measure: (n_trees, n_features, n_classes) on the full statistics ``st`` (B = 1).
 
     mdi_oob: the class-c terms (v_lc - v_mc) S'_lc + (v_rc - v_mc) S'_rc over n'_root;
     ufi: w_l p_lc p'_lc + w_r p_rc p'_rc - w_m p_mc p'_mc (its constant 1 cancels since
-    W_m = W_l + W_r).
+    W_m = W_l + W_r). ``parts``: ``class_parts(method, ens, st)`` when already computed.
     """
     sp = _splits(ens)
+    if parts is None:
+        parts = class_parts(method, ens, st)
     n_root = st.n[sp.root_of_tree, 0]
     seen = n_root > 0
     if method == "mdi_oob":
-        parts = _fused(MDI_OOB, ens, sp, st)[0]
         scale = np.where(seen, 1.0 / np.where(seen, n_root, 1.0), np.nan)
-    elif method == "ufi":
-        parts = _fused(UFI_CLASSIFICATION, ens, sp, st, w=_insample_fraction(ens))[0]
-        scale = np.where(seen, 1.0, np.nan)
     else:
-        raise ValueError(f"per-class values exist for 'mdi_oob' and 'ufi', not {method!r}")
-    return parts * scale[:, None, None]
+        scale = np.where(seen, 1.0, np.nan)
+    return parts[0] * scale[:, None, None]
 
 
-def compute(method, ens, st, *, classification, alpha=None, lam=None):
-    """Dispatch one method name to its formula: (B, n_trees, n_features)."""
+def compute(method, ens, st, *, classification, alpha=None, lam=None, parts=None):
+    """Dispatch one method name to its formula: (B, n_trees, n_features). ``parts``:
+    ``class_parts(method, ens, st)`` (mdi_oob, ufi on a classification forest)."""
     boosting = st.H is not None
     if method == "mdi_oob":
-        return mdi_oob(ens, st)
+        return mdi_oob(ens, st, parts)
     if method == "ufi":
-        return ufi(ens, st, classification=classification)
+        return ufi(ens, st, classification=classification, parts=parts)
     if method == "naive_oob":
         return naive_oob(ens, st)
     if method in PG_PRESETS or method == "pg_oob":

@@ -76,13 +76,15 @@ def apply_ensemble(ens, X, *, n_jobs=None):
 
 
 def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, with_q=True,
-                      n_jobs=None, bar=None):
+                      leave_one_out=False, n_jobs=None, bar=None):
     """Node statistics (2 + value_dim, n_nodes, n_blocks) of the forest targets ``Z``
     ((1 + value_dim, ...) without the Q' plane: ``with_q=False``, see node_stats.py).
 
     ``inbag_bits`` (packed, one row per tree) restricts each tree to its out-of-bag rows.
+    ``leave_one_out``: return (totals (D, n_nodes), leave-one-block-out statistics)
+    instead, see ``propagate_up``.
     """
-    from .node_stats import empty_inbag, forest_leaf_stats, propagate_up
+    from .node_stats import empty_inbag, forest_leaf_stats
 
     with_q = bool(with_q)
     stats = np.zeros((1 + with_q + ens.value_dim, ens.n_nodes, n_blocks))
@@ -97,5 +99,14 @@ def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, with
                               strict, round32)
             if bar is not None:
                 bar.update(chunk.shape[0])
-        propagate_up(ens.postorder, ens.tree_offsets, ens.left, ens.right, stats)
-    return stats
+        return fill_internal_stats(ens, stats, leave_one_out)
+
+
+def fill_internal_stats(ens, stats, leave_one_out):
+    """Sum leaf statistics up the trees (in place); with ``leave_one_out`` return
+    (totals, leave-one-block-out statistics), else the statistics."""
+    from .node_stats import propagate_up
+
+    totals = np.empty((stats.shape[0], ens.n_nodes if leave_one_out else 0))
+    propagate_up(ens.postorder, ens.tree_offsets, ens.left, ens.right, stats, totals)
+    return (totals, stats) if leave_one_out else stats

@@ -81,11 +81,16 @@ def forest_leaf_stats(X, row0, Z, w, block, inbag_bits, use_inbag, with_q, stats
 
 
 @njit(cache=True, parallel=True)
-def propagate_up(order, tree_offsets, left, right, stats):
+def propagate_up(order, tree_offsets, left, right, stats, totals):
     """stats[internal] := stats[left child] + stats[right child], children first.
 
     ``order`` is the post-order tree by tree, so tree t's nodes are its entries
-    tree_offsets[t]:tree_offsets[t + 1]; trees run in parallel."""
+    tree_offsets[t]:tree_offsets[t + 1]; trees run in parallel.
+
+    With ``totals`` of shape (D, n_nodes) (an empty array skips this), each tree then
+    also moves to the leave-one-block-out form while its statistics are in cache:
+    totals[j, node] := the sum over blocks, stats[j, node, b] := that sum minus block
+    b's (the jackknife replicates of the formulas)."""
     for t in prange(tree_offsets.shape[0] - 1):
         for k in range(tree_offsets[t], tree_offsets[t + 1]):
             node = order[k]
@@ -96,23 +101,24 @@ def propagate_up(order, tree_offsets, left, right, stats):
             for j in range(stats.shape[0]):
                 for b in range(stats.shape[2]):
                     stats[j, node, b] = stats[j, lc, b] + stats[j, rc, b]
+        if totals.shape[1] == 0:
+            continue
+        for j in range(stats.shape[0]):
+            plane = stats[j]
+            for node in range(tree_offsets[t], tree_offsets[t + 1]):
+                totals[j, node] = _total_and_complement(plane, node)
 
 
 def empty_inbag():
     return np.zeros((1, 1), np.uint8)
 
 
-@njit(cache=True, parallel=True)
-def total_and_leave_one_out(plane):
-    """Row sums of ``plane`` (n, B) -> (n, 1); ``plane`` is overwritten IN PLACE with
-    total - plane (the statistics of every row except block b's), in one pass."""
-    n, B = plane.shape
-    total = np.empty((n, 1))
-    for i in prange(n):
-        t = 0.0
-        for b in range(B):
-            t += plane[i, b]
-        total[i, 0] = t
-        for b in range(B):
-            plane[i, b] = t - plane[i, b]
-    return total
+@njit(cache=True, inline="always")
+def _total_and_complement(plane, i):
+    """plane[i, b] := (sum over b of plane[i, b]) - plane[i, b]; returns the sum."""
+    t = 0.0
+    for b in range(plane.shape[1]):
+        t += plane[i, b]
+    for b in range(plane.shape[1]):
+        plane[i, b] = t - plane[i, b]
+    return t

@@ -178,3 +178,37 @@ def fill_node_records(left, right, feature, threshold, missing_left, nan_mode, i
         if leaf:
             f |= route.LEAF
         rec[i].flags = f
+
+
+@njit(cache=True)
+def split_arrays(tree_offsets, left, right, feature, n_features):
+    """The internal nodes (splits) of an ensemble in node order, in one pass: their
+    node, children, tree, tree root and key tree * n_features + feature (int64), and
+    each tree's split offsets (n_trees + 1). Splits come tree by tree because nodes do."""
+    n_trees = tree_offsets.shape[0] - 1
+    n_splits = 0
+    for i in range(left.shape[0]):
+        if left[i] >= 0:
+            n_splits += 1
+    node = np.empty(n_splits, np.int64)
+    lc = np.empty(n_splits, np.int64)
+    rc = np.empty(n_splits, np.int64)
+    tree = np.empty(n_splits, np.int64)
+    root = np.empty(n_splits, np.int64)
+    key = np.empty(n_splits, np.int64)
+    tree_splits = np.empty(n_trees + 1, np.int64)
+    s = 0
+    for t in range(n_trees):
+        tree_splits[t] = s
+        for i in range(tree_offsets[t], tree_offsets[t + 1]):
+            if left[i] < 0:
+                continue
+            node[s] = i
+            lc[s] = left[i]
+            rc[s] = right[i]
+            tree[s] = t
+            root[s] = tree_offsets[t]
+            key[s] = t * n_features + feature[i]
+            s += 1
+    tree_splits[n_trees] = s
+    return node, lc, rc, tree, root, key, tree_splits
