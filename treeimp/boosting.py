@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .kernels.api import fill_internal_stats, routing_flags
-from .kernels.staged import staged_leaf_stats
+from .kernels.staged import N_TERMS, staged_leaf_stats
 from .kernels.threads import numba_threads
 from .losses import check_target, loss_spec
 from .measures import NodeStats
@@ -20,22 +20,22 @@ def stage_starts(ens):
 
 
 # rows per kernel call: the per-call sort of rows by block stays small, and the
-# per-block buffers (5 x n_nodes) are flushed rarely enough not to matter
+# per-block buffers (4 x n_nodes) are flushed rarely enough not to matter
 CHUNK_ROWS = 1 << 18
 
 
 def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
                 keep_margin=True, leave_one_out=False):
-    """Run the staged kernel: (stats (5, n_nodes, n_blocks), final margin (n, n_outputs),
+    """Run the staged kernel: (stats (4, n_nodes, n_blocks), final margin (n, n_outputs),
     or None without ``keep_margin``). ``w``: one weight per row, or one for all.
-    ``leave_one_out``: stats is (totals (5, n_nodes), leave-one-block-out statistics),
+    ``leave_one_out``: stats is (totals (4, n_nodes), leave-one-block-out statistics),
     see ``kernels.node_stats.propagate_up``."""
     if ens.value_dim != 1:
         raise ValueError(f"this model's trees have {ens.value_dim} values per leaf (vector-"
                          "leaf trees); held-out gradient importances need one value per leaf")
     code, params = loss_spec(ens.objective, n_outputs=ens.n_outputs)
     y_t = np.ascontiguousarray(check_target(ens.objective, y, ens.classes), dtype=np.float64)
-    stats = np.zeros((5, ens.n_nodes, n_blocks))
+    stats = np.zeros((N_TERMS, ens.n_nodes, n_blocks))
     margin = np.empty((rows.n_rows if keep_margin else 0, ens.n_outputs))
     starts = stage_starts(ens)
     with numba_threads(n_jobs):

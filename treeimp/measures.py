@@ -33,9 +33,10 @@ class NodeStats:
     """Evaluation-row sums per node and block.
 
     n: (n_nodes, B) weighted count; S: (C, n_nodes, B) weighted target sum (boosting:
-    C = 1, sum of -g); Q: (n_nodes, B) weighted squared norm of the target (boosting:
-    sum g^2; None for forest class targets, whose one-hot rows have Q' = n'); H, R:
-    boosting only, sum of h and of g^2 / h.
+    C = 1, sum of -g); Q: (n_nodes, B) weighted squared norm of the target (forest
+    regression only: None for forest class targets, whose one-hot rows have Q' = n',
+    and for boosting, whose formulas do not use it); H, R: boosting only, sum of h and
+    of g^2 / h.
     """
 
     n: np.ndarray
@@ -48,8 +49,8 @@ class NodeStats:
     def from_array(cls, stats, boosting=False, with_q=True):
         """Name the planes of a kernel array (D, n_nodes, B) (views, no copy).
         ``with_q=False``: a forest array without the Q' plane (n, S); Q is None."""
-        if boosting:  # planes: n, Q, S, H, R
-            return cls(n=stats[0], Q=stats[1], S=stats[2:3], H=stats[3], R=stats[4])
+        if boosting:  # planes: n, S, H, R (kernels/staged.py)
+            return cls(n=stats[0], Q=None, S=stats[1:2], H=stats[2], R=stats[3])
         if not with_q:
             return cls(n=stats[0], Q=None, S=stats[1:])
         return cls(n=stats[0], Q=stats[1], S=stats[2:])

@@ -4,13 +4,13 @@ Rows travel in groups of ``GROUP`` that carry their running margin (base score +
 trees). At the start of every boosting stage (round), the gradient and hessian of the
 model's own loss are computed for every row of the group and every output at the
 current margin (one pass of exponentials per row and stage, as a tight loop per
-objective), together with the five per-row statistic terms; every tree of the stage
+objective), together with the four per-row statistic terms; every tree of the stage
 then routes the group in batches of ``BATCH`` rows (the tree stays in cache for the
 whole group), adds each row's terms at its leaf, and adds the leaf value to the margin.
 
-Layout of ``stats`` (5, n_nodes, n_blocks): planes n' = sum w, Q' = sum w g^2,
-S' = sum w (-g), H' = sum w h, R' = sum w g^2 / h, at leaves (``propagate_up`` fills
-internal nodes).
+Layout of ``stats`` (4, n_nodes, n_blocks): planes n' = sum w, S' = sum w (-g),
+H' = sum w h, R' = sum w g^2 / h, at leaves (``propagate_up`` fills internal nodes).
+No boosting formula reads sum w g^2, so it is not accumulated.
 Threads own whole row blocks (the statistic blocks used for standard errors), so every
 thread writes only its own block's cells.
 """
@@ -25,20 +25,20 @@ from .vexp import exp_block
 
 BATCH = 64
 GROUP = 512  # rows that pass every tree of a stage together (a tree stays in cache)
+N_TERMS = 4  # statistics per row and node: n', S', H', R' (the planes of ``stats``)
 
 
 @njit(cache=True, inline="always")
 def _put(terms, k, r, wi, gi, hi):
     terms[k, r, 0] = wi
-    terms[k, r, 1] = wi * gi * gi
-    terms[k, r, 2] = -wi * gi
-    terms[k, r, 3] = wi * hi
-    terms[k, r, 4] = wi * gi * gi / hi if hi > 0.0 else 0.0
+    terms[k, r, 1] = -wi * gi
+    terms[k, r, 2] = wi * hi
+    terms[k, r, 3] = wi * gi * gi / hi if hi > 0.0 else 0.0
 
 
 @njit(cache=True)
 def stage_terms(code, params, margin, n, y, w, g, h, terms, ex):
-    """terms[k, r] := (w, w g^2, -w g, w h, w g^2 / h) of rows r < n at their margins;
+    """terms[k, r] := (w, -w g, w h, w g^2 / h) of rows r < n at their margins;
     rows of weight 0 get zeros. The common objectives run as tight loops. ``ex``:
     float64 (3, >= n) scratch."""
     K = margin.shape[1]
@@ -101,15 +101,15 @@ def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, stage_start
     keep_margin = margin_out.shape[0] == X.shape[0]
     for b in prange(n_blocks):
         # the thread owning block b accumulates into a contiguous local buffer (one cache
-        # line per update instead of five planes) and adds it to the planes at the end
-        local = np.zeros((n_nodes, 5))
+        # line per update instead of four planes) and adds it to the planes at the end
+        local = np.zeros((n_nodes, N_TERMS))
         margin = np.empty((GROUP, K))
         leaves = np.empty(BATCH, np.int64)
         g = np.empty((GROUP, K))
         h = np.empty((GROUP, K))
-        # a row's five statistics for output k, fixed for the stage:
-        # (w, w g^2, -w g, w h, w g^2 / h); zero for rows of weight 0
-        terms = np.zeros((K, GROUP, 5))
+        # a row's four statistics for output k, fixed for the stage:
+        # (w, -w g, w h, w g^2 / h); zero for rows of weight 0
+        terms = np.zeros((K, GROUP, N_TERMS))
         yg = np.empty(GROUP)
         wg = np.empty(GROUP)
         ex = np.empty((3, GROUP))  # logistic: exp's argument, result and scratch
@@ -137,7 +137,7 @@ def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, stage_start
                         for q in range(m):
                             leaf = np.uint64(leaves[q])  # unsigned: no wraparound
                             r = q0 + q
-                            for d in range(5):
+                            for d in range(N_TERMS):
                                 local[leaf, d] += terms[col, r, d]
                             margin[r, col] += sc * value[leaf, 0]
             if keep_margin:
@@ -146,6 +146,6 @@ def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, stage_start
                     for k in range(K):
                         margin_out[i, k] = margin[r, k]
         for node in range(n_nodes):
-            if local[node, 0] != 0.0 or local[node, 3] != 0.0:
-                for d in range(5):
+            if local[node, 0] != 0.0 or local[node, 2] != 0.0:
+                for d in range(N_TERMS):
                     stats[d, node, b] += local[node, d]
