@@ -341,7 +341,8 @@ class TreeEnsemble:
         from .kernels.structure import fill_internal_values, postorder
 
         self.postorder = postorder(self.tree_offsets, self.left, self.right)
-        fill_internal_values(self.postorder, self.left, self.right, self.weight, self.value)
+        fill_internal_values(self.postorder, self.tree_offsets, self.left, self.right,
+                             self.weight, self.value)
 
     # ------------------------------------------------------------------ properties
     @property

@@ -1,7 +1,7 @@
 """Structural passes over the normal form: tree checks and bottom-up value filling."""
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from ..ensemble import NAN_AS_ZERO, NAN_CAT_EXACT, NAN_CAT_NEGATIVE_UNLISTED, NAN_ZERO_MISSING
 from . import route
@@ -56,32 +56,37 @@ def check_node_fields(left, right, feature, n_features):
     return 0, -1
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def check_values_thresholds(left, value, threshold, is_categorical):
     """1 if some leaf value is not finite, else 2 if some numeric split has a NaN
     threshold, else 0 (global node arrays, leaves have left < 0)."""
-    for i in range(left.shape[0]):
+    bad_value = 0
+    bad_threshold = 0
+    for i in prange(left.shape[0]):
         if left[i] < 0:
             for j in range(value.shape[1]):
                 if not np.isfinite(value[i, j]):
-                    return 1
-    for i in range(left.shape[0]):
-        if left[i] >= 0 and not is_categorical[i] and np.isnan(threshold[i]):
-            return 2
-    return 0
+                    bad_value += 1
+        elif not is_categorical[i] and np.isnan(threshold[i]):
+            bad_threshold += 1
+    if bad_value > 0:
+        return 1
+    return 2 if bad_threshold > 0 else 0
 
 
-@njit(cache=True)
+# The passes below run trees in parallel: every tree reads and writes only its own
+# node range tree_offsets[t]:tree_offsets[t + 1] (children indices are global).
+@njit(cache=True, parallel=True)
 def postorder(tree_offsets, left, right):
-    """Global node indices of every tree, children before parents."""
+    """Global node indices of every tree, children before parents (tree t's nodes fill
+    out[tree_offsets[t]:tree_offsets[t + 1]])."""
     n = left.shape[0]
     out = np.empty(n, np.int64)
-    k = 0
-    stack = np.empty(n, np.int64)
     expanded = np.zeros(n, np.bool_)
-    for t in range(tree_offsets.shape[0] - 1):
-        top = 0
-        stack[top] = tree_offsets[t]
+    for t in prange(tree_offsets.shape[0] - 1):
+        k = tree_offsets[t]
+        stack = np.empty(tree_offsets[t + 1] - tree_offsets[t] + 1, np.int64)
+        stack[0] = tree_offsets[t]
         top = 1
         while top > 0:
             node = stack[top - 1]
@@ -97,33 +102,35 @@ def postorder(tree_offsets, left, right):
     return out
 
 
-@njit(cache=True)
-def fill_internal_values(order, left, right, weight, value):
-    """value[internal] := weight-weighted mean of the children's values (in place)."""
-    for idx in range(order.shape[0]):
-        node = order[idx]
-        lc = left[node]
-        if lc < 0:
-            continue
-        rc = right[node]
-        wl = weight[lc]
-        wr = weight[rc]
-        for j in range(value.shape[1]):
-            if wl + wr > 0:
-                value[node, j] = (wl * value[lc, j] + wr * value[rc, j]) / (wl + wr)
-            else:
-                value[node, j] = 0.5 * (value[lc, j] + value[rc, j])
+@njit(cache=True, parallel=True)
+def fill_internal_values(order, tree_offsets, left, right, weight, value):
+    """value[internal] := weight-weighted mean of the children's values (in place);
+    ``order``: the post-order of ``postorder``."""
+    for t in prange(tree_offsets.shape[0] - 1):
+        for idx in range(tree_offsets[t], tree_offsets[t + 1]):
+            node = order[idx]
+            lc = left[node]
+            if lc < 0:
+                continue
+            rc = right[node]
+            wl = weight[lc]
+            wr = weight[rc]
+            for j in range(value.shape[1]):
+                if wl + wr > 0:
+                    value[node, j] = (wl * value[lc, j] + wr * value[rc, j]) / (wl + wr)
+                else:
+                    value[node, j] = 0.5 * (value[lc, j] + value[rc, j])
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def tree_depths(tree_offsets, left, right):
     """Per tree: (depth = longest root-to-leaf path, shallowest leaf depth), in edges."""
     n_trees = tree_offsets.shape[0] - 1
     deepest = np.zeros(n_trees, np.int64)
     shallowest = np.zeros(n_trees, np.int64)
     node_depth = np.zeros(left.shape[0], np.int64)
-    stack = np.empty(left.shape[0] + 1, np.int64)
-    for t in range(n_trees):
+    for t in prange(n_trees):
+        stack = np.empty(tree_offsets[t + 1] - tree_offsets[t] + 1, np.int64)
         top = 1
         stack[0] = tree_offsets[t]
         node_depth[tree_offsets[t]] = 0
@@ -147,13 +154,13 @@ def tree_depths(tree_offsets, left, right):
     return deepest, shallowest
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def fill_node_records(left, right, feature, threshold, missing_left, nan_mode, is_cat,
                       cat_default_left, rec):
     """Pack each node's routing fields into ``rec`` (route.NODE_DTYPE): leaves become
     self-loops with feature 0, and the flag bits of kernels/route.py are set from the
     normal form's per-node fields."""
-    for i in range(left.shape[0]):
+    for i in prange(left.shape[0]):
         leaf = left[i] < 0
         rec[i].left = i if leaf else left[i]
         rec[i].right = i if leaf else right[i]
