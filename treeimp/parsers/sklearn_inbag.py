@@ -1,16 +1,30 @@
-"""In-bag rows of scikit-learn bagged forests, for out-of-bag evaluation."""
+"""In-bag rows of scikit-learn bagged forests, for out-of-bag evaluation.
+
+The public ``estimators_samples_`` rebuilds every tree's bootstrap with one
+``RandomState(seed).randint`` call and an int32 copy per tree, which costs a noticeable
+share of ``explain(..., oob=True)``. For the common unweighted bootstrap the same draws are
+regenerated here in numba (``mt19937``), in parallel over trees, straight into the bit
+matrix; every call checks that shortcut against scikit-learn's own generator on the first
+tree and otherwise falls back to ``estimators_samples_``.
+"""
 
 from __future__ import annotations
 
+import inspect
+from numbers import Integral
+
 import numpy as np
-from numba import njit
+from numba import njit, prange
+
+from .mt19937 import N, mt19937_block, mt19937_seed, range_mask
 
 
 def sklearn_inbag_bits(model, n_rows):
     """Packed in-bag indicator (n_trees, ceil(n_rows / 8)), little bit order.
 
     Uses the public ``estimators_samples_`` (scikit-learn >= 1.4), which follows
-    ``max_samples`` and sample-weight-proportional bootstrap. ``n_rows`` must be the
+    ``max_samples`` and sample-weight-proportional bootstrap, unless the unweighted
+    bootstrap can be regenerated directly (``_regenerated_bits``). ``n_rows`` must be the
     number of training rows; it is checked against the forest's own record.
     """
     from sklearn.ensemble._forest import BaseForest
@@ -28,6 +42,9 @@ def sklearn_inbag_bits(model, n_rows):
     if n_train is not None and int(n_train) != n_rows:
         raise ValueError(f"oob=True needs the training rows: the forest was fit on {n_train} "
                          f"rows but X has {n_rows}")
+    bits = _regenerated_bits(model, n_rows)
+    if bits is not None:
+        return bits
     try:
         samples = model.estimators_samples_
     except Exception as exc:  # private state missing or changed in this sklearn version
@@ -61,3 +78,90 @@ def set_bits(idx, n_rows, out):
             return i
         out[r >> 3] |= np.uint8(1 << (r & 7))
     return -1
+
+
+def _is_int(v, lo, hi):
+    """Whether ``v`` is an integer (not a bool) in [lo, hi]."""
+    return isinstance(v, Integral) and not isinstance(v, bool) and lo <= v <= hi
+
+
+def _regenerated_bits(model, n_rows):
+    """The in-bag bits from ``bootstrap_bits``, or None when that shortcut does not apply.
+
+    It applies to the unweighted bootstrap (``randint(0, n_rows, n_samples_bootstrap)``
+    seeded by each tree's integer ``random_state``) of a class that keeps scikit-learn's
+    own ``estimators_samples_`` (an override is the truth, so it is asked instead), and
+    is taken only if scikit-learn's private ``_generate_sample_indices`` draws the same
+    rows for the first tree, so a change of that generator in a later scikit-learn falls
+    back to the public path.
+    """
+    from sklearn.ensemble._forest import BaseForest
+
+    if getattr(model, "_sample_weight", None) is not None:  # weighted: ``choice`` with p
+        return None
+    for name in ("estimators_samples_", "_get_estimators_indices"):
+        if inspect.getattr_static(type(model), name, None) is not BaseForest.__dict__.get(name):
+            return None
+    n_train = getattr(model, "_n_samples", None)
+    n_draws = getattr(model, "_n_samples_bootstrap", None)
+    trees = getattr(model, "estimators_", None)
+    if (not _is_int(n_rows, 1, 2**31 - 1) or not _is_int(n_train, n_rows, n_rows)
+            or not _is_int(n_draws, 1, np.iinfo(np.int64).max) or not trees):
+        return None
+    try:
+        seeds = [tree.random_state for tree in trees]
+        if not all(_is_int(s, 0, 2**32 - 1) for s in seeds):
+            return None
+        from sklearn.ensemble._forest import _generate_sample_indices
+
+        args = (seeds[0], model._n_samples, model._n_samples_bootstrap)
+        try:
+            first = _generate_sample_indices(*args, model._sample_weight)
+        except TypeError:  # scikit-learn < 1.9: no sample_weight (same randint stream)
+            first = _generate_sample_indices(*args)
+        first = np.asarray(first)
+        if first.ndim != 1 or not np.issubdtype(first.dtype, np.integer):
+            return None
+        first_bits = np.zeros((n_rows + 7) // 8, np.uint8)
+        if set_bits(first, n_rows, first_bits) >= 0:
+            return None
+    except Exception:  # the private generator is missing or changed: use the public path
+        return None
+    bits = np.zeros((len(seeds), (n_rows + 7) // 8), np.uint8)
+    bootstrap_bits(np.array([int(s) for s in seeds], np.uint32), n_rows, int(n_draws), bits)
+    if not np.array_equal(bits[0], first_bits):
+        return None
+    return bits
+
+
+@njit(cache=True, parallel=True)
+def bootstrap_bits(seeds, n_rows, n_draws, bits):
+    """Set in ``bits[t]`` (little bit order) the rows that
+    ``RandomState(seeds[t]).randint(0, n_rows, n_draws)`` draws, for every tree ``t`` in
+    parallel (each tree owns its row of ``bits``). Needs 1 <= n_rows <= 2**31 - 1.
+
+    numpy's masked rejection (``mt19937.bounded32``) runs over whole blocks of ``N``
+    outputs and branch-free: a rejected output sets no bit and counts no draw.
+    """
+    rng = np.uint64(n_rows - 1)
+    mask = range_mask(rng)
+    top = np.uint32(rng)
+    for t in prange(seeds.shape[0]):
+        row = bits[t]
+        if n_rows == 1:  # numpy draws nothing for a single-value range
+            row[0] = 1
+            continue
+        key = np.empty(N, np.uint32)
+        block = np.empty(N, np.uint32)
+        mt19937_seed(key, seeds[t])
+        drawn = 0
+        while drawn < n_draws:
+            mt19937_block(key, block, mask)
+            for j in range(N):
+                v = block[j]
+                ok = np.int64(v <= top)
+                r = np.int64(min(v, top))
+                row[r >> 3] |= np.uint8(ok << (r & 7))
+                drawn += ok
+                if drawn == n_draws:
+                    break
