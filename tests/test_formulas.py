@@ -121,3 +121,28 @@ def test_leave_one_out_form_equals_block_sums(kind):
     one = NodeStats.from_array(per_block.sum(axis=2, keepdims=True))
     np.testing.assert_allclose(mdi_oob(ens, total), mdi_oob(ens, one), rtol=1e-12)
     assert jack.n_blocks == N_BLOCKS
+
+
+def test_one_hot_statistics_give_the_same_measures():
+    """Class sums alone (n' their sum, built only when a formula reads all of it) give
+    every forest measure of the full layout (n', Q', S')."""
+    from treeimp.measures import FOREST_METHODS, compute
+
+    ens, X, y = _forest("multiclass")
+    Z, classification = forest_targets(ens, y)
+    assert classification
+    block = (np.arange(len(X)) % N_BLOCKS).astype(np.int32)
+    w = np.random.default_rng(0).uniform(0.5, 2.0, size=len(X))
+    full = forest_node_stats(ens, RowSource(X, ens), Z, w, block, N_BLOCKS)
+    lean = forest_node_stats(ens, RowSource(X, ens), Z, w, block, N_BLOCKS, one_hot=True)
+    for method in FOREST_METHODS:
+        if method == "mdi":
+            continue
+        a = compute(method, ens, NodeStats.from_array(full), classification=True)
+        one_hot = NodeStats.from_array(lean, one_hot=True)
+        b = compute(method, ens, one_hot, classification=True)
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-14, err_msg=method)
+    for method in ("mdi_oob", "ufi"):  # these never build all of n'
+        one_hot = NodeStats.from_array(lean, one_hot=True)
+        compute(method, ens, one_hot, classification=True)
+        assert one_hot.n_is_class_sum, method

@@ -570,17 +570,24 @@ def test_forest_node_stats(case, variant, use_inbag):
     assert_stats_equal(got, want, variant)
 
 
-def test_forest_node_stats_without_q_plane(case):
-    """with_q=False (one-hot class targets) drops plane 1 (Q') and nothing else."""
+def test_forest_node_stats_of_one_hot_targets(case):
+    """one_hot=True (class targets) keeps the class sums S' alone: they equal the full
+    layout's S' planes and add up to its n' plane."""
     ens = case["ens"]
     rows, ref = case["rows"], case["ref"]
     rng = np.random.default_rng(12)
-    Z = rng.normal(size=(ref.n, ens.n_outputs))
+    classes = rng.integers(0, ens.n_outputs, size=ref.n)
+    Z = (classes[:, None] == np.arange(ens.n_outputs)[None, :]).astype(float)
     w, block = _weights_blocks(rng, ref.n)
+    if ens.value_dim != ens.n_outputs:  # trees that score one class each
+        with pytest.raises(ValueError, match="one_hot"):
+            forest_node_stats(ens, rows, Z, w, block, N_BLOCKS, one_hot=True)
+        return
     full = forest_node_stats(ens, rows, Z, w, block, N_BLOCKS)
-    lean = forest_node_stats(ens, rows, Z, w, block, N_BLOCKS, with_q=False)
-    assert lean.shape == (full.shape[0] - 1,) + full.shape[1:]
-    np.testing.assert_array_equal(lean, np.delete(full, 1, axis=0))
+    lean = forest_node_stats(ens, rows, Z, w, block, N_BLOCKS, one_hot=True)
+    assert lean.shape == (full.shape[0] - 2,) + full.shape[1:]
+    np.testing.assert_array_equal(lean, full[2:])
+    np.testing.assert_allclose(lean.sum(axis=0), full[0], rtol=1e-13, atol=1e-13)
 
 
 @pytest.mark.parametrize("name", ["rf_multiclass", "rf_regression"])

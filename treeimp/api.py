@@ -129,12 +129,12 @@ def _node_statistics(ens, model, rows, y_arr, w, block, n_blocks, oob, held_out,
             in_every_tree = np.bitwise_and.reduce(bits, axis=0)
             if held_out and np.unpackbits(in_every_tree, bitorder="little", count=n).all():
                 raise ValueError("every row is in-bag for every tree: no out-of-bag rows")
-        # one-hot class targets: Q' = sum w |z|^2 = n', and no class formula reads it
-        with_q = not classification
+        # one-hot class targets: the class sums alone (n' is their sum)
         stats = NodeStats.pair(
             *forest_node_stats(ens, rows, Z, w, block, n_blocks, inbag_bits=bits,
-                               with_q=with_q, leave_one_out=True, n_jobs=n_jobs, bar=bar),
-            with_q=with_q)
+                               one_hot=classification, leave_one_out=True, n_jobs=n_jobs,
+                               bar=bar),
+            one_hot=classification)
         return stats, classification
     if oob:
         raise ValueError("oob=True is for bagged forests; boosting models have no "

@@ -16,8 +16,6 @@ written out in the docstrings here and in that kernel's comments).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from .ensemble import FOREST
@@ -28,7 +26,6 @@ BOOSTING_METHODS = ("mdi", "mdi_oob", "ufi", "naive_oob")
 PG_PRESETS = {"pg1": (1.0, 1.0), "pg2": (0.5, 1.0), "pg3": (0.5, 0.5)}
 
 
-@dataclass
 class NodeStats:
     """Evaluation-row sums per node and block.
 
@@ -37,22 +34,40 @@ class NodeStats:
     regression only: None for forest class targets, whose one-hot rows have Q' = n',
     and for boosting, whose formulas do not use it); H, R: boosting only, sum of h and
     of g^2 / h.
+
+    ``n=None`` (one-hot class targets): n' is the sum of the class planes S'. It is then
+    built only when a formula reads all of it (``n``); the default measures read it at
+    the tree roots (``n_at``) or sum it inside their kernel.
     """
 
-    n: np.ndarray
-    S: np.ndarray
-    Q: np.ndarray | None
-    H: np.ndarray | None = None
-    R: np.ndarray | None = None
+    def __init__(self, n, S, Q, H=None, R=None):
+        self._n, self.S, self.Q, self.H, self.R = n, S, Q, H, R
+
+    @property
+    def n(self) -> np.ndarray:
+        if self._n is None:
+            self._n = self.S.sum(axis=0)
+        return self._n
+
+    @property
+    def n_is_class_sum(self) -> bool:
+        """True while n' is not stored: it is the sum over c of S[c]."""
+        return self._n is None
+
+    def n_at(self, nodes) -> np.ndarray:
+        """n' of the listed nodes, (len(nodes), B), without building all of n."""
+        if self._n is None:
+            return self.S[:, nodes].sum(axis=0)
+        return self._n[nodes]
 
     @classmethod
-    def from_array(cls, stats, boosting=False, with_q=True):
+    def from_array(cls, stats, boosting=False, one_hot=False):
         """Name the planes of a kernel array (D, n_nodes, B) (views, no copy).
-        ``with_q=False``: a forest array without the Q' plane (n, S); Q is None."""
+        ``one_hot``: a forest array of class sums alone (S); n is their sum, Q None."""
         if boosting:  # planes: n, S, H, R (kernels/staged.py)
             return cls(n=stats[0], Q=None, S=stats[1:2], H=stats[2], R=stats[3])
-        if not with_q:
-            return cls(n=stats[0], Q=None, S=stats[1:])
+        if one_hot:
+            return cls(n=None, Q=None, S=stats)
         return cls(n=stats[0], Q=stats[1], S=stats[2:])
 
     @classmethod
@@ -63,7 +78,7 @@ class NodeStats:
 
     @property
     def n_blocks(self):
-        return self.n.shape[1]
+        return self.S.shape[2]
 
 
 # ---------------------------------------------------------------- helpers
@@ -113,12 +128,15 @@ def _fused(kind, ens, sp, st, w=None, extra=None):
     """Per-split terms of ``kind`` summed per tree and feature: (B, T, F, C)."""
     v = _margin_value(ens) if kind == MDI_OOB else np.ascontiguousarray(ens.value,
                                                                          dtype=np.float64)
-    B, C = st.n.shape[1], st.S.shape[0]
+    B, C = st.n_blocks, st.S.shape[0]
     out = np.zeros((B, sp.n_trees * sp.n_features, C))
     dummy = np.zeros(1)
+    # one-hot class targets: the kernel sums n' from the class planes itself
+    n_from_s = st.n_is_class_sum
+    n = st.S[0] if n_from_s else st.n
     split_sums(kind, sp.m, sp.l, sp.r, sp.key, sp.tree_splits,
                dummy if w is None else w, v, dummy if extra is None else extra,
-               st.n, st.n if st.Q is None else st.Q, st.S, out)
+               n, n if st.Q is None else st.Q, st.S, n_from_s, out)
     return out.reshape(B, sp.n_trees, sp.n_features, C)
 
 
@@ -158,14 +176,14 @@ def _both_children_seen(sp, st):
 
 def _per_row(sp, st, per_tree):
     """Divide per-tree sums by the tree's evaluation weight n'_root (0 rows -> NaN)."""
-    n_root = st.n[sp.root_of_tree].T[:, :, None]  # (B, n_trees, 1)
+    n_root = st.n_at(sp.root_of_tree).T[:, :, None]  # (B, n_trees, 1)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(n_root > 0, per_tree / np.where(n_root > 0, n_root, 1.0), np.nan)
 
 
 def _with_rows(sp, st, per_tree):
     """Mark trees that saw no evaluation rows (in that block) as NaN."""
-    n_root = st.n[sp.root_of_tree].T[:, :, None]
+    n_root = st.n_at(sp.root_of_tree).T[:, :, None]
     return np.where(n_root > 0, per_tree, np.nan)
 
 
@@ -359,7 +377,7 @@ def by_class(method, ens, st: NodeStats, parts=None):
     sp = _splits(ens)
     if parts is None:
         parts = class_parts(method, ens, st)
-    n_root = st.n[sp.root_of_tree, 0]
+    n_root = st.n_at(sp.root_of_tree)[:, 0]
     seen = n_root > 0
     if method == "mdi_oob":
         scale = np.where(seen, 1.0 / np.where(seen, n_root, 1.0), np.nan)

@@ -75,10 +75,11 @@ def apply_ensemble(ens, X, *, n_jobs=None):
     return out
 
 
-def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, with_q=True,
+def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, one_hot=False,
                       leave_one_out=False, n_jobs=None, bar=None):
     """Node statistics (2 + value_dim, n_nodes, n_blocks) of the forest targets ``Z``
-    ((1 + value_dim, ...) without the Q' plane: ``with_q=False``, see node_stats.py).
+    ((value_dim, ...), the class sums alone, for one-hot rows of ``Z``: ``one_hot=True``,
+    see node_stats.py).
 
     ``inbag_bits`` (packed, one row per tree) restricts each tree to its out-of-bag rows.
     ``leave_one_out``: return (totals (D, n_nodes), leave-one-block-out statistics)
@@ -86,15 +87,19 @@ def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, with
     """
     from .node_stats import empty_inbag, forest_leaf_stats
 
-    with_q = bool(with_q)
-    stats = np.zeros((1 + with_q + ens.value_dim, ens.n_nodes, n_blocks))
+    one_hot = bool(one_hot)
+    if one_hot and ens.value_dim != ens.n_outputs:
+        raise ValueError(f"one_hot statistics need trees that score every class (value_dim "
+                         f"{ens.value_dim} == n_outputs {ens.n_outputs}): the class sums "
+                         "of a node then add up to its row count")
+    stats = np.zeros(((0 if one_hot else 2) + ens.value_dim, ens.n_nodes, n_blocks))
     use_inbag = inbag_bits is not None
     bits = inbag_bits if use_inbag else empty_inbag()
     Z = np.ascontiguousarray(Z, dtype=np.float64)
     with numba_threads(n_jobs):
         for start, chunk in rows.chunks(split=bar is not None and bar.enabled):
             strict, round32 = routing_flags(ens, chunk)
-            forest_leaf_stats(chunk, start, Z, w, block, bits, use_inbag, with_q, stats,
+            forest_leaf_stats(chunk, start, Z, w, block, bits, use_inbag, one_hot, stats,
                               ens.tree_offsets, ens.tree_output, *ens.routing_arrays(),
                               strict, round32)
             if bar is not None:

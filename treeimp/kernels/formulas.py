@@ -20,14 +20,17 @@ UFI_REGRESSION = 2   # w-weighted decrease of the held-out MSE + in-sample decre
 
 
 @njit(cache=True, parallel=True)
-def split_sums(kind, node, left, right, key, tree_splits, w, v, extra, n, Q, S, out):
+def split_sums(kind, node, left, right, key, tree_splits, w, v, extra, n, Q, S, n_from_s,
+               out):
     """Accumulate per-split terms of measure ``kind`` into out (B, n_keys, C).
 
     node/left/right/key: (n_splits,) split node, its children, tree * F + feature;
     tree_splits: (n_trees + 1,) split offsets per tree; w: (n_nodes,) in-sample weight
     fractions; v: (n_nodes, C) node values (MDI_OOB on a boosted model: as the tree
     adds them to the margin, i.e. times its DART weight); extra: (n_splits,) in-sample
-    decrease (UFI_REGRESSION); n, Q: (n_nodes, B); S: (C, n_nodes, B) evaluation statistics.
+    decrease (UFI_REGRESSION); n, Q: (n_nodes, B); S: (C, n_nodes, B) evaluation statistics;
+    ``n_from_s``: n' is not stored (one-hot class targets) but the sum over c of S[c]
+    (``n`` is then not read).
     """
     B = n.shape[1]
     C = S.shape[0]
@@ -47,11 +50,11 @@ def split_sums(kind, node, left, right, key, tree_splits, w, v, extra, n, Q, S, 
             for s in range(tree_splits[t], tree_splits[t + 1]):
                 m, l, r, k = _split(node, left, right, key, s)
                 for b in range(B):
-                    nl = n[l, b]
-                    nr = n[r, b]
+                    nl = _count(n, S, l, b, n_from_s)
+                    nr = _count(n, S, r, b, n_from_s)
                     if nl <= 0.0 or nr <= 0.0:  # skip rule: a child without rows
                         continue
-                    nm = n[m, b]
+                    nm = _count(n, S, m, b, n_from_s)
                     if kind == UFI_CLASSIFICATION:
                         # held-out class shares p' = S' / n' (one division per node)
                         fl = w[l] / nl
@@ -74,6 +77,18 @@ def split_sums(kind, node, left, right, key, tree_splits, w, v, extra, n, Q, S, 
 def _split(node, left, right, key, s):
     """Split s: its node, children and output key, as unsigned indices."""
     return np.uint64(node[s]), np.uint64(left[s]), np.uint64(right[s]), np.uint64(key[s])
+
+
+@njit(cache=True, inline="always")
+def _count(n, S, node, b, from_s):
+    """n' of ``node`` in block b: stored, or the sum of the class planes (0 + S[0] + ...,
+    the order of numpy's S.sum(axis=0), so both give the same number)."""
+    if not from_s:
+        return n[node, b]
+    c = 0.0
+    for j in range(S.shape[0]):
+        c += S[j, node, b]
+    return c
 
 
 @njit(cache=True)

@@ -2,9 +2,10 @@
 
 Layout of ``stats`` (2 + C, n_nodes, n_blocks), one contiguous (n_nodes, n_blocks) plane
 per quantity: plane 0 the weighted row count n', plane 1 the weighted squared norm
-Q' = sum w |z|^2, planes 2.. the weighted target sum S' = sum w z. Without Q'
-(``with_q`` False: one-hot class targets, where Q' = n' and no formula reads it) the
-layout is (1 + C, n_nodes, n_blocks): n', then S'. Rows accumulate at
+Q' = sum w |z|^2, planes 2.. the weighted target sum S' = sum w z. For one-hot class
+targets (``one_hot``) the layout is (C, n_nodes, n_blocks), the class sums S' alone:
+each row adds its weight to its own class's plane only, n' is the sum of the class
+planes and Q' = n' (no class formula reads Q'). Rows accumulate at
 the leaf they reach only; ``propagate_up`` then fills every internal node as the sum of
 its children (statistics are additive along a path). Trees run in parallel and each
 tree owns its node range, so no two threads ever write the same cell and no per-thread
@@ -23,7 +24,7 @@ ROW_CHUNK = 16384
 
 
 @njit(cache=True, parallel=True)
-def forest_leaf_stats(X, row0, Z, w, block, inbag_bits, use_inbag, with_q, stats,
+def forest_leaf_stats(X, row0, Z, w, block, inbag_bits, use_inbag, one_hot, stats,
                       tree_offsets, tree_output,
                       nodes, depth, min_depth, cat_offset, cat_count, cat_codes, cat_left,
                       strict, round32):
@@ -36,7 +37,7 @@ def forest_leaf_stats(X, row0, Z, w, block, inbag_bits, use_inbag, with_q, stats
     """
     n = X.shape[0]
     n_trees = tree_offsets.shape[0] - 1
-    s0 = 2 if with_q else 1  # the first S' plane
+    s0 = 0 if one_hot else 2  # the first S' plane
     C = stats.shape[0] - s0
     last_w = w.shape[0] - 1
     for c0 in range(0, n, ROW_CHUNK):
@@ -69,14 +70,19 @@ def forest_leaf_stats(X, row0, Z, w, block, inbag_bits, use_inbag, with_q, stats
                     r = np.uint64(r)
                     leaf = np.uint64(leaves[q])
                     b = np.uint64(block[r])
+                    if one_hot:  # a single nonzero z: one update per row and tree
+                        for j in range(C):
+                            z = Z[r, col + j]
+                            if z != 0.0:
+                                stats[j, leaf, b] += wi * z
+                        continue
                     sq = 0.0
                     for j in range(C):
                         z = Z[r, col + j]
                         stats[s0 + j, leaf, b] += wi * z
                         sq += z * z
                     stats[0, leaf, b] += wi
-                    if with_q:
-                        stats[1, leaf, b] += wi * sq
+                    stats[1, leaf, b] += wi * sq
                 m = 0
 
 
