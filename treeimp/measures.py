@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .ensemble import FOREST
-from .kernels.formulas import MDI_OOB, UFI_CLASSIFICATION, UFI_REGRESSION, split_sums
+from .kernels.formulas import MDI_OOB, UFI_BOOSTING, UFI_CLASSIFICATION, UFI_REGRESSION, split_sums
 
 FOREST_METHODS = ("mdi", "mdi_oob", "ufi", "naive_oob", "pg1", "pg2", "pg3")
 BOOSTING_METHODS = ("mdi", "mdi_oob", "ufi", "naive_oob")
@@ -124,10 +124,12 @@ def _margin_value(ens):
     return np.ascontiguousarray(v * ens.tree_scale[ens.node_tree][:, None])
 
 
-def _fused(kind, ens, sp, st, w=None, extra=None):
-    """Per-split terms of ``kind`` summed per tree and feature: (B, T, F, C)."""
-    v = _margin_value(ens) if kind == MDI_OOB else np.ascontiguousarray(ens.value,
-                                                                         dtype=np.float64)
+def _fused(kind, ens, sp, st, w=None, extra=None, v=None):
+    """Per-split terms of ``kind`` summed per tree and feature: (B, T, F, C). ``v``: the
+    node values the terms read, if not the model's (MDI_OOB: as they enter the margin)."""
+    if v is None:
+        v = _margin_value(ens) if kind == MDI_OOB else np.ascontiguousarray(
+            ens.value, dtype=np.float64)
     B, C = st.n_blocks, st.S.shape[0]
     out = np.zeros((B, sp.n_trees * sp.n_features, C))
     dummy = np.zeros(1)
@@ -136,7 +138,8 @@ def _fused(kind, ens, sp, st, w=None, extra=None):
     n = st.S[0] if n_from_s else st.n
     split_sums(kind, sp.m, sp.l, sp.r, sp.key, sp.tree_splits,
                dummy if w is None else w, v, dummy if extra is None else extra,
-               n, n if st.Q is None else st.Q, st.S, n_from_s, out)
+               n, n if st.Q is None else st.Q, st.S, n if st.H is None else st.H,
+               n if st.R is None else st.R, n_from_s, out)
     return out.reshape(B, sp.n_trees, sp.n_features, C)
 
 
@@ -226,8 +229,9 @@ def ufi(ens, st: NodeStats, *, classification: bool, parts=None):
     sp = _splits(ens)
     w = _insample_fraction(ens)
     if st.H is not None:
-        keep = _both_children_seen(sp, st)
-        return _with_rows(sp, st, _per_tree(sp, _ufi_boosting_terms(ens, sp, st, w, keep)))
+        mu, delta_in = _ufi_boosting_parts(ens, sp)
+        parts = _fused(UFI_BOOSTING, ens, sp, st, w=w, extra=delta_in, v=mu[:, None])
+        return _with_rows(sp, st, parts[..., 0])
     if classification:  # the constant 1 of the Gini cancels: W_m = W_l + W_r
         if parts is None:
             parts = _fused(UFI_CLASSIFICATION, ens, sp, st, w=w)
@@ -272,13 +276,15 @@ def _insample_decrease(ens, sp, method):
                      root_w)
 
 
-def _ufi_boosting_terms(ens, sp, st, w, keep):
-    """Zhou-Hooker regression form on the Newton pseudo-response -g/h with weights h.
+def _ufi_boosting_parts(ens, sp):
+    """(mu per node, in-sample Delta per split) of the Zhou-Hooker regression form on the
+    Newton pseudo-response -g/h with weights h; kernels/formulas.py (UFI_BOOSTING) adds
+    the held-out part.
 
     mu = unshrunk node estimate v / learning_rate; in-sample
     Delta_m = (W_l mu_l^2 + W_r mu_r^2 - W_m mu_m^2) / W_root; held-out
     H'(m) = (R' + 2 mu G' + mu^2 H') / H' with G' = -S'; Delta'_m the w-weighted decrease
-    of H'.
+    of H', on splits whose children both have held-out rows with H' > 0.
 
     Exact (the Zhou-Hooker regression UFI of each tree on its residuals) for squared
     error with lambda = 0, any learning rate; an approximation otherwise: with lambda > 0
@@ -297,11 +303,7 @@ def _ufi_boosting_terms(ens, sp, st, w, keep):
     W = ens.weight
     delta_in = _safe_div(W[sp.l] * mu[sp.l] ** 2 + W[sp.r] * mu[sp.r] ** 2
                          - W[sp.m] * mu[sp.m] ** 2, W[sp.root])
-    G = -st.S[0]
-    mu_b = mu[:, None]
-    held = _safe_div(st.R + 2.0 * mu_b * G + mu_b**2 * st.H, st.H)
-    keep = keep & (st.H[sp.l] > 0) & (st.H[sp.r] > 0)
-    return np.where(keep, _decrease(sp, held, w, keep) + delta_in[:, None], 0.0)
+    return mu, delta_in
 
 
 def naive_oob(ens, st: NodeStats):

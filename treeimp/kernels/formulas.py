@@ -17,18 +17,20 @@ from numba import njit, prange
 MDI_OOB = 0          # (v_l - v_m).S'_l + (v_r - v_m).S'_r, per class c
 UFI_CLASSIFICATION = 1  # w_l v_lc p'_lc + w_r v_rc p'_rc - w_m v_mc p'_mc, both children seen
 UFI_REGRESSION = 2   # w-weighted decrease of the held-out MSE + in-sample decrease
+UFI_BOOSTING = 3     # w-weighted decrease of the held-out Newton impurity + in-sample decrease
 
 
 @njit(cache=True, parallel=True)
-def split_sums(kind, node, left, right, key, tree_splits, w, v, extra, n, Q, S, n_from_s,
-               out):
+def split_sums(kind, node, left, right, key, tree_splits, w, v, extra, n, Q, S, H, R,
+               n_from_s, out):
     """Accumulate per-split terms of measure ``kind`` into out (B, n_keys, C).
 
     node/left/right/key: (n_splits,) split node, its children, tree * F + feature;
     tree_splits: (n_trees + 1,) split offsets per tree; w: (n_nodes,) in-sample weight
     fractions; v: (n_nodes, C) node values (MDI_OOB on a boosted model: as the tree
-    adds them to the margin, i.e. times its DART weight); extra: (n_splits,) in-sample
-    decrease (UFI_REGRESSION); n, Q: (n_nodes, B); S: (C, n_nodes, B) evaluation statistics;
+    adds them to the margin, i.e. times its DART weight; UFI_BOOSTING: the unshrunk node
+    estimates mu); extra: (n_splits,) in-sample decrease (UFI_REGRESSION, UFI_BOOSTING);
+    n, Q, H, R: (n_nodes, B); S: (C, n_nodes, B) evaluation statistics (H, R: boosting);
     ``n_from_s``: n' is not stored (one-hot class targets) but the sum over c of S[c]
     (``n`` is then not read).
     """
@@ -45,7 +47,7 @@ def split_sums(kind, node, left, right, key, tree_splits, w, v, extra, n, Q, S, 
                     dr = v[r, c] - v[m, c]
                     for b in range(B):
                         out[b, k, c] += dl * S[c, l, b] + dr * S[c, r, b]
-    else:  # the two ufi forms share the skip rule
+    else:  # the ufi forms share the skip rule
         for t in prange(tree_splits.size - 1):
             for s in range(tree_splits[t], tree_splits[t + 1]):
                 m, l, r, k = _split(node, left, right, key, s)
@@ -53,6 +55,14 @@ def split_sums(kind, node, left, right, key, tree_splits, w, v, extra, n, Q, S, 
                     nl = _count(n, S, l, b, n_from_s)
                     nr = _count(n, S, r, b, n_from_s)
                     if nl <= 0.0 or nr <= 0.0:  # skip rule: a child without rows
+                        continue
+                    if kind == UFI_BOOSTING:
+                        if H[l, b] <= 0.0 or H[r, b] <= 0.0:  # no Newton impurity
+                            continue
+                        out[b, k, 0] += ((w[m] * _held_newton(S, H, R, v, m, b)
+                                          - w[l] * _held_newton(S, H, R, v, l, b)
+                                          - w[r] * _held_newton(S, H, R, v, r, b))
+                                         + extra[s])
                         continue
                     nm = _count(n, S, m, b, n_from_s)
                     if kind == UFI_CLASSIFICATION:
@@ -89,6 +99,17 @@ def _count(n, S, node, b, from_s):
     for j in range(S.shape[0]):
         c += S[j, node, b]
     return c
+
+
+@njit(cache=True, inline="always")
+def _held_newton(S, H, R, mu, node, b):
+    """Held-out Newton impurity (R' + 2 mu G' + mu^2 H') / H' with G' = -S' (0 when
+    H' = 0): the weighted mean of h (-g/h - mu)^2 over the node's rows."""
+    h = H[node, b]
+    if h <= 0.0:
+        return 0.0
+    m = mu[node, 0]
+    return (R[node, b] + 2.0 * m * -S[0, node, b] + m * m * h) / h
 
 
 @njit(cache=True)
