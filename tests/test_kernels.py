@@ -626,6 +626,31 @@ def test_staged_pass(boosting_case, variant):
     assert (want[2] > 0).any() and (want[3] > 0).any()
 
 
+def test_logistic_terms_recompute_exp_that_left_the_product_range():
+    """The staged kernel hands stage_terms e = exp(-s m) kept up to date by products;
+    values outside [1e-300, 1e300] or NaN are recomputed from the margin, so the terms
+    equal treeimp.losses' gradients at those margins either way."""
+    from treeimp.ensemble import Objective
+    from treeimp.kernels.staged import N_TERMS, stage_terms
+    from treeimp.losses import loss_spec
+
+    obj = Objective("logistic", {"sigmoid": 1.5, "pos_weight": 2.0}, link="sigmoid")
+    code, params = loss_spec(obj, n_outputs=1)
+    margin = np.array([[-470.0], [470.0], [3.0], [-2.0], [0.5], [0.0]])
+    y = np.array([1.0, 0.0, 1.0, 0.0, 1.0, 0.0])
+    w = np.array([1.0, 2.0, 0.5, 1.0, 3.0, 0.0])
+    n = len(y)
+    # wrong or out-of-range values everywhere but row 4
+    e = np.array([np.inf, 0.0, np.nan, 1e305, math.exp(-1.5 * 0.5), 1e-301])
+    terms = np.zeros((1, n, N_TERMS))
+    stage_terms(code, params, margin, n, y, w, np.empty((n, 1)), np.empty((n, 1)), terms, e)
+    g, h = grad_hess_array(obj, margin, y)
+    g, h = np.where(w > 0, g[:, 0], 0.0), np.where(w > 0, h[:, 0], 0.0)
+    ratio = np.divide(g * g, h, out=np.zeros(n), where=h > 0)
+    want = np.stack([w, -w * g, w * h, w * ratio], axis=1)
+    np.testing.assert_allclose(terms[0], want, rtol=1e-13, atol=0)
+
+
 def test_reference_gradients_agree_with_losses_module(boosting_case):
     """The hand-written gradients used above are those of treeimp.losses."""
     ens = boosting_case["ens"]
