@@ -46,12 +46,13 @@ BOOSTING = "boosting"
 class Tree:
     """One tree as a parser produces it: node arrays with LOCAL child indices.
 
-    ``left``/``right`` are -1 at leaves, ``feature`` is -1 at leaves. ``value`` has
-    shape (n_nodes, value_dim); only leaf rows are used (internal values are
-    recomputed). ``weight`` is the training weight / cover, ``impurity`` and ``gain``
-    are NaN where the library does not store them. ``categories`` maps a node index to
-    ``(codes, goes_left, default_left)``: the listed integer codes, where each goes,
-    and where unlisted codes go.
+    Leaves have negative ``left`` and ``right`` (exactly one negative child is an
+    error); ``feature`` is not read there (the normal form has -1 in all three at
+    leaves). ``value`` has shape (n_nodes, value_dim); only leaf rows are used
+    (internal values are recomputed). ``weight`` is the training weight / cover,
+    ``impurity`` and ``gain`` are NaN where the library does not store them.
+    ``categories`` maps a node index to ``(codes, goes_left, default_left)``: the listed
+    integer codes, where each goes, and where unlisted codes go.
     """
 
     left: np.ndarray
@@ -90,11 +91,117 @@ class Objective:
         return f"Objective({self.name!r}{', ' if params else ''}{params}, link={self.link!r})"
 
 
-def _as_1d(name, arr, n, dtype):
-    a = np.asarray(arr)
-    if a.ndim != 1 or a.shape[0] != n:
-        raise ValueError(f"tree field {name!r} has shape {a.shape}, expected ({n},)")
-    return a.astype(dtype, copy=False)
+# The per-node Tree fields from_trees reads: (name, dtype they are gathered in, value
+# used where a tree's field is None; None: the field is required).
+_NODE_FIELDS = (
+    ("left", np.int64, None),
+    ("right", np.int64, None),
+    ("feature", np.int64, None),
+    ("threshold", np.float64, None),
+    ("missing_left", np.bool_, False),
+    ("nan_mode", np.uint8, 0),
+    ("weight", np.float64, None),
+    ("impurity", np.float64, np.nan),
+    ("gain", np.float64, np.nan),
+    ("value", np.float64, None),  # (n_nodes, value_dim)
+)
+# the order in which from_trees reports the problems of one tree
+_REPORT_ORDER = ("left", "right", "feature", "structure", "threshold", "missing_left",
+                 "nan_mode", "weight", "impurity", "gain", "categories")
+
+
+def _gather(trees, offsets, value_dim):
+    """Every field of :data:`_NODE_FIELDS` of the trees concatenated as its dtype (each
+    tree's array cast as ``astype`` casts it; a None field is its fill value), and the
+    first tree whose field does not have shape (n_nodes,) per field, as
+    ``{name: (tree, message)}``: that field is filled only before that tree.
+
+    The arrays are filled tree by tree, all fields of a tree together: scikit-learn's
+    node fields are strided views of one record array per tree, so this reads each
+    tree's records once while they are in cache.
+    """
+    bounds = offsets.tolist()
+    out, columns = {}, []
+    for name, dtype, fill in _NODE_FIELDS:
+        parts = [getattr(tree, name) for tree in trees]
+        if fill is not None and all(a is None for a in parts):
+            out[name] = np.full(bounds[-1], fill, dtype)
+            continue
+        if name == "value":  # checked by from_trees: (n_nodes, value_dim) once reshaped
+            parts = [np.asarray(a).reshape(-1, value_dim) for a in parts]
+        out[name] = np.empty((bounds[-1], value_dim) if name == "value" else bounds[-1], dtype)
+        columns.append((name, fill, parts, out[name]))
+    problems = {}
+    for t_idx in range(len(trees)):
+        lo, hi = bounds[t_idx], bounds[t_idx + 1]
+        for name, fill, parts, dest in columns:
+            a = parts[t_idx]
+            if a is None and fill is not None:
+                dest[lo:hi] = fill
+            elif name not in problems:
+                a = np.asarray(a)
+                if name != "value" and a.shape != (hi - lo,):
+                    problems[name] = (t_idx, f"tree field {name!r} has shape {a.shape}, "
+                                             f"expected ({hi - lo},)")
+                else:
+                    dest[lo:hi] = a
+    return out, problems
+
+
+def _categorical_splits(trees, offsets, leaf):
+    """The category arrays of the normal form (``is_categorical``, ``category_offset``,
+    ``category_count``, ``category_default_left``, ``category_codes``,
+    ``category_left``) from the trees' ``categories`` (codes sorted within a node), and
+    the first problem as ``(tree, message)`` (None if none). ``leaf``: per node of the
+    concatenated trees, whether it is a leaf."""
+    total = leaf.shape[0]
+    is_cat = np.zeros(total, np.bool_)
+    cat_offset = np.zeros(total, np.int64)
+    cat_count = np.zeros(total, np.int32)
+    cat_default_left = np.zeros(total, np.bool_)
+    codes_parts, goes_left_parts = [], []
+    n_codes = 0
+    for t_idx, tree in enumerate(trees):
+        o, n = int(offsets[t_idx]), int(offsets[t_idx + 1] - offsets[t_idx])
+        for node, (codes, goes_left, default_left) in sorted(tree.categories.items()):
+            node = int(node)
+            if not 0 <= node < n or leaf[o + node]:
+                return None, (t_idx, f"tree {t_idx}: categorical split on a non-split node "
+                                     f"{node}")
+            codes = np.asarray(codes, dtype=np.int64).ravel()
+            goes_left = np.broadcast_to(np.asarray(goes_left, dtype=np.bool_), codes.shape)
+            order = np.argsort(codes, kind="stable")
+            codes, goes_left = codes[order], goes_left[order]
+            if codes.size and (codes[0] < 0 or np.any(np.diff(codes) == 0)):
+                return None, (t_idx, f"tree {t_idx} node {node}: category codes must be "
+                                     "distinct and >= 0")
+            is_cat[o + node] = True
+            cat_offset[o + node] = n_codes
+            cat_count[o + node] = codes.size
+            cat_default_left[o + node] = bool(default_left)
+            codes_parts.append(codes)
+            goes_left_parts.append(goes_left)
+            n_codes += codes.size
+    category_codes = (np.concatenate(codes_parts) if codes_parts
+                      else np.zeros(0, np.int64)).astype(np.int64)
+    category_left = (np.concatenate(goes_left_parts) if goes_left_parts
+                     else np.zeros(0, np.bool_)).astype(np.bool_)
+    return (is_cat, cat_offset, cat_count, cat_default_left, category_codes,
+            category_left), None
+
+
+def _structure_message(t_idx, problem, bad, n, n_features):
+    """The message for a problem code of ``kernels.structure.check_trees``."""
+    if problem == 1:
+        return f"tree {t_idx} node {bad} has exactly one child"
+    if problem == 2:
+        return f"tree {t_idx} has a child index >= its {n} nodes"
+    if problem == 3:
+        return f"tree {t_idx} splits on feature {bad} but the model has {n_features} features"
+    if problem == 4:
+        return (f"tree {t_idx} is not a tree: node {bad} is reached twice (cycle or shared "
+                "child)")
+    return f"tree {t_idx} has {bad} nodes that the root never reaches"
 
 
 class TreeEnsemble:
@@ -168,7 +275,7 @@ class TreeEnsemble:
           negative, fractional or >= 65536). A 'category' column on such a feature is
           mapped by label through ``feature_categories`` instead.
         """
-        from .kernels.structure import check_node_fields, check_values_thresholds
+        from .kernels.structure import check_trees, check_values_thresholds
 
         if kind not in (FOREST, BOOSTING):
             raise ValueError(f"kind must be 'forest' or 'boosting', got {kind!r}")
@@ -211,75 +318,35 @@ class TreeEnsemble:
                 )
         offsets = np.zeros(len(trees) + 1, dtype=np.int64)
         offsets[1:] = np.cumsum(sizes)
-        total = int(offsets[-1])
 
-        left = np.empty(total, np.int32)
-        right = np.empty(total, np.int32)
-        feature = np.empty(total, np.int32)
-        threshold = np.empty(total, np.float64)
-        missing_left = np.zeros(total, np.bool_)
-        nan_mode = np.zeros(total, np.uint8)
-        value = np.empty((total, value_dim), np.float64)
-        weight = np.empty(total, np.float64)
-        impurity = np.full(total, np.nan)
-        gain = np.full(total, np.nan)
-        is_cat = np.zeros(total, np.bool_)
-        cat_offset = np.zeros(total, np.int64)
-        cat_count = np.zeros(total, np.int32)
-        cat_default_left = np.zeros(total, np.bool_)
-        codes_parts, goes_left_parts = [], []
-        n_codes = 0
-
-        for t_idx, tree in enumerate(trees):
-            o, n = int(offsets[t_idx]), sizes[t_idx]
-            sl = slice(o, o + n)
-            lc = _as_1d("left", tree.left, n, np.int64)
-            rc = _as_1d("right", tree.right, n, np.int64)
-            ft = _as_1d("feature", tree.feature, n, np.int64)
-            leaf = lc < 0
-            problem, bad = check_node_fields(lc, rc, ft, n_features)
-            if problem == 1:
-                raise ValueError(f"tree {t_idx} node {bad} has exactly one child")
-            if problem == 2:
-                raise ValueError(f"tree {t_idx} has a child index >= its {n} nodes")
-            if problem == 3:
-                raise ValueError(
-                    f"tree {t_idx} splits on feature {bad} but the model has "
-                    f"{n_features} features"
-                )
-            _check_is_tree(t_idx, lc, rc)
-            left[sl] = np.where(leaf, -1, lc + o)
-            right[sl] = np.where(leaf, -1, rc + o)
-            feature[sl] = np.where(leaf, -1, ft)
-            threshold[sl] = _as_1d("threshold", tree.threshold, n, np.float64)
-            if tree.missing_left is not None:
-                missing_left[sl] = _as_1d("missing_left", tree.missing_left, n, np.bool_)
-            if tree.nan_mode is not None:
-                nan_mode[sl] = _as_1d("nan_mode", tree.nan_mode, n, np.uint8)
-            value[sl] = np.asarray(tree.value, dtype=np.float64).reshape(n, value_dim)
-            weight[sl] = _as_1d("weight", tree.weight, n, np.float64)
-            if tree.impurity is not None:
-                impurity[sl] = _as_1d("impurity", tree.impurity, n, np.float64)
-            if tree.gain is not None:
-                gain[sl] = _as_1d("gain", tree.gain, n, np.float64)
-            for node, (codes, goes_left, default_left) in sorted(tree.categories.items()):
-                node = int(node)
-                if not 0 <= node < n or leaf[node]:
-                    raise ValueError(f"tree {t_idx}: categorical split on a non-split node {node}")
-                codes = np.asarray(codes, dtype=np.int64).ravel()
-                goes_left = np.broadcast_to(np.asarray(goes_left, dtype=np.bool_), codes.shape)
-                order = np.argsort(codes, kind="stable")
-                codes, goes_left = codes[order], goes_left[order]
-                if codes.size and (codes[0] < 0 or np.any(np.diff(codes) == 0)):
-                    raise ValueError(f"tree {t_idx} node {node}: category codes must be "
-                                     "distinct and >= 0")
-                is_cat[o + node] = True
-                cat_offset[o + node] = n_codes
-                cat_count[o + node] = codes.size
-                cat_default_left[o + node] = bool(default_left)
-                codes_parts.append(codes)
-                goes_left_parts.append(goes_left)
-                n_codes += codes.size
+        # Every field is gathered over all trees and converted once. Problems are found
+        # field by field, but reported as a tree-by-tree pass would meet them: the
+        # lowest tree first, within a tree in the order of _REPORT_ORDER.
+        fields, bad_shapes = _gather(trees, offsets, value_dim)
+        problems = [(t_idx, _REPORT_ORDER.index(name), message)  # (tree, rank, message)
+                    for name, (t_idx, message) in bad_shapes.items()]
+        # the structure is checked on the trees before the first whose left, right or
+        # feature has the wrong shape
+        n_ok = min([t for t, rank, _ in problems if rank < _REPORT_ORDER.index("structure")],
+                   default=len(trees))
+        end = offsets[n_ok]
+        problem, bad, left, right, feature = check_trees(
+            offsets[:n_ok + 1], fields["left"][:end], fields["right"][:end],
+            fields["feature"][:end], n_features)
+        if np.any(problem):
+            t_idx = int(np.argmax(problem != 0))
+            problems.append((t_idx, _REPORT_ORDER.index("structure"),
+                             _structure_message(t_idx, int(problem[t_idx]), int(bad[t_idx]),
+                                                sizes[t_idx], n_features)))
+        categories, bad = _categorical_splits(trees[:n_ok], offsets, left < 0)
+        if bad is not None:
+            problems.append((bad[0], _REPORT_ORDER.index("categories"), bad[1]))
+        if problems:
+            raise ValueError(min(problems)[2])
+        is_cat, cat_offset, cat_count, cat_default_left, category_codes, category_left = (
+            categories)
+        threshold, missing_left, nan_mode, weight, impurity, gain, value = (
+            fields[name] for name, _, _ in _NODE_FIELDS[3:])
 
         problem = check_values_thresholds(left, value, threshold, is_cat)
         if problem == 1:
@@ -288,11 +355,6 @@ class TreeEnsemble:
             raise ValueError("the model has a numeric split with a NaN threshold")
         if np.any(weight < 0) or not np.all(np.isfinite(weight)):
             raise ValueError("node training weights must be finite and >= 0")
-
-        category_codes = (np.concatenate(codes_parts) if codes_parts
-                          else np.zeros(0, np.int64)).astype(np.int64)
-        category_left = (np.concatenate(goes_left_parts) if goes_left_parts
-                         else np.zeros(0, np.bool_)).astype(np.bool_)
 
         ens = cls(
             kind=kind,
@@ -434,19 +496,6 @@ def _node_records(ens):
     fill_node_records(ens.left, ens.right, ens.feature, ens.threshold, ens.missing_left,
                       ens.nan_mode, ens.is_categorical, ens.category_default_left, rec)
     return rec
-
-
-def _check_is_tree(t_idx, left, right):
-    """Every node reachable from node 0 exactly once (no cycles, no shared children)."""
-    from .kernels.structure import count_reachable
-
-    n = len(left)
-    count, twice = count_reachable(left, right)
-    if twice >= 0:
-        raise ValueError(f"tree {t_idx} is not a tree: node {twice} is reached twice "
-                         "(cycle or shared child)")
-    if count != n:
-        raise ValueError(f"tree {t_idx} has {n - count} nodes that the root never reaches")
 
 
 def _stages(trees):

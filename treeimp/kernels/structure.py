@@ -38,6 +38,25 @@ def count_reachable(left, right):
 
 
 @njit(cache=True)
+def children_partition(left, right):
+    """Whether the children of one tree's split nodes (local indices, leaves have
+    left < 0) are exactly its nodes 1..n-1, each once: every node but the root has one
+    parent (a cycle among the nodes passes too; :func:`count_reachable` finds those)."""
+    n = left.shape[0]
+    has_parent = np.zeros(n, np.bool_)
+    n_children = 0
+    for i in range(n):
+        if left[i] < 0:
+            continue
+        for c in (left[i], right[i]):
+            if c < 1 or c >= n or has_parent[c]:
+                return False
+            has_parent[c] = True
+        n_children += 2
+    return n_children == n - 1
+
+
+@njit(cache=True)
 def check_node_fields(left, right, feature, n_features):
     """First problem in one tree's local node arrays, in the order they are reported:
     (1, node) a node with exactly one child, (2, node) a child index >= the tree's
@@ -54,6 +73,52 @@ def check_node_fields(left, right, feature, n_features):
         if left[i] >= 0 and (feature[i] < 0 or feature[i] >= n_features):
             return 3, feature[i]
     return 0, -1
+
+
+@njit(cache=True, parallel=True)
+def check_trees(tree_offsets, left, right, feature, n_features):
+    """Check every tree's node arrays and convert them to the normal form, in one pass.
+
+    ``left``/``right``/``feature`` (int64) are the parsers' per-tree arrays concatenated:
+    tree t is ``tree_offsets[t]:tree_offsets[t + 1]`` and its child indices are LOCAL,
+    a negative one marking a leaf. Trees are checked in parallel, each writing only its
+    own range.
+
+    Returns ``(problem, detail, left, right, feature)``: ``problem[t]`` is the first
+    problem of tree t in the order they are reported, 1-3 with ``detail`` as in
+    :func:`check_node_fields`, 4 when node ``detail`` is reached twice from the root
+    (:func:`count_reachable`), 5 when ``detail`` nodes are never reached, 0 for none;
+    the arrays are the int32 normal form (GLOBAL child indices, -1 everywhere at
+    leaves), meaningful only for trees without a problem.
+    """
+    n_trees = tree_offsets.shape[0] - 1
+    problem = np.zeros(n_trees, np.int64)
+    detail = np.full(n_trees, -1, np.int64)
+    out_left = np.empty(left.shape[0], np.int32)
+    out_right = np.empty(left.shape[0], np.int32)
+    out_feature = np.empty(left.shape[0], np.int32)
+    for t in prange(n_trees):
+        lo = tree_offsets[t]
+        hi = tree_offsets[t + 1]
+        p, bad = check_node_fields(left[lo:hi], right[lo:hi], feature[lo:hi], n_features)
+        if p == 0:
+            count, twice = count_reachable(left[lo:hi], right[lo:hi])
+            if twice >= 0:
+                p, bad = 4, twice
+            elif count != hi - lo:
+                p, bad = 5, hi - lo - count
+        problem[t] = p
+        detail[t] = bad
+        for i in range(lo, hi):
+            if left[i] < 0:
+                out_left[i] = -1
+                out_right[i] = -1
+                out_feature[i] = -1
+            else:
+                out_left[i] = left[i] + lo
+                out_right[i] = right[i] + lo
+                out_feature[i] = feature[i]
+    return problem, detail, out_left, out_right, out_feature
 
 
 @njit(cache=True, parallel=True)

@@ -98,10 +98,15 @@ def scan_model_text(text: str) -> ModelText:
         where = f"tree {len(trees)}"
         block: dict = {}
         i += 1
-        while i < n and lines[i].strip():
-            if lines[i].startswith("Tree=") or lines[i].strip() == "end of trees":
+        while i < n:  # the block's key=value lines, up to a blank line
+            line = lines[i].strip()
+            if not line or lines[i].startswith("Tree=") or line == "end of trees":
                 break
-            _put(block, *_key_value(lines[i].strip(), where), where)
+            key, _, value = line.partition("=")  # (inlined _key_value / _put: hot loop)
+            key = key.strip()
+            if not key or key in block:
+                _put(block, *_key_value(line, where), where)  # raises
+            block[key] = value.strip()
             i += 1
         trees.append(block)
         while i < n and not lines[i].strip():

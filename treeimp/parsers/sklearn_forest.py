@@ -98,7 +98,7 @@ def parse_sklearn_forest(model) -> TreeEnsemble:
             raise ValueError(f"{name} tree {t} has node values of shape {raw.shape}, "
                              f"expected (n_nodes, 1, {n_outputs})")
         value = raw[:, 0, :n_outputs] if classifier else raw[:, 0, :1]
-        trees.append(tree_from_fields(fields, np.array(value, dtype=np.float64), scale=scale))
+        trees.append(tree_from_fields(fields, value, scale=scale))
 
     names = getattr(model, "feature_names_in_", None)
     return TreeEnsemble.from_trees(

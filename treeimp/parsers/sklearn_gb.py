@@ -83,7 +83,7 @@ def parse_sklearn_gb(model) -> TreeEnsemble:
                 raise ValueError(f"{owner} has node values of shape {raw.shape}, expected "
                                  "(n_nodes, 1, 1)")
             # sklearn adds learning_rate * value; the same float64 product here
-            value = learning_rate * raw[:, 0, :].astype(np.float64)
+            value = learning_rate * raw[:, 0, :].astype(np.float64, copy=False)
             trees.append(tree_from_fields(fields, value, output=k,
                                           learning_rate=learning_rate, stage=i))
 

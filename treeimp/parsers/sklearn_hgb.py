@@ -110,14 +110,16 @@ def parse_sklearn_hgb(model) -> TreeEnsemble:
         for k, predictor in enumerate(iteration):
             nodes = _nodes(predictor, f"{name} iteration {i} class {k}")
             leaf = nodes["is_leaf"].astype(bool)
+            # fields from_trees converts anyway (feature, value, count, missing_left) are
+            # passed in their stored dtypes; its leaves have children 0 here, not -1
             trees.append(Tree(
                 left=np.where(leaf, -1, nodes["left"].astype(np.int64)),
                 right=np.where(leaf, -1, nodes["right"].astype(np.int64)),
-                feature=np.where(leaf, -1, to_original[nodes["feature_idx"].astype(np.int64)]),
+                feature=to_original[nodes["feature_idx"]],
                 threshold=np.where(leaf, 0.0, nodes["num_threshold"].astype(np.float64)),
-                value=nodes["value"].astype(np.float64).reshape(-1, 1),
-                weight=nodes["count"].astype(np.float64),
-                missing_left=nodes["missing_go_to_left"].astype(bool),
+                value=nodes["value"].reshape(-1, 1),
+                weight=nodes["count"],
+                missing_left=nodes["missing_go_to_left"],
                 nan_mode=np.where(nodes["is_categorical"].astype(bool), NAN_CAT_EXACT,
                                   NAN_MISSING),
                 gain=np.where(leaf, np.nan, nodes["gain"].astype(np.float64)),

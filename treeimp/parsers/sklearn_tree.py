@@ -17,6 +17,7 @@ from ..ensemble import Tree
 # the ``tree_`` fields read; missing_go_to_left exists since scikit-learn 1.3
 TREE_FIELDS = ("children_left", "children_right", "feature", "threshold", "value",
                "impurity", "weighted_n_node_samples", "missing_go_to_left")
+_MISSING = object()
 
 
 def check_fitted(model):
@@ -46,10 +47,11 @@ def read_tree_fields(tree_, owner: str) -> dict:
 
     fields = {}
     for key in TREE_FIELDS:
-        if not hasattr(tree_, key):
+        field = getattr(tree_, key, _MISSING)  # (each is a property building a view)
+        if field is _MISSING:
             raise ValueError(f"{owner}: its fitted tree has no field {key!r} (scikit-learn "
                              f"{sklearn.__version__}); treeimp reads {', '.join(TREE_FIELDS)}")
-        fields[key] = np.asarray(getattr(tree_, key))
+        fields[key] = np.asarray(field)
     return fields
 
 
@@ -57,19 +59,20 @@ def tree_from_fields(fields: dict, value: np.ndarray, **tree_kwargs) -> Tree:
     """A normal-form :class:`Tree` from :func:`read_tree_fields` and per-node ``value``.
 
     ``value`` is (n_nodes, value_dim) on the scale the model applies; ``tree_kwargs``
-    (output, scale, learning_rate, stage) go to :class:`Tree` as they are.
+    (output, scale, learning_rate, stage) go to :class:`Tree` as they are. The node
+    fields are passed as scikit-learn stores them (strided views of its node records;
+    children -1 at leaves, feature -2): :meth:`TreeEnsemble.from_trees` copies and
+    converts them once, reading each tree's records while they are in cache.
     """
-    left = fields["children_left"].astype(np.int64)
-    right = fields["children_right"].astype(np.int64)
-    leaf = left < 0
+    left = fields["children_left"]
     return Tree(
-        left=np.where(leaf, -1, left),
-        right=np.where(leaf, -1, right),
-        feature=np.where(leaf, -1, fields["feature"].astype(np.int64)),
-        threshold=np.where(leaf, 0.0, fields["threshold"].astype(np.float64)),
+        left=left,
+        right=fields["children_right"],
+        feature=fields["feature"],
+        threshold=np.where(left < 0, 0.0, fields["threshold"].astype(np.float64, copy=False)),
         value=value,
-        weight=fields["weighted_n_node_samples"].astype(np.float64),
-        missing_left=fields["missing_go_to_left"].astype(np.bool_),
-        impurity=fields["impurity"].astype(np.float64),
+        weight=fields["weighted_n_node_samples"],
+        missing_left=fields["missing_go_to_left"],
+        impurity=fields["impurity"],
         **tree_kwargs,
     )

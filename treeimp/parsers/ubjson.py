@@ -35,6 +35,11 @@ _INTEGERS = (b"i", b"U", b"I", b"l", b"L")
 # marker -> (bound unpack_from of its struct format, size): one per number read
 _UNPACK = {m: (struct.Struct(fmt).unpack_from, size) for m, (fmt, size, _) in _NUMBERS.items()}
 _CONSTANTS = {b"Z": None, b"T": True, b"F": False}
+# typed-array type code (a byte value) -> (big-endian dtype, native dtype)
+_ARRAY_DTYPES = {m[0]: (np.dtype(dt), np.dtype(dt).newbyteorder("="))
+                 for m, (_, _, dt) in _NUMBERS.items()}
+# count marker (a byte value) -> (unpack_from, size): the integer markers
+_COUNTS = {m[0]: _UNPACK[m] for m in _INTEGERS}
 
 
 def read_ubjson(data: bytes) -> object:
@@ -117,6 +122,19 @@ class _Reader:
         return n
 
     def string_body(self):
+        """A string after its 'S' marker (or an object key): the usual uint8 ('U')
+        length with all bytes present is read inline, any other through :meth:`count`
+        and :meth:`take`, which report problems."""
+        data, pos = self.data, self.pos
+        if pos + 1 < len(data) and data[pos] == 85:  # 'U
+            start = pos + 2
+            end = start + data[pos + 1]
+            if end <= len(data):
+                self.pos = end
+                try:
+                    return data[start:end].decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    self.fail(f"invalid UTF-8 in a string ({exc.reason})", start)
         n = self.count("string length")
         start = self.take(n)
         try:
@@ -126,6 +144,10 @@ class _Reader:
 
     # ------------------------------------------------------------ values
     def value(self, m, depth):
+        if m == b"[" or m == b"{":
+            if depth >= MAX_DEPTH:
+                self.fail(f"containers nested deeper than {MAX_DEPTH}")
+            return self.array(depth + 1) if m == b"[" else self.object(depth + 1)
         if m in _NUMBERS:
             return self.number(m)
         if m in _CONSTANTS:
@@ -140,10 +162,6 @@ class _Reader:
             return chr(c)
         if m == b"H":
             return self.high_precision()
-        if m == b"[" or m == b"{":
-            if depth >= MAX_DEPTH:
-                self.fail(f"containers nested deeper than {MAX_DEPTH}")
-            return self.array(depth + 1) if m == b"[" else self.object(depth + 1)
         self.fail(f"unknown or unexpected marker {m!r}", self.pos - 1)
 
     def high_precision(self):
@@ -184,7 +202,30 @@ class _Reader:
                           f"{left} are left")
         return typ, n
 
+    def typed_numbers(self):
+        """A strongly typed numeric array ``$<type>#<count><values>`` at the current
+        position (after '['), read in one go: most of an XGBoost document. None, the
+        position unchanged, for anything else or any problem, which :meth:`array` then
+        reads or reports through :meth:`container_header`."""
+        data, pos = self.data, self.pos
+        if data[pos:pos + 1] != b"$" or data[pos + 2:pos + 3] != b"#":
+            return None
+        dtypes = _ARRAY_DTYPES.get(data[pos + 1]) if pos + 1 < len(data) else None
+        count = _COUNTS.get(data[pos + 3]) if pos + 3 < len(data) else None
+        if dtypes is None or count is None or pos + 4 + count[1] > len(data):
+            return None
+        n = count[0](data, pos + 4)[0]
+        start = pos + 4 + count[1]
+        big, native = dtypes
+        if n < 0 or start + n * big.itemsize > len(data):
+            return None
+        self.pos = start + n * big.itemsize
+        return np.frombuffer(data, dtype=big, count=n, offset=start).astype(native)
+
     def array(self, depth):
+        arr = self.typed_numbers()
+        if arr is not None:
+            return arr
         typ, n = self.container_header()
         if typ in _NUMBERS:
             _, size, dtype = _NUMBERS[typ]

@@ -56,6 +56,7 @@ from ..ensemble import (
     Tree,
     TreeEnsemble,
 )
+from ..kernels.structure import children_partition
 from .xgb_categories import stored_categories
 
 XGB_DEFAULT_ETA = 0.3
@@ -449,7 +450,7 @@ def _read_tree(jt, i, version):
                              ("split_type", "split_type", np.int64),
                              ("sum_hessian", "hess", np.float32),
                              ("loss_changes", "gain", np.float32)):
-        a = np.asarray(jt[key]).astype(dtype)
+        a = np.asarray(jt[key]).astype(dtype, copy=False)  # UBJSON arrays: often no copy
         if a.shape != (n,):
             raise ValueError(f"XGBoost tree {i}: {key!r} has {a.size} entries for {n} nodes")
         r[name] = a
@@ -469,7 +470,7 @@ def _read_tree(jt, i, version):
         value[leaf] = lw.reshape(-1, k)[rows]
         r["right"] = np.where(leaf, -1, r["right"])
     else:
-        value = np.where(leaf, r["cond"], 0.0).astype(np.float32)[:, None]
+        value = np.where(leaf, r["cond"], np.float32(0.0))[:, None]
     r["value"] = value
     r["base_weights"] = bw.reshape(n, k)
     r["categories"] = _categories(jt, r, i)
@@ -485,6 +486,8 @@ def _categories(jt, r, i):
         raise ValueError(f"XGBoost tree {i}: categories_nodes/segments/sizes have different "
                          f"lengths ({nodes.size}, {segs.size}, {sizes.size})")
     n = r["left"].size
+    if nodes.size == 0 and not r["split_type"].any():
+        return {}  # no categorical split (the common case: skip the set comparison)
     cat_split = np.flatnonzero((r["split_type"] == 1) & (r["left"] >= 0))
     if set(nodes.tolist()) != set(cat_split.tolist()):
         raise ValueError(f"XGBoost tree {i}: categorical nodes {sorted(cat_split.tolist())[:10]} "
@@ -503,9 +506,7 @@ def _drop_unreachable(r, i):
     """Remove nodes deleted by pruning (kept in the arrays, unreachable from the root)."""
     left, right = r["left"], r["right"]
     n = left.size
-    split = left >= 0
-    children = np.concatenate([left[split], right[split]])
-    if children.size == n - 1 and np.array_equal(np.sort(children), np.arange(1, n)):
+    if children_partition(left, right):
         # every node but the root has exactly one parent: nothing was pruned (a cycle
         # would also pass here; TreeEnsemble.from_trees rejects those)
         return r
@@ -560,30 +561,31 @@ def _newton_steps(r, adaptive_leaves):
     """
     if adaptive_leaves:
         return r["base_weights"]
-    steps = r["base_weights"].copy()
-    leaf = r["left"] < 0
-    steps[leaf] = r["value"][leaf]
-    return steps
+    return np.where((r["left"] < 0)[:, None], r["value"], r["base_weights"])
 
 
 def _to_tree(r, *, output, eta, stage, scale):
-    leaf = r["left"] < 0
-    internal = ~leaf
-    cat_nodes = np.zeros(leaf.size, dtype=bool)
-    cat_nodes[list(r["categories"])] = True
-    threshold = np.where(internal & ~cat_nodes, r["cond"], 0.0).astype(np.float64)
+    """A normal-form :class:`Tree` of one tree read by :func:`_read_tree`; arrays that
+    from_trees converts anyway (left, feature, value, cover) are passed as read."""
+    internal = r["left"] >= 0
+    split = internal
+    if r["categories"]:
+        cat_nodes = np.zeros(internal.size, dtype=bool)
+        cat_nodes[list(r["categories"])] = True
+        split = internal & ~cat_nodes
     if not math.isfinite(eta) or eta <= 0:
         raise ValueError(f"XGBoost learning rate must be > 0, got {eta}")
     return Tree(
-        left=np.where(leaf, -1, r["left"]),
-        right=np.where(leaf, -1, r["right"]),
-        feature=np.where(leaf, -1, r["feature"]),
-        threshold=threshold,
-        value=r["value"].astype(np.float64),
-        weight=r["hess"].astype(np.float64),
+        left=r["left"],
+        right=np.where(internal, r["right"], -1),
+        feature=r["feature"],
+        threshold=np.where(split, r["cond"].astype(np.float64), 0.0),
+        value=r["value"],
+        weight=r["hess"],
         missing_left=r["default_left"] & internal,
         # XGBoost: NaN follows default_left, a negative code is an unlisted category
-        nan_mode=np.where(cat_nodes, NAN_CAT_NEGATIVE_UNLISTED, NAN_MISSING),
+        nan_mode=(np.where(cat_nodes, NAN_CAT_NEGATIVE_UNLISTED, NAN_MISSING)
+                  if r["categories"] else None),
         gain=np.where(internal, r["gain"].astype(np.float64), np.nan),
         categories=r["categories"],
         output=output,
