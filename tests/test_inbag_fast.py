@@ -5,14 +5,15 @@
 import numpy as np
 import pytest
 import sklearn.ensemble._forest as sk_forest
+from numba import njit
 from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier, RandomForestRegressor
 
 from treeimp.parsers.mt19937 import (
     N,
-    legacy_randint,
     mt19937_block,
-    mt19937_next32,
     mt19937_seed,
+    mt19937_temper,
+    mt19937_twist,
     range_mask,
 )
 from treeimp.parsers.sklearn_inbag import _regenerated_bits, bootstrap_bits, sklearn_inbag_bits
@@ -20,6 +21,50 @@ from treeimp.parsers.sklearn_inbag import _regenerated_bits, bootstrap_bits, skl
 SEEDS = [0, 1, 5, 42, 2**31 - 1, 2**31, 2**32 - 2, 2**32 - 1, 1_234_567_890, 3_987_654_321]
 RANGES = [1, 2, 3, 7, 8, 9, 1000, 49999, 65536, 65537, 2**20 + 3, 2**31 - 1]
 SIZES = [1, 623, 624, 625, 2500]
+
+
+# numpy's one-draw-at-a-time legacy randint, composed from the module's pieces (the
+# library itself draws whole blocks: bootstrap_bits)
+@njit
+def mt19937_next32(key, pos):
+    """The next 32-bit output (as uint64) and the new position."""
+    if pos >= N:
+        mt19937_twist(key)
+        pos = 0
+    return mt19937_temper(key[pos]), pos + 1
+
+
+@njit
+def bounded32(key, pos, rng, mask):
+    """A uniform value in [0, ``rng``] for 1 <= ``rng`` <= 2**32 - 1 by numpy's masked rejection
+    (``mask = range_mask(rng)``: keep the low bits of a 32-bit output until they are
+    <= ``rng``); returns (value as uint64, new position)."""
+    while True:
+        v, pos = mt19937_next32(key, pos)
+        v &= mask
+        if v <= rng:
+            return v, pos
+
+
+@njit
+def legacy_randint(key, pos, low, high, out):
+    """Fill the int64 array ``out`` as ``RandomState.randint(low, high, out.size)`` does
+    (default int64 dtype; dtype=np.int32 draws the same stream) from state (``key``,
+    ``pos``); returns the new position.
+
+    Needs 1 <= high - low <= 2**32. A single-value range draws nothing, like numpy.
+    """
+    if high - low < 1 or high - low > 2**32:
+        raise ValueError("legacy_randint needs 1 <= high - low <= 2**32")
+    rng = np.uint64(high - 1 - low)
+    if rng == np.uint64(0):
+        out[:] = low
+        return pos
+    mask = range_mask(rng)
+    for i in range(out.size):
+        v, pos = bounded32(key, pos, rng, mask)
+        out[i] = low + np.int64(v)
+    return pos
 
 
 def _seeded(seed):

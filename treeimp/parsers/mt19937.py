@@ -3,8 +3,11 @@
 scikit-learn draws each tree's bootstrap rows with ``RandomState(seed).randint(0, n, m)``;
 regenerating those draws here, in parallel over trees and without index arrays, is much
 faster than asking scikit-learn for them (``estimators_samples_``). Only the pieces that
-draw needs are implemented: integer seeding, the 32-bit output and ``randint`` for a range
-of at most 2**32 values, each reproducing numpy's legacy stream exactly.
+draw needs are here: integer seeding, the twist, the tempered 32-bit outputs a block of
+``N`` at a time, and the mask of numpy's masked-rejection ``randint``
+(``sklearn_inbag.bootstrap_bits`` applies the rejection). Each reproduces numpy's
+legacy stream exactly; the tests compose them into numpy's one-draw-at-a-time
+``randint`` and compare values and generator state.
 
 State is a uint32 array ``key`` of ``N`` words plus a position ``pos`` in it (``N``: the
 next draw twists first). Arithmetic runs in uint64 with every operand an explicit uint64
@@ -69,15 +72,6 @@ def mt19937_temper(word):
     return y
 
 
-@njit(cache=True)
-def mt19937_next32(key, pos):
-    """The next 32-bit output (as uint64) and the new position."""
-    if pos >= N:
-        mt19937_twist(key)
-        pos = 0
-    return mt19937_temper(key[pos]), pos + 1
-
-
 @njit(cache=True, inline="always")
 def mt19937_block(key, out, mask):
     """Twist ``key`` and write its ``N`` outputs, ANDed with ``mask``, to ``out`` (uint32,
@@ -97,36 +91,3 @@ def range_mask(rng):
     mask |= mask >> np.uint64(8)
     mask |= mask >> np.uint64(16)
     return mask
-
-
-@njit(cache=True)
-def bounded32(key, pos, rng, mask):
-    """A uniform value in [0, ``rng``] for 1 <= ``rng`` <= 2**32 - 1 by numpy's masked rejection
-    (``mask = range_mask(rng)``: keep the low bits of a 32-bit output until they are
-    <= ``rng``); returns (value as uint64, new position)."""
-    while True:
-        v, pos = mt19937_next32(key, pos)
-        v &= mask
-        if v <= rng:
-            return v, pos
-
-
-@njit(cache=True)
-def legacy_randint(key, pos, low, high, out):
-    """Fill the int64 array ``out`` as ``RandomState.randint(low, high, out.size)`` does
-    (default int64 dtype; dtype=np.int32 draws the same stream) from state (``key``,
-    ``pos``); returns the new position.
-
-    Needs 1 <= high - low <= 2**32. A single-value range draws nothing, like numpy.
-    """
-    if high - low < 1 or high - low > 2**32:
-        raise ValueError("legacy_randint needs 1 <= high - low <= 2**32")
-    rng = np.uint64(high - 1 - low)
-    if rng == np.uint64(0):
-        out[:] = low
-        return pos
-    mask = range_mask(rng)
-    for i in range(out.size):
-        v, pos = bounded32(key, pos, rng, mask)
-        out[i] = low + np.int64(v)
-    return pos

@@ -140,7 +140,8 @@ def bootstrap_bits(seeds, n_rows, n_draws, bits):
     ``RandomState(seeds[t]).randint(0, n_rows, n_draws)`` draws, for every tree ``t`` in
     parallel (each tree owns its row of ``bits``). Needs 1 <= n_rows <= 2**31 - 1.
 
-    numpy's masked rejection (``mt19937.bounded32``) runs over whole blocks of ``N``
+    numpy's masked rejection (keep a masked 32-bit output if it is <= n_rows - 1) runs
+    over whole blocks of ``N``
     outputs and branch-free: a rejected output sets no bit and counts no draw.
     """
     rng = np.uint64(n_rows - 1)
