@@ -8,7 +8,7 @@ from sklearn.ensemble import ExtraTreesRegressor, RandomForestClassifier
 import treeimp
 from treeimp._input import RowSource
 from treeimp.kernels.api import forest_node_stats
-from treeimp.measures import NodeStats, by_class, mdi_oob, ufi
+from treeimp.measures import NodeStats, by_class, class_parts, class_parts_both, mdi_oob, ufi
 from treeimp.targets import forest_targets
 
 N_BLOCKS = 4
@@ -101,25 +101,50 @@ def test_fused_sums_equal_split_by_split_loops(kind):
                                        atol=1e-12)
 
 
+def test_both_class_parts_in_one_pass_equal_the_loops():
+    """class_parts_both (mdi_oob and ufi from one pass over one-hot class sums) gives the
+    split-by-split loops' per-class sums, bitwise what the one-measure kernel gives."""
+    ens, X, y = _forest("multiclass")
+    arr, classification = _stats(ens, X, y)
+    Z, _ = forest_targets(ens, y)
+    block = (np.arange(len(X)) % N_BLOCKS).astype(np.int32)
+    w = np.random.default_rng(0).uniform(0.5, 2.0, size=len(X))
+    lean = NodeStats.from_array(
+        forest_node_stats(ens, RowSource(X, ens), Z, w, block, N_BLOCKS, one_hot=True),
+        one_hot=True)
+    exp_mdi, exp_ufi = _reference(ens, arr, classification)
+    both = class_parts_both(ens, lean)
+    n_root = arr[0][ens.tree_offsets[:-1]].T  # (B, T): the loops' mdi is per root row
+    np.testing.assert_allclose(both["mdi_oob"] / n_root[:, :, None, None], exp_mdi,
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(both["ufi"], exp_ufi, rtol=1e-12, atol=1e-12)
+    for name in ("mdi_oob", "ufi"):
+        np.testing.assert_array_equal(both[name], class_parts(name, ens, lean))
+
+
 @pytest.mark.parametrize("kind", ["multiclass", "regression"])
 def test_leave_one_out_form_equals_block_sums(kind):
-    """forest_node_stats(leave_one_out=True): totals = the per-block statistics summed
-    over blocks, and block b's replicate = that total minus block b's statistics."""
+    """forest_node_stats(leave_one_out=True): one block more than the rows use; the last
+    holds the per-block statistics summed over blocks, and block b's replicate is that
+    total minus block b's statistics."""
     ens, X, y = _forest(kind)
     Z, _ = forest_targets(ens, y)
     block = (np.arange(len(X)) % N_BLOCKS).astype(np.int32)
     w = np.random.default_rng(0).uniform(0.5, 2.0, size=len(X))
     per_block = forest_node_stats(ens, RowSource(X, ens), Z, w, block, N_BLOCKS)
-    totals, loo = forest_node_stats(ens, RowSource(X, ens), Z, w, block, N_BLOCKS,
-                                    leave_one_out=True)
-    assert totals.shape == per_block.shape[:2] and loo.shape == per_block.shape
+    both = forest_node_stats(ens, RowSource(X, ens), Z, w, block, N_BLOCKS,
+                             leave_one_out=True)
+    assert both.shape == per_block.shape[:2] + (N_BLOCKS + 1,)
+    totals, loo = both[:, :, -1], both[:, :, :-1]
     np.testing.assert_allclose(totals, per_block.sum(axis=2), rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(loo, per_block.sum(axis=2, keepdims=True) - per_block,
                                rtol=1e-12, atol=1e-12)
-    # the pair feeds the formulas exactly as the per-block statistics summed would
-    total, jack = NodeStats.pair(totals, loo)
+    # the last block feeds the formulas exactly as the per-block statistics summed would
+    stats = NodeStats.from_array(both)
+    total, jack = stats.blocks(slice(-1, None)), stats.blocks(slice(None, -1))
     one = NodeStats.from_array(per_block.sum(axis=2, keepdims=True))
     np.testing.assert_allclose(mdi_oob(ens, total), mdi_oob(ens, one), rtol=1e-12)
+    np.testing.assert_allclose(mdi_oob(ens, stats)[-1:], mdi_oob(ens, one), rtol=1e-12)
     assert jack.n_blocks == N_BLOCKS
 
 

@@ -116,8 +116,8 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
 
 def _node_statistics(ens, model, rows, y_arr, w, block, n_blocks, oob, held_out, n_jobs,
                      bar):
-    """((total, leave-one-block-out) NodeStats of the evaluation rows, whether the
-    targets are classes)."""
+    """(NodeStats of the evaluation rows over n_blocks + 1 blocks: the leave-one-block-out
+    replicates, then all rows; whether the targets are classes)."""
     n = rows.n_rows
     if ens.kind == FOREST:
         Z, classification = forest_targets(ens, y_arr)
@@ -130,10 +130,10 @@ def _node_statistics(ens, model, rows, y_arr, w, block, n_blocks, oob, held_out,
             if held_out and np.unpackbits(in_every_tree, bitorder="little", count=n).all():
                 raise ValueError("every row is in-bag for every tree: no out-of-bag rows")
         # one-hot class targets: the class sums alone (n' is their sum)
-        stats = NodeStats.pair(
-            *forest_node_stats(ens, rows, Z, w, block, n_blocks, inbag_bits=bits,
-                               one_hot=classification, leave_one_out=True, n_jobs=n_jobs,
-                               bar=bar),
+        stats = NodeStats.from_array(
+            forest_node_stats(ens, rows, Z, w, block, n_blocks, inbag_bits=bits,
+                              one_hot=classification, leave_one_out=True, n_jobs=n_jobs,
+                              bar=bar),
             one_hot=classification)
         return stats, classification
     if oob:
@@ -151,28 +151,32 @@ def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alph
     forest = ens.kind == FOREST
     agg = _nanmean_trees if forest else _nansum_trees
     table, se, se_trees, per_tree, blocks = {}, {}, {}, {}, {}
-    # (total, leave-one-block-out) NodeStats; None: "mdi" alone, no rows were routed
-    total, loo = stats if stats is not None else (None, None)
+    # ``stats``: NodeStats over n_blocks + 1 blocks, the leave-one-block-out replicates
+    # and last all rows, so that one pass of each formula gives both; None: "mdi" alone,
+    # no rows were routed
     # classification forests report mdi_oob and ufi per class too, from the same sums
-    class_parts = {m: measures.class_parts(m, ens, total) for m in ("mdi_oob", "ufi")
-                   if m in methods and forest and classification}
+    class_parts = {}
+    if forest and classification:
+        wanted = [m for m in ("mdi_oob", "ufi") if m in methods]
+        class_parts = (measures.class_parts_both(ens, stats) if len(wanted) == 2 else
+                       {m: measures.class_parts(m, ens, stats) for m in wanted})
     for m in methods:
         if m == "mdi":
-            pt = measures.mdi(ens)
+            pt = measures.mdi(ens)[None]
             bv = np.full((n_blocks, ens.n_features), np.nan)
         else:
-            pt = measures.compute(m, ens, total, classification=classification,
-                                  alpha=alpha, lam=lam, parts=class_parts.get(m))[0]
-            bv = agg(measures.compute(m, ens, loo, classification=classification,
-                                      alpha=alpha, lam=lam))
-        per_tree[m] = pt
-        table[m] = agg(pt[None])[0]
+            values = measures.compute(m, ens, stats, classification=classification,
+                                      alpha=alpha, lam=lam, parts=class_parts.get(m))
+            pt = values[-1:]
+            bv = agg(values[:-1])
+        per_tree[m] = pt[0]
+        table[m] = agg(pt)[0]
         blocks[m] = bv
         se[m] = inflation * jackknife_stderr(bv)
-        se_trees[m] = _tree_stderr(pt, forest)
+        se_trees[m] = _tree_stderr(pt[0], forest)
     by_class = {}
     for m, parts in class_parts.items():
-        pc = measures.by_class(m, ens, total, parts)
+        pc = measures.by_class(m, ens, stats.blocks(slice(-1, None)), parts[-1:])
         by_class[m] = pd.DataFrame(
             _nanmean_trees(pc.reshape(1, ens.n_trees, -1))[0].reshape(ens.n_features, -1),
             index=pd.Index(names, name="feature"),

@@ -28,14 +28,14 @@ def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
                 keep_margin=True, leave_one_out=False):
     """Run the staged kernel: (stats (4, n_nodes, n_blocks), final margin (n, n_outputs),
     or None without ``keep_margin``). ``w``: one weight per row, or one for all.
-    ``leave_one_out``: stats is (totals (4, n_nodes), leave-one-block-out statistics),
-    see ``kernels.node_stats.propagate_up``."""
+    ``leave_one_out``: stats has n_blocks + 1 blocks, the leave-one-block-out
+    statistics and last the total (see ``kernels.node_stats.propagate_up``)."""
     if ens.value_dim != 1:
         raise ValueError(f"this model's trees have {ens.value_dim} values per leaf (vector-"
                          "leaf trees); held-out gradient importances need one value per leaf")
     code, params = loss_spec(ens.objective, n_outputs=ens.n_outputs)
     y_t = np.ascontiguousarray(check_target(ens.objective, y, ens.classes), dtype=np.float64)
-    stats = np.zeros((N_TERMS, ens.n_nodes, n_blocks))
+    stats = np.zeros((N_TERMS, ens.n_nodes, n_blocks + bool(leave_one_out)))
     margin = np.empty((rows.n_rows if keep_margin else 0, ens.n_outputs))
     starts = stage_starts(ens)
     leaf_factor = _logistic_leaf_factor(ens, code, params)
@@ -72,9 +72,8 @@ def _logistic_leaf_factor(ens, code, params):
 def boosting_node_stats(ens, rows, y, w, block, n_blocks, *, leave_one_out=False,
                         n_jobs=None, bar=None):
     """(NodeStats of the held-out rows, False: not class targets); with
-    ``leave_one_out``, the NodeStats pair (totals, leave-one-block-out)."""
+    ``leave_one_out``, n_blocks + 1 blocks: the leave-one-block-out statistics, then the
+    total (``NodeStats.replicates`` / ``total`` split them)."""
     stats, _ = staged_pass(ens, rows, y, w, block, n_blocks, n_jobs=n_jobs, bar=bar,
                            keep_margin=False, leave_one_out=leave_one_out)
-    if leave_one_out:
-        return NodeStats.pair(*stats, boosting=True), False
     return NodeStats.from_array(stats, boosting=True), False

@@ -19,7 +19,14 @@ from __future__ import annotations
 import numpy as np
 
 from .ensemble import FOREST
-from .kernels.formulas import MDI_OOB, UFI_BOOSTING, UFI_CLASSIFICATION, UFI_REGRESSION, split_sums
+from .kernels.formulas import (
+    MDI_OOB,
+    UFI_BOOSTING,
+    UFI_CLASSIFICATION,
+    UFI_REGRESSION,
+    class_split_sums,
+    split_sums,
+)
 
 FOREST_METHODS = ("mdi", "mdi_oob", "ufi", "naive_oob", "pg1", "pg2", "pg3")
 BOOSTING_METHODS = ("mdi", "mdi_oob", "ufi", "naive_oob")
@@ -70,11 +77,11 @@ class NodeStats:
             return cls(n=None, Q=None, S=stats)
         return cls(n=stats[0], Q=stats[1], S=stats[2:])
 
-    @classmethod
-    def pair(cls, totals, loo, **kind):
-        """(total, jackknife) NodeStats from a kernel's (totals (D, n_nodes),
-        leave-one-block-out array (D, n_nodes, B)); ``kind``: as ``from_array``."""
-        return cls.from_array(totals[:, :, None], **kind), cls.from_array(loo, **kind)
+    def blocks(self, sl) -> NodeStats:
+        """The statistics of the blocks ``sl`` (a slice; views, no copy)."""
+        take = lambda a: None if a is None else a[..., sl]  # noqa: E731
+        return NodeStats(n=take(self._n), S=take(self.S), Q=take(self.Q), H=take(self.H),
+                         R=take(self.R))
 
     @property
     def n_blocks(self):
@@ -94,6 +101,7 @@ class _Splits:
         self.root_of_tree = ens.tree_offsets[:-1]
         self.n_trees, self.n_features = ens.n_trees, ens.n_features
         self._insample = None
+        self._decrease = None  # _insample_decrease, built once
 
     def insample_fraction(self, ens):
         """w_m = W_m / W_root for every node (built once)."""
@@ -131,16 +139,25 @@ def _fused(kind, ens, sp, st, w=None, extra=None, v=None):
         v = _margin_value(ens) if kind == MDI_OOB else np.ascontiguousarray(
             ens.value, dtype=np.float64)
     B, C = st.n_blocks, st.S.shape[0]
-    out = np.zeros((B, sp.n_trees * sp.n_features, C))
+    # key-major (n_keys, B, C): a split adds to B neighbouring cells, not to B cells a
+    # whole (n_keys, C) plane apart (which also fall into one L1 cache set)
+    out = np.zeros((sp.n_trees * sp.n_features, B, C))
     dummy = np.zeros(1)
     # one-hot class targets: the kernel sums n' from the class planes itself
     n_from_s = st.n_is_class_sum
     n = st.S[0] if n_from_s else st.n
-    split_sums(kind, sp.m, sp.l, sp.r, sp.key, sp.tree_splits,
+    split_sums(kind, sp.m, sp.l, sp.r, sp.key, sp.tree_splits, ens.tree_offsets,
                dummy if w is None else w, v, dummy if extra is None else extra,
                n, n if st.Q is None else st.Q, st.S, n if st.H is None else st.H,
                n if st.R is None else st.R, n_from_s, out)
-    return out.reshape(B, sp.n_trees, sp.n_features, C)
+    return _key_major_to_parts(out, sp)
+
+
+def _key_major_to_parts(out, sp):
+    """A fused kernel's (n_keys, B, C) sums as (B, n_trees, n_features, C)."""
+    B, C = out.shape[1:]
+    return np.ascontiguousarray(out.transpose(1, 0, 2)).reshape(B, sp.n_trees,
+                                                                sp.n_features, C)
 
 
 def _per_tree(sp: _Splits, term):
@@ -266,6 +283,12 @@ def _insample_decrease(ens, sp, method):
     criterion's, e.g. a Poisson deviance) the equal variance form
     (W_l v_l^2 + W_r v_r^2 - W_m v_m^2) / W_root, exact for node means."""
     check_method_for_model(method, ens)
+    if sp._decrease is None:  # model-only: built once per ensemble (read-only)
+        sp._decrease = _insample_variance_decrease(ens, sp)
+    return sp._decrease
+
+
+def _insample_variance_decrease(ens, sp):
     W = ens.weight
     root_w = W[sp.root]
     if ens.impurity_kind == "variance" and np.all(np.isfinite(ens.impurity[sp.m])):
@@ -366,6 +389,21 @@ def class_parts(method, ens, st: NodeStats):
     if method == "ufi":
         return _fused(UFI_CLASSIFICATION, ens, sp, st, w=_insample_fraction(ens))
     raise ValueError(f"per-class values exist for 'mdi_oob' and 'ufi', not {method!r}")
+
+
+def class_parts_both(ens, st: NodeStats):
+    """{"mdi_oob": ..., "ufi": ...}: ``class_parts`` of both from one pass over one-hot
+    class statistics (the default methods read the same cells)."""
+    sp = _splits(ens)
+    B, C = st.n_blocks, st.S.shape[0]
+    if not st.n_is_class_sum:
+        return {m: class_parts(m, ens, st) for m in ("mdi_oob", "ufi")}
+    out = {m: np.zeros((sp.n_trees * sp.n_features, B, C)) for m in ("mdi_oob", "ufi")}
+    class_split_sums(sp.m, sp.l, sp.r, sp.key, sp.tree_splits, ens.tree_offsets,
+                     _insample_fraction(ens),
+                     _margin_value(ens), np.ascontiguousarray(ens.value, dtype=np.float64),
+                     st.S, out["mdi_oob"], out["ufi"])
+    return {m: _key_major_to_parts(o, sp) for m, o in out.items()}
 
 
 def by_class(method, ens, st: NodeStats, parts=None):

@@ -82,8 +82,8 @@ def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, one_
     see node_stats.py).
 
     ``inbag_bits`` (packed, one row per tree) restricts each tree to its out-of-bag rows.
-    ``leave_one_out``: return (totals (D, n_nodes), leave-one-block-out statistics)
-    instead, see ``propagate_up``.
+    ``leave_one_out``: n_blocks + 1 blocks instead, blocks b < n_blocks the
+    leave-one-block-out statistics and the last the total, see ``propagate_up``.
     """
     from .node_stats import empty_inbag, forest_leaf_stats
 
@@ -92,7 +92,8 @@ def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, one_
         raise ValueError(f"one_hot statistics need trees that score every class (value_dim "
                          f"{ens.value_dim} == n_outputs {ens.n_outputs}): the class sums "
                          "of a node then add up to its row count")
-    stats = np.zeros(((0 if one_hot else 2) + ens.value_dim, ens.n_nodes, n_blocks))
+    stats = np.zeros(((0 if one_hot else 2) + ens.value_dim, ens.n_nodes,
+                      n_blocks + bool(leave_one_out)))
     use_inbag = inbag_bits is not None
     bits = inbag_bits if use_inbag else empty_inbag()
     Z = np.ascontiguousarray(Z, dtype=np.float64)
@@ -108,10 +109,11 @@ def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, one_
 
 
 def fill_internal_stats(ens, stats, leave_one_out):
-    """Sum leaf statistics up the trees (in place); with ``leave_one_out`` return
-    (totals, leave-one-block-out statistics), else the statistics."""
+    """Sum leaf statistics up the trees, in place, and return them; ``leave_one_out``:
+    ``stats`` has a last, spare block, which receives the total, and the blocks before
+    it become leave-one-block-out statistics (see ``propagate_up``)."""
     from .node_stats import propagate_up
 
-    totals = np.empty((stats.shape[0], ens.n_nodes if leave_one_out else 0))
-    propagate_up(ens.postorder, ens.tree_offsets, ens.left, ens.right, stats, totals)
-    return (totals, stats) if leave_one_out else stats
+    propagate_up(ens.postorder, ens.tree_offsets, ens.left, ens.right, stats,
+                 bool(leave_one_out))
+    return stats

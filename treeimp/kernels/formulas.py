@@ -3,7 +3,8 @@
 The formulas in :mod:`treeimp.measures` read like the papers; on a forest of deep trees
 (a million nodes, ten jackknife replicates) their numpy form spends most of its time
 materialising (n_splits, B) temporaries. These kernels evaluate the same per-split terms
-in one pass and add them straight into ``out[b, tree * n_features + feature, c]``.
+in one pass and add them straight into ``out[tree * n_features + feature, b, c]`` (the
+blocks of one key side by side: the block loop is innermost).
 
 Threads own whole trees (splits are stored tree by tree, and a tree's keys are its own),
 so no two threads write the same output cell and no per-thread buffers are needed.
@@ -21,18 +22,18 @@ UFI_BOOSTING = 3     # w-weighted decrease of the held-out Newton impurity + in-
 
 
 @njit(cache=True, parallel=True)
-def split_sums(kind, node, left, right, key, tree_splits, w, v, extra, n, Q, S, H, R,
-               n_from_s, out):
-    """Accumulate per-split terms of measure ``kind`` into out (B, n_keys, C).
+def split_sums(kind, node, left, right, key, tree_splits, tree_offsets, w, v, extra, n, Q,
+               S, H, R, n_from_s, out):
+    """Accumulate per-split terms of measure ``kind`` into out (n_keys, B, C).
 
     node/left/right/key: (n_splits,) split node, its children, tree * F + feature;
-    tree_splits: (n_trees + 1,) split offsets per tree; w: (n_nodes,) in-sample weight
-    fractions; v: (n_nodes, C) node values (MDI_OOB on a boosted model: as the tree
-    adds them to the margin, i.e. times its DART weight; UFI_BOOSTING: the unshrunk node
-    estimates mu); extra: (n_splits,) in-sample decrease (UFI_REGRESSION, UFI_BOOSTING);
-    n, Q, H, R: (n_nodes, B); S: (C, n_nodes, B) evaluation statistics (H, R: boosting);
-    ``n_from_s``: n' is not stored (one-hot class targets) but the sum over c of S[c]
-    (``n`` is then not read).
+    tree_splits: (n_trees + 1,) split offsets per tree, tree_offsets its nodes';
+    w: (n_nodes,) in-sample weight fractions; v: (n_nodes, C) node values (MDI_OOB on a
+    boosted model: as the tree adds them to the margin, i.e. times its DART weight;
+    UFI_BOOSTING: the unshrunk node estimates mu); extra: (n_splits,) in-sample decrease
+    (UFI_REGRESSION, UFI_BOOSTING); n, Q, H, R: (n_nodes, B); S: (C, n_nodes, B)
+    evaluation statistics (H, R: boosting); ``n_from_s``: n' is not stored (one-hot class
+    targets) but the sum over c of S[c] (``n`` is then not read).
     """
     B = n.shape[1]
     C = S.shape[0]
@@ -43,44 +44,93 @@ def split_sums(kind, node, left, right, key, tree_splits, w, v, extra, n, Q, S, 
             for s in range(tree_splits[t], tree_splits[t + 1]):
                 m, l, r, k = _split(node, left, right, key, s)
                 for c in range(C):
-                    dl = v[l, c] - v[m, c]
-                    dr = v[r, c] - v[m, c]
                     for b in range(B):
-                        out[b, k, c] += dl * S[c, l, b] + dr * S[c, r, b]
-    else:  # the ufi forms share the skip rule
-        for t in prange(tree_splits.size - 1):
-            for s in range(tree_splits[t], tree_splits[t + 1]):
-                m, l, r, k = _split(node, left, right, key, s)
-                for b in range(B):
-                    nl = _count(n, S, l, b, n_from_s)
-                    nr = _count(n, S, r, b, n_from_s)
-                    if nl <= 0.0 or nr <= 0.0:  # skip rule: a child without rows
+                        out[k, b, c] += _mdi_term(v, S, m, l, r, c, b)
+        return out
+    # the ufi forms: a pass over the tree's nodes in storage order first (one stream
+    # through its statistics, which the split loop, jumping to right children, then
+    # finds in cache) computes n' and the per-node impurity of the regression forms
+    for t in prange(tree_splits.size - 1):
+        base = tree_offsets[t]
+        ub = np.uint64(base)  # unsigned like the split's node indices
+        cnt = np.empty((tree_offsets[t + 1] - base, B))
+        imp = np.empty((cnt.shape[0] if kind != UFI_CLASSIFICATION else 0, B))
+        for i in range(cnt.shape[0]):
+            j = np.uint64(base + i)
+            for b in range(B):
+                cnt[i, b] = _count(n, S, j, b, n_from_s)
+                if kind == UFI_REGRESSION:
+                    imp[i, b] = (_held_mse(Q[j, b], S[0, j, b], cnt[i, b], v[j, 0])
+                                 if cnt[i, b] > 0.0 else 0.0)
+                elif kind == UFI_BOOSTING:
+                    imp[i, b] = _held_newton(S, H, R, v, j, b)
+        for s in range(tree_splits[t], tree_splits[t + 1]):
+            m, l, r, k = _split(node, left, right, key, s)
+            im, il, ir = m - ub, l - ub, r - ub
+            for b in range(B):
+                nl = cnt[il, b]
+                nr = cnt[ir, b]
+                if nl <= 0.0 or nr <= 0.0:  # skip rule: a child without rows
+                    continue
+                if kind == UFI_CLASSIFICATION:
+                    _add_ufi_class(out, k, b, w, v, S, m, l, r, nl, nr, cnt[im, b])
+                elif kind == UFI_BOOSTING:
+                    if H[l, b] <= 0.0 or H[r, b] <= 0.0:  # no Newton impurity
                         continue
-                    if kind == UFI_BOOSTING:
-                        if H[l, b] <= 0.0 or H[r, b] <= 0.0:  # no Newton impurity
-                            continue
-                        out[b, k, 0] += ((w[m] * _held_newton(S, H, R, v, m, b)
-                                          - w[l] * _held_newton(S, H, R, v, l, b)
-                                          - w[r] * _held_newton(S, H, R, v, r, b))
-                                         + extra[s])
-                        continue
-                    nm = _count(n, S, m, b, n_from_s)
-                    if kind == UFI_CLASSIFICATION:
-                        # held-out class shares p' = S' / n' (one division per node)
-                        fl = w[l] / nl
-                        fr = w[r] / nr
-                        fm = w[m] / nm
-                        for c in range(C):
-                            out[b, k, c] += (fl * v[l, c] * S[c, l, b]
-                                             + fr * v[r, c] * S[c, r, b]
-                                             - fm * v[m, c] * S[c, m, b])
-                    else:
-                        out[b, k, 0] += (
-                            w[m] * _held_mse(Q[m, b], S[0, m, b], nm, v[m, 0])
-                            - w[l] * _held_mse(Q[l, b], S[0, l, b], nl, v[l, 0])
-                            - w[r] * _held_mse(Q[r, b], S[0, r, b], nr, v[r, 0])
-                            + extra[s])
+                    out[k, b, 0] += ((w[m] * imp[im, b] - w[l] * imp[il, b]
+                                      - w[r] * imp[ir, b]) + extra[s])
+                else:
+                    out[k, b, 0] += (w[m] * imp[im, b] - w[l] * imp[il, b]
+                                     - w[r] * imp[ir, b] + extra[s])
     return out
+
+
+@njit(cache=True, parallel=True)
+def class_split_sums(node, left, right, key, tree_splits, tree_offsets, w, v_mdi, v, S,
+                     out_mdi, out_ufi):
+    """The MDI_OOB and UFI_CLASSIFICATION sums of ``split_sums`` for one-hot class targets
+    in one pass over the class sums S (C, n_nodes, B) (n' is their sum): both measures
+    read the same cells, which this reads once (after the same node pass as
+    ``split_sums``). v_mdi: the node values MDI_OOB reads, v those of ufi; out_mdi,
+    out_ufi: (n_keys, B, C)."""
+    B = S.shape[2]
+    C = S.shape[0]
+    for t in prange(tree_splits.size - 1):
+        base = tree_offsets[t]
+        ub = np.uint64(base)  # unsigned like the split's node indices
+        cnt = np.empty((tree_offsets[t + 1] - base, B))
+        for i in range(cnt.shape[0]):
+            for b in range(B):
+                cnt[i, b] = _count(S, S, np.uint64(base + i), b, True)
+        for s in range(tree_splits[t], tree_splits[t + 1]):
+            m, l, r, k = _split(node, left, right, key, s)
+            for b in range(B):
+                for c in range(C):
+                    out_mdi[k, b, c] += _mdi_term(v_mdi, S, m, l, r, c, b)
+                nl = cnt[l - ub, b]
+                nr = cnt[r - ub, b]
+                if nl <= 0.0 or nr <= 0.0:  # ufi's skip rule: a child without rows
+                    continue
+                _add_ufi_class(out_ufi, k, b, w, v, S, m, l, r, nl, nr, cnt[m - ub, b])
+
+
+@njit(cache=True, inline="always")
+def _mdi_term(v, S, m, l, r, c, b):
+    """(v_l - v_m) S'_l + (v_r - v_m) S'_r for output c, block b."""
+    return (v[l, c] - v[m, c]) * S[c, l, b] + (v[r, c] - v[m, c]) * S[c, r, b]
+
+
+@njit(cache=True, inline="always")
+def _add_ufi_class(out, k, b, w, v, S, m, l, r, nl, nr, nm):
+    """out[k, b, c] += w_l v_lc p'_lc + w_r v_rc p'_rc - w_m v_mc p'_mc, with the held-out
+    class shares p' = S' / n' (one division per node)."""
+    fl = w[l] / nl
+    fr = w[r] / nr
+    fm = w[m] / nm
+    for c in range(S.shape[0]):
+        out[k, b, c] += (fl * v[l, c] * S[c, l, b]
+                         + fr * v[r, c] * S[c, r, b]
+                         - fm * v[m, c] * S[c, m, b])
 
 
 @njit(cache=True, inline="always")

@@ -7,9 +7,10 @@ targets (``one_hot``) the layout is (C, n_nodes, n_blocks), the class sums S' al
 each row adds its weight to its own class's plane only, n' is the sum of the class
 planes and Q' = n' (no class formula reads Q'). Rows accumulate at
 the leaf they reach only; ``propagate_up`` then fills every internal node as the sum of
-its children (statistics are additive along a path). Trees run in parallel and each
-tree owns its node range, so no two threads ever write the same cell and no per-thread
-buffers are needed.
+its children (statistics are additive along a path), and for standard errors turns
+the blocks into leave-one-block-out replicates with the total in one spare last block.
+Trees run in parallel and each tree owns its node range, so no two threads ever write
+the same cell and no per-thread buffers are needed.
 """
 
 import numpy as np
@@ -87,16 +88,19 @@ def forest_leaf_stats(X, row0, Z, w, block, inbag_bits, use_inbag, one_hot, stat
 
 
 @njit(cache=True, parallel=True)
-def propagate_up(order, tree_offsets, left, right, stats, totals):
+def propagate_up(order, tree_offsets, left, right, stats, with_total):
     """stats[internal] := stats[left child] + stats[right child], children first.
 
     ``order`` is the post-order tree by tree, so tree t's nodes are its entries
     tree_offsets[t]:tree_offsets[t + 1]; trees run in parallel.
 
-    With ``totals`` of shape (D, n_nodes) (an empty array skips this), each tree then
-    also moves to the leave-one-block-out form while its statistics are in cache:
-    totals[j, node] := the sum over blocks, stats[j, node, b] := that sum minus block
-    b's (the jackknife replicates of the formulas)."""
+    ``with_total``: ``stats`` has one block more than the rows were assigned to (the
+    last, B, left at zero by the accumulation). Each tree then also moves to the
+    leave-one-block-out form while its statistics are in cache: stats[j, node, B] :=
+    the sum over blocks b < B, and stats[j, node, b] := that sum minus block b's (the
+    jackknife replicates), so one pass of a formula over all B + 1 blocks gives the
+    replicates and the full-data value together."""
+    n_sum = stats.shape[2] - 1 if with_total else stats.shape[2]
     for t in prange(tree_offsets.shape[0] - 1):
         for k in range(tree_offsets[t], tree_offsets[t + 1]):
             node = order[k]
@@ -105,14 +109,14 @@ def propagate_up(order, tree_offsets, left, right, stats, totals):
                 continue
             rc = right[node]
             for j in range(stats.shape[0]):
-                for b in range(stats.shape[2]):
+                for b in range(n_sum):
                     stats[j, node, b] = stats[j, lc, b] + stats[j, rc, b]
-        if totals.shape[1] == 0:
+        if not with_total:
             continue
         for j in range(stats.shape[0]):
             plane = stats[j]
             for node in range(tree_offsets[t], tree_offsets[t + 1]):
-                totals[j, node] = _total_and_complement(plane, node)
+                _total_and_complement(plane, node, n_sum)
 
 
 def empty_inbag():
@@ -120,11 +124,11 @@ def empty_inbag():
 
 
 @njit(cache=True, inline="always")
-def _total_and_complement(plane, i):
-    """plane[i, b] := (sum over b of plane[i, b]) - plane[i, b]; returns the sum."""
+def _total_and_complement(plane, i, B):
+    """plane[i, B] := t = the sum over b < B of plane[i, b]; plane[i, b] := t - plane[i, b]."""
     t = 0.0
-    for b in range(plane.shape[1]):
+    for b in range(B):
         t += plane[i, b]
-    for b in range(plane.shape[1]):
+    for b in range(B):
         plane[i, b] = t - plane[i, b]
-    return t
+    plane[i, B] = t
