@@ -8,6 +8,9 @@ blocks of one key side by side: the block loop is innermost).
 
 Threads own whole trees (splits are stored tree by tree, and a tree's keys are its own),
 so no two threads write the same output cell and no per-thread buffers are needed.
+
+The kernels use numba's numpy error model: no zero-division test per division (every
+divisor here is a row count or hessian sum already tested to be positive).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ UFI_REGRESSION = 2   # w-weighted decrease of the held-out MSE + in-sample decre
 UFI_BOOSTING = 3     # w-weighted decrease of the held-out Newton impurity + in-sample decrease
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def split_sums(kind, node, left, right, key, tree_splits, tree_offsets, w, v, extra, n, Q,
                S, H, R, n_from_s, out):
     """Accumulate per-split terms of measure ``kind`` into out (n_keys, B, C).
@@ -85,7 +88,7 @@ def split_sums(kind, node, left, right, key, tree_splits, tree_offsets, w, v, ex
     return out
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def class_split_sums(node, left, right, key, tree_splits, tree_offsets, w, v_mdi, v, S,
                      out_mdi, out_ufi):
     """The MDI_OOB and UFI_CLASSIFICATION sums of ``split_sums`` for one-hot class targets
@@ -162,7 +165,7 @@ def _held_newton(S, H, R, mu, node, b):
     return (R[node, b] + 2.0 * m * -S[0, node, b] + m * m * h) / h
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _held_mse(q, s, cnt, value):
     """Mean of (y - value)^2 over a node's evaluation rows from its sums."""
     return (q - 2.0 * value * s + value * value * cnt) / cnt
