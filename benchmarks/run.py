@@ -240,13 +240,13 @@ def bench_model(name, kind, args, rows_out):
         out["treeimp"] = treeimp.permutation_importance(model, Xp, yp, n_jobs=args.threads,
                                                         **perm_kw)
 
-    # scikit-learn compiles nothing: a warm-up on a slice suffices (a full one costs
-    # minutes at full size); treeimp's warm-up is the full call (cheap once compiled)
-    res["sklearn_permutation_s"] = timed(sklearn_perm, args.repeats,
-                                         warmup=lambda: sklearn_perm(min(200, len(Xp))))
-    res["treeimp_permutation_s"] = timed(treeimp_perm, args.repeats)
-    res["permutation_predict_s"] = timed(library_predict(name, model, Xp),
-                                         max(args.repeats, 5))
+    # the two and the library's predict timed in the same rounds (interleaved, as
+    # explain and predict above: a slow spell on the shared machine hits all three)
+    t = timed_together({"sklearn": sklearn_perm, "treeimp": treeimp_perm,
+                        "predict": library_predict(name, model, Xp)}, args.repeats)
+    res["sklearn_permutation_s"] = t["sklearn"]
+    res["treeimp_permutation_s"] = t["treeimp"]
+    res["permutation_predict_s"] = t["predict"]
     res["permutation_max_abs_diff"] = float(np.max(np.abs(
         out["treeimp"].importances - out["sklearn"].importances)))
     res["permutation_rows"] = len(Xp)
