@@ -624,6 +624,14 @@ def test_staged_pass(boosting_case, variant):
     assert_stats_equal(got, want, variant)
     np.testing.assert_allclose(margin, want_margin, rtol=1e-12, atol=1e-12)
     assert (want[2] > 0).any() and (want[3] > 0).any()
+    # leave_one_out: one block more, the total, and the replicates total - block b
+    both, _ = staged_pass(ens, rows, y, w, block, N_BLOCKS, n_jobs=n_jobs,
+                          leave_one_out=True, keep_margin=False)
+    assert both.shape == got.shape[:2] + (N_BLOCKS + 1,)
+    total = want.sum(axis=2)
+    np.testing.assert_allclose(both[:, :, -1], total, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(both[:, :, :-1], total[:, :, None] - want, rtol=1e-12,
+                               atol=1e-12)
 
 
 def test_logistic_terms_recompute_exp_that_left_the_product_range():
