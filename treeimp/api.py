@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 
 import numpy as np
@@ -10,7 +11,8 @@ import pandas as pd
 from . import measures
 from ._input import RowSource
 from .ensemble import FOREST
-from .kernels.api import forest_node_stats
+from .kernels import scratch
+from .kernels.api import forest_node_stats, forest_stats_shape
 from .measures import BOOSTING_METHODS, FOREST_METHODS, NodeStats
 from .parsers import inbag_bits, parse
 from .progress import progress_bar
@@ -100,24 +102,29 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
     block = _assign_blocks(n, n_blocks, random_state)
 
     bar = progress_bar(progress, total=n, work=n * ens.n_trees, desc="treeimp.explain")
-    try:
-        stats, classification = _node_statistics(ens, model, rows, y_arr, w, block, n_blocks,
-                                                  oob, held_out, n_jobs, bar)
-    finally:
-        bar.close()
-    # Out of bag, every row trains some trees and evaluates others: under the null each
-    # pair of rows enters an importance twice (z_i against the fit to z_j and the other
-    # way round), and resampling rows with the trees held fixed sees one of the two
-    # terms, i.e. half the variance. Held-out rows never trained a tree: factor 1.
-    inflation = np.sqrt(2.0) if oob else 1.0
-    return _assemble(ens, stats, methods, names, classification, n, n_blocks, alpha, lam,
-                     inflation)
+    # the statistics live in a kept buffer (kernels/scratch.py) until the importances
+    # are computed from them; no result keeps a view of them
+    with contextlib.ExitStack() as buffers:
+        try:
+            stats, classification = _node_statistics(ens, model, rows, y_arr, w, block,
+                                                      n_blocks, oob, held_out, n_jobs, bar,
+                                                      buffers)
+        finally:
+            bar.close()
+        # Out of bag, every row trains some trees and evaluates others: under the null
+        # each pair of rows enters an importance twice (z_i against the fit to z_j and the
+        # other way round), and resampling rows with the trees held fixed sees one of the
+        # two terms, i.e. half the variance. Held-out rows never trained a tree: factor 1.
+        inflation = np.sqrt(2.0) if oob else 1.0
+        return _assemble(ens, stats, methods, names, classification, n, n_blocks, alpha,
+                         lam, inflation)
 
 
 def _node_statistics(ens, model, rows, y_arr, w, block, n_blocks, oob, held_out, n_jobs,
-                     bar):
+                     bar, buffers):
     """(NodeStats of the evaluation rows over n_blocks + 1 blocks: the leave-one-block-out
-    replicates, then all rows; whether the targets are classes)."""
+    replicates, then all rows; whether the targets are classes). Their array is a kept
+    buffer entered into the ExitStack ``buffers``, handed back when it closes."""
     n = rows.n_rows
     if ens.kind == FOREST:
         Z, classification = forest_targets(ens, y_arr)
@@ -130,20 +137,23 @@ def _node_statistics(ens, model, rows, y_arr, w, block, n_blocks, oob, held_out,
             if held_out and np.unpackbits(in_every_tree, bitorder="little", count=n).all():
                 raise ValueError("every row is in-bag for every tree: no out-of-bag rows")
         # one-hot class targets: the class sums alone (n' is their sum)
+        out = buffers.enter_context(
+            scratch.zeroed(forest_stats_shape(ens, n_blocks, classification, True)))
         stats = NodeStats.from_array(
             forest_node_stats(ens, rows, Z, w, block, n_blocks, inbag_bits=bits,
                               one_hot=classification, leave_one_out=True, n_jobs=n_jobs,
-                              bar=bar),
+                              bar=bar, out=out),
             one_hot=classification)
         return stats, classification
     if oob:
         raise ValueError("oob=True is for bagged forests; boosting models have no "
                          "out-of-bag rows and need a held-out set: "
                          "explain(model, X_val, y_val)")
-    from .boosting import boosting_node_stats
+    from .boosting import boosting_node_stats, stats_shape
 
+    out = buffers.enter_context(scratch.zeroed(stats_shape(ens, n_blocks, True)))
     return boosting_node_stats(ens, rows, y_arr, w, block, n_blocks, leave_one_out=True,
-                               n_jobs=n_jobs, bar=bar)
+                               n_jobs=n_jobs, bar=bar, out=out)
 
 
 def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alpha, lam,

@@ -25,17 +25,21 @@ CHUNK_ROWS = 1 << 18
 
 
 def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
-                keep_margin=True, leave_one_out=False):
+                keep_margin=True, leave_one_out=False, out=None):
     """Run the staged kernel: (stats (4, n_nodes, n_blocks), final margin (n, n_outputs),
     or None without ``keep_margin``). ``w``: one weight per row, or one for all.
     ``leave_one_out``: stats has n_blocks + 1 blocks, the leave-one-block-out
-    statistics and last the total (see ``kernels.node_stats.propagate_up``)."""
+    statistics and last the total (see ``kernels.node_stats.propagate_up``). ``out``:
+    a zero-filled float64 array of shape ``stats_shape`` to fill instead of a new one."""
     if ens.value_dim != 1:
         raise ValueError(f"this model's trees have {ens.value_dim} values per leaf (vector-"
                          "leaf trees); held-out gradient importances need one value per leaf")
     code, params = loss_spec(ens.objective, n_outputs=ens.n_outputs)
     y_t = np.ascontiguousarray(check_target(ens.objective, y, ens.classes), dtype=np.float64)
-    stats = np.zeros((N_TERMS, ens.n_nodes, n_blocks + bool(leave_one_out)))
+    shape = stats_shape(ens, n_blocks, leave_one_out)
+    if out is not None and out.shape != shape:
+        raise ValueError(f"out has shape {out.shape}, the statistics need {shape}")
+    stats = np.zeros(shape) if out is None else out
     margin = np.empty((rows.n_rows if keep_margin else 0, ens.n_outputs))
     starts = stage_starts(ens)
     leaf_factor = _logistic_leaf_factor(ens, code, params)
@@ -58,6 +62,11 @@ def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
     return stats, (margin if keep_margin else None)
 
 
+def stats_shape(ens, n_blocks, leave_one_out):
+    """Shape of the staged statistics."""
+    return (N_TERMS, ens.n_nodes, n_blocks + bool(leave_one_out))
+
+
 def _logistic_leaf_factor(ens, code, params):
     """Binary logistic loss: exp(-s * scale * value) per node, the factor by which a row
     reaching that leaf changes exp(-s m). The staged kernel keeps exp(-s m) of every row
@@ -70,10 +79,10 @@ def _logistic_leaf_factor(ens, code, params):
 
 
 def boosting_node_stats(ens, rows, y, w, block, n_blocks, *, leave_one_out=False,
-                        n_jobs=None, bar=None):
+                        n_jobs=None, bar=None, out=None):
     """(NodeStats of the held-out rows, False: not class targets); with
     ``leave_one_out``, n_blocks + 1 blocks: the leave-one-block-out statistics, then the
     total (``NodeStats.replicates`` / ``total`` split them)."""
     stats, _ = staged_pass(ens, rows, y, w, block, n_blocks, n_jobs=n_jobs, bar=bar,
-                           keep_margin=False, leave_one_out=leave_one_out)
+                           keep_margin=False, leave_one_out=leave_one_out, out=out)
     return NodeStats.from_array(stats, boosting=True), False

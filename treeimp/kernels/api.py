@@ -76,7 +76,7 @@ def apply_ensemble(ens, X, *, n_jobs=None):
 
 
 def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, one_hot=False,
-                      leave_one_out=False, n_jobs=None, bar=None):
+                      leave_one_out=False, n_jobs=None, bar=None, out=None):
     """Node statistics (2 + value_dim, n_nodes, n_blocks) of the forest targets ``Z``
     ((value_dim, ...), the class sums alone, for one-hot rows of ``Z``: ``one_hot=True``,
     see node_stats.py).
@@ -84,6 +84,8 @@ def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, one_
     ``inbag_bits`` (packed, one row per tree) restricts each tree to its out-of-bag rows.
     ``leave_one_out``: n_blocks + 1 blocks instead, blocks b < n_blocks the
     leave-one-block-out statistics and the last the total, see ``propagate_up``.
+    ``out``: a zero-filled float64 array of the statistics' shape to fill instead of a
+    new one (``stats_shape``; see ``kernels/scratch.py``).
     """
     from .node_stats import empty_inbag, forest_leaf_stats
 
@@ -92,8 +94,10 @@ def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, one_
         raise ValueError(f"one_hot statistics need trees that score every class (value_dim "
                          f"{ens.value_dim} == n_outputs {ens.n_outputs}): the class sums "
                          "of a node then add up to its row count")
-    stats = np.zeros(((0 if one_hot else 2) + ens.value_dim, ens.n_nodes,
-                      n_blocks + bool(leave_one_out)))
+    shape = forest_stats_shape(ens, n_blocks, one_hot, leave_one_out)
+    if out is not None and out.shape != shape:
+        raise ValueError(f"out has shape {out.shape}, the statistics need {shape}")
+    stats = np.zeros(shape) if out is None else out
     use_inbag = inbag_bits is not None
     bits = inbag_bits if use_inbag else empty_inbag()
     Z = np.ascontiguousarray(Z, dtype=np.float64)
@@ -106,6 +110,12 @@ def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, one_
             if bar is not None:
                 bar.update(chunk.shape[0])
         return fill_internal_stats(ens, stats, leave_one_out)
+
+
+def forest_stats_shape(ens, n_blocks, one_hot, leave_one_out):
+    """Shape of ``forest_node_stats``'s statistics."""
+    return ((0 if one_hot else 2) + ens.value_dim, ens.n_nodes,
+            n_blocks + bool(leave_one_out))
 
 
 def fill_internal_stats(ens, stats, leave_one_out):
