@@ -82,7 +82,7 @@ def boosting_node_stats(ens, rows, y, w, block, n_blocks, *, leave_one_out=False
                         n_jobs=None, bar=None, out=None):
     """(NodeStats of the held-out rows, False: not class targets); with
     ``leave_one_out``, n_blocks + 1 blocks: the leave-one-block-out statistics, then the
-    total (``NodeStats.replicates`` / ``total`` split them)."""
+    total (``NodeStats.blocks`` takes either part)."""
     stats, _ = staged_pass(ens, rows, y, w, block, n_blocks, n_jobs=n_jobs, bar=bar,
                            keep_margin=False, leave_one_out=leave_one_out, out=out)
     return NodeStats.from_array(stats, boosting=True), False

@@ -101,7 +101,7 @@ class _Splits:
         self.root_of_tree = ens.tree_offsets[:-1]
         self.n_trees, self.n_features = ens.n_trees, ens.n_features
         self._insample = None
-        self._decrease = None  # _insample_decrease, built once
+        self._decrease = None
 
     def insample_fraction(self, ens):
         """w_m = W_m / W_root for every node (built once)."""
@@ -109,6 +109,13 @@ class _Splits:
             root_w = ens.weight[ens.tree_offsets[:-1]][ens.node_tree]
             self._insample = _safe_div(ens.weight, root_w)
         return self._insample
+
+    def insample_decrease(self, ens):
+        """In-sample variance decrease per split (built once, read-only):
+        :func:`_insample_variance_decrease`."""
+        if self._decrease is None:
+            self._decrease = _insample_variance_decrease(ens, self)
+        return self._decrease
 
 
 def _splits(ens) -> _Splits:
@@ -278,17 +285,17 @@ def check_method_for_model(method, ens):
 
 
 def _insample_decrease(ens, sp, method):
+    """:func:`_insample_variance_decrease` (kept with the splits), after checking that
+    ``method`` is defined for the model."""
+    check_method_for_model(method, ens)
+    return sp.insample_decrease(ens)
+
+
+def _insample_variance_decrease(ens, sp):
     """In-sample variance decrease (W_m I_m - W_l I_l - W_r I_r) / W_root for regression
     trees whose impurity I is the variance; otherwise (impurity not stored, or another
     criterion's, e.g. a Poisson deviance) the equal variance form
     (W_l v_l^2 + W_r v_r^2 - W_m v_m^2) / W_root, exact for node means."""
-    check_method_for_model(method, ens)
-    if sp._decrease is None:  # model-only: built once per ensemble (read-only)
-        sp._decrease = _insample_variance_decrease(ens, sp)
-    return sp._decrease
-
-
-def _insample_variance_decrease(ens, sp):
     W = ens.weight
     root_w = W[sp.root]
     if ens.impurity_kind == "variance" and np.all(np.isfinite(ens.impurity[sp.m])):

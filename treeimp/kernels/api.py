@@ -85,7 +85,7 @@ def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, one_
     ``leave_one_out``: n_blocks + 1 blocks instead, blocks b < n_blocks the
     leave-one-block-out statistics and the last the total, see ``propagate_up``.
     ``out``: a zero-filled float64 array of the statistics' shape to fill instead of a
-    new one (``stats_shape``; see ``kernels/scratch.py``).
+    new one (``forest_stats_shape``; see ``kernels/scratch.py``).
     """
     from .node_stats import empty_inbag, forest_leaf_stats
 

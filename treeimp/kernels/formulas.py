@@ -50,22 +50,20 @@ def split_sums(kind, node, left, right, key, tree_splits, tree_offsets, w, v, ex
                     for b in range(B):
                         out[k, b, c] += _mdi_term(v, S, m, l, r, c, b)
         return out
-    # the ufi forms: a pass over the tree's nodes in storage order first (one stream
-    # through its statistics, which the split loop, jumping to right children, then
-    # finds in cache) computes n' and the per-node impurity of the regression forms
+    # the ufi forms: n' of the tree's nodes first, in storage order (_tree_counts)
     for t in prange(tree_splits.size - 1):
         base = tree_offsets[t]
         ub = np.uint64(base)  # unsigned like the split's node indices
-        cnt = np.empty((tree_offsets[t + 1] - base, B))
+        cnt = _tree_counts(n, S, base, tree_offsets[t + 1], n_from_s)
+        # the per-node held-out impurity of the regression forms (the tree is in cache)
         imp = np.empty((cnt.shape[0] if kind != UFI_CLASSIFICATION else 0, B))
-        for i in range(cnt.shape[0]):
+        for i in range(imp.shape[0]):
             j = np.uint64(base + i)
             for b in range(B):
-                cnt[i, b] = _count(n, S, j, b, n_from_s)
                 if kind == UFI_REGRESSION:
                     imp[i, b] = (_held_mse(Q[j, b], S[0, j, b], cnt[i, b], v[j, 0])
                                  if cnt[i, b] > 0.0 else 0.0)
-                elif kind == UFI_BOOSTING:
+                else:
                     imp[i, b] = _held_newton(S, H, R, v, j, b)
         for s in range(tree_splits[t], tree_splits[t + 1]):
             m, l, r, k = _split(node, left, right, key, s)
@@ -77,14 +75,11 @@ def split_sums(kind, node, left, right, key, tree_splits, tree_offsets, w, v, ex
                     continue
                 if kind == UFI_CLASSIFICATION:
                     _add_ufi_class(out, k, b, w, v, S, m, l, r, nl, nr, cnt[im, b])
-                elif kind == UFI_BOOSTING:
-                    if H[l, b] <= 0.0 or H[r, b] <= 0.0:  # no Newton impurity
-                        continue
-                    out[k, b, 0] += ((w[m] * imp[im, b] - w[l] * imp[il, b]
-                                      - w[r] * imp[ir, b]) + extra[s])
-                else:
-                    out[k, b, 0] += (w[m] * imp[im, b] - w[l] * imp[il, b]
-                                     - w[r] * imp[ir, b] + extra[s])
+                    continue
+                if kind == UFI_BOOSTING and (H[l, b] <= 0.0 or H[r, b] <= 0.0):
+                    continue  # no Newton impurity
+                out[k, b, 0] += (w[m] * imp[im, b] - w[l] * imp[il, b]
+                                 - w[r] * imp[ir, b] + extra[s])
     return out
 
 
@@ -93,7 +88,7 @@ def class_split_sums(node, left, right, key, tree_splits, tree_offsets, w, v_mdi
                      out_mdi, out_ufi):
     """The MDI_OOB and UFI_CLASSIFICATION sums of ``split_sums`` for one-hot class targets
     in one pass over the class sums S (C, n_nodes, B) (n' is their sum): both measures
-    read the same cells, which this reads once (after the same node pass as
+    read the same cells, which this reads once (after the same count pass as
     ``split_sums``). v_mdi: the node values MDI_OOB reads, v those of ufi; out_mdi,
     out_ufi: (n_keys, B, C)."""
     B = S.shape[2]
@@ -101,10 +96,7 @@ def class_split_sums(node, left, right, key, tree_splits, tree_offsets, w, v_mdi
     for t in prange(tree_splits.size - 1):
         base = tree_offsets[t]
         ub = np.uint64(base)  # unsigned like the split's node indices
-        cnt = np.empty((tree_offsets[t + 1] - base, B))
-        for i in range(cnt.shape[0]):
-            for b in range(B):
-                cnt[i, b] = _count(S, S, np.uint64(base + i), b, True)
+        cnt = _tree_counts(S, S, base, tree_offsets[t + 1], True)
         for s in range(tree_splits[t], tree_splits[t + 1]):
             m, l, r, k = _split(node, left, right, key, s)
             for b in range(B):
@@ -115,6 +107,19 @@ def class_split_sums(node, left, right, key, tree_splits, tree_offsets, w, v_mdi
                 if nl <= 0.0 or nr <= 0.0:  # ufi's skip rule: a child without rows
                     continue
                 _add_ufi_class(out_ufi, k, b, w, v, S, m, l, r, nl, nr, cnt[m - ub, b])
+
+
+@njit(cache=True, inline="always")
+def _tree_counts(n, S, start, stop, from_s):
+    """n' of nodes start..stop-1 (one tree) in every block, (stop - start, B), read in
+    storage order: one stream through the tree's statistics, which the split loops,
+    jumping to right children, then find in cache."""
+    cnt = np.empty((stop - start, S.shape[2]))
+    for i in range(cnt.shape[0]):
+        j = np.uint64(start + i)
+        for b in range(cnt.shape[1]):
+            cnt[i, b] = _count(n, S, j, b, from_s)
+    return cnt
 
 
 @njit(cache=True, inline="always")

@@ -37,17 +37,17 @@ _E_MIN, _E_MAX = 1e-300, 1e300  # range in which exp(-s m) is updated by product
 
 @njit(cache=True, inline="always")
 def _put(terms, k, r, wi, gi, hi):
-    terms[k, 0, r] = wi
-    terms[k, 1, r] = -wi * gi
-    terms[k, 2, r] = wi * hi
-    terms[k, 3, r] = wi * gi * gi / hi if hi > 0.0 else 0.0
+    terms[k, r, 0] = wi
+    terms[k, r, 1] = -wi * gi
+    terms[k, r, 2] = wi * hi
+    terms[k, r, 3] = wi * gi * gi / hi if hi > 0.0 else 0.0
 
 
 # error_model="numpy": no zero-division test per division, which keeps these loops
 # branch-free (every division here has a nonzero divisor or is guarded by hi > 0)
 @njit(cache=True, error_model="numpy")
 def stage_terms(code, params, margin, n, y, w, g, h, terms, e):
-    """terms[k, :, r] := (w, -w g, w h, w g^2 / h) of rows r < n at their margins;
+    """terms[k, r] := (w, -w g, w h, w g^2 / h) of rows r < n at their margins;
     rows of weight 0 get zeros. The common objectives run as tight loops.
     ``e``: logistic with one output: e[r] = exp(-s margin[r]) kept up to date by the
     caller (``leaf_factor``); a value that left [1e-300, 1e300] is recomputed."""
@@ -116,8 +116,7 @@ def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, stage_start
         h = np.empty((GROUP, K))
         # a row's four statistics for output k, fixed for the stage:
         # (w, -w g, w h, w g^2 / h); zero for rows of weight 0
-        terms = np.zeros((K, N_TERMS, GROUP))  # one run of rows per term: the
-        # loops that fill them vectorise
+        terms = np.zeros((K, GROUP, N_TERMS))
         yg = np.empty(GROUP)
         wg = np.empty(GROUP)
         e = np.empty(GROUP)  # logistic: exp(-s margin), updated tree by tree
@@ -149,7 +148,7 @@ def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, stage_start
                             leaf = np.uint64(leaves[q])  # unsigned: no wraparound
                             r = q0 + q
                             for d in range(N_TERMS):
-                                local[leaf, d] += terms[col, d, r]
+                                local[leaf, d] += terms[col, r, d]
                             margin[r, col] += sc * value[leaf, 0]
                             if use_e:
                                 e[r] *= leaf_factor[leaf]
