@@ -650,13 +650,13 @@ def test_logistic_terms_recompute_exp_that_left_the_product_range():
     n = len(y)
     # wrong or out-of-range values everywhere but row 4
     e = np.array([np.inf, 0.0, np.nan, 1e305, math.exp(-1.5 * 0.5), 1e-301])
-    terms = np.zeros((1, n, N_TERMS))
+    terms = np.zeros((1, N_TERMS, n))
     stage_terms(code, params, margin, n, y, w, np.empty((n, 1)), np.empty((n, 1)), terms, e)
     g, h = grad_hess_array(obj, margin, y)
     g, h = np.where(w > 0, g[:, 0], 0.0), np.where(w > 0, h[:, 0], 0.0)
     ratio = np.divide(g * g, h, out=np.zeros(n), where=h > 0)
     want = np.stack([w, -w * g, w * h, w * ratio], axis=1)
-    np.testing.assert_allclose(terms[0], want, rtol=1e-13, atol=0)
+    np.testing.assert_allclose(terms[0].T, want, rtol=1e-13, atol=0)
 
 
 def test_reference_gradients_agree_with_losses_module(boosting_case):

@@ -36,54 +36,65 @@ _E_MIN, _E_MAX = 1e-300, 1e300  # range in which exp(-s m) is updated by product
 
 
 @njit(cache=True, inline="always")
-def _put(terms, k, r, wi, gi, hi):
-    terms[k, r, 0] = wi
-    terms[k, r, 1] = -wi * gi
-    terms[k, r, 2] = wi * hi
-    terms[k, r, 3] = wi * gi * gi / hi if hi > 0.0 else 0.0
+def _put(terms, r, wi, gi, hi):
+    """Row r's four terms into ``terms`` (N_TERMS, GROUP): one output's."""
+    terms[0, r] = wi
+    terms[1, r] = -wi * gi
+    terms[2, r] = wi * hi
+    terms[3, r] = wi * gi * gi / hi if hi > 0.0 else 0.0
 
 
 # error_model="numpy": no zero-division test per division, which keeps these loops
 # branch-free (every division here has a nonzero divisor or is guarded by hi > 0)
 @njit(cache=True, error_model="numpy")
 def stage_terms(code, params, margin, n, y, w, g, h, terms, e):
-    """terms[k, r] := (w, -w g, w h, w g^2 / h) of rows r < n at their margins;
-    rows of weight 0 get zeros. The common objectives run as tight loops.
-    ``e``: logistic with one output: e[r] = exp(-s margin[r]) kept up to date by the
-    caller (``leaf_factor``); a value that left [1e-300, 1e300] is recomputed."""
+    """terms[k, :, r] := (w, -w g, w h, w g^2 / h) of rows r < n at their margins
+    (``terms``: (K, N_TERMS, GROUP)); rows of weight 0 get zeros. The common objectives
+    run as tight loops. ``e``: logistic with one output: e[r] = exp(-s margin[r]) kept
+    up to date by the caller (``leaf_factor``); a value that left [1e-300, 1e300] is
+    recomputed."""
     K = margin.shape[1]
-    if K == 1 and code == LOGISTIC:  # the arithmetic of losses._scalar_grad_hess
-        s = params[0]
+    if K == 1 and code == LOGISTIC:
         for r in range(n):
             if not _E_MIN <= e[r] <= _E_MAX:  # over- or underflow ahead: start afresh
-                e[r] = math.exp(-s * margin[r, 0])
-        for r in range(n):
-            p = 1.0 / (1.0 + e[r])
-            yr = y[r]
-            c = params[1] if yr == 1.0 else (params[2] if yr == 0.0 else 1.0)
-            gi = c * s * (p - yr)
-            hi = c * s * s * p * (1.0 - p)
-            wi = w[r]
-            if wi == 0.0:
-                gi = 0.0
-                hi = 0.0
-            _put(terms, 0, r, wi, gi, hi)
+                e[r] = math.exp(-params[0] * margin[r, 0])
+        _logistic_terms(params[0], params[1], params[2], n, y, w, e, terms[0])
         return
     if K == 1 and code == SQUARED_ERROR:
+        t = terms[0]
         for r in range(n):
             wi = w[r]
             gi = margin[r, 0] - y[r] if wi != 0.0 else 0.0
-            _put(terms, 0, r, wi, gi, 1.0 if wi != 0.0 else 0.0)
+            _put(t, r, wi, gi, 1.0 if wi != 0.0 else 0.0)
         return
     for r in range(n):
         wi = w[r]
         if wi == 0.0:
             for k in range(K):
-                _put(terms, k, r, 0.0, 0.0, 0.0)
+                _put(terms[k], r, 0.0, 0.0, 0.0)
             continue
         grad_hess_row(code, params, margin, r, y[r], g, h)
         for k in range(K):
-            _put(terms, k, r, wi, g[r, k], h[r, k])
+            _put(terms[k], r, wi, g[r, k], h[r, k])
+
+
+@njit(cache=True, error_model="numpy")
+def _logistic_terms(s, pos_weight, neg_weight, n, y, w, e, t):
+    """``stage_terms`` of binary logistic loss (the arithmetic of
+    losses._scalar_grad_hess) into t (N_TERMS, GROUP). A loop of its own over 2-D ``t``:
+    it compiles to vector instructions, 0.4 ns a row against 2.5-4 ns inlined in
+    ``stage_terms`` (one thread, 512 rows, measured)."""
+    for r in range(n):
+        p = 1.0 / (1.0 + e[r])
+        yr = y[r]
+        c = pos_weight if yr == 1.0 else (neg_weight if yr == 0.0 else 1.0)
+        gi = c * s * (p - yr)
+        hi = c * s * s * p * (1.0 - p)
+        wi = w[r]
+        if wi == 0.0:
+            gi = 0.0
+            hi = 0.0
+        _put(t, r, wi, gi, hi)
 
 
 @njit(cache=True, parallel=True)
@@ -116,7 +127,7 @@ def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, stage_start
         h = np.empty((GROUP, K))
         # a row's four statistics for output k, fixed for the stage:
         # (w, -w g, w h, w g^2 / h); zero for rows of weight 0
-        terms = np.zeros((K, GROUP, N_TERMS))
+        terms = np.zeros((K, N_TERMS, GROUP))
         yg = np.empty(GROUP)
         wg = np.empty(GROUP)
         e = np.empty(GROUP)  # logistic: exp(-s margin), updated tree by tree
@@ -148,7 +159,7 @@ def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, stage_start
                             leaf = np.uint64(leaves[q])  # unsigned: no wraparound
                             r = q0 + q
                             for d in range(N_TERMS):
-                                local[leaf, d] += terms[col, r, d]
+                                local[leaf, d] += terms[col, d, r]
                             margin[r, col] += sc * value[leaf, 0]
                             if use_e:
                                 e[r] *= leaf_factor[leaf]
