@@ -61,11 +61,7 @@ def stage_terms(code, params, margin, n, y, w, g, h, terms, e):
         _logistic_terms(params[0], params[1], params[2], n, y, w, e, terms[0])
         return
     if K == 1 and code == SQUARED_ERROR:
-        t = terms[0]
-        for r in range(n):
-            wi = w[r]
-            gi = margin[r, 0] - y[r] if wi != 0.0 else 0.0
-            _put(t, r, wi, gi, 1.0 if wi != 0.0 else 0.0)
+        _squared_error_terms(n, margin, y, w, terms[0])
         return
     for r in range(n):
         wi = w[r]
@@ -76,6 +72,16 @@ def stage_terms(code, params, margin, n, y, w, g, h, terms, e):
         grad_hess_row(code, params, margin, r, y[r], g, h)
         for k in range(K):
             _put(terms[k], r, wi, g[r, k], h[r, k])
+
+
+@njit(cache=True, error_model="numpy")
+def _squared_error_terms(n, margin, y, w, t):
+    """``stage_terms`` of squared error (one output) into t (N_TERMS, GROUP), in a
+    loop of its own as ``_logistic_terms``."""
+    for r in range(n):
+        wi = w[r]
+        gi = margin[r, 0] - y[r] if wi != 0.0 else 0.0
+        _put(t, r, wi, gi, 1.0 if wi != 0.0 else 0.0)
 
 
 @njit(cache=True, error_model="numpy")
