@@ -122,14 +122,15 @@ class _Reader:
         return n
 
     def string_body(self):
-        """A string after its 'S' marker (or an object key): the usual uint8 ('U')
-        length with all bytes present is read inline, any other through :meth:`count`
-        and :meth:`take`, which report problems."""
+        """A string after its 'S' marker (or an object key): a length with an integer
+        marker (XGBoost writes int64 'L') and all bytes present is read inline, anything
+        else through :meth:`count` and :meth:`take`, which report problems."""
         data, pos = self.data, self.pos
-        if pos + 1 < len(data) and data[pos] == 85:  # 'U
-            start = pos + 2
-            end = start + data[pos + 1]
-            if end <= len(data):
+        count = _COUNTS.get(data[pos]) if pos < len(data) else None
+        if count is not None and pos + 1 + count[1] <= len(data):
+            start = pos + 1 + count[1]
+            end = start + count[0](data, pos + 1)[0]
+            if start <= end <= len(data):
                 self.pos = end
                 try:
                     return data[start:end].decode("utf-8")
@@ -208,10 +209,10 @@ class _Reader:
         position unchanged, for anything else or any problem, which :meth:`array` then
         reads or reports through :meth:`container_header`."""
         data, pos = self.data, self.pos
-        if data[pos:pos + 1] != b"$" or data[pos + 2:pos + 3] != b"#":
+        if pos + 3 >= len(data) or data[pos] != 36 or data[pos + 2] != 35:  # '$', '#'
             return None
-        dtypes = _ARRAY_DTYPES.get(data[pos + 1]) if pos + 1 < len(data) else None
-        count = _COUNTS.get(data[pos + 3]) if pos + 3 < len(data) else None
+        dtypes = _ARRAY_DTYPES.get(data[pos + 1])
+        count = _COUNTS.get(data[pos + 3])
         if dtypes is None or count is None or pos + 4 + count[1] > len(data):
             return None
         n = count[0](data, pos + 4)[0]
@@ -262,6 +263,14 @@ class _Reader:
                 return out
             key = self.string_body()
             if typ is None:
+                if self.data[self.pos:self.pos + 1] == b"[":  # most often a typed array
+                    self.pos += 1
+                    arr = self.typed_numbers()
+                    if arr is not None:
+                        out[key] = arr
+                        i += 1
+                        continue
+                    self.pos -= 1
                 self.skip_noop()
                 out[key] = self.value(self.marker(), depth)
             else:
