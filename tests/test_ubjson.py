@@ -99,6 +99,20 @@ def test_every_marker():
     np.testing.assert_array_equal(arrays["typed_f64"], [2.5])
 
 
+def test_string_lengths_with_every_integer_marker():
+    """XGBoost writes string lengths (keys too) as int64 'L'; every integer marker reads
+    the same string, as a value and as a key, before a typed array member and not."""
+    for marker, size in ((b"i", ">b"), (b"U", ">B"), (b"I", ">h"), (b"l", ">i"),
+                         (b"L", ">q")):
+        key = marker + struct.pack(size, 3) + b"k\xc3\xa9"
+        doc = (b"{" + key + b"S" + marker + struct.pack(size, 2) + b"hi"
+               + marker + struct.pack(size, 1) + b"a" + b"[$U#U\x02\x07\x08"
+               + marker + struct.pack(size, 1) + b"b" + b"[U\x09]}")
+        got = read_ubjson(doc)
+        assert list(got) == ["ké", "a", "b"] and got["ké"] == "hi" and got["b"] == [9]
+        np.testing.assert_array_equal(got["a"], np.array([7, 8], np.uint8))
+
+
 @pytest.mark.parametrize("data,match", [
     (b"", "truncated"),
     (b"i", "truncated"),
@@ -116,6 +130,11 @@ def test_every_marker():
     (b"[$Z#L" + struct.pack(">q", 2**40), "count"),
     (b"[#L" + struct.pack(">q", 2**40) + b"T", "count"),
     (b"SU\x02\xc3\x28", "UTF-8"),
+    (b"SL" + struct.pack(">q", -1), "negative"),         # string lengths of any integer
+    (b"SL" + struct.pack(">q", 5) + b"ab", "truncated"),  # marker (XGBoost: 'L')
+    (b"Si\xfeab", "negative"),
+    (b"SI\x00\x02\xc3\x28", "UTF-8"),
+    (b"{L" + struct.pack(">q", 2**40) + b"a", "truncated"),
     (b"A", "marker"),
     (b"C\x80", "ASCII"),
     (b"HU\x03abc", "not a number"),
