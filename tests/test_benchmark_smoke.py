@@ -14,8 +14,8 @@ pytest.importorskip("lightgbm")
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "run.py"
 
-MAIN_COLUMNS = ["model", "task", "rows", "trees", "predict (s)", "explain", "of which parse",
-                "predict_raw",
+MAIN_COLUMNS = ["model", "task", "rows", "trees", "predict (s)", "explain",
+                "explain, parsed model", "parse", "predict_raw",
                 "lib TreeSHAP*", "shap*", "perm. rows", "perm. predict (s)",
                 "perm. sklearn", "perm. treeimp", "perm. speed-up", "perm. max diff"]
 STARTUP_COLUMNS = ["fresh process", "import (s)", "empty cache: first call (s)",
@@ -52,6 +52,8 @@ def test_benchmark_small_run(tmp_path):
     assert {(r["model"], r["task"]) for r in results} == {
         (m, t) for m in ("xgboost", "lightgbm", "forest") for t in ("binary", "regression")}
     for r in results:
+        if r["model"] != "forest":  # (oob=True needs the forest object, not a parsed one)
+            assert r["explain_parsed_s"] > 0, r
         for key in ("library_predict_s", "explain_s", "parse_s", "predict_raw_s",
                     "permutation_predict_s", "sklearn_permutation_s",
                     "treeimp_permutation_s"):
@@ -96,7 +98,8 @@ def test_markdown_names_missing_shap():
     run = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(run)
     r = {"model": "forest", "task": "binary", "rows": 10, "trees": 2,
-         "library_predict_s": 0.1, "explain_s": 0.2, "parse_s": 0.05, "predict_raw_s": 0.1,
+         "library_predict_s": 0.1, "explain_s": 0.2, "explain_parsed_s": 0.15,
+         "parse_s": 0.05, "predict_raw_s": 0.1,
          "lib_treeshap_s_extrapolated": None, "lib_treeshap_note": "none in the library",
          "shap_s_extrapolated": None, "shap_note": "not installed",
          "permutation_rows": 5, "permutation_predict_s": 0.01,
@@ -104,9 +107,9 @@ def test_markdown_names_missing_shap():
          "permutation_max_abs_diff": 0.0}
     table = run.markdown([r], None, None, run.parse_args(["--small"]))
     row = [c.strip() for c in table.splitlines()[-3].strip("|").split("|")]
-    assert row[:10] == ["forest", "binary", "10", "2", "0.100", "2.00x", "0.50x", "1.00x",
-                        "none in the library", "not installed"]
-    assert row[12:15] == ["100.00x", "10.00x", "10.0x"]
+    assert row[:11] == ["forest", "binary", "10", "2", "0.100", "2.00x", "1.50x", "0.50x",
+                        "1.00x", "none in the library", "not installed"]
+    assert row[13:16] == ["100.00x", "10.00x", "10.0x"]
 
 
 def test_markdown_error_rows_fill_every_column():
