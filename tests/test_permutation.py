@@ -163,21 +163,73 @@ def _nan_data(kind, n=700, F=6, seed=0, frac=0.1):
 def test_kernel_xgb_binary_nan_float64():
     X, y = _nan_data("binary")
     model = xgb.XGBClassifier(n_estimators=30, max_depth=5).fit(X, y)
-    _assert_permuted_margins_bitwise(model, X)  # float64 rows: rounded to float32
+    # float64 rows: rounded to float32; float32 leaf values: exact sums, so the kernel
+    # adds the changes of the moved rows' terms to their margins (on 1 and 2 threads)
+    _, index = _assert_permuted_margins_bitwise(model, X)
+    assert index.add_deltas
+    _assert_permuted_margins_bitwise(model, X, n_repeats=2, n_jobs=1)
+    # the full sums over every tree give the same bits
+    _, full = _leaf_index(treeimp.parse(model), X)
+    full.add_deltas = False
+    _assert_index_margins(full, X, index)
+
+
+def _assert_index_margins(index, X, reference, n_repeats=2, seed=1):
+    """Two indexes of the same rows give bitwise equal permuted margins."""
+    Xw = _working_copy(RowSource(X, index.ens))
+    margin = index.margin()
+    assert np.array_equal(margin, reference.margin())
+    out, ref = np.empty_like(margin), np.empty_like(margin)
+    for j in range(Xw.shape[1]):
+        rng, original = np.random.RandomState(seed), Xw[:, j].copy()
+        index.begin(j)
+        reference.begin(j)
+        for _ in range(n_repeats):
+            Xw[:, j] = Xw[rng.permutation(len(Xw)), j]
+            assert (index.permuted_margin(Xw, margin, out)
+                    == reference.permuted_margin(Xw, margin, ref))
+            assert np.array_equal(out, ref), j
+        index.finish()
+        reference.finish()
+        Xw[:, j] = original
 
 
 def test_kernel_xgb_multiclass_float32():
     X, y = _data("multi", n=700)
     X = X.astype(np.float32)
     model = xgb.XGBClassifier(n_estimators=15, max_depth=4).fit(X, y)
-    ens, _ = _assert_permuted_margins_bitwise(model, X)
-    assert ens.n_outputs == 3
+    ens, index = _assert_permuted_margins_bitwise(model, X)
+    assert ens.n_outputs == 3 and index.add_deltas
+
+
+def test_exact_sums():
+    """The test for order-free float64 sums of the leaf terms: float32 values of a few
+    binary orders of magnitude pass; a term far below the others, full float64
+    mantissas, or a bound at the limit fail."""
+    from treeimp.kernels.permute import exact_sums
+
+    rng = np.random.default_rng(0)
+    terms = rng.normal(scale=0.1, size=(600, 1)).astype(np.float32).astype(np.float64)
+    leaf_off = np.arange(0, 601, 6)  # 100 trees of 6 leaves
+    base = np.array([0.25])
+    assert exact_sums(base, terms, leaf_off)
+    assert not exact_sums(base, rng.normal(size=(600, 1)), leaf_off)  # 53-bit mantissas
+    tiny = terms.copy()
+    tiny[7, 0] = 2.0**-60  # lowest bit 2^-60: sums up to ~10 need 64 bits
+    assert not exact_sums(base, tiny, leaf_off)
+    assert not exact_sums(np.array([2.0**-60]), terms, leaf_off)
+    # the bound, one tree with leaves 1 (q = 0) and 2^51 or 2^52: S = 2^51 passes,
+    # S = 2^52 (changes up to 2 S = 2^53) fails
+    one_tree = np.array([0, 2])
+    assert exact_sums(np.array([0.0]), np.array([[1.0], [2.0**51]]), one_tree)
+    assert not exact_sums(np.array([0.0]), np.array([[1.0], [2.0**52]]), one_tree)
 
 
 def test_kernel_lgb_multiclass_nan():
     X, y = _nan_data("multi")
     model = lgb.LGBMClassifier(n_estimators=10, num_leaves=15, verbose=-1).fit(X, y)
-    _assert_permuted_margins_bitwise(model, X, n_jobs=1)
+    _, index = _assert_permuted_margins_bitwise(model, X, n_jobs=1)
+    assert not index.add_deltas  # float64 leaf values: the full sums
 
 
 def test_kernel_random_forest_deep_nan():

@@ -8,9 +8,11 @@ column j can only move the rows under the topmost nodes that split on j; their n
 values are tested against the j-nodes of their leaf's path, and only the rows that
 leave it are walked on, from there (``treeimp/kernels/permute.py``). Only the rows that
 reach a different leaf get a new margin, summed over all trees in the order prediction
-uses (an averaged forest: then divided, as scikit-learn does). The permuted margins are
-bitwise those of a full re-prediction: rows reaching the same leaves get equal margins,
-so ties (which decide roc_auc) stay ties, and forest probabilities are scikit-learn's.
+uses (an averaged forest: then divided, as scikit-learn does), or, where no float64 sum
+of the leaf values can round (XGBoost), the baseline margin plus the changes of their
+terms. The permuted margins are bitwise those of a full re-prediction: rows reaching
+the same leaves get equal margins, so ties (which decide roc_auc) stay ties, and forest
+probabilities are scikit-learn's.
 Scores: ``scoring.bind_scorer`` (scikit-learn's metrics, target-only work done once).
 """
 
