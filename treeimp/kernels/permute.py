@@ -627,7 +627,7 @@ class LeafIndex:
         tops, top_tree = self._tops(j)
         threads = get_num_threads()
         if self.add_deltas and self.deltas.shape[0] < threads:
-            self.deltas = np.zeros((threads, X.shape[0], ens.n_outputs))
+            self.deltas = np.zeros((threads, self.L.shape[0], ens.n_outputs))
         return permuted_margin(
             X, j, tops, top_tree, 16 * threads, margin, out, self.changed, self.deltas,
             self.add_deltas, self.L, self.order, self.lstart, self.lend, self.leaf_off,
