@@ -562,3 +562,20 @@ def test_objective_errors():
     # forests' probabilities pass through
     assert link(Objective("class_probability", {}, link="proba"), np.eye(2)).tolist() == \
         [[1, 0], [0, 1]]
+
+
+def test_sigmoid_link_equals_the_two_branch_formula_bitwise():
+    """The sigmoid link, computed without masks, is bit for bit 1 / (1 + e^-z) for
+    z >= 0 and e^z / (1 + e^z) below, each branch evaluated on its own rows, including
+    -0.0, huge margins (0 and 1 exactly), subnormal and infinite ones."""
+    rng = np.random.default_rng(3)
+    z = np.concatenate([rng.normal(scale=4.0, size=20_000),
+                        [0.0, -0.0, 1e-310, -1e-310, 36.0, -36.0, 745.0, -745.0, 800.0,
+                         -800.0, np.inf, -np.inf]])
+    expected = np.empty_like(z)
+    pos = z >= 0
+    expected[pos] = 1.0 / (1.0 + np.exp(-z[pos]))
+    expected[~pos] = np.exp(z[~pos]) / (1.0 + np.exp(z[~pos]))
+    got = link(obj_("logistic", sigmoid=1.0), z)
+    assert got.tobytes() == expected.tobytes()
+    assert got[-2] == 1.0 and got[-1] == 0.0

@@ -396,3 +396,22 @@ def test_bound_scorer_falls_back_to_sklearn():
         assert score(bad) == make_scorer(ens, "neg_log_loss")(bad, labels, None)
     with pytest.raises(ValueError, match="greater than 1"):
         score(m * 1.5)
+
+
+
+def test_bound_scorer_one_output_falls_back_on_bad_margins():
+    """A binary model with one output (XGBoost) takes the log-loss shortcut on its single
+    probability column; a margin giving NaN probabilities goes to scikit-learn, which
+    raises its own error."""
+    from treeimp.scoring import bind_scorer
+
+    X, y = _data("binary")
+    ens = treeimp.parse(xgb.XGBClassifier(n_estimators=5, max_depth=3).fit(X, y))
+    m = ens.predict_raw(X)
+    assert m.ndim == 1 or m.shape[1] == 1
+    score, base = bind_scorer(ens, "neg_log_loss", y, None, m)
+    assert score.prepared
+    bad = m.copy()
+    bad[3] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        score(bad)

@@ -488,12 +488,11 @@ def check_target(objective, y, classes=None):
 
 # --------------------------------------------------------------------------- link, loss
 def _sigmoid(z):
-    out = np.empty_like(z)
-    pos = z >= 0
-    out[pos] = 1.0 / (1.0 + np.exp(-z[pos]))
-    e = np.exp(z[~pos])
-    out[~pos] = e / (1.0 + e)
-    return out
+    """1 / (1 + e^-z) for z >= 0 and e^z / (1 + e^z) below: never exp of a positive
+    number. Both branches use e = exp(-|z|), computed once for all rows (no masks)."""
+    e = np.exp(-np.abs(z))
+    d = 1.0 + e
+    return np.where(z >= 0, 1.0 / d, e / d)
 
 
 def _softplus(z):

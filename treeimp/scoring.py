@@ -134,8 +134,22 @@ def _prepared_log_loss(ens, y, w):
     rows = np.arange(len(y))
     true_class = np.argmax(onehot, axis=1)
     n_classes = onehot.shape[1]
+    positive = true_class == 1
 
     def score(margin):
+        from .losses import link
+
+        p1 = np.asarray(link(ens.objective, margin), dtype=np.float64)
+        if n_classes == 2 and (p1.ndim == 1 or p1.shape[1] == 1):
+            # one output: predict_proba's columns are 1 - p1 and p1, so the true class's
+            # column is picked without building them. If p1 is finite and in [0, 1], so
+            # is 1 - p1, and their sum is within 2 eps of 1: scikit-learn's checks pass.
+            p1 = p1.reshape(-1)
+            if not np.isfinite(p1).all() or p1.max() > 1 or p1.min() < 0:
+                return None
+            p_true = np.where(positive, p1, 1.0 - p1)
+            eps = np.finfo(p_true.dtype).eps
+            return float(np.average(xlogy(1.0, np.clip(p_true, eps, 1 - eps)), weights=w))
         p = class_probabilities(ens, margin)
         eps = np.finfo(p.dtype).eps
         if p.shape[1] != n_classes or not np.all(np.isfinite(p)) or p.max() > 1 \
