@@ -703,3 +703,23 @@ def test_comparison_rejects_a_wrong_statistic():
     moved.path_nodes = [nodes0] + ref.path_nodes[1:]
     with pytest.raises(AssertionError):
         assert_stats_equal(good, reference_forest_stats(ens, moved, Z, w, block, N_BLOCKS))
+
+
+def test_numba_threads_dynamic_schedule_is_scoped():
+    """``numba_threads(dynamic=True)`` hands prange iterations out one at a time inside
+    the block only, and restores the caller's thread count and chunk size after it,
+    also when the block raises."""
+    import numba
+
+    from treeimp.kernels.threads import numba_threads
+
+    before = (numba.get_num_threads(), numba.get_parallel_chunksize())
+    with numba_threads(1, dynamic=True):
+        assert numba.get_parallel_chunksize() == 1
+        assert numba.get_num_threads() == 1
+    assert (numba.get_num_threads(), numba.get_parallel_chunksize()) == before
+    with pytest.raises(RuntimeError), numba_threads(1, dynamic=True):
+        raise RuntimeError("inside")
+    assert (numba.get_num_threads(), numba.get_parallel_chunksize()) == before
+    with numba_threads(1):
+        assert numba.get_parallel_chunksize() == before[1]

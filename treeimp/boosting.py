@@ -43,7 +43,9 @@ def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
     margin = np.empty((rows.n_rows if keep_margin else 0, ens.n_outputs))
     starts = stage_starts(ens)
     leaf_factor = _logistic_leaf_factor(ens, code, params)
-    with numba_threads(n_jobs):
+    # dynamic: the statistic blocks are few, long and equal; a thread slowed by another
+    # process leaves its remaining blocks to the other (see numba_threads)
+    with numba_threads(n_jobs, dynamic=True):
         for start, chunk in rows.chunks(CHUNK_ROWS, split=True):
             stop = start + chunk.shape[0]
             strict, round32 = routing_flags(ens, chunk)
