@@ -415,3 +415,44 @@ def test_bound_scorer_one_output_falls_back_on_bad_margins():
     bad[3] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         score(bad)
+
+
+def test_kernel_tasks_split_the_rows_evenly():
+    """``begin(j)`` splits the topmost j-nodes into 16 tasks per thread of consecutive
+    nodes that together hold every one once, with about equal numbers of rows below
+    them (the static share of each thread is then about equal work): no task exceeds
+    an equal share by more than the largest single node's rows."""
+    X, y = _data("binary", n=3000)
+    ens = treeimp.parse(xgb.XGBClassifier(n_estimators=40, max_depth=5).fit(X, y))
+    Xw, index = _leaf_index(ens, X)
+    for threads in (1, 2):
+        for j in range(ens.n_features):
+            with numba_threads(threads):
+                index.begin(j)
+            tops, top_tree = index._tops(j)
+            bounds = index.task_start
+            assert bounds[0] == 0 and bounds[-1] == len(tops)
+            assert np.all(np.diff(bounds) >= 0)
+            assert len(bounds) - 1 == min(len(tops), 16 * threads)
+            # rows below each topmost node, counted from the rows' leaves
+            below = np.array([np.isin(ens.apply(Xw)[:, t],
+                                      _subtree_leaves(ens, t, top)).sum()
+                              for top, t in zip(tops, top_tree)])
+            per_task = np.add.reduceat(np.append(below + 1, 0), bounds)[:-1]
+            per_task[np.diff(bounds) == 0] = 0
+            share = (below + 1).sum() / (len(bounds) - 1)
+            assert per_task.max() <= share + below.max() + 1, j
+        index.finish()
+
+
+def _subtree_leaves(ens, t, top):
+    """Local leaf ids of tree t below node ``top`` (a global node index, as the
+    children in the flat arrays)."""
+    stack, leaves = [top], []
+    while stack:
+        v = stack.pop()
+        if ens.left[v] < 0:
+            leaves.append(v - ens.tree_offsets[t])
+        else:
+            stack += [ens.left[v], ens.right[v]]
+    return leaves

@@ -323,15 +323,16 @@ def _resolve(xj, rows, cur, where, old, m0, m, chain, on_path, c, rank, back, ba
 
 
 @njit(cache=True, parallel=True)
-def permuted_margin(X, j, tops, top_tree, n_tasks, margin, out, changed, deltas, add_deltas,
+def permuted_margin(X, j, tops, top_tree, task_start, margin, out, changed, deltas, add_deltas,
                     L, order, lstart, lend, leaf_off, leaf_node, first_leaf, n_leaves,
                     pre_pos, height, low, jabove, same_up, base, tree_output, terms, terms1,
                     divisor, nodes, depth, min_depth, cat_offset, cat_count, cat_codes,
                     cat_left, strict, round32):
     """out := the margin of X, whose column j differs from the rows' original values,
     given ``margin``, the margin of the original rows. ``tops`` are the topmost j-nodes
-    (with their trees ``top_tree``), split into ``n_tasks`` parallel tasks of
-    consecutive ones; ``jabove`` as ``mark_paths`` leaves it for j.
+    (with their trees ``top_tree``); parallel task k takes
+    tops[task_start[k]:task_start[k + 1]] (``LeafIndex._tasks``); ``jabove`` as
+    ``mark_paths`` leaves it for j.
     order, lstart, lend describe the original leaves. L is left holding the leaves of X
     and the entries of ``order`` of the rows whose leaf changed are marked (-1 - row);
     the next call for the same j, or ``restore_leaves``, undoes both. ``changed`` (zeros,
@@ -348,7 +349,7 @@ def permuted_margin(X, j, tops, top_tree, n_tasks, margin, out, changed, deltas,
     # 1. the rows under each topmost j-node, leaf by leaf. Topmost nodes of one tree
     #    have disjoint row ranges, so the tasks write disjoint entries of L and order;
     #    ``changed`` may be set to 1 by several tasks at once (all store the same byte).
-    n_tasks = max(1, min(tops.shape[0], n_tasks))
+    n_tasks = task_start.shape[0] - 1
     deepest = depth.max()
     for task in prange(n_tasks):
         # scratch allocated once per task
@@ -360,8 +361,7 @@ def permuted_margin(X, j, tops, top_tree, n_tasks, margin, out, changed, deltas,
         old = np.empty(EXITS, np.int64)  # the original leaf rank of an exit
         back = np.empty(EXITS, np.int64)  # rows back on their leaf: where, leaf rank
         back_rank = np.empty(EXITS, np.int64)
-        for k in range(task * tops.shape[0] // n_tasks,
-                       (task + 1) * tops.shape[0] // n_tasks):
+        for k in range(task_start[task], task_start[task + 1]):
             top = tops[k]
             t = top_tree[k]
             m = 0
@@ -616,6 +616,19 @@ class LeafIndex:
         mark_paths(j, tops, self.preorder, self.pre_pos, self.size, self.parent,
                    self.ens.feature, self.jabove)
         self.feature = j
+        self.task_start = self._tasks(j)
+
+    def _tasks(self, j):
+        """Bounds of 16 tasks per thread over the topmost j-nodes, of about equal rows
+        under them: numba gives each thread an equal run of consecutive tasks."""
+        tops, top_tree = self._tops(j)
+        g0 = self.leaf_off[top_tree] + self.first_leaf[tops]
+        rows = self.lend[g0 + self.n_leaves[tops] - 1] - self.lstart[g0]
+        cum = np.concatenate([[0], np.cumsum(rows + 1)])  # + 1: a top costs something
+        n_tasks = max(1, min(tops.size, 16 * get_num_threads()))
+        bounds = np.searchsorted(cum, np.linspace(0, cum[-1], n_tasks + 1), side="left")
+        bounds[0], bounds[-1] = 0, tops.size
+        return np.maximum.accumulate(bounds).astype(np.int64)
 
     def permuted_margin(self, X, margin, out):
         """out := margin of X, where X differs from the indexed rows in column j only
@@ -629,7 +642,7 @@ class LeafIndex:
         if self.add_deltas and self.deltas.shape[0] < threads:
             self.deltas = np.zeros((threads, self.L.shape[0], ens.n_outputs))
         return permuted_margin(
-            X, j, tops, top_tree, 16 * threads, margin, out, self.changed, self.deltas,
+            X, j, tops, top_tree, self.task_start, margin, out, self.changed, self.deltas,
             self.add_deltas, self.L, self.order, self.lstart, self.lend, self.leaf_off,
             self.leaf_node, self.first_leaf, self.n_leaves, self.pre_pos, self.height, self.low,
             self.jabove, self.same_up, ens.base_score, ens.tree_output, self.terms,
