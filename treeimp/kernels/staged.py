@@ -161,14 +161,18 @@ def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, stage_start
                         walk_batch(X, rows[q0:], m, tree_offsets[t], depth[t],
                                    min_depth[t], nodes, cat_offset, cat_count, cat_codes,
                                    cat_left, strict, round32, leaves)
+                        # the margin updates, then the statistics, in loops of their
+                        # own (3-5% faster than one loop: benchmark models, one process)
                         for q in range(m):
                             leaf = np.uint64(leaves[q])  # unsigned: no wraparound
-                            r = q0 + q
+                            margin[q0 + q, col] += sc * value[leaf, 0]
+                        if use_e:
+                            for q in range(m):
+                                e[q0 + q] *= leaf_factor[np.uint64(leaves[q])]
+                        for q in range(m):
+                            leaf = np.uint64(leaves[q])
                             for d in range(N_TERMS):
-                                local[leaf, d] += terms[col, d, r]
-                            margin[r, col] += sc * value[leaf, 0]
-                            if use_e:
-                                e[r] *= leaf_factor[leaf]
+                                local[leaf, d] += terms[col, d, q0 + q]
             if keep_margin:
                 for r in range(ng):
                     i = rows[r]
