@@ -55,9 +55,13 @@ def stage_terms(code, params, margin, n, y, w, g, h, terms, e):
     recomputed."""
     K = margin.shape[1]
     if K == 1 and code == LOGISTIC:
-        for r in range(n):
-            if not _E_MIN <= e[r] <= _E_MAX:  # over- or underflow ahead: start afresh
-                e[r] = math.exp(-params[0] * margin[r, 0])
+        inside = True
+        for r in range(n):  # a branch-free test first: it vectorises
+            inside &= (e[r] >= _E_MIN) & (e[r] <= _E_MAX)
+        if not inside:
+            for r in range(n):
+                if not _E_MIN <= e[r] <= _E_MAX:  # over- or underflow ahead: start afresh
+                    e[r] = math.exp(-params[0] * margin[r, 0])
         _logistic_terms(params[0], params[1], params[2], n, y, w, e, terms[0])
         return
     if K == 1 and code == SQUARED_ERROR:
