@@ -111,6 +111,11 @@ def test_string_lengths_with_every_integer_marker():
         got = read_ubjson(doc)
         assert list(got) == ["ké", "a", "b"] and got["ké"] == "hi" and got["b"] == [9]
         np.testing.assert_array_equal(got["a"], np.array([7, 8], np.uint8))
+        # counted objects and no-ops between members (not inside one) read the same
+        counted = b"{#U\x03" + doc[1:-1]
+        assert list(read_ubjson(counted)) == ["ké", "a", "b"]
+        spaced = doc[:1] + b"N" + doc[1:-1] + b"NN}"
+        np.testing.assert_array_equal(read_ubjson(spaced)["a"], np.array([7, 8], np.uint8))
 
 
 @pytest.mark.parametrize("data,match", [
@@ -135,6 +140,13 @@ def test_string_lengths_with_every_integer_marker():
     (b"Si\xfeab", "negative"),
     (b"SI\x00\x02\xc3\x28", "UTF-8"),
     (b"{L" + struct.pack(">q", 2**40) + b"a", "truncated"),
+    # members read inline (integer-length key, typed array) fall back and report
+    (b"{U\x02\xc3\x28[$U#U\x01\x07}", "UTF-8"),             # bad key before a typed array
+    (b"{U\x01a[$U#U\x05\x07}", "count 5 needs"),              # array count beyond the end
+    (b"{U\x01a[$d#L" + struct.pack(">q", -1) + b"}", "negative"),
+    (b"{U\x01a[$U#U\x01\x07", "truncated"),                   # no '}' after the members
+    (b"{U\x01a[$U#U\x01\x07X}", "integer"),                   # a key must follow
+    (b"{#U\x01U\x01a[$U#U\x01\x07U\x01b[$U#U\x01\x08}", "unexpected bytes"),  # count 1
     (b"A", "marker"),
     (b"C\x80", "ASCII"),
     (b"HU\x03abc", "not a number"),

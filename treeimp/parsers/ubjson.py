@@ -205,23 +205,14 @@ class _Reader:
 
     def typed_numbers(self):
         """A strongly typed numeric array ``$<type>#<count><values>`` at the current
-        position (after '['), read in one go: most of an XGBoost document. None, the
-        position unchanged, for anything else or any problem, which :meth:`array` then
-        reads or reports through :meth:`container_header`."""
-        data, pos = self.data, self.pos
-        if pos + 3 >= len(data) or data[pos] != 36 or data[pos + 2] != 35:  # '$', '#'
+        position (after '['), read in one go (``_typed_array``): most of an XGBoost
+        document. None, the position unchanged, for anything else or any problem, which
+        :meth:`array` then reads or reports through :meth:`container_header`."""
+        got = _typed_array(self.data, self.pos)
+        if got is None:
             return None
-        dtypes = _ARRAY_DTYPES.get(data[pos + 1])
-        count = _COUNTS.get(data[pos + 3])
-        if dtypes is None or count is None or pos + 4 + count[1] > len(data):
-            return None
-        n = count[0](data, pos + 4)[0]
-        start = pos + 4 + count[1]
-        big, native = dtypes
-        if n < 0 or start + n * big.itemsize > len(data):
-            return None
-        self.pos = start + n * big.itemsize
-        return np.frombuffer(data, dtype=big, count=n, offset=start).astype(native)
+        arr, self.pos = got
+        return arr
 
     def array(self, depth):
         arr = self.typed_numbers()
@@ -251,28 +242,66 @@ class _Reader:
 
     def object(self, depth):
         typ, n = self.container_header()
+        data = self.data
+        size = len(data)
         out = {}
         i = 0
         while True:
+            pos = self.pos
             if n is None:
+                if pos < size and data[pos] == 125:  # '}'
+                    self.pos = pos + 1
+                    return out
+            elif i == n:
+                return out
+            if typ is None:
+                # inline, as most members of XGBoost's trees are: a key with an integer
+                # length marker and a typed numeric array; anything else, or any
+                # problem, is read (and reported) piece by piece below
+                count = _COUNTS.get(data[pos]) if pos < size else None
+                if count is not None and pos + 1 + count[1] <= size:
+                    start = pos + 1 + count[1]
+                    end = start + count[0](data, pos + 1)[0]
+                    if start <= end < size and data[end] == 91:  # '['
+                        got = _typed_array(data, end + 1)
+                        if got is not None:
+                            try:
+                                key = data[start:end].decode("utf-8")
+                            except UnicodeDecodeError:
+                                got = None
+                        if got is not None:
+                            out[key], self.pos = got
+                            i += 1
+                            continue
+            if n is None:  # no-ops may stand before a key or the end
                 self.skip_noop()
                 if self.data[self.pos:self.pos + 1] == b"}":
                     self.pos += 1
                     return out
-            elif i == n:
-                return out
             key = self.string_body()
             if typ is None:
-                if self.data[self.pos:self.pos + 1] == b"[":  # most often a typed array
-                    self.pos += 1
-                    arr = self.typed_numbers()
-                    if arr is not None:
-                        out[key] = arr
-                        i += 1
-                        continue
-                    self.pos -= 1
                 self.skip_noop()
                 out[key] = self.value(self.marker(), depth)
             else:
                 out[key] = self.value(typ, depth)
             i += 1
+
+
+def _typed_array(data, pos):
+    """(1-D native-order numpy array, end position) of the strongly typed numeric array
+    ``$<type>#<count><values>`` at ``pos`` of ``data`` (just after its '['), or None for
+    anything else or any problem (including a count larger than the bytes left)."""
+    size = len(data)
+    if pos + 3 >= size or data[pos] != 36 or data[pos + 2] != 35:  # '$', '#'
+        return None
+    dtypes = _ARRAY_DTYPES.get(data[pos + 1])
+    count = _COUNTS.get(data[pos + 3])
+    if dtypes is None or count is None or pos + 4 + count[1] > size:
+        return None
+    n = count[0](data, pos + 4)[0]
+    start = pos + 4 + count[1]
+    big, native = dtypes
+    end = start + n * big.itemsize
+    if n < 0 or end > size:
+        return None
+    return np.frombuffer(data, dtype=big, count=n, offset=start).astype(native), end
