@@ -60,6 +60,7 @@ def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
                               *ens.routing_arrays(), strict, round32)
             if bar is not None:
                 bar.update(chunk.shape[0])
+    with numba_threads(n_jobs):  # many short iterations: equal shares up front
         stats = fill_internal_stats(ens, stats, leave_one_out)
     return stats, (margin if keep_margin else None)
 
