@@ -30,7 +30,11 @@ def class_probabilities(ens, margin):
     """(n, n_classes) probabilities from a raw margin, as predict_proba returns them."""
     from .losses import link
 
-    pred = np.asarray(link(ens.objective, margin), dtype=np.float64)
+    return _class_columns(np.asarray(link(ens.objective, margin), dtype=np.float64))
+
+
+def _class_columns(pred):
+    """predict_proba's columns from the link's output (one column: 1 - p and p)."""
     if pred.ndim == 1:
         pred = pred[:, None]
     if pred.shape[1] == 1:
@@ -150,7 +154,7 @@ def _prepared_log_loss(ens, y, w):
             p_true = np.where(positive, p1, 1.0 - p1)
             eps = np.finfo(p_true.dtype).eps
             return float(np.average(xlogy(1.0, np.clip(p_true, eps, 1 - eps)), weights=w))
-        p = class_probabilities(ens, margin)
+        p = _class_columns(p1)  # class_probabilities(ens, margin), the link applied once
         eps = np.finfo(p.dtype).eps
         if p.shape[1] != n_classes or not np.all(np.isfinite(p)) or p.max() > 1 \
                 or p.min() < 0 or np.abs(p.sum(axis=1) - 1.0).max() > np.sqrt(eps):
