@@ -723,3 +723,30 @@ def test_numba_threads_dynamic_schedule_is_scoped():
     assert (numba.get_num_threads(), numba.get_parallel_chunksize()) == before
     with numba_threads(1):
         assert numba.get_parallel_chunksize() == before[1]
+
+
+def test_staged_pass_wide_rows_walk_in_place():
+    """Rows up to COPY_ROW_BYTES are copied group by group before the walks, wider rows
+    are walked where they are: both give the reference statistics and margins, and
+    the two paths give the same bits (XGBoost routes in float32, so float64 rows of
+    600 features, walked in place, and their float32 copy, copied, meet the same
+    leaves)."""
+    from treeimp.kernels.staged import COPY_ROW_BYTES
+
+    xgb = pytest.importorskip("xgboost")
+    rng = np.random.default_rng(8)
+    n, F = 400, 600
+    X = rng.normal(size=(n, F))
+    y = (X[:, 0] + X[:, 599] + rng.logistic(size=n) > 0).astype(int)
+    ens = treeimp.parse(xgb.XGBClassifier(n_estimators=6, max_depth=3).fit(X, y))
+    assert F * 8 > COPY_ROW_BYTES >= F * 4
+    w, block = _weights_blocks(rng, n)
+    wide, m_wide = staged_pass(ens, RowSource(X, ens), y, w, block, N_BLOCKS, n_jobs=2)
+    X32 = X.astype(np.float32)
+    copied, m_copied = staged_pass(ens, RowSource(X32, ens), y, w, block, N_BLOCKS,
+                                   n_jobs=2)
+    want, want_margin = reference_staged(ens, Reference(ens, X), y.astype(float), w, block,
+                                         N_BLOCKS)
+    assert_stats_equal(wide, want, "wide")
+    np.testing.assert_allclose(m_wide, want_margin, rtol=1e-12, atol=1e-12)
+    assert np.array_equal(wide, copied) and np.array_equal(m_wide, m_copied)
