@@ -398,7 +398,6 @@ def test_bound_scorer_falls_back_to_sklearn():
         score(m * 1.5)
 
 
-
 def test_bound_scorer_one_output_falls_back_on_bad_margins():
     """A binary model with one output (XGBoost) takes the log-loss shortcut on its single
     probability column; a margin giving NaN probabilities goes to scikit-learn, which
@@ -425,6 +424,7 @@ def test_kernel_tasks_split_the_rows_evenly():
     X, y = _data("binary", n=3000)
     ens = treeimp.parse(xgb.XGBClassifier(n_estimators=40, max_depth=5).fit(X, y))
     Xw, index = _leaf_index(ens, X)
+    leaves = ens.apply(Xw)
     for threads in (1, 2):
         for j in range(ens.n_features):
             with numba_threads(threads):
@@ -435,7 +435,7 @@ def test_kernel_tasks_split_the_rows_evenly():
             assert np.all(np.diff(bounds) >= 0)
             assert len(bounds) - 1 == min(len(tops), 16 * threads)
             # rows below each topmost node, counted from the rows' leaves
-            below = np.array([np.isin(ens.apply(Xw)[:, t],
+            below = np.array([np.isin(leaves[:, t],
                                       _subtree_leaves(ens, t, top)).sum()
                               for top, t in zip(tops, top_tree)])
             per_task = np.add.reduceat(np.append(below + 1, 0), bounds)[:-1]

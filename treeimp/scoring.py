@@ -131,6 +131,8 @@ def _prepared_log_loss(ens, y, w):
     from scipy.special import xlogy
     from sklearn.preprocessing import LabelBinarizer
 
+    from .losses import link
+
     onehot = LabelBinarizer().fit(model_classes(ens)).transform(y)
     if onehot.shape[1] == 1:
         onehot = np.concatenate([1 - onehot, onehot], axis=1)
@@ -141,8 +143,6 @@ def _prepared_log_loss(ens, y, w):
     positive = true_class == 1
 
     def score(margin):
-        from .losses import link
-
         p1 = np.asarray(link(ens.objective, margin), dtype=np.float64)
         if n_classes == 2 and (p1.ndim == 1 or p1.shape[1] == 1):
             # one output: predict_proba's columns are 1 - p1 and p1, so the true class's

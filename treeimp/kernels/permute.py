@@ -624,11 +624,12 @@ class LeafIndex:
         tops, top_tree = self._tops(j)
         g0 = self.leaf_off[top_tree] + self.first_leaf[tops]
         rows = self.lend[g0 + self.n_leaves[tops] - 1] - self.lstart[g0]
-        cum = np.concatenate([[0], np.cumsum(rows + 1)])  # + 1: a top costs something
+        # + 1: a top costs something; cum then strictly increases, so the bounds rise
+        # from 0 (cum[0] = 0) to tops.size (the last target is cum[-1] itself)
+        cum = np.concatenate([[0], np.cumsum(rows + 1)])
         n_tasks = max(1, min(tops.size, 16 * get_num_threads()))
         bounds = np.searchsorted(cum, np.linspace(0, cum[-1], n_tasks + 1), side="left")
-        bounds[0], bounds[-1] = 0, tops.size
-        return np.maximum.accumulate(bounds).astype(np.int64)
+        return bounds.astype(np.int64)
 
     def permuted_margin(self, X, margin, out):
         """out := margin of X, where X differs from the indexed rows in column j only
