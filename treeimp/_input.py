@@ -1,22 +1,36 @@
-"""Turn user input (numpy arrays, pandas DataFrames) into float chunks the kernels read.
+"""Turn user input (numpy arrays, scipy.sparse matrices, DataFrames) into float chunks
+the kernels read.
 
 Validation happens once here: column count, feature names, column dtypes. Float32 and
 float64 numpy arrays (C or F order, any strides) are passed to the kernels as they are;
 anything else is converted one chunk of rows at a time, so memory never holds a second
-copy of X.
+copy of X: a scipy.sparse matrix or array (CSR, CSC, COO, ...; read as CSR) is made
+dense chunk by chunk, a DataFrame (pandas, polars, pyarrow and whatever else narwhals
+reads) column by column.
 
 What a value means is the model's business, recorded by its parser in the normal form
 (``TreeEnsemble.from_trees``):
 
-* a pandas 'category' column is read as category CODES where ``ens.category_as_code``
+* an entry ABSENT from a sparse matrix is ``ens.sparse_absent`` (NaN for XGBoost, which
+  reads it as missing; 0.0 for LightGBM and scikit-learn); stored entries, explicit
+  zeros included, are their values;
+* a value x with float32(x) == float32(``ens.missing_value``) (XGBoost's ``missing``
+  sentinel, compared as XGBoost compares it) is routed as NaN;
+* a categorical column (pandas 'category', polars Categorical / Enum, an arrow
+  dictionary) is read as category CODES where ``ens.category_as_code``
   (one bool, or one per feature) says so
   (XGBoost, LightGBM and HistGradientBoosting categorical features: labels mapped to
-  their positions in ``ens.feature_categories[j]`` when the model stores them), and as
-  its label VALUES otherwise, as ``np.asarray`` of the column gives them to scikit-learn
+  their positions in ``ens.feature_categories[j]`` when the model stores them, else
+  to their positions among the column's own categories), and as its label VALUES
+  otherwise, as ``np.asarray`` of the column gives them to scikit-learn
   (labels that are not numbers are then an error, as in scikit-learn);
 * numeric input on a feature with a value table (``ens.category_values[j]``) is replaced
   by the value's position in the table, NaN (missing) when it is not listed; an empty
   table means the feature's categories are text and numeric input is rejected.
+
+DataFrame columns are matched to the model's feature names by name, whatever the
+library: the same names in another order, or other names, are an error (never read by
+position).
 """
 
 from __future__ import annotations
@@ -24,6 +38,8 @@ from __future__ import annotations
 import numpy as np
 
 CHUNK_ROWS = 65536
+# a sparse chunk made dense holds at most this many values (64 MB of float64)
+SPARSE_CHUNK_VALUES = 1 << 23
 
 
 class RowSource:
@@ -33,9 +49,15 @@ class RowSource:
         self.n_features = ens.n_features
         self._frame = None
         self._array = None
+        self._sparse = None
         self._tables = _value_tables(ens)
-        if _is_dataframe(X):
-            self._init_frame(X, ens, what)
+        self._missing = _sentinel(ens)
+        self._absent = float(getattr(ens, "sparse_absent", 0.0))
+        frame = _as_dataframe(X)
+        if frame is not None:
+            self._init_frame(frame, ens, what)
+        elif _is_sparse(X):
+            self._init_sparse(X, ens, what)
         else:
             self._init_array(X, ens, what)
         if self.n_rows == 0:
@@ -43,9 +65,6 @@ class RowSource:
 
     # -------------------------------------------------------------- numpy
     def _init_array(self, X, ens, what):
-        if hasattr(X, "toarray") or type(X).__module__.startswith("scipy.sparse"):
-            raise TypeError(f"{what} is a sparse matrix; pass a dense numpy array or a "
-                            "pandas DataFrame")
         try:
             arr = np.asarray(X)
         except Exception as exc:  # e.g. ragged lists
@@ -62,13 +81,43 @@ class RowSource:
         self.n_rows = arr.shape[0]
         self.feature_names = None
 
-    # -------------------------------------------------------------- pandas
-    def _init_frame(self, df, ens, what):
-        import pandas as pd
+    # -------------------------------------------------------------- scipy.sparse
+    def _init_sparse(self, X, ens, what):
+        if len(X.shape) != 2:
+            raise ValueError(f"{what} must be 2-D (rows x features), got shape {X.shape}")
+        if X.dtype.kind not in "fiub":
+            raise TypeError(f"{what} is a sparse matrix of dtype {X.dtype}; only numeric "
+                            "data can be routed")
+        _check_width(X.shape[1], self.n_features, what)
+        for j in self._tables:
+            _check_numeric_allowed(self._tables[j], j, f"{what} column {j}", ens)
+        csr = X.tocsr()  # a CSR input is used as it is, other formats are converted once
+        if not csr.has_canonical_format:  # duplicated entries add up, as in toarray()
+            csr = csr.copy()
+            csr.sum_duplicates()
+        self._sparse = csr
+        self.n_rows = csr.shape[0]
+        self.feature_names = None
 
-        _check_width(df.shape[1], self.n_features, what)
-        cols = [str(c) for c in df.columns]
-        if ens.feature_names is not None and _named(df.columns):
+    def _sparse_chunk(self, start, stop):
+        sub = self._sparse[start:stop]
+        out = np.full((stop - start, self.n_features), self._absent)
+        rows = np.repeat(np.arange(stop - start), np.diff(sub.indptr))
+        out[rows, sub.indices] = sub.data
+        for j, table in self._tables.items():
+            out[:, j] = _table_codes(out[:, j], table)
+        return out
+
+    # -------------------------------------------------------------- DataFrames
+    def _init_frame(self, df, ens, what):
+        import narwhals.stable.v1 as nw
+
+        self._pandas = nw.get_native_namespace(df).__name__ == "pandas"
+        native = nw.to_native(df)
+        raw_cols = list(native.columns) if self._pandas else list(df.columns)
+        _check_width(len(raw_cols), self.n_features, what)
+        cols = [str(c) for c in raw_cols]
+        if ens.feature_names is not None and _named(raw_cols):
             expected = list(ens.feature_names)
             if cols != expected:
                 missing = [c for c in expected if c not in cols]
@@ -82,36 +131,43 @@ class RowSource:
         self._converters = []
         levels = ens.feature_categories or [None] * self.n_features
         as_code = ens.category_as_code  # one bool, or one per feature
-        for j in range(df.shape[1]):
-            col = df.iloc[:, j]
-            dtype = col.dtype
-            if isinstance(dtype, pd.CategoricalDtype):
+        for j in range(len(raw_cols)):
+            col = native.iloc[:, j] if self._pandas else df.get_column(raw_cols[j])
+            dtype = col.dtype if self._pandas else None
+            ndtype = df.schema[raw_cols[j]] if not self._pandas else None
+            where = f"{what} column {cols[j]!r}"
+            if _is_categorical(dtype, ndtype):
+                cats, codes = _categories_and_codes(col, self._pandas)
                 if as_code if np.ndim(as_code) == 0 else as_code[j]:
-                    lookup = _category_lookup(col, levels[j])
+                    lookup = _category_lookup(cats, levels[j])
                 else:
-                    lookup = _label_values(col, f"{what} column {cols[j]!r}", ens)
+                    lookup = _label_values(cats, codes, where, ens)
                 self._converters.append(("cat", lookup))
-            elif pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype):
+            elif _is_numeric(dtype, ndtype):
                 if j in self._tables:
-                    _check_numeric_allowed(self._tables[j], j, f"{what} column {cols[j]!r}",
-                                           ens)
+                    _check_numeric_allowed(self._tables[j], j, where, ens)
                 self._converters.append(("num", self._tables.get(j)))
             else:
-                raise TypeError(f"{what} column {cols[j]!r} has dtype {dtype}; only numeric, "
-                                "boolean and pandas 'category' columns can be used")
-        self._frame = df
-        self.n_rows = df.shape[0]
+                raise TypeError(f"{where} has dtype {dtype if self._pandas else ndtype}; "
+                                "only numeric, boolean and categorical ('category', "
+                                "Categorical, Enum) columns can be used")
+        self._frame = native if self._pandas else df
+        self._columns = raw_cols
+        self.n_rows = len(native) if self._pandas else len(df)
 
     def _frame_chunk(self, start, stop):
         df = self._frame
         out = np.empty((stop - start, self.n_features), dtype=np.float64)
         for j, (kind, lookup) in enumerate(self._converters):
-            col = df.iloc[start:stop, j]
+            if self._pandas:
+                col = df.iloc[start:stop, j]
+            else:
+                col = df.get_column(self._columns[j])[start:stop]
             if kind == "cat":
-                codes = np.asarray(col.cat.codes, dtype=np.int64)
+                codes = _categories_and_codes(col, self._pandas)[1]
                 out[:, j] = lookup[codes]  # code -1 (missing) hits the last entry: NaN
             else:
-                out[:, j] = col.to_numpy(dtype=np.float64, na_value=np.nan)
+                out[:, j] = _floats(col, self._pandas)
                 if lookup is not None:
                     out[:, j] = _table_codes(out[:, j], lookup)
         return out
@@ -129,26 +185,41 @@ class RowSource:
         """Yield (start, float array of rows start:start+len).
 
         A float32/float64 numpy array is yielded whole (no copy), or as row views of
-        ``chunk_rows`` rows with ``split=True`` (for progress reporting).
+        ``chunk_rows`` rows with ``split=True`` (for progress reporting), unless the
+        model has a missing-value sentinel (then chunks are converted copies).
         """
         if (self._array is not None and self._array.dtype in (np.float32, np.float64)
-                and not self._tables):
+                and not self._tables and self._missing is None):
             if not split:
                 yield 0, self._array
                 return
             for start in range(0, self.n_rows, chunk_rows):
                 yield start, self._array[start:start + chunk_rows]
             return
+        if self._sparse is not None:  # a dense chunk of a wide matrix stays bounded
+            chunk_rows = max(1, min(chunk_rows, SPARSE_CHUNK_VALUES // self.n_features))
         for start in range(0, self.n_rows, chunk_rows):
             stop = min(self.n_rows, start + chunk_rows)
             if self._array is not None:
-                yield start, self._array_chunk(start, stop)
+                chunk = self._array_chunk(start, stop)
+            elif self._sparse is not None:
+                chunk = self._sparse_chunk(start, stop)
             else:
-                yield start, self._frame_chunk(start, stop)
+                chunk = self._frame_chunk(start, stop)
+            yield start, self._mark_missing(chunk)
+
+    def _mark_missing(self, chunk):
+        """Values equal to the model's missing sentinel -> NaN (in a converted copy)."""
+        if self._missing is not None:
+            if chunk.dtype != np.float64 or (self._array is not None
+                                             and np.may_share_memory(chunk, self._array)):
+                chunk = np.array(chunk, dtype=np.float64)  # never write into X
+            chunk[chunk.astype(np.float32) == self._missing] = np.nan
+        return chunk
 
     def take(self, rows):
         """Float64 array of the given rows (used by permutation importance)."""
-        if self._array is not None and not self._tables:
+        if self._array is not None and not self._tables and self._missing is None:
             return np.asarray(self._array[rows], dtype=np.float64)
         out = np.empty((len(rows), self.n_features))
         for start, chunk in self.chunks():
@@ -157,8 +228,74 @@ class RowSource:
         return out
 
 
-def _is_dataframe(X):
-    return type(X).__name__ == "DataFrame" and hasattr(X, "iloc") and hasattr(X, "dtypes")
+def _sentinel(ens):
+    """float32 missing-value sentinel of the model, or None (only NaN is missing)."""
+    value = float(getattr(ens, "missing_value", np.nan))
+    return None if np.isnan(value) else np.float32(value)
+
+
+def _is_sparse(X):
+    try:
+        import scipy.sparse as sp
+    except ImportError:  # no scipy: nothing can be a scipy matrix
+        return False
+    return sp.issparse(X)
+
+
+def _as_dataframe(X):
+    """X as a narwhals eager DataFrame when it is a DataFrame / table of any library
+    narwhals reads (pandas, polars, pyarrow, ...), else None."""
+    if isinstance(X, np.ndarray) or _is_sparse(X):
+        return None
+    import narwhals.stable.v1 as nw
+
+    frame = nw.from_native(X, eager_only=True, pass_through=True)
+    return frame if isinstance(frame, nw.DataFrame) else None
+
+
+def _is_categorical(pandas_dtype, nw_dtype):
+    if pandas_dtype is not None:
+        import pandas as pd
+
+        return isinstance(pandas_dtype, pd.CategoricalDtype)
+    import narwhals.stable.v1 as nw
+
+    return nw_dtype == nw.Categorical or nw_dtype == nw.Enum
+
+
+def _is_numeric(pandas_dtype, nw_dtype):
+    if pandas_dtype is not None:
+        import pandas as pd
+
+        return pd.api.types.is_bool_dtype(pandas_dtype) or \
+            pd.api.types.is_numeric_dtype(pandas_dtype)
+    import narwhals.stable.v1 as nw
+
+    return nw_dtype.is_numeric() or nw_dtype == nw.Boolean
+
+
+def _categories_and_codes(col, pandas):
+    """(the column's categories as a list, int64 codes of its rows: -1 = missing). A
+    pandas column gives its own codes; other libraries' labels are coded by position
+    among the column's categories."""
+    if pandas:
+        return list(col.cat.categories), np.asarray(col.cat.codes, dtype=np.int64)
+    import pandas as pd
+
+    cats = col.cat.get_categories().to_list()
+    labels = col.to_numpy()
+    codes = pd.Categorical(np.asarray(labels, dtype=object), categories=cats).codes
+    return cats, np.asarray(codes, dtype=np.int64)
+
+
+def _floats(col, pandas):
+    """A numeric or boolean column as float64, nulls as NaN."""
+    if pandas:
+        return col.to_numpy(dtype=np.float64, na_value=np.nan)
+    import narwhals.stable.v1 as nw
+
+    values = col.cast(nw.Float64).to_numpy()
+    return np.asarray(values, dtype=np.float64)
 
 
 def _named(columns):
@@ -171,14 +308,13 @@ def _check_width(n_cols, n_features, what):
                          f"{n_features} features")
 
 
-def _category_lookup(col, levels):
-    """Array mapping a pandas category code (index; -1 = missing) to the model's code.
+def _category_lookup(cats, levels):
+    """Array mapping a column's category code (index; -1 = missing) to the model's code.
 
     With the training levels known, a label is mapped to its position among them
     (unseen labels -> NaN, as LightGBM, XGBoost and HistGradientBoosting do);
     otherwise the column's own codes are used.
     """
-    cats = list(col.cat.categories)
     lookup = np.full(len(cats) + 1, np.nan)
     if levels is None:
         lookup[: len(cats)] = np.arange(len(cats))
@@ -189,13 +325,12 @@ def _category_lookup(col, levels):
     return lookup
 
 
-def _label_values(col, where, ens):
-    """Array mapping a pandas category code (index; -1 = missing) to the label's value as
+def _label_values(cats, codes, where, ens):
+    """Array mapping a category code (index; -1 = missing) to the label's value as
     a float, the way ``np.asarray(column).astype(float)`` reads it (scikit-learn)."""
-    cats = col.cat.categories
     lookup = np.full(len(cats) + 1, np.nan)
     try:
-        lookup[: len(cats)] = np.asarray(cats.to_numpy(), dtype=np.float64)
+        lookup[: len(cats)] = np.asarray(np.asarray(cats, dtype=object), dtype=np.float64)
         return lookup
     except (TypeError, ValueError):
         pass
@@ -205,9 +340,9 @@ def _label_values(col, where, ens):
             lookup[k] = np.asarray([label], dtype=object).astype(np.float64)[0]
         except (TypeError, ValueError):
             bad.append(k)
-    used = np.isin(np.asarray(col.cat.codes), bad)
+    used = np.isin(codes, bad)
     if used.any():
-        label = cats[int(np.asarray(col.cat.codes)[used][0])]
+        label = cats[int(codes[used][0])]
         raise ValueError(f"{where} is a 'category' column with the label {label!r}, which is "
                          f"not a number; the model ({ens.library or 'custom'} {ens.kind}) "
                          "treats this feature as numeric and reads the labels' values (as "

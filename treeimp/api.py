@@ -14,6 +14,7 @@ from .ensemble import FOREST
 from .kernels import scratch
 from .kernels.api import forest_node_stats, forest_stats_shape
 from .measures import BOOSTING_METHODS, FOREST_METHODS, NodeStats
+from .offsets import check_base_margin
 from .parsers import inbag_bits, parse
 from .progress import progress_bar
 from .result import Importances
@@ -24,7 +25,8 @@ DEFAULT_METHODS = ("mdi", "mdi_oob", "ufi")
 
 def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weight=None,
             feature_names=None, n_blocks=10, random_state=None, n_jobs=None,
-            alpha=None, lam=None, progress=None) -> Importances:
+            alpha=None, lam=None, progress=None, iteration_range=None, missing=None,
+            base_margin=None) -> Importances:
     """Out-of-sample feature importances of a fitted tree ensemble.
 
     Every tree's splits are re-measured on rows it did not see: its own out-of-bag rows
@@ -36,7 +38,12 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
     Parameters
     ----------
     model : fitted scikit-learn / XGBoost / LightGBM model, TreeEnsemble or model file path
-    X : array-like or DataFrame (n_rows, n_features)
+        Explained with the trees its own default predict uses (see
+        :func:`treeimp.parse`; ``iteration_range`` to choose).
+    X : array-like, scipy.sparse matrix or DataFrame (n_rows, n_features)
+        A DataFrame of pandas, polars, pyarrow (anything narwhals reads) is matched to
+        the model's feature names by name. Absent entries of a sparse matrix are what
+        the model's library reads them as (XGBoost: missing; LightGBM, scikit-learn: 0).
     y : array-like (n_rows,), optional
         Labels (classification, mapped to the model's classes) or values. Needed by
         every method except "mdi": ``methods=("mdi",)`` reads the model alone, routes
@@ -65,6 +72,18 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
     progress : None, True or False
         A tqdm progress bar over the evaluation rows. None: shown only when stderr is a
         terminal, tqdm is installed and the run is long (rows x trees > 5e7).
+    iteration_range : (start, stop), optional
+        Boosting rounds to explain (XGBoost's meaning; stop 0: the last). The held-out
+        margin is base score (+ ``base_margin``) + the selected trees, as XGBoost's
+        ``predict(iteration_range=...)`` computes it.
+    missing : float, optional
+        XGBoost's missing-value sentinel for a Booster or model file (a wrapper's own
+        ``missing`` parameter is used by default): values equal to it route as NaN.
+    base_margin : array-like (n_rows,) or (n_rows, n_outputs), optional
+        Per-row offsets of a boosting model (XGBoost's ``base_margin``, LightGBM's
+        ``init_score``, e.g. log exposure): held-out margins start at base score +
+        offset (XGBoost: at the offset, which replaces its base score), so the staged
+        gradients are those of the deployed model.
 
     Returns
     -------
@@ -83,10 +102,11 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
     >>> list(res.table.columns)
     ['mdi', 'mdi_oob', 'ufi']
     """
-    ens = parse(model)
+    ens = parse(model, iteration_range=iteration_range, missing=missing)
     methods = _check_methods(methods, ens, alpha, lam)
     rows = RowSource(X, ens)  # validates X's width and names even when no row is routed
     n = rows.n_rows
+    offset = check_base_margin(base_margin, n, ens)
     names = _feature_names(feature_names, rows, ens)
     held_out = [m for m in methods if m != "mdi"]
     if not held_out:  # in-sample MDI reads the model alone: y optional, nothing routed
@@ -108,7 +128,7 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
         try:
             stats, classification = _node_statistics(ens, model, rows, y_arr, w, block,
                                                       n_blocks, oob, held_out, n_jobs, bar,
-                                                      buffers)
+                                                      buffers, offset)
         finally:
             bar.close()
         # Out of bag, every row trains some trees and evaluates others: under the null
@@ -121,7 +141,7 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
 
 
 def _node_statistics(ens, model, rows, y_arr, w, block, n_blocks, oob, held_out, n_jobs,
-                     bar, buffers):
+                     bar, buffers, offset=None):
     """(NodeStats of the evaluation rows over n_blocks + 1 blocks: the leave-one-block-out
     replicates, then all rows; whether the targets are classes). Their array is a kept
     buffer entered into the ExitStack ``buffers``, handed back when it closes."""
@@ -153,7 +173,7 @@ def _node_statistics(ens, model, rows, y_arr, w, block, n_blocks, oob, held_out,
 
     out = buffers.enter_context(scratch.zeroed(stats_shape(ens, n_blocks, True)))
     return boosting_node_stats(ens, rows, y_arr, w, block, n_blocks, leave_one_out=True,
-                               n_jobs=n_jobs, bar=bar, out=out)
+                               n_jobs=n_jobs, bar=bar, out=out, base_margin=offset)
 
 
 def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alpha, lam,

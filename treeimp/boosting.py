@@ -25,12 +25,15 @@ CHUNK_ROWS = 1 << 18
 
 
 def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
-                keep_margin=True, leave_one_out=False, out=None):
+                keep_margin=True, leave_one_out=False, out=None, base_margin=None):
     """Run the staged kernel: (stats (4, n_nodes, n_blocks), final margin (n, n_outputs),
     or None without ``keep_margin``). ``w``: one weight per row, or one for all.
     ``leave_one_out``: stats has n_blocks + 1 blocks, the leave-one-block-out
     statistics and last the total (see ``kernels.node_stats.propagate_up``). ``out``:
-    a zero-filled float64 array of shape ``stats_shape`` to fill instead of a new one."""
+    a zero-filled float64 array of shape ``stats_shape`` to fill instead of a new one.
+    ``base_margin``: per-row offsets ((n, n_outputs), ``offsets.check_base_margin``):
+    every row's held-out margin starts at ``ens.start_margin(base_margin)`` (base score
+    + offset; XGBoost: the offset), so the gradients are the deployed model's."""
     if ens.value_dim != 1:
         raise ValueError(f"this model's trees have {ens.value_dim} values per leaf (vector-"
                          "leaf trees); held-out gradient importances need one value per leaf")
@@ -42,6 +45,8 @@ def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
     stats = np.zeros(shape) if out is None else out
     margin = np.empty((rows.n_rows if keep_margin else 0, ens.n_outputs))
     starts = stage_starts(ens)
+    row_start = (np.zeros((0, ens.n_outputs)) if base_margin is None
+                 else ens.start_margin(base_margin))
     leaf_factor = _logistic_leaf_factor(ens, code, params)
     # dynamic: the statistic blocks are few, long and equal; a thread slowed by another
     # process leaves its remaining blocks to the other (see numba_threads)
@@ -53,7 +58,7 @@ def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
             order = np.argsort(local_block, kind="stable").astype(np.int64)
             bounds = np.searchsorted(local_block[order], np.arange(n_blocks + 1))
             staged_leaf_stats(chunk, start, order, bounds.astype(np.int64), y_t, w,
-                              ens.base_score, starts, code, params, stats,
+                              ens.base_score, row_start, starts, code, params, stats,
                               margin[start:stop] if keep_margin else margin,
                               ens.tree_offsets, ens.tree_output,
                               ens.tree_scale, ens.value, leaf_factor,
@@ -82,10 +87,11 @@ def _logistic_leaf_factor(ens, code, params):
 
 
 def boosting_node_stats(ens, rows, y, w, block, n_blocks, *, leave_one_out=False,
-                        n_jobs=None, bar=None, out=None):
+                        n_jobs=None, bar=None, out=None, base_margin=None):
     """(NodeStats of the held-out rows, False: not class targets); with
     ``leave_one_out``, n_blocks + 1 blocks: the leave-one-block-out statistics, then the
     total (``NodeStats.blocks`` takes either part)."""
     stats, _ = staged_pass(ens, rows, y, w, block, n_blocks, n_jobs=n_jobs, bar=bar,
-                           keep_margin=False, leave_one_out=leave_one_out, out=out)
+                           keep_margin=False, leave_one_out=leave_one_out, out=out,
+                           base_margin=base_margin)
     return NodeStats.from_array(stats, boosting=True), False

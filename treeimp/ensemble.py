@@ -219,6 +219,8 @@ class TreeEnsemble:
     (n_trees + 1), ``tree_output``, ``tree_scale``, ``tree_learning_rate``,
     ``tree_stage`` (boosting round: trees of one round are fit to gradients taken at
     the same margin). ``postorder``: every node, children before parents, tree by tree.
+    How input values are read: ``sparse_absent`` (what an absent sparse entry is) and
+    ``missing_value`` (a number routed as missing), see :meth:`from_trees`.
     """
 
     def __init__(self, **arrays):
@@ -246,6 +248,9 @@ class TreeEnsemble:
         library: str = "",
         gain_kind: str = "gain",
         impurity_kind: str = "variance",
+        sparse_absent: float = 0.0,
+        missing_value: float = np.nan,
+        offset_replaces_base: bool = False,
     ) -> TreeEnsemble:
         """Validate per-tree arrays and concatenate them into the normal form.
 
@@ -274,6 +279,16 @@ class TreeEnsemble:
           in a table of arbitrary numbers (HistGradientBoosting categories that are
           negative, fractional or >= 65536). A 'category' column on such a feature is
           mapped by label through ``feature_categories`` instead.
+        * ``sparse_absent``: the value an entry ABSENT from a scipy.sparse input stands
+          for: NaN (missing) for XGBoost, 0.0 for LightGBM and scikit-learn, as each
+          library reads its own sparse input. Stored entries are read as they are.
+        * ``missing_value``: a number read as missing (XGBoost's ``missing``): an input
+          value x with float32(x) == float32(missing_value), XGBoost's comparison, is
+          routed as NaN. NaN (the default): only NaN is missing.
+
+        ``offset_replaces_base``: a per-row offset (``base_margin=``) REPLACES the base
+        score (XGBoost: ``predict(base_margin=b)`` is b + trees) instead of being added
+        to it (LightGBM's ``init_score``: raw score + offset; its base is in the trees).
         """
         from .kernels.structure import check_trees, check_values_thresholds
 
@@ -373,6 +388,9 @@ class TreeEnsemble:
             category_as_code=_per_feature_flags(category_as_code, n_features),
             category_values=_category_values(category_values, n_features),
             classes=None if classes is None else np.asarray(classes),
+            sparse_absent=_absent_value(sparse_absent),
+            missing_value=_missing_value(missing_value),
+            offset_replaces_base=bool(offset_replaces_base),
             tree_offsets=offsets,
             tree_output=np.array([t.output for t in trees], np.int32),
             tree_scale=np.array([t.scale for t in trees], np.float64),
@@ -405,6 +423,71 @@ class TreeEnsemble:
         self.postorder = postorder(self.tree_offsets, self.left, self.right)
         fill_internal_values(self.postorder, self.tree_offsets, self.left, self.right,
                              self.weight, self.value)
+
+    # ------------------------------------------------------------------ rounds
+    @property
+    def n_rounds(self) -> int:
+        """Boosting rounds (trees of one round share a stage; a forest: one per tree)."""
+        return int(np.count_nonzero(np.diff(self.tree_stage))) + 1
+
+    def rounds(self, start, stop) -> TreeEnsemble:
+        """The ensemble of boosting rounds ``start .. stop - 1`` (XGBoost's
+        ``iteration_range=(start, stop)``; ``stop == 0``: to the last round).
+
+        The base score is kept: the margin is base score + the selected trees, as
+        XGBoost's ``predict(iteration_range=(start, stop))`` and LightGBM's
+        ``predict(start_iteration=start, num_iteration=stop - start)`` compute it, so
+        held-out gradients of a range that does not start at 0 are taken at that margin.
+        Only for boosting models (a forest's trees are averaged, not added).
+        """
+        if self.kind != BOOSTING:
+            raise ValueError("iteration_range selects boosting rounds; a forest's trees "
+                             "are averaged, not added in rounds")
+        start, stop = check_iteration_range((start, stop), self.n_rounds)
+        if (start, stop) == (0, self.n_rounds):
+            return self
+        first = np.concatenate([[0], np.flatnonzero(np.diff(self.tree_stage)) + 1,
+                                [self.n_trees]])
+        return self._tree_slice(int(first[start]), int(first[stop]))
+
+    def start_margin(self, offset):
+        """Every row's margin before the first tree given per-row offsets (n, n_outputs):
+        the offset itself where it replaces the base score (XGBoost), else base score
+        + offset."""
+        if getattr(self, "offset_replaces_base", False):
+            return np.ascontiguousarray(offset, dtype=np.float64)
+        return np.ascontiguousarray(offset + self.base_score)
+
+    def with_missing_value(self, missing) -> TreeEnsemble:
+        """A copy sharing the trees whose input value ``missing`` is routed as NaN."""
+        out = TreeEnsemble(**{k: v for k, v in vars(self).items()})
+        out.missing_value = _missing_value(missing)
+        return out
+
+    def _tree_slice(self, t0, t1):
+        """Trees t0 .. t1 - 1 as an ensemble of their own (node indices renumbered)."""
+        from .kernels.structure import postorder
+
+        o0, o1 = int(self.tree_offsets[t0]), int(self.tree_offsets[t1])
+        c0 = int(self.category_count[:o0].sum())
+        c1 = int(self.category_count[:o1].sum())
+        fields = {k: v for k, v in vars(self).items() if not k.startswith("_")}
+        for name in _NODE_ARRAYS:
+            fields[name] = fields[name][o0:o1].copy()
+        for name in ("left", "right"):
+            a = fields[name]
+            fields[name] = np.where(a >= 0, a - o0, a)
+        fields["category_offset"] = np.where(fields["is_categorical"],
+                                             fields["category_offset"] - c0, 0)
+        fields["category_codes"] = self.category_codes[c0:c1].copy()
+        fields["category_left"] = self.category_left[c0:c1].copy()
+        for name in _TREE_ARRAYS:
+            fields[name] = fields[name][t0:t1].copy()
+        fields["tree_stage"] = fields["tree_stage"] - fields["tree_stage"][0]
+        fields["tree_offsets"] = self.tree_offsets[t0:t1 + 1] - o0
+        out = TreeEnsemble(**fields)
+        out.postorder = postorder(out.tree_offsets, out.left, out.right)
+        return out
 
     # ------------------------------------------------------------------ properties
     @property
@@ -455,16 +538,21 @@ class TreeEnsemble:
 
         return apply_ensemble(self, X, n_jobs=n_jobs)
 
-    def predict_raw(self, X, *, n_jobs=None) -> np.ndarray:
-        """Raw margin (n_rows, n_outputs): base score + scaled leaf values.
+    def predict_raw(self, X, *, n_jobs=None, base_margin=None) -> np.ndarray:
+        """Raw margin (n_rows, n_outputs): base score (or ``base_margin``, see below)
+        + scaled leaf values.
 
         For forest classifiers this is the averaged class probability (predict_proba);
         for boosting the untransformed margin (XGBoost ``output_margin``, LightGBM
-        ``raw_score``, scikit-learn ``decision_function``).
+        ``raw_score``, scikit-learn ``decision_function``). ``base_margin`` (boosting):
+        per-row offsets, 1-D or (n_rows, n_outputs), added to the base score as
+        XGBoost's ``base_margin`` (LightGBM's ``init_score``: LightGBM's raw score plus
+        the offset; XGBoost's base_margin replaces its base score, as XGBoost's
+        predict does). X may be a numpy array, a scipy.sparse matrix or a DataFrame.
         """
         from .kernels.api import predict_ensemble
 
-        return predict_ensemble(self, X, n_jobs=n_jobs)
+        return predict_ensemble(self, X, n_jobs=n_jobs, base_margin=base_margin)
 
     def routing_arrays(self):
         """What a routing kernel needs, in kernel argument order: the node records
@@ -485,6 +573,49 @@ class TreeEnsemble:
             self.category_codes,
             self.category_left,
         )
+
+
+# the per-node and per-tree arrays of the normal form (sliced by ``_tree_slice``)
+_NODE_ARRAYS = ("left", "right", "feature", "threshold", "missing_left", "nan_mode",
+                "is_categorical", "category_offset", "category_count",
+                "category_default_left", "value", "weight", "impurity", "gain")
+_TREE_ARRAYS = ("tree_output", "tree_scale", "tree_learning_rate", "tree_stage")
+
+
+def check_iteration_range(iteration_range, n_rounds):
+    """(start, stop) of a user's ``iteration_range`` against a model of ``n_rounds``
+    rounds; stop 0 means the last round (XGBoost's convention)."""
+    try:
+        start, stop = iteration_range
+        if any(isinstance(v, bool) or int(v) != v for v in (start, stop)):
+            raise TypeError
+        start, stop = int(start), int(stop)
+    except (TypeError, ValueError):
+        raise TypeError(f"iteration_range must be a pair of integers (start, stop), got "
+                        f"{iteration_range!r}") from None
+    if stop == 0:
+        stop = n_rounds
+    if not 0 <= start < stop <= n_rounds:
+        raise ValueError(f"iteration_range=({start}, {stop}) is not a non-empty range of the "
+                         f"model's {n_rounds} boosting rounds (0 <= start < stop <= "
+                         f"{n_rounds}; stop 0 means {n_rounds})")
+    return start, stop
+
+
+def _absent_value(v):
+    v = float(v)
+    if not (np.isnan(v) or v == 0.0):
+        raise ValueError(f"sparse_absent must be 0.0 or NaN, got {v}")
+    return v
+
+
+def _missing_value(v):
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        raise TypeError(f"missing must be a number (the value routed as missing), got "
+                        f"{v!r}") from None
+    return v
 
 
 def _node_records(ens):

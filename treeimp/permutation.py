@@ -25,6 +25,7 @@ from ._input import RowSource
 from .kernels.api import _forest_scale, routing_flags
 from .kernels.permute import LeafIndex
 from .kernels.threads import numba_threads
+from .offsets import check_base_margin
 from .parsers import parse
 from .progress import progress_bar
 from .scoring import bind_scorer, make_scorer
@@ -32,13 +33,19 @@ from .targets import as_1d_target, check_sample_weight
 
 
 def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_state=None,
-                           n_jobs=None, sample_weight=None, progress=None):
+                           n_jobs=None, sample_weight=None, progress=None,
+                           iteration_range=None, missing=None, base_margin=None):
     """Permutation importance (mean decrease in score), scikit-learn compatible.
 
     Parameters
     ----------
-    model : fitted scikit-learn / XGBoost / LightGBM model or TreeEnsemble
-    X : array-like or DataFrame (n_rows, n_features)
+    model : fitted scikit-learn / XGBoost / LightGBM model, TreeEnsemble or model file path
+        With the trees its default predict uses (see :func:`treeimp.parse`).
+    X : array-like, scipy.sparse matrix or DataFrame (n_rows, n_features)
+        As in :func:`treeimp.explain`. Permuting needs one dense float copy of X (as
+        scikit-learn's ``X.copy()``); a sparse X is made dense for it, its absent
+        entries read as the model's library reads them (XGBoost: missing; LightGBM,
+        scikit-learn: 0).
     y : array-like (n_rows,)
     scoring : None or str
         None (accuracy for classifiers, r2 for regressors, as ``model.score``),
@@ -53,6 +60,10 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
         Weights for the score.
     progress : None, True or False
         A tqdm bar over the features (None: only on a terminal, for long runs).
+    iteration_range, missing, base_margin
+        As in :func:`treeimp.explain`: the boosting rounds used, XGBoost's missing-value
+        sentinel, per-row margin offsets (scores are those of the model predicting with
+        that offset).
 
     Returns
     -------
@@ -77,7 +88,7 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     >>> r.importances.shape
     (4, 3)
     """
-    ens = parse(model)
+    ens = parse(model, iteration_range=iteration_range, missing=missing)
     if isinstance(n_repeats, bool) or not isinstance(n_repeats, (int, np.integer)) \
             or n_repeats < 1:
         raise ValueError(f"n_repeats must be a positive integer, got {n_repeats!r}")
@@ -85,6 +96,7 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     n = rows.n_rows
     y = as_1d_target(y, n)
     w = None if sample_weight is None else check_sample_weight(sample_weight, n)
+    offset = check_base_margin(base_margin, n, ens)
     make_scorer(ens, scoring)  # a bad scoring fails before any routing
     seed = check_random_state(random_state).randint(np.iinfo(np.int32).max + 1)
 
@@ -94,7 +106,12 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
         # rows routed once and sorted by leaf: at most 8 bytes per (row, tree) pair
         index = LeafIndex(ens, Xw, *_forest_scale(ens), strict, round32)
         margin = index.margin()  # bitwise predict_ensemble(ens, Xw)
-    score, baseline = bind_scorer(ens, scoring, y, w, margin)
+    if offset is None:
+        score, baseline = bind_scorer(ens, scoring, y, w, margin)
+    else:  # the trees' margins from the offset's start instead of the base score
+        shift = ens.start_margin(offset) - ens.base_score
+        offset_score, baseline = bind_scorer(ens, scoring, y, w, margin + shift)
+        score = lambda m: offset_score(m + shift)  # noqa: E731
 
     scores = np.empty((ens.n_features, n_repeats))
     perm_margin = np.empty_like(margin)

@@ -34,12 +34,16 @@ def routing_flags(ens, X):
     return ens.comparison == "<", bool(ens.round_float32 and X.dtype != np.float32)
 
 
-def predict_ensemble(ens, X, *, n_jobs=None):
+def predict_ensemble(ens, X, *, n_jobs=None, base_margin=None):
     """Raw margin. An averaged forest sums its trees in order and divides once, as
-    scikit-learn does, so equal predictions are bitwise equal (ties stay ties)."""
+    scikit-learn does, so equal predictions are bitwise equal (ties stay ties).
+    ``base_margin``: per-row offsets (``offsets.py``, ``TreeEnsemble.start_margin``)."""
+    from ..offsets import check_base_margin
+
     rows = X if isinstance(X, RowSource) else RowSource(X, ens)
+    offset = check_base_margin(base_margin, rows.n_rows, ens)
     out = np.empty((rows.n_rows, ens.n_outputs))
-    out[:] = ens.base_score
+    out[:] = ens.base_score if offset is None else ens.start_margin(offset)
     scale, divisor = _forest_scale(ens)
     all_trees = np.arange(ens.n_trees)
     with numba_threads(n_jobs):

@@ -109,8 +109,8 @@ def _logistic_terms(s, pos_weight, neg_weight, n, y, w, e, t):
 
 
 @njit(cache=True, parallel=True)
-def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, stage_start,
-                      loss_code, loss_params, stats, margin_out,
+def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, row_start,
+                      stage_start, loss_code, loss_params, stats, margin_out,
                       tree_offsets, tree_output, tree_scale, value, leaf_factor,
                       nodes, depth, min_depth, cat_offset, cat_count, cat_codes, cat_left,
                       strict, round32):
@@ -119,7 +119,9 @@ def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, stage_start
     ``order[block_start[b]:block_start[b + 1]]`` are the local rows of statistic block
     b. ``stage_start`` (n_stages + 1) delimits the trees of every stage. ``y`` and ``w``
     are indexed by the global row (``w`` may hold one weight for every row).
-    ``margin_out`` (len(X), K) receives each row's final margin (local rows); pass a
+    ``row_start`` (n_rows, K), indexed by the global row: each row's margin before the
+    first tree (base score + offset, ``base_margin``); a (0, K) array: ``base_score``
+    for every row. ``margin_out`` (len(X), K) receives each row's final margin (local rows); pass a
     (0, K) array to skip that.
     """
     n_blocks = block_start.shape[0] - 1
@@ -128,6 +130,7 @@ def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, stage_start
     n_nodes = stats.shape[1]
     last_w = w.shape[0] - 1
     keep_margin = margin_out.shape[0] == X.shape[0]
+    use_start = row_start.shape[0] > 0
     # a group's rows (scattered over X: blocks are random rows) are copied together
     # once, so that every tree walks a small contiguous array (5-8% faster on the
     # benchmark models); not for wide rows, of which the trees read a small part
@@ -155,11 +158,15 @@ def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, stage_start
             ng = s1 - s0
             rows = order[s0:s1]
             for r in range(ng):
-                for k in range(K):
-                    margin[r, k] = base_score[k]
-                e[r] = e0
-            for r in range(ng):
                 i = rows[r]
+                if use_start:
+                    for k in range(K):
+                        margin[r, k] = row_start[row0 + i, k]
+                    e[r] = math.exp(-loss_params[0] * margin[r, 0]) if use_e else 0.0
+                else:
+                    for k in range(K):
+                        margin[r, k] = base_score[k]
+                    e[r] = e0
                 if copy_rows:
                     for f in range(X.shape[1]):
                         xg[r, f] = X[i, f]

@@ -55,23 +55,78 @@ def _lookup_class(lib, path):
     return obj
 
 
-def parse(model) -> TreeEnsemble:
-    """Normal form of a fitted model, a TreeEnsemble (returned as is), or a file path."""
-    if isinstance(model, TreeEnsemble):
-        return model
+def parse(model, *, iteration_range=None, missing=None) -> TreeEnsemble:
+    """Normal form of a fitted model, a TreeEnsemble, or a file path.
+
+    The trees are those the model's own default ``predict`` uses: an XGBoost
+    scikit-learn wrapper trained with early stopping its ``best_iteration + 1`` rounds,
+    an XGBoost ``Booster`` all its trees, LightGBM its ``best_iteration`` when set,
+    scikit-learn its fitted iterations. ``iteration_range=(start, stop)`` (XGBoost's
+    meaning, in boosting rounds; stop 0: the last) chooses them explicitly, see
+    :meth:`TreeEnsemble.rounds`. ``missing``: XGBoost's ``missing``, a number routed as
+    missing (default: the wrapper's ``missing`` parameter; NaN for a Booster or file).
+    """
     if isinstance(model, (str, os.PathLike)):
         from .files import load
 
-        return load(model)
-    for lib, path, spec in _TABLE:
-        cls = _lookup_class(lib, path)
-        if cls is not None and isinstance(model, cls):
-            return _resolve(spec)(model)
-    raise TypeError(
-        f"cannot explain a {type(model).__module__}.{type(model).__name__}; supported "
-        f"models: {', '.join(SUPPORTED)}, a TreeEnsemble, or a saved XGBoost .json/.ubj or "
-        "LightGBM .txt model file"
-    )
+        return load(model, iteration_range=iteration_range, missing=missing)
+    if isinstance(model, TreeEnsemble):
+        ens, default_stop = model, None
+    else:
+        for lib, path, spec in _TABLE:
+            cls = _lookup_class(lib, path)
+            if cls is not None and isinstance(model, cls):
+                ens = _resolve(spec)(model)
+                break
+        else:
+            raise TypeError(
+                f"cannot explain a {type(model).__module__}.{type(model).__name__}; "
+                f"supported models: {', '.join(SUPPORTED)}, a TreeEnsemble, or a saved "
+                "XGBoost .json/.ubj or LightGBM .txt model file")
+        default_stop = _default_stop(model)
+        if missing is None and getattr(model, "missing", None) is not None \
+                and ens.library == "xgboost":
+            missing = model.missing  # the XGBoost wrapper's own sentinel
+    return select_trees(ens, iteration_range, default_stop, missing)
+
+
+def select_trees(ens, iteration_range, default_stop, missing):
+    """``ens`` restricted to ``iteration_range`` (else to the first ``default_stop``
+    rounds, when not None), with ``missing`` as its missing-value sentinel."""
+    if iteration_range is not None:
+        ens = ens.rounds(*iteration_range)
+    elif default_stop is not None and default_stop < ens.n_rounds:
+        ens = ens.rounds(0, default_stop)
+    if missing is not None:
+        if ens.library not in ("xgboost", ""):
+            raise ValueError(f"missing={missing!r} is XGBoost's missing-value sentinel; a "
+                             f"{ens.library} model routes only NaN as missing (replace the "
+                             "sentinel by NaN in X instead)")
+        if not _same_value(missing, ens.missing_value):
+            ens = ens.with_missing_value(missing)
+    return ens
+
+
+def _same_value(a, b):
+    try:
+        a = float(a)
+    except (TypeError, ValueError):
+        return False
+    return a == b or (a != a and b != b)
+
+
+def _default_stop(model):
+    """Rounds the model's default predict uses when fewer than all (best iteration + 1
+    of an early-stopped XGBoost wrapper, LightGBM's best iteration), else None."""
+    module = type(model).__module__.split(".")[0]
+    if module == "xgboost" and type(model).__name__ != "Booster":
+        best = model.get_booster().attr("best_iteration")
+        return None if best is None else int(best) + 1
+    if module == "lightgbm":
+        booster = getattr(model, "booster_", model)
+        best = int(getattr(booster, "best_iteration", 0) or 0)
+        return best if best > 0 else None
+    return None
 
 
 def inbag_bits(model, n_rows):

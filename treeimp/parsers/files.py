@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 
 from ..ensemble import TreeEnsemble
 
@@ -28,13 +29,22 @@ _DAMAGE = (ValueError, TypeError, KeyError, IndexError, AttributeError, Overflow
            RecursionError)
 
 
-def load(path) -> TreeEnsemble:
+def load(path, *, iteration_range=None, missing=None) -> TreeEnsemble:
     """Normal form of a saved XGBoost (.json / .ubj) or LightGBM (.txt) model file.
 
     Parameters
     ----------
     path : str or os.PathLike
         The model file.
+    iteration_range : (start, stop), optional
+        Boosting rounds to use (XGBoost's meaning; stop 0: the last). Default: every
+        tree in the file, as a ``Booster`` loaded from it predicts. An XGBoost file
+        that stores ``best_iteration`` (early stopping) is still read with all its
+        trees, with a warning: pass ``iteration_range=(0, best_iteration + 1)`` for
+        the early-stopped model.
+    missing : float, optional
+        XGBoost's ``missing``: input values equal to it are routed as missing (the
+        file does not store the wrapper's ``missing`` parameter).
 
     Returns
     -------
@@ -70,13 +80,23 @@ def load(path) -> TreeEnsemble:
         raise ValueError(_unknown_message(name, data))
     try:
         if kind == "lightgbm":
-            return _load_lightgbm(data)
-        return _load_xgboost(data, kind)
+            ens = _load_lightgbm(data)
+        else:
+            ens, best = _load_xgboost(data, kind)
+            if best is not None and iteration_range is None:
+                warnings.warn(
+                    f"XGBoost model file {name!r} stores best_iteration={best} (early "
+                    f"stopping); it is read with all {ens.n_rounds} rounds, as "
+                    "xgboost.Booster.predict uses them. Pass iteration_range=(0, "
+                    f"{best + 1}) for the early-stopped model", UserWarning, stacklevel=2)
     except _DAMAGE as exc:
         what = {"json": "XGBoost JSON", "ubjson": "XGBoost UBJSON",
                 "lightgbm": "LightGBM text"}[kind]
         detail = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
         raise ValueError(f"cannot read {what} model file {name!r}: {detail}") from None
+    from . import select_trees
+
+    return select_trees(ens, iteration_range, None, missing)
 
 
 def _sniff(data: bytes):
@@ -106,8 +126,9 @@ def _unknown_message(name, data):
             ".txt model")
 
 
-def _load_xgboost(data: bytes, kind: str) -> TreeEnsemble:
-    from .xgb import parse_xgboost_json
+def _load_xgboost(data: bytes, kind: str):
+    """(ensemble, the stored best_iteration or None)."""
+    from .xgb import parse_xgboost_json, stored_best_iteration
 
     if kind == "json":
         try:
@@ -120,7 +141,7 @@ def _load_xgboost(data: bytes, kind: str) -> TreeEnsemble:
         from .ubjson import read_ubjson
 
         doc = read_ubjson(data)
-    return parse_xgboost_json(doc)
+    return parse_xgboost_json(doc), stored_best_iteration(doc)
 
 
 def _load_lightgbm(data: bytes) -> TreeEnsemble:

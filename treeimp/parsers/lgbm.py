@@ -71,7 +71,9 @@ def parse_lightgbm(model) -> TreeEnsemble:
     Returns
     -------
     TreeEnsemble
-        ``predict_raw`` equals ``booster.predict(X, raw_score=True)``.
+        Every iteration's trees: ``predict_raw`` equals ``booster.predict(X,
+        raw_score=True, num_iteration=-1)``. :func:`treeimp.parse` keeps the first
+        ``best_iteration`` iterations when it is set, as LightGBM's default predict.
 
     Raises
     ------
@@ -107,7 +109,10 @@ def parse_lightgbm(model) -> TreeEnsemble:
         raise TypeError(f"parse_lightgbm needs a lightgbm.Booster or LGBMModel, got "
                         f"{type(model).__module__}.{type(model).__name__}")
     try:
-        return parse_lightgbm_text(booster.model_to_string(), classes=classes)
+        # every iteration (num_iteration=-1): treeimp.parse applies best_iteration, as
+        # LightGBM's predict does, or the user's iteration_range
+        return parse_lightgbm_text(booster.model_to_string(num_iteration=-1),
+                                   classes=classes)
     except ValueError as exc:
         raise ValueError(f"{exc} (lightgbm {lightgbm.__version__})") from None
 

@@ -141,8 +141,10 @@ def parse_xgboost(model) -> TreeEnsemble:
     Returns
     -------
     TreeEnsemble
-        ``predict_raw`` equals ``booster.predict(DMatrix(X), output_margin=True)`` up
-        to XGBoost's float32 summation.
+        Every tree: ``predict_raw`` equals ``booster.predict(DMatrix(X),
+        output_margin=True)`` up to XGBoost's float32 summation. :func:`treeimp.parse`
+        keeps a wrapper's ``best_iteration + 1`` rounds and its ``missing``, as the
+        wrapper's predict does.
 
     Examples
     --------
@@ -334,11 +336,24 @@ def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None,
         feature_categories=stored_categories(model, categorical, n_features, version),
         classes=classes,
         library="xgboost",
+        sparse_absent=np.nan,  # XGBoost reads an absent sparse entry as missing
+        offset_replaces_base=True,  # predict(base_margin=b) is b + trees
         gain_kind="gain",
     )
 
 
 # ---------------------------------------------------------------------- document parts
+def stored_best_iteration(doc):
+    """``learner.attributes.best_iteration`` of a model document (early stopping), or
+    None."""
+    attrs = doc.get("learner", {}).get("attributes", {}) if isinstance(doc, dict) else {}
+    best = attrs.get("best_iteration") if isinstance(attrs, dict) else None
+    try:
+        return None if best is None else int(best)
+    except (TypeError, ValueError):
+        return None
+
+
 def _version(doc):
     v = doc.get("version")
     try:
