@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -76,6 +77,15 @@ def build_parser():
                     help="comma-separated columns of DATA to ignore (e.g. an ID column)")
     ex.add_argument("--n-jobs", type=int, default=None, metavar="N",
                     help="threads (default: all cores)")
+    ex.add_argument("--columns-by-position", action="store_true",
+                    help="the model stores no feature names: take DATA's feature columns "
+                    "in their order as the model's features (without this flag such a "
+                    "model is refused)")
+    ex.add_argument("--iteration-range", default=None, metavar="START,STOP",
+                    help="boosting rounds to explain (XGBoost's iteration_range; default: "
+                    "those the model's own predict uses)")
+    ex.add_argument("--missing", type=float, default=None, metavar="VALUE",
+                    help="XGBoost's missing-value sentinel: VALUE is routed as missing")
 
     demo = sub.add_parser("demo", help="MDI vs MDI-oob and UFI on breast cancer data (15%% "
                           "of labels flipped) with a row ID and two pure-noise columns")
@@ -119,7 +129,19 @@ def _explain(args):
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     drop = [c.strip() for c in args.drop.split(",") if c.strip()]
-    model, ens = load_model(args.model)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model, ens = load_model(args.model)
+    rounds = _iteration_range(args.iteration_range)
+    for w in caught:  # e.g. best_iteration stored in the file: moot with --iteration-range
+        if rounds is None or "best_iteration" not in str(w.message):
+            hint = (" (on the command line: --iteration-range START,STOP)"
+                    if "iteration_range" in str(w.message) else "")
+            _warn(f"{w.message}{hint}")
+    if rounds is not None or args.missing is not None:
+        from .parsers import parse
+
+        ens = parse(model, iteration_range=rounds, missing=args.missing)
     if args.oob and (model is ens or ens.kind != "forest"):
         what = ("is a model file, which stores no in-bag rows" if model is ens else
                 f"holds a {type(model).__name__}, which has no out-of-bag rows")
@@ -128,7 +150,8 @@ def _explain(args):
                          "leave out --oob")
     df = read_table(args.data)
     source = f"data file {args.data!r}"
-    X, y = split_target(df, args.target, ens, drop=drop, source=source)
+    X, y = split_target(df, args.target, ens, drop=drop, source=source,
+                        by_position=args.columns_by_position)
     X = encode_categories(X, ens, _warn)
     y = check_class_labels(y, ens, source)
     res = explain(model if args.oob else ens, X, y, oob=args.oob, methods=methods,
@@ -149,6 +172,20 @@ def _explain(args):
         sys.stdout.write(text)
         sys.stdout.flush()
     return 0
+
+
+def _iteration_range(text):
+    """--iteration-range "START,STOP" -> (start, stop), or None."""
+    if text is None:
+        return None
+    parts = text.split(",")
+    try:
+        if len(parts) != 2:
+            raise ValueError
+        return int(parts[0]), int(parts[1])
+    except ValueError:
+        raise ValueError(f"--iteration-range must be two integers START,STOP (e.g. 0,100), "
+                         f"got {text!r}") from None
 
 
 def format_table(res, *, model_file="", data_file="", target="", oob=False):

@@ -115,8 +115,12 @@ def read_table(path):
     return df
 
 
-def split_target(df, target, ens, *, drop=(), source="data file"):
-    """(X, y): the target column out, ``drop`` columns removed, features in model order."""
+def split_target(df, target, ens, *, drop=(), source="data file", by_position=False):
+    """(X, y): the target column out, ``drop`` columns removed, features in model order.
+
+    A model without stored feature names cannot match the table's named columns: it is
+    refused unless ``by_position`` (``--columns-by-position``) says to take the feature
+    columns in their order."""
     cols = list(df.columns)
     if target not in cols:
         raise ValueError(f"{source} has no target column {target!r}; its columns are "
@@ -142,10 +146,15 @@ def split_target(df, target, ens, *, drop=(), source="data file"):
                              f"{_short(extra)}; remove them or pass --drop "
                              f"{','.join(extra[:3])}{',...' if len(extra) > 3 else ''}")
         features = expected
+    elif not by_position:
+        raise ValueError(f"the model stores no feature names, so the {len(features)} named "
+                         f"columns of {source} cannot be matched to its {ens.n_features} "
+                         "features by name; if the columns (besides the target and --drop) "
+                         "are in the model's feature order, pass --columns-by-position")
     elif len(features) != ens.n_features:
         raise ValueError(f"{source} has {len(features)} feature columns besides the target "
                          f"{target!r} but the model was trained on {ens.n_features} features "
-                         "(the model stores no feature names, so columns are taken in order)")
+                         "(--columns-by-position: columns are taken in order)")
     return df[features], y
 
 

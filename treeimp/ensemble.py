@@ -251,6 +251,7 @@ class TreeEnsemble:
         sparse_absent: float = 0.0,
         missing_value: float = np.nan,
         offset_replaces_base: bool = False,
+        base_in_first_round: bool = False,
     ) -> TreeEnsemble:
         """Validate per-tree arrays and concatenate them into the normal form.
 
@@ -289,6 +290,9 @@ class TreeEnsemble:
         ``offset_replaces_base``: a per-row offset (``base_margin=``) REPLACES the base
         score (XGBoost: ``predict(base_margin=b)`` is b + trees) instead of being added
         to it (LightGBM's ``init_score``: raw score + offset; its base is in the trees).
+        ``base_in_first_round``: the library keeps the base score inside the first
+        round's trees (LightGBM's ``boost_from_average``), so a round range that does
+        not start at 0 leaves it out, as that library's predict does (``rounds``).
         """
         from .kernels.structure import check_trees, check_values_thresholds
 
@@ -391,6 +395,7 @@ class TreeEnsemble:
             sparse_absent=_absent_value(sparse_absent),
             missing_value=_missing_value(missing_value),
             offset_replaces_base=bool(offset_replaces_base),
+            base_in_first_round=bool(base_in_first_round),
             tree_offsets=offsets,
             tree_output=np.array([t.output for t in trees], np.int32),
             tree_scale=np.array([t.scale for t in trees], np.float64),
@@ -434,11 +439,14 @@ class TreeEnsemble:
         """The ensemble of boosting rounds ``start .. stop - 1`` (XGBoost's
         ``iteration_range=(start, stop)``; ``stop == 0``: to the last round).
 
-        The base score is kept: the margin is base score + the selected trees, as
-        XGBoost's ``predict(iteration_range=(start, stop))`` and LightGBM's
-        ``predict(start_iteration=start, num_iteration=stop - start)`` compute it, so
-        held-out gradients of a range that does not start at 0 are taken at that margin.
-        Only for boosting models (a forest's trees are averaged, not added).
+        The margin is then what the library's own predict computes for that range, so
+        held-out gradients of a range that does not start at 0 are taken at that
+        margin: base score + the selected trees for XGBoost
+        (``predict(iteration_range=(start, stop))``) and scikit-learn; for LightGBM,
+        whose base score is part of the first round's trees, the selected trees alone
+        when ``start > 0`` (``predict(start_iteration=start, num_iteration=stop -
+        start)``; ``base_in_first_round``). Only for boosting models (a forest's trees
+        are averaged, not added).
         """
         if self.kind != BOOSTING:
             raise ValueError("iteration_range selects boosting rounds; a forest's trees "
@@ -448,7 +456,10 @@ class TreeEnsemble:
             return self
         first = np.concatenate([[0], np.flatnonzero(np.diff(self.tree_stage)) + 1,
                                 [self.n_trees]])
-        return self._tree_slice(int(first[start]), int(first[stop]))
+        out = self._tree_slice(int(first[start]), int(first[stop]))
+        if start > 0 and getattr(self, "base_in_first_round", False):
+            out.base_score = np.zeros_like(self.base_score)
+        return out
 
     def start_margin(self, offset):
         """Every row's margin before the first tree given per-row offsets (n, n_outputs):

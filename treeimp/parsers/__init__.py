@@ -12,7 +12,7 @@ import importlib
 import os
 import sys
 
-from ..ensemble import TreeEnsemble
+from ..ensemble import TreeEnsemble, check_iteration_range
 
 # (library module, class path inside it, "treeimp parser module:function").
 # Order matters only where classes inherit from each other (none of these do).
@@ -94,7 +94,7 @@ def select_trees(ens, iteration_range, default_stop, missing):
     """``ens`` restricted to ``iteration_range`` (else to the first ``default_stop``
     rounds, when not None), with ``missing`` as its missing-value sentinel."""
     if iteration_range is not None:
-        ens = ens.rounds(*iteration_range)
+        ens = ens.rounds(*check_iteration_range(iteration_range, ens.n_rounds))
     elif default_stop is not None and default_stop < ens.n_rounds:
         ens = ens.rounds(0, default_stop)
     if missing is not None:

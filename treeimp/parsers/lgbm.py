@@ -203,6 +203,7 @@ def parse_lightgbm_text(text: str, *, classes=None) -> TreeEnsemble:
         feature_categories=feature_categories(model.pandas_categorical, infos, params),
         classes=classes,
         library="lightgbm",
+        base_in_first_round=True,  # predict(start_iteration > 0) leaves the init score out
         gain_kind="gain",
     )
 
