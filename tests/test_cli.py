@@ -375,7 +375,8 @@ def test_text_labels_warn_for_uncategorised_lightgbm_categories(tmp_path, capsys
     pd.DataFrame({"c": labels, "v": X[:, 1], "y": y}).to_csv(tmp_path / "d.csv", index=False)
     err = []
     cli = _cli_records(capsys, ["explain", str(tmp_path / "m.txt"), str(tmp_path / "d.csv"),
-                                "--target", "y", "--format", "json", "--seed", "0"], err)
+                                "--target", "y", "--format", "json", "--seed", "0",
+                                "--columns-by-position"], err)
     # sorted labels a < b < c < d are the training codes 0..3 here
     api = treeimp.explain(booster, X, y, feature_names=["c", "v"], random_state=0)
     _assert_same(cli, json.loads(api.to_json()))

@@ -391,3 +391,60 @@ def test_lightgbm_poisson_init_score():
     forest = RandomForestClassifier(n_estimators=2).fit(Xv, yv > 1)
     with pytest.raises(ValueError, match="forest"):
         treeimp.explain(forest, Xv, yv > 1, base_margin=ov)
+
+
+# ---------------------------------------------------------------- the command line
+def test_cli_nameless_model_needs_columns_by_position(tmp_path, capsys):
+    from treeimp.cli import main
+
+    X, y = _regression(400)
+    booster = xgb.train({"max_depth": 3}, xgb.DMatrix(X[:250], y[:250]), 8)  # no names
+    model = str(tmp_path / "m.json")
+    booster.save_model(model)
+    cols = [f"f{j}" for j in range(X.shape[1])]
+    frame = pd.DataFrame(X[250:], columns=cols).assign(y=y[250:])
+    ordered, reordered = str(tmp_path / "o.csv"), str(tmp_path / "r.csv")
+    frame.to_csv(ordered, index=False)
+    frame[cols[::-1] + ["y"]].to_csv(reordered, index=False)
+    code = main(["explain", model, reordered, "--target", "y"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--columns-by-position" in err and "no feature names" in err
+    code = main(["explain", model, ordered, "--target", "y", "--columns-by-position",
+                 "--format", "csv", "--seed", "0"])
+    out = capsys.readouterr().out
+    assert code == 0
+    got = pd.read_csv(__import__("io").StringIO(out)).pivot(index="feature", columns="method",
+                                                             values="importance")
+    # the file's learning rate is derived from its node weights: the file is the reference
+    ref = treeimp.explain(treeimp.load(model), X[250:], y[250:], random_state=0).table
+    np.testing.assert_allclose(got.loc[ref.index.str.replace("x", "f"), ref.columns]
+                               .to_numpy(), ref.to_numpy(), rtol=1e-12)
+
+
+def test_cli_best_iteration_warning_and_iteration_range(early_stopped, tmp_path, capsys):
+    from treeimp.cli import main
+
+    m, X, y = early_stopped
+    model = str(tmp_path / "m.json")
+    m.get_booster().save_model(model)  # stores best_iteration (no feature names)
+    data = str(tmp_path / "d.csv")
+    pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])]).assign(y=y).to_csv(
+        data, index=False)
+    pos = "--columns-by-position"
+    assert main(["explain", model, data, "--target", "y", "--format", "json", pos]) == 0
+    assert "best_iteration" in capsys.readouterr().err
+    best = f"0,{m.best_iteration + 1}"
+    assert main(["explain", model, data, "--target", "y", "--format", "json", "--seed", "0",
+                 "--iteration-range", best, pos]) == 0
+    captured = capsys.readouterr()
+    assert "best_iteration" not in captured.err
+    ref = treeimp.explain(model, X, y, random_state=0,
+                          iteration_range=(0, m.best_iteration + 1))
+    import json
+
+    got = {(r["feature"], r["method"]): r["importance"] for r in json.loads(captured.out)}
+    for f, row in ref.table.rename(index=lambda s: s.replace("x", "f")).iterrows():
+        for method, value in row.items():
+            np.testing.assert_allclose(got[(f, method)], value, rtol=1e-9)
+    assert main(["explain", model, data, "--target", "y", "--iteration-range", "5", pos]) == 2
+    assert "--iteration-range" in capsys.readouterr().err
