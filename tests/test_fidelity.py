@@ -448,3 +448,46 @@ def test_cli_best_iteration_warning_and_iteration_range(early_stopped, tmp_path,
             np.testing.assert_allclose(got[(f, method)], value, rtol=1e-9)
     assert main(["explain", model, data, "--target", "y", "--iteration-range", "5", pos]) == 2
     assert "--iteration-range" in capsys.readouterr().err
+
+
+def test_multiclass_offsets_and_rounds():
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(450, 4))
+    y = np.digitize(X[:, 0] + rng.normal(scale=0.5, size=450), [-0.5, 0.5])
+    B = rng.normal(scale=0.5, size=(450, 3))
+    m = xgb.XGBClassifier(n_estimators=8, max_depth=3).fit(X[:300], y[:300],
+                                                           base_margin=B[:300])
+    Xv, yv, Bv = X[300:], y[300:], B[300:]
+    ens = treeimp.parse(m)
+    ref = m.predict(Xv, output_margin=True, base_margin=Bv)
+    np.testing.assert_allclose(ens.predict_raw(Xv, base_margin=Bv), ref, **XGB_TOL)
+    part = ens.rounds(3, 0)  # stop 0: to the last round
+    booster = m.get_booster()
+    np.testing.assert_allclose(
+        part.predict_raw(Xv, base_margin=Bv),
+        booster.predict(xgb.DMatrix(Xv, base_margin=Bv), output_margin=True,
+                        iteration_range=(3, 8)), **XGB_TOL)
+    _, staged = staged_pass(part, RowSource(Xv, part), yv, np.ones(1),
+                            np.zeros(len(yv), np.int32), 1, base_margin=Bv)
+    np.testing.assert_allclose(staged, part.predict_raw(Xv, base_margin=Bv), rtol=1e-12)
+    with pytest.raises(ValueError, match=r"\(150, 3\)"):
+        ens.predict_raw(Xv, base_margin=Bv[:, 0])
+    lg = lgb.LGBMClassifier(n_estimators=6, num_leaves=5, verbose=-1).fit(
+        X[:300], y[:300], init_score=B[:300])
+    np.testing.assert_allclose(treeimp.parse(lg).predict_raw(Xv, base_margin=Bv),
+                               lg.predict(Xv, raw_score=True) + Bv, rtol=1e-12, atol=1e-12)
+    ours = treeimp.permutation_importance(lg, Xv, yv, scoring="neg_log_loss", n_repeats=2,
+                                          random_state=0, base_margin=Bv)
+
+    class Offset(Predictor):
+        classes_ = np.arange(3)
+        _estimator_type = "classifier"
+
+        def predict_proba(self, Z):
+            from scipy.special import softmax
+
+            return softmax(lg.predict(Z, raw_score=True) + Bv, axis=1)
+
+    theirs = sk_permutation_importance(Offset(), Xv, yv, scoring="neg_log_loss", n_repeats=2,
+                                       random_state=0)
+    np.testing.assert_allclose(ours.importances, theirs.importances, rtol=1e-9, atol=1e-12)
