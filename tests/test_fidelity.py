@@ -325,6 +325,8 @@ def test_polars_and_arrow_by_name(named_model):
         ens.predict_raw(pdf.rename({"a": "q"}))
     with pytest.raises(TypeError, match="dtype"):
         ens.predict_raw(pdf.with_columns(pl.col("c").cast(pl.String)))
+    with pytest.raises(TypeError, match="collect"):
+        ens.predict_raw(pdf.lazy())
 
 
 def test_polars_numeric_with_nulls_on_a_nameless_model():

@@ -249,7 +249,10 @@ def _as_dataframe(X):
         return None
     import narwhals.stable.v1 as nw
 
-    frame = nw.from_native(X, eager_only=True, pass_through=True)
+    frame = nw.from_native(X, pass_through=True)
+    if isinstance(frame, nw.LazyFrame):
+        raise TypeError(f"X is a lazy {type(X).__module__.split('.')[0]} frame "
+                        f"({type(X).__name__}); collect it into a DataFrame first")
     return frame if isinstance(frame, nw.DataFrame) else None
 
 
