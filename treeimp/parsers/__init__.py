@@ -117,14 +117,17 @@ def _same_value(a, b):
 
 def _default_stop(model):
     """Rounds the model's default predict uses when fewer than all (best iteration + 1
-    of an early-stopped XGBoost wrapper, LightGBM's best iteration), else None."""
-    module = type(model).__module__.split(".")[0]
-    if module == "xgboost" and type(model).__name__ != "Booster":
+    of an early-stopped XGBoost wrapper, LightGBM's best iteration), else None. An
+    XGBoost Booster predicts with all its trees, whatever best_iteration it stores."""
+    wrapper = _lookup_class("xgboost", "XGBModel")
+    if wrapper is not None and isinstance(model, wrapper):
         best = model.get_booster().attr("best_iteration")
         return None if best is None else int(best) + 1
-    if module == "lightgbm":
-        booster = getattr(model, "booster_", model)
-        best = int(getattr(booster, "best_iteration", 0) or 0)
+    lgb_wrapper = _lookup_class("lightgbm", "LGBMModel")
+    lgb_booster = _lookup_class("lightgbm", "Booster")
+    if lgb_booster is not None and isinstance(model, (lgb_wrapper, lgb_booster)):
+        booster = model.booster_ if isinstance(model, lgb_wrapper) else model
+        best = int(booster.best_iteration or 0)
         return best if best > 0 else None
     return None
 
