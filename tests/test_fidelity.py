@@ -255,6 +255,8 @@ def test_sparse_equals_library(name, make, tol, monkeypatch):
     ref = (model.predict(Sv, output_margin=True) if name == "xgboost" else
            model.predict(Sv, raw_score=True) if name == "lightgbm" else model.predict(Sv))
     monkeypatch.setattr(_input, "SPARSE_CHUNK_VALUES", 6 * 37)  # several chunks of 37 rows
+    sizes = [c.shape[0] for _, c in RowSource(Sv, ens).chunks(split=True)]
+    assert max(sizes) == 37 and sum(sizes) == Sv.shape[0]  # never all rows made dense
     for fmt in (Sv, Sv.tocsc(), sp.csr_array(Sv), sp.csc_array(Sv), Sv.tocoo()):
         np.testing.assert_allclose(ens.predict_raw(fmt)[:, 0], ref, **tol)
     # what the library reads an absent entry as: XGBoost missing, the others zero
@@ -327,6 +329,21 @@ def test_polars_and_arrow_by_name(named_model):
         ens.predict_raw(pdf.with_columns(pl.col("c").cast(pl.String)))
     with pytest.raises(TypeError, match="collect"):
         ens.predict_raw(pdf.lazy())
+
+
+def test_polars_categories_on_lightgbm():
+    pl = pytest.importorskip("polars")
+    rng = np.random.default_rng(8)
+    n = 400
+    df = pd.DataFrame({"c": pd.Categorical(rng.choice(["u", "v", "w", "z"], n)),
+                       "v": rng.normal(size=n)})
+    y = (df.c == "w") * 2.0 + df.v + rng.normal(scale=0.3, size=n)
+    m = lgb.LGBMRegressor(n_estimators=8, num_leaves=5, verbose=-1,
+                          min_data_per_group=5, cat_smooth=1).fit(df, y)
+    frame = pl.from_pandas(df).with_columns(
+        pl.col("c").cast(pl.String).cast(pl.Enum(["z", "w", "v", "u"])))  # other order
+    np.testing.assert_allclose(treeimp.parse(m).predict_raw(frame)[:, 0],
+                               m.predict(df, raw_score=True), rtol=1e-12)
 
 
 def test_polars_numeric_with_nulls_on_a_nameless_model():
@@ -450,6 +467,30 @@ def test_cli_best_iteration_warning_and_iteration_range(early_stopped, tmp_path,
             np.testing.assert_allclose(got[(f, method)], value, rtol=1e-9)
     assert main(["explain", model, data, "--target", "y", "--iteration-range", "5", pos]) == 2
     assert "--iteration-range" in capsys.readouterr().err
+
+
+def test_cli_missing_sentinel(sentinel_model, tmp_path, capsys):
+    import json
+
+    from treeimp.cli import main
+
+    m, X, y = sentinel_model
+    model = str(tmp_path / "m.ubj")
+    m.get_booster().save_model(model)
+    data = str(tmp_path / "d.csv")
+    pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])]).assign(y=y).to_csv(
+        data, index=False)
+    assert main(["explain", model, data, "--target", "y", "--format", "json", "--seed", "0",
+                 "--columns-by-position", "--missing", "-999"]) == 0
+    got = {(r["feature"], r["method"]): r["importance"]
+           for r in json.loads(capsys.readouterr().out)}
+    ref = treeimp.explain(model, X, y, missing=-999, random_state=0).table
+    for f, row in ref.rename(index=lambda s: s.replace("x", "f")).iterrows():
+        for method, value in row.items():
+            np.testing.assert_allclose(got[(f, method)], value, rtol=1e-9, atol=1e-12)
+    # and the sentinel matters: without it the numbers differ
+    plain = treeimp.explain(model, X, y, random_state=0).table
+    assert not np.allclose(plain.mdi_oob, ref.mdi_oob)
 
 
 def test_multiclass_offsets_and_rounds():
