@@ -534,3 +534,17 @@ def test_multiclass_offsets_and_rounds():
     theirs = sk_permutation_importance(Offset(), Xv, yv, scoring="neg_log_loss", n_repeats=2,
                                        random_state=0)
     np.testing.assert_allclose(ours.importances, theirs.importances, rtol=1e-9, atol=1e-12)
+
+
+def test_selector_honours_the_wrappers_missing():
+    rng = np.random.default_rng(9)
+    n = 1500
+    X = rng.normal(size=(n, 4))
+    gone = rng.random(n) < 0.3
+    X[gone, 0] = -999.0
+    y = np.where(gone, 2.0, X[:, 0]) + rng.normal(scale=0.3, size=n)
+    sel = treeimp.ImportanceSelector(
+        xgb.XGBRegressor(n_estimators=20, max_depth=3, missing=-999.0), random_state=0)
+    sel.fit(X, y)
+    assert sel.estimator_.missing == -999.0
+    assert sel.get_support(indices=True).tolist() == [0]
