@@ -311,6 +311,11 @@ def test_polars_and_arrow_by_name(named_model):
     np.testing.assert_allclose(ens.predict_raw(pdf)[:, 0], ref, **XGB_TOL)
     enum = pdf.with_columns(pl.col("c").cast(pl.String).cast(pl.Enum(["z", "y", "x"])))
     np.testing.assert_allclose(ens.predict_raw(enum)[:, 0], ref, **XGB_TOL)
+    # chunk by chunk (a slice of a polars column may list other categories)
+    whole = np.concatenate([c for _, c in RowSource(df, ens).chunks()])
+    for frame in (pdf, enum, pdf[::-1][::-1]):
+        parts = np.concatenate([c for _, c in RowSource(frame, ens).chunks(chunk_rows=7)])
+        np.testing.assert_array_equal(parts, whole)
     table = pa.Table.from_pandas(df)
     np.testing.assert_allclose(ens.predict_raw(table)[:, 0], ref, **XGB_TOL)
     pd.testing.assert_frame_equal(treeimp.explain(m, pdf, y, random_state=0).table,

@@ -142,7 +142,7 @@ class RowSource:
                     lookup = _category_lookup(cats, levels[j])
                 else:
                     lookup = _label_values(cats, codes, where, ens)
-                self._converters.append(("cat", lookup))
+                self._converters.append(("cat", (lookup, cats)))
             elif _is_numeric(dtype, ndtype):
                 if j in self._tables:
                     _check_numeric_allowed(self._tables[j], j, where, ens)
@@ -164,8 +164,10 @@ class RowSource:
             else:
                 col = df.get_column(self._columns[j])[start:stop]
             if kind == "cat":
-                codes = _categories_and_codes(col, self._pandas)[1]
-                out[:, j] = lookup[codes]  # code -1 (missing) hits the last entry: NaN
+                table, cats = lookup
+                # codes against the whole column's categories (a slice may list others)
+                codes = _categories_and_codes(col, self._pandas, cats)[1]
+                out[:, j] = table[codes]  # code -1 (missing) hits the last entry: NaN
             else:
                 out[:, j] = _floats(col, self._pandas)
                 if lookup is not None:
@@ -277,15 +279,16 @@ def _is_numeric(pandas_dtype, nw_dtype):
     return nw_dtype.is_numeric() or nw_dtype == nw.Boolean
 
 
-def _categories_and_codes(col, pandas):
+def _categories_and_codes(col, pandas, cats=None):
     """(the column's categories as a list, int64 codes of its rows: -1 = missing). A
     pandas column gives its own codes; other libraries' labels are coded by position
-    among the column's categories."""
+    among ``cats`` (default: the column's categories)."""
     if pandas:
         return list(col.cat.categories), np.asarray(col.cat.codes, dtype=np.int64)
     import pandas as pd
 
-    cats = col.cat.get_categories().to_list()
+    if cats is None:
+        cats = col.cat.get_categories().to_list()
     labels = col.to_numpy()
     codes = pd.Categorical(np.asarray(labels, dtype=object), categories=cats).codes
     return cats, np.asarray(codes, dtype=np.int64)
