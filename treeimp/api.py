@@ -74,8 +74,9 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
         terminal, tqdm is installed and the run is long (rows x trees > 5e7).
     iteration_range : (start, stop), optional
         Boosting rounds to explain (XGBoost's meaning; stop 0: the last). The held-out
-        margin is base score (+ ``base_margin``) + the selected trees, as XGBoost's
-        ``predict(iteration_range=...)`` computes it.
+        margin is what the library predicts for that range (XGBoost: base score, or
+        ``base_margin``, + the selected trees; LightGBM leaves out its base score when
+        start > 0, see :meth:`TreeEnsemble.rounds`).
     missing : float, optional
         XGBoost's missing-value sentinel for a Booster or model file (a wrapper's own
         ``missing`` parameter is used by default): values equal to it route as NaN.
