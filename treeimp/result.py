@@ -64,10 +64,13 @@ class Importances:
     table_by_class : dict
         Classification forests: method ("mdi_oob", "ufi") -> DataFrame (features x
         classes) of per-class parts; each row sums to that method's ``table`` value.
+    groups : dict or None
+        With ``explain(..., groups=...)``: {group name: [its member features]}; the
+        index of every table then holds the group names.
     """
 
     def __init__(self, *, table, stderr, stderr_trees, per_tree, block_values, n_blocks,
-                 kind, n_rows, model_name="", table_by_class=None):
+                 kind, n_rows, model_name="", table_by_class=None, groups=None):
         self.table = table
         self.stderr = stderr
         self.stderr_trees = stderr_trees
@@ -78,6 +81,7 @@ class Importances:
         self.n_rows = n_rows
         self.model_name = model_name
         self.table_by_class = table_by_class or {}
+        self.groups = groups
         pv = {m: one_sided_pvalues(table[m], stderr[m], n_blocks - 1) for m in table.columns}
         self.pvalues = pd.DataFrame(pv, index=table.index)
         self.qvalues = pd.DataFrame({m: bh_qvalues(self.pvalues[m].to_numpy())
