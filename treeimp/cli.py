@@ -17,9 +17,11 @@ EXPLAIN_HELP = """\
 Out-of-sample feature importances of a saved tree ensemble on held-out rows.
 
 MODEL is an XGBoost model saved with save_model (.json or .ubj), a LightGBM model saved
-with save_model (.txt), both read without importing xgboost or lightgbm, or a pickled
-scikit-learn, XGBoost or LightGBM model (.pkl, .pickle, .joblib). Unpickling runs code
-stored in the file: only pass pickles you trust.
+with save_model (.txt), both read without importing xgboost or lightgbm and running no
+code from the file; a scikit-learn model saved with skops (.skops; types skops does not
+trust by default are listed and need --trust-pickle); or a pickled scikit-learn, XGBoost
+or LightGBM model (.pkl, .pickle, .joblib), loaded only with --trust-pickle because
+unpickling runs code stored in the file.
 
 DATA is a CSV or Parquet file (Parquet needs pyarrow) of rows the model was NOT trained
 on (or, with --oob, the training rows of a pickled bagged forest in training order). The
@@ -52,7 +54,7 @@ def build_parser():
                         description=EXPLAIN_HELP,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     ex.add_argument("model", metavar="MODEL", help="model file: .json/.ubj (XGBoost), .txt "
-                    "(LightGBM), .pkl/.pickle/.joblib (pickle: trusted files only)")
+                    "(LightGBM), .skops, .pkl/.pickle/.joblib (with --trust-pickle)")
     ex.add_argument("data", metavar="DATA", help="held-out rows: .csv or .parquet")
     ex.add_argument("--target", required=True, metavar="COL",
                     help="name of the label column in DATA")
@@ -76,6 +78,9 @@ def build_parser():
                     help="comma-separated columns of DATA to ignore (e.g. an ID column)")
     ex.add_argument("--n-jobs", type=int, default=None, metavar="N",
                     help="threads (default: all cores)")
+    ex.add_argument("--trust-pickle", action="store_true",
+                    help="load .pkl/.pickle/.joblib files and skops files with untrusted "
+                    "types: this runs code stored in the file, use only for files you trust")
 
     demo = sub.add_parser("demo", help="MDI vs MDI-oob and UFI on breast cancer data (15%% "
                           "of labels flipped) with a row ID and two pure-noise columns")
@@ -119,7 +124,7 @@ def _explain(args):
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     drop = [c.strip() for c in args.drop.split(",") if c.strip()]
-    model, ens = load_model(args.model)
+    model, ens = load_model(args.model, trust_pickle=args.trust_pickle, warn=_warn)
     if args.oob and (model is ens or ens.kind != "forest"):
         what = ("is a model file, which stores no in-bag rows" if model is ens else
                 f"holds a {type(model).__name__}, which has no out-of-bag rows")

@@ -67,6 +67,12 @@ def parse(model) -> TreeEnsemble:
         cls = _lookup_class(lib, path)
         if cls is not None and isinstance(model, cls):
             return _resolve(spec)(model)
+    from ..pipeline import is_pipeline
+
+    if is_pipeline(model):
+        raise TypeError("parse() reads one tree model, not a Pipeline: pass the Pipeline "
+                        "to treeimp.explain / permutation_importance (which transform X "
+                        "through its steps), or parse(pipeline[-1])")
     raise TypeError(
         f"cannot explain a {type(model).__module__}.{type(model).__name__}; supported "
         f"models: {', '.join(SUPPORTED)}, a TreeEnsemble, or a saved XGBoost .json/.ubj or "
