@@ -88,6 +88,7 @@ class RowSource:
             if isinstance(dtype, pd.CategoricalDtype):
                 if as_code if np.ndim(as_code) == 0 else as_code[j]:
                     lookup = _category_lookup(col, levels[j])
+                    _warn_unseen(col, lookup, f"{what} column {cols[j]!r}")
                 else:
                     lookup = _label_values(col, f"{what} column {cols[j]!r}", ens)
                 self._converters.append(("cat", lookup))
@@ -187,6 +188,23 @@ def _category_lookup(col, levels):
         for k, c in enumerate(cats):
             lookup[k] = position.get(c, np.nan)
     return lookup
+
+
+def _warn_unseen(col, lookup, where):
+    """Warn (as the command line does) when rows hold labels the model never saw: they
+    are routed as missing."""
+    unseen = np.flatnonzero(np.isnan(lookup[:-1]))
+    if unseen.size == 0:
+        return
+    codes = np.asarray(col.cat.codes)
+    used = np.isin(codes, unseen)
+    if used.any():
+        import warnings
+
+        labels = [col.cat.categories[k] for k in np.unique(codes[used])]
+        warnings.warn(f"{where}: {int(used.sum())} rows have labels the model never saw "
+                      f"({labels[:10]}{' ...' if len(labels) > 10 else ''}); they are routed "
+                      "as missing", UserWarning, stacklevel=4)
 
 
 def _label_values(col, where, ens):

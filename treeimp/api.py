@@ -12,6 +12,7 @@ from . import measures
 from ._input import RowSource
 from .ensemble import FOREST
 from .groups import resolve_groups
+from .input_checks import check_explainable, check_unique_columns
 from .kernels import scratch
 from .kernels.api import forest_node_stats, forest_stats_shape
 from .measures import BOOSTING_METHODS, FOREST_METHODS, NodeStats
@@ -97,7 +98,12 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
     ['mdi', 'mdi_oob', 'ufi']
     """
     model, X, feature_names, input_groups = _unwrap(model, X, feature_names, groups)
+    if not isinstance(oob, (bool, np.bool_)):
+        raise TypeError(f"oob must be True or False, got {oob!r}")
+    oob = bool(oob)
+    check_unique_columns(X)
     ens = parse(model)
+    check_explainable(ens)
     methods = _check_methods(methods, ens, alpha, lam)
     rows = RowSource(X, ens)  # validates X's width and names even when no row is routed
     n = rows.n_rows
@@ -264,7 +270,13 @@ def _tree_stderr(pt, forest):
 def _check_methods(methods, ens, alpha, lam):
     if isinstance(methods, str):
         methods = (methods,)
+    if methods is None or not hasattr(methods, "__iter__"):
+        raise TypeError(f"methods must be a method name or a sequence of them (e.g. "
+                        f"{list(DEFAULT_METHODS)}), got {methods!r}")
     methods = list(dict.fromkeys(methods))
+    bad = [m for m in methods if not isinstance(m, str)]
+    if bad:
+        raise TypeError(f"methods must be strings, got {bad[0]!r}")
     valid = FOREST_METHODS + ("pg_oob",) if ens.kind == FOREST else BOOSTING_METHODS
     if not methods:
         raise ValueError(f"methods is empty; choose from {list(valid)}")
@@ -278,9 +290,12 @@ def _check_methods(methods, ens, alpha, lam):
     if "pg_oob" in methods:
         if alpha is None or lam is None:
             raise ValueError("'pg_oob' needs alpha and lam (e.g. alpha=0.5, lam=1.0)")
-        if not 0.0 <= float(alpha) <= 1.0 or float(lam) < 0:
-            raise ValueError(f"pg_oob needs 0 <= alpha <= 1 and lam >= 0, got alpha={alpha}, "
-                             f"lam={lam}")
+        for name, v in (("alpha", alpha), ("lam", lam)):
+            if isinstance(v, bool) or not isinstance(v, numbers.Real):
+                raise TypeError(f"pg_oob's {name} must be a number, got {v!r}")
+        if not 0.0 <= float(alpha) <= 1.0 or not 0.0 <= float(lam) < np.inf:
+            raise ValueError(f"pg_oob needs 0 <= alpha <= 1 and a finite lam >= 0, got "
+                             f"alpha={alpha}, lam={lam}")
     return methods
 
 

@@ -8,7 +8,9 @@ from :func:`treeimp.explain` (ValueError, TypeError, OSError) are printed as one
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -124,6 +126,12 @@ def _explain(args):
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     drop = [c.strip() for c in args.drop.split(",") if c.strip()]
+    # output paths are checked before the work, not after it
+    if args.plot:
+        _check_writable(args.plot, "--plot")
+        _check_plotting()
+    if args.output:
+        _check_writable(args.output, "--output")
     model, ens = load_model(args.model, trust_pickle=args.trust_pickle, warn=_warn)
     if args.oob and (model is ens or ens.kind != "forest"):
         what = ("is a model file, which stores no in-bag rows" if model is ens else
@@ -136,8 +144,10 @@ def _explain(args):
     X, y = split_target(df, args.target, ens, drop=drop, source=source)
     X = encode_categories(X, ens, _warn)
     y = check_class_labels(y, ens, source)
-    res = explain(model if args.oob else ens, X, y, oob=args.oob, methods=methods,
-                  n_blocks=args.n_blocks, random_state=args.seed, n_jobs=args.n_jobs)
+    with warnings.catch_warnings():  # encode_categories has told the user already
+        warnings.filterwarnings("ignore", message=".*labels the model never saw")
+        res = explain(model if args.oob else ens, X, y, oob=args.oob, methods=methods,
+                      n_blocks=args.n_blocks, random_state=args.seed, n_jobs=args.n_jobs)
     if args.format == "json":
         text = res.to_json() + "\n"
     elif args.format == "csv":
@@ -202,11 +212,31 @@ def _format_p(p):
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def _save_plot(res, path):
+def _check_writable(path, option):
+    """A file can be written at ``path``: its folder exists and is writable, and the
+    path is not a folder or a read-only file. Nothing is created."""
+    target = os.path.abspath(path)
+    folder = os.path.dirname(target)
+    if os.path.isdir(target):
+        raise ValueError(f"{option} {path!r} is a directory; give a file name")
+    if not os.path.isdir(folder):
+        raise ValueError(f"{option} {path!r}: the directory {folder!r} does not exist")
+    if os.path.exists(target):
+        if not os.access(target, os.W_OK):
+            raise ValueError(f"{option} {path!r} exists and is not writable")
+    elif not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"{option} {path!r}: the directory {folder!r} is not writable")
+
+
+def _check_plotting():
     from importlib.util import find_spec
 
     if find_spec("matplotlib") is None:
         raise ValueError("--plot needs matplotlib: pip install matplotlib")
+
+
+def _save_plot(res, path):
+    _check_plotting()
     import matplotlib
 
     matplotlib.use("Agg")  # the command line only writes files

@@ -23,6 +23,7 @@ from sklearn.utils import Bunch, check_random_state
 
 from ._input import RowSource
 from .groups import resolve_groups
+from .input_checks import check_explainable, check_unique_columns
 from .kernels.api import _forest_scale, predict_ensemble, routing_flags
 from .kernels.permute import LeafIndex
 from .kernels.threads import numba_threads
@@ -87,7 +88,9 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     """
     u = unwrap(model, X, need_input_groups=isinstance(groups, str) and groups == "input")
     model, X = u.model, u.X
+    check_unique_columns(X)
     ens = parse(model)
+    check_explainable(ens)
     if isinstance(n_repeats, bool) or not isinstance(n_repeats, (int, np.integer)) \
             or n_repeats < 1:
         raise ValueError(f"n_repeats must be a positive integer, got {n_repeats!r}")

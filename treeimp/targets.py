@@ -17,7 +17,22 @@ def as_1d_target(y, n_rows, what="y"):
         raise ValueError(f"{what} must be 1-D, got shape {arr.shape}")
     if arr.shape[0] != n_rows:
         raise ValueError(f"X has {n_rows} rows but {what} has {arr.shape[0]}")
+    _check_no_pd_na(arr, what)
     return arr
+
+
+def _check_no_pd_na(arr, what):
+    """pandas' missing value pd.NA (nullable Int64/Float64/boolean/string columns) is
+    neither a label nor a number: name it instead of failing on it later."""
+    if arr.dtype != object:
+        return
+    import pandas as pd
+
+    missing = np.fromiter((v is pd.NA for v in arr.tolist()), dtype=bool, count=arr.size)
+    if missing.any():
+        raise ValueError(f"{what} has {int(missing.sum())} missing values (pd.NA; first at "
+                         f"row {int(np.flatnonzero(missing)[0])}); drop those rows or fill "
+                         "them")
 
 
 def class_indices(y, classes, what="y"):
@@ -78,4 +93,9 @@ def check_sample_weight(sample_weight, n_rows):
         raise ValueError(f"sample_weight has {int((w < 0).sum())} negative values")
     if not np.any(w > 0):
         raise ValueError("sample_weight is zero for every row")
+    with np.errstate(over="ignore"):
+        total = w.sum()
+    if not np.isfinite(total):
+        raise ValueError(f"sample_weight sums to infinity (largest weight {w.max():.3g} over "
+                         f"{w.size} rows): rescale the weights, e.g. divide by their maximum")
     return w
