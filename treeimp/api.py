@@ -12,7 +12,11 @@ from . import measures
 from ._input import RowSource
 from .ensemble import FOREST
 from .groups import resolve_groups
-from .input_checks import check_explainable, check_unique_columns
+from .input_checks import (
+    check_explainable,
+    check_methods_for_targets,
+    check_unique_columns,
+)
 from .kernels import scratch
 from .kernels.api import forest_node_stats, forest_stats_shape
 from .measures import BOOSTING_METHODS, FOREST_METHODS, NodeStats
@@ -20,7 +24,7 @@ from .parsers import inbag_bits, parse
 from .pipeline import unwrap
 from .progress import progress_bar
 from .result import Importances
-from .targets import as_1d_target, check_sample_weight, forest_targets
+from .targets import as_target, check_sample_weight, forest_targets, n_target_columns
 
 DEFAULT_METHODS = ("mdi", "mdi_oob", "ufi")
 
@@ -105,6 +109,7 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
     ens = parse(model)
     check_explainable(ens)
     methods = _check_methods(methods, ens, alpha, lam)
+    check_methods_for_targets(methods, ens)
     rows = RowSource(X, ens)  # validates X's width and names even when no row is routed
     n = rows.n_rows
     names = _feature_names(feature_names, rows, ens)
@@ -112,12 +117,12 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
     held_out = [m for m in methods if m != "mdi"]
     if not held_out:  # in-sample MDI reads the model alone: y optional, nothing routed
         if y is not None:
-            as_1d_target(y, n)
+            as_target(y, n, n_target_columns(ens))
         check_sample_weight(sample_weight, n)
         return _assemble(ens, None, methods, names, False, n,
                          _check_n_blocks(n_blocks, np.inf), alpha, lam, groups=grp)
     n_blocks = _check_n_blocks(n_blocks, n)
-    y_arr = as_1d_target(y, n)
+    y_arr = as_target(y, n, n_target_columns(ens))
     # no sample_weight: one weight for every row (the kernels read w[min(row, len - 1)])
     w = np.ones(1) if sample_weight is None else check_sample_weight(sample_weight, n)
     block = _assign_blocks(n, n_blocks, random_state)

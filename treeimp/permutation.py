@@ -31,7 +31,7 @@ from .parsers import parse
 from .pipeline import unwrap
 from .progress import progress_bar
 from .scoring import bind_scorer, make_scorer
-from .targets import as_1d_target, check_sample_weight
+from .targets import as_target, check_sample_weight, n_target_columns
 
 
 def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_state=None,
@@ -96,7 +96,7 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
         raise ValueError(f"n_repeats must be a positive integer, got {n_repeats!r}")
     rows = RowSource(X, ens)
     n = rows.n_rows
-    y = as_1d_target(y, n)
+    y = as_target(y, n, n_target_columns(ens))
     w = None if sample_weight is None else check_sample_weight(sample_weight, n)
     make_scorer(ens, scoring)  # a bad scoring fails before any routing
     names = (u.feature_names or rows.feature_names or

@@ -35,6 +35,30 @@ def _check_no_pd_na(arr, what):
                          "them")
 
 
+def n_target_columns(ens):
+    """Columns y must have: one per output of a multi-output regression forest, else 1."""
+    if ens.kind == "forest" and ens.objective.name != "class_probability":
+        return int(ens.n_outputs)
+    return 1
+
+
+def as_target(y, n_rows, n_columns, what="y"):
+    """y for a model with ``n_columns`` targets: 1-D when 1, else (n_rows, n_columns)."""
+    if n_columns == 1:
+        return as_1d_target(y, n_rows, what)
+    if y is None:
+        raise ValueError(f"{what} is required: importances are measured against the "
+                         "evaluation rows' targets")
+    arr = np.asarray(y.to_numpy() if hasattr(y, "to_numpy") else y)
+    if arr.ndim != 2 or arr.shape[1] != n_columns:
+        raise ValueError(f"the model was fit on {n_columns} targets: {what} must have shape "
+                         f"(n_rows, {n_columns}), got {arr.shape}")
+    if arr.shape[0] != n_rows:
+        raise ValueError(f"X has {n_rows} rows but {what} has {arr.shape[0]}")
+    _check_no_pd_na(arr.ravel(), what)
+    return arr
+
+
 def class_indices(y, classes, what="y"):
     """Position of every label among the model's classes; unknown labels are an error."""
     classes = np.asarray(classes)
@@ -78,7 +102,8 @@ def forest_targets(ens, y):
         Z = np.zeros((len(idx), ens.n_outputs))
         Z[np.arange(len(idx)), idx] = 1.0
         return Z, True
-    return regression_target(y)[:, None], False
+    Z = regression_target(y)
+    return (Z[:, None] if Z.ndim == 1 else Z), False
 
 
 def check_sample_weight(sample_weight, n_rows):

@@ -1,0 +1,89 @@
+"""Models users have beyond the basic ones: multi-output regression forests, Bagging of
+decision trees, LightGBM random forests, HistGradientBoosting on string categories, and
+the clear refusal of XGBoost vector-leaf models."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.ensemble import (
+    BaggingClassifier,
+    BaggingRegressor,
+    RandomForestClassifier,
+    RandomForestRegressor,
+)
+from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
+
+import treeimp
+
+
+def _saabas_mdi_oob(trees, X, Y, features=None, oob_rows=None):
+    """Li et al.'s MDI-oob by brute force: per tree, the mean over its evaluation rows of
+    y_i . (Saabas contribution of each feature to the tree's output vector), then the
+    mean over trees. ``features``: each tree's original column of its local feature;
+    ``oob_rows``: each tree's evaluation rows (default: all)."""
+    F = X.shape[1]
+    per_tree = []
+    for t, tree in enumerate(trees):
+        tr = tree.tree_
+        cols = np.arange(F) if features is None else np.asarray(features[t])
+        rows = np.arange(X.shape[0]) if oob_rows is None else oob_rows[t]
+        v = tr.value.reshape(tr.node_count, -1)
+        if hasattr(tree, "classes_") and np.ndim(Y) == 2:  # fractions of tree's classes
+            full = np.zeros((tr.node_count, Y.shape[1]))
+            full[:, np.asarray(tree.classes_, dtype=int)] = v
+            v = full
+        path = tree.decision_path(X[np.ix_(rows, cols)]).tocsr()
+        imp = np.zeros(F)
+        for k, i in enumerate(rows):
+            nodes = path.indices[path.indptr[k]:path.indptr[k + 1]]
+            for p, c in zip(nodes[:-1], nodes[1:]):
+                imp[cols[tr.feature[p]]] += Y[i] @ (v[c] - v[p])
+        per_tree.append(imp / len(rows))
+    return np.mean(per_tree, axis=0)
+
+
+def test_multi_output_regression_forest():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    Y = np.c_[X[:, 0] + 0.1 * rng.normal(size=300), X[:, 1] - X[:, 0]]
+    rf = RandomForestRegressor(n_estimators=6, max_depth=5, random_state=0).fit(X[:200],
+                                                                               Y[:200])
+    ens = treeimp.parse(rf)
+    np.testing.assert_allclose(ens.predict_raw(X), rf.predict(X), rtol=1e-12, atol=1e-12)
+    res = treeimp.explain(rf, X[200:], Y[200:], methods=("mdi", "mdi_oob"), random_state=0)
+    pt = res.per_tree["mdi"]  # scikit-learn: each tree's importances normalised, averaged
+    np.testing.assert_allclose((pt / pt.sum(axis=1, keepdims=True)).mean(axis=0),
+                               rf.feature_importances_, rtol=1e-10)
+    np.testing.assert_allclose(res.table["mdi_oob"],
+                               _saabas_mdi_oob(rf.estimators_, X[200:], Y[200:]),
+                               rtol=1e-9, atol=1e-12)
+    with pytest.raises(ValueError, match=r"\['ufi'\] not defined for a regression forest "
+                                         r"with 2 targets"):
+        treeimp.explain(rf, X[200:], Y[200:])
+    with pytest.raises(ValueError, match=r"must have shape \(n_rows, 2\)"):
+        treeimp.explain(rf, X[200:], Y[200:, 0], methods=("mdi_oob",))
+
+
+def test_multi_output_classification_forest_is_refused():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(100, 3))
+    Y = np.c_[X[:, 0] > 0, X[:, 1] > 0].astype(int)
+    rf = RandomForestClassifier(n_estimators=3, random_state=0).fit(X, Y)
+    with pytest.raises(ValueError, match="multi-output classification"):
+        treeimp.explain(rf, X, Y)
+
+
+def test_multi_output_regression_permutation_matches_sklearn():
+    from sklearn.inspection import permutation_importance
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    Y = np.c_[X[:, 0] + 0.1 * rng.normal(size=300), X[:, 1] - X[:, 0]]
+    rf = RandomForestRegressor(n_estimators=6, max_depth=5, random_state=0).fit(X[:200],
+                                                                               Y[:200])
+    for scoring in (None, "neg_mean_squared_error"):
+        ours = treeimp.permutation_importance(rf, X[200:], Y[200:], n_repeats=3,
+                                              random_state=1, scoring=scoring)
+        ref = permutation_importance(rf, X[200:], Y[200:], n_repeats=3, random_state=1,
+                                     scoring=scoring)
+        np.testing.assert_allclose(ours.importances, ref.importances, rtol=1e-12, atol=1e-14)
