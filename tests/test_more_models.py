@@ -3,7 +3,6 @@ decision trees, LightGBM random forests, HistGradientBoosting on string categori
 the clear refusal of XGBoost vector-leaf models."""
 
 import numpy as np
-import pandas as pd
 import pytest
 from sklearn.ensemble import (
     BaggingClassifier,
@@ -87,3 +86,44 @@ def test_multi_output_regression_permutation_matches_sklearn():
         ref = permutation_importance(rf, X[200:], Y[200:], n_repeats=3, random_state=1,
                                      scoring=scoring)
         np.testing.assert_allclose(ours.importances, ref.importances, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("classifier", [True, False])
+def test_bagging_of_trees(classifier):
+    from sklearn.inspection import permutation_importance
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(240, 5))
+    if classifier:
+        y = np.digitize(X[:, 0] + 0.5 * X[:, 3], [-0.7, 0.7])  # 3 classes
+        Y = np.eye(3)[y]
+        model = BaggingClassifier(DecisionTreeClassifier(max_depth=4), n_estimators=8,
+                                  max_samples=12, max_features=3, random_state=0)
+    else:
+        y = X[:, 0] + 0.5 * X[:, 3] + 0.1 * rng.normal(size=240)
+        Y = y[:, None]
+        model = BaggingRegressor(DecisionTreeRegressor(max_depth=4), n_estimators=8,
+                                 max_features=3, bootstrap_features=True, random_state=0)
+    model.fit(X, y)
+    ens = treeimp.parse(model)
+    want = model.predict_proba(X) if classifier else model.predict(X)[:, None]
+    np.testing.assert_allclose(ens.predict_raw(X), want, rtol=1e-12, atol=1e-14)
+    # out of bag: each tree on the rows it did not draw, its local features remapped
+    res = treeimp.explain(model, X, y, oob=True, methods=("mdi_oob",), random_state=0)
+    oob = [np.setdiff1d(np.arange(len(y)), s) for s in model.estimators_samples_]
+    np.testing.assert_allclose(res.table["mdi_oob"],
+                               _saabas_mdi_oob(model.estimators_, X, Y,
+                                               model.estimators_features_, oob),
+                               rtol=1e-9, atol=1e-12)
+    ours = treeimp.permutation_importance(model, X, y, n_repeats=2, random_state=0)
+    ref = permutation_importance(model, X, y, n_repeats=2, random_state=0)
+    np.testing.assert_allclose(ours.importances, ref.importances, rtol=1e-12, atol=1e-14)
+
+
+def test_bagging_of_other_estimators_is_refused():
+    from sklearn.linear_model import LinearRegression
+
+    X = np.random.default_rng(0).normal(size=(50, 3))
+    bag = BaggingRegressor(LinearRegression(), n_estimators=2, random_state=0).fit(X, X[:, 0])
+    with pytest.raises(TypeError, match="Bagging of scikit-learn decision trees only"):
+        treeimp.explain(bag, X, X[:, 0])

@@ -9,6 +9,8 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.ensemble import (
+    BaggingClassifier,
+    BaggingRegressor,
     ExtraTreesClassifier,
     ExtraTreesRegressor,
     RandomForestClassifier,
@@ -35,7 +37,7 @@ except ImportError:  # pragma: no cover - scikit-learn 1.4, 1.5
 
 SELECTION_METHODS = tuple(m for m in FOREST_METHODS if m != "mdi")
 BAGGED_FORESTS = (RandomForestClassifier, RandomForestRegressor, ExtraTreesClassifier,
-                  ExtraTreesRegressor)
+                  ExtraTreesRegressor, BaggingClassifier, BaggingRegressor)
 
 
 class ImportanceSelector(SelectorMixin, BaseEstimator):

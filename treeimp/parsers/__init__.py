@@ -25,6 +25,8 @@ _TABLE = [
     ("sklearn", "ensemble.RandomForestRegressor", "sklearn_forest:parse_sklearn_forest"),
     ("sklearn", "ensemble.ExtraTreesClassifier", "sklearn_forest:parse_sklearn_forest"),
     ("sklearn", "ensemble.ExtraTreesRegressor", "sklearn_forest:parse_sklearn_forest"),
+    ("sklearn", "ensemble.BaggingClassifier", "sklearn_bagging:parse_sklearn_bagging"),
+    ("sklearn", "ensemble.BaggingRegressor", "sklearn_bagging:parse_sklearn_bagging"),
     ("sklearn", "ensemble.GradientBoostingClassifier", "sklearn_gb:parse_sklearn_gb"),
     ("sklearn", "ensemble.GradientBoostingRegressor", "sklearn_gb:parse_sklearn_gb"),
     ("sklearn", "ensemble.HistGradientBoostingClassifier", "sklearn_hgb:parse_sklearn_hgb"),
