@@ -127,3 +127,64 @@ def test_bagging_of_other_estimators_is_refused():
     bag = BaggingRegressor(LinearRegression(), n_estimators=2, random_state=0).fit(X, X[:, 0])
     with pytest.raises(TypeError, match="Bagging of scikit-learn decision trees only"):
         treeimp.explain(bag, X, X[:, 0])
+
+
+@pytest.mark.parametrize("kind", ["regression", "binary"])
+def test_lightgbm_random_forest(kind):
+    lgb = pytest.importorskip("lightgbm")
+    from sklearn.inspection import permutation_importance
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(900, 4))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    signal = 2 * np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1])
+    if kind == "binary":
+        y = (signal + 0.5 * rng.normal(size=900) > 0.3).astype(int)
+        model = lgb.LGBMClassifier(boosting_type="rf", n_estimators=15, bagging_freq=1,
+                                   bagging_fraction=0.6, verbose=-1)
+        init = np.log(y[:600].mean() / (1 - y[:600].mean()))
+        predicted = lambda m, Z: m.predict_proba(Z)[:, 1]  # noqa: E731
+        link = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
+        scoring = "neg_log_loss"
+    else:
+        y = signal + 0.5 * rng.normal(size=900)
+        model = lgb.LGBMRegressor(boosting_type="rf", n_estimators=15, bagging_freq=1,
+                                  bagging_fraction=0.6, feature_fraction=0.8, verbose=-1)
+        init = y[:600].mean()
+        predicted = lambda m, Z: m.predict(Z)  # noqa: E731
+        link = lambda z: z  # noqa: E731
+        scoring = None
+    model.fit(X[:600], y[:600])
+    ens = treeimp.parse(model)
+    margin = ens.predict_raw(X)[:, 0]
+    # LightGBM's raw_score of an rf model is the SUM of its trees; predict averages them
+    np.testing.assert_allclose(margin * 15, model.predict(X, raw_score=True), rtol=1e-12,
+                               atol=1e-12)
+    np.testing.assert_allclose(link(margin), predicted(model, X), rtol=1e-12, atol=1e-14)
+    # every tree is one stage at the initial margin (not written to the file: estimated)
+    assert np.all(ens.tree_stage == 0)
+    assert abs(ens.base_score[0] - init) < 0.05
+    res = treeimp.explain(model, X[600:], y[600:], random_state=0)
+    assert res.ranking("mdi_oob")[:2] == ["x0", "x1"]
+    assert res.pvalues["mdi_oob"]["x0"] < 0.01
+    ours = treeimp.permutation_importance(model, X[600:], y[600:], n_repeats=2,
+                                          random_state=0, scoring=scoring)
+    ref = permutation_importance(model, X[600:], y[600:], n_repeats=2, random_state=0,
+                                 scoring=scoring)
+    np.testing.assert_allclose(ours.importances, ref.importances, rtol=1e-10, atol=1e-12)
+
+
+def test_xgboost_vector_leaf_is_refused_clearly():
+    xgb = pytest.importorskip("xgboost")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 3))
+    Y = np.c_[X[:, 0], X[:, 1]]
+    vector = xgb.XGBRegressor(n_estimators=2, tree_method="hist",
+                              multi_strategy="multi_output_tree").fit(X, Y)
+    for f in (treeimp.explain, treeimp.permutation_importance):
+        with pytest.raises(ValueError, match="vector leaves .*multi_output_tree.*not "
+                                             "support"):
+            f(vector, X, Y)
+    per_target = xgb.XGBRegressor(n_estimators=2).fit(X, Y)
+    with pytest.raises(ValueError, match="2 regression targets"):
+        treeimp.explain(per_target, X, Y)
