@@ -188,3 +188,32 @@ def test_xgboost_vector_leaf_is_refused_clearly():
     per_target = xgb.XGBRegressor(n_estimators=2).fit(X, Y)
     with pytest.raises(ValueError, match="2 regression targets"):
         treeimp.explain(per_target, X, Y)
+
+
+@pytest.mark.parametrize("dtype", [object, "str"])
+def test_hist_gradient_boosting_on_text_columns(dtype):
+    import pandas as pd
+    from sklearn.ensemble import HistGradientBoostingRegressor
+    from sklearn.inspection import permutation_importance
+
+    rng = np.random.default_rng(0)
+    n = 600
+    df = pd.DataFrame({"c": rng.choice(["a", "b", "c", "d"], n), "x": rng.normal(size=n),
+                       "noise": rng.normal(size=n)}).astype({"c": dtype})
+    y = 2.0 * (df.c == "a") + df.x + 0.1 * rng.normal(size=n)
+    model = HistGradientBoostingRegressor(max_iter=8, categorical_features=["c"],
+                                          random_state=0).fit(df[:400], y[:400])
+    test = df[400:].copy()
+    test.iloc[:5, 0] = "unseen"
+    test.iloc[5, 0] = None
+    with pytest.warns(UserWarning, match=r"5 rows have labels the model never saw"):
+        margin = treeimp.parse(model).predict_raw(test)[:, 0]
+    np.testing.assert_allclose(margin, model.predict(test), rtol=1e-12, atol=1e-12)
+    with pytest.warns(UserWarning, match="never saw"):
+        res = treeimp.explain(model, test, y[400:], random_state=0)
+    assert res.ranking("mdi_oob")[:2] == ["x", "c"] or res.ranking("mdi_oob")[:2] == ["c", "x"]
+    with pytest.warns(UserWarning, match="never saw"):
+        ours = treeimp.permutation_importance(model, test, y[400:], n_repeats=2,
+                                              random_state=0)
+    ref = permutation_importance(model, test, y[400:], n_repeats=2, random_state=0)
+    np.testing.assert_allclose(ours.importances, ref.importances, rtol=1e-12, atol=1e-14)

@@ -82,6 +82,7 @@ class RowSource:
         self._converters = []
         levels = ens.feature_categories or [None] * self.n_features
         as_code = ens.category_as_code  # one bool, or one per feature
+        df = _text_as_categories(df, levels, as_code)
         for j in range(df.shape[1]):
             col = df.iloc[:, j]
             dtype = col.dtype
@@ -156,6 +157,28 @@ class RowSource:
             sel = (rows >= start) & (rows < start + chunk.shape[0])
             out[sel] = chunk[rows[sel] - start]
         return out
+
+
+def _text_as_categories(df, levels, as_code):
+    """Plain text (str / object) columns of features whose model stores its training
+    categories and routes category codes (e.g. HistGradientBoosting with
+    ``categorical_features`` naming a text column, which scikit-learn ordinal-encodes by
+    label) as pandas 'category' columns, matched by label like a 'category' column. A
+    shallow copy: other columns are not copied."""
+    import pandas as pd
+
+    out = None
+    for j in range(df.shape[1]):
+        if levels[j] is None or not (as_code if np.ndim(as_code) == 0 else as_code[j]):
+            continue
+        dtype = df.dtypes.iloc[j]
+        if isinstance(dtype, pd.CategoricalDtype) or not (
+                pd.api.types.is_string_dtype(dtype) or pd.api.types.is_object_dtype(dtype)):
+            continue
+        if out is None:
+            out = df.copy(deep=False)
+        out.isetitem(j, df.iloc[:, j].astype("category"))
+    return df if out is None else out
 
 
 def _is_dataframe(X):
