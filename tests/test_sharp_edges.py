@@ -227,3 +227,15 @@ def test_repr_uses_one_number_format_per_column():
         decimals = {len(num.split(".")[1]) if "." in num else 0
                     for cell in cells for num in re.findall(r"-?\d+\.?\d*", cell)}
         assert len(decimals) == 1, (m, cells)
+
+
+def test_ubjson_integer_past_int64_is_a_clean_error(tmp_path):
+    # a UBJSON object {"a": H"1e30-digit integer"}
+    digits = b"1" + b"0" * 30
+    doc = b"{i\x01aHi" + bytes([len(digits)]) + digits + b"}"
+    path = tmp_path / "m.ubj"
+    path.write_bytes(doc)
+    with pytest.raises(ValueError) as info:
+        treeimp.load(path)
+    assert "outside the int64 range" in str(info.value)
+    assert "C long" not in str(info.value)
