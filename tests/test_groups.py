@@ -144,3 +144,14 @@ def test_selector_keeps_or_drops_whole_groups():
     assert list(sel.importances_.table.index) == ["s", "x2", "n"]
     with pytest.raises(TypeError, match="groups must be None or a dict"):
         treeimp.ImportanceSelector(rf, groups="input").fit(X, y)
+
+
+def test_input_groups_permutation_equals_sklearn_on_the_pipeline(pipe_data):
+    # permuting a categorical's one-hot columns jointly by rows is permuting the
+    # categorical itself: scikit-learn's permutation importance of the whole Pipeline
+    pipe, X, y = pipe_data
+    ours = treeimp.permutation_importance(pipe, X, y, groups="input", n_repeats=3,
+                                          random_state=5)
+    ref = sk_permutation_importance(pipe, X, y, n_repeats=3, random_state=5)
+    order = [ours.group_names.index(c) for c in X.columns]
+    np.testing.assert_allclose(ours.importances[order], ref.importances, atol=1e-12)
