@@ -86,3 +86,34 @@ def test_skops_untrusted_type_is_listed(tmp_path, capsys, data):
     code = main(["explain", str(path), data[1], "--target", "y"])
     err = capsys.readouterr().err
     assert code == 2 and "does not trust" in err and untrusted[0] in err
+
+
+def test_skops_pipeline_with_one_hot_categorical(tmp_path, capsys):
+    sio = pytest.importorskip("skops.io")
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder
+
+    import treeimp
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"city": rng.choice(["Oslo", "Lima", "Pune"], 300),
+                       "a": rng.normal(size=300), "b": rng.normal(size=300)})
+    y = 2 * df.a + (df.city == "Oslo") + 0.1 * rng.normal(size=300)
+    pipe = make_pipeline(ColumnTransformer([("oh", OneHotEncoder(), ["city"])],
+                                           remainder="passthrough"),
+                         RandomForestRegressor(n_estimators=5, random_state=0))
+    pipe.fit(df[:200], y[:200])
+    path = tmp_path / "pipe.skops"
+    sio.dump(pipe, path)
+    test = df[200:].assign(y=y[200:])[["b", "y", "city", "a"]]  # any column order
+    test.to_csv(tmp_path / "d.csv", index=False)
+    argv = ["explain", str(path), str(tmp_path / "d.csv"), "--target", "y", "--seed", "0",
+            "--format", "csv"]
+    if sio.get_untrusted_types(file=path):
+        argv.append("--trust-pickle")
+    assert main(argv) == 0
+    got = pd.read_csv(pd.io.common.StringIO(capsys.readouterr().out))
+    res = treeimp.explain(pipe, df[200:], y[200:], random_state=0)
+    got = got[got.method == "mdi_oob"].set_index("feature")["importance"]
+    np.testing.assert_allclose(got[res.table.index], res.table["mdi_oob"], rtol=1e-12)

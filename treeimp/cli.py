@@ -23,7 +23,9 @@ with save_model (.txt), both read without importing xgboost or lightgbm and runn
 code from the file; a scikit-learn model saved with skops (.skops; types skops does not
 trust by default are listed and need --trust-pickle); or a pickled scikit-learn, XGBoost
 or LightGBM model (.pkl, .pickle, .joblib), loaded only with --trust-pickle because
-unpickling runs code stored in the file.
+unpickling runs code stored in the file. A scikit-learn Pipeline ending in a tree model
+(skops or pickle) is explained on the columns its last step sees, DATA holding its input
+columns.
 
 DATA is a CSV or Parquet file (Parquet needs pyarrow) of rows the model was NOT trained
 on (or, with --oob, the training rows of a pickled bagged forest in training order). The
@@ -121,8 +123,10 @@ def _explain(args):
         encode_categories,
         load_model,
         read_table,
+        split_pipeline_target,
         split_target,
     )
+    from .pipeline import is_pipeline
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     drop = [c.strip() for c in args.drop.split(",") if c.strip()]
@@ -141,12 +145,17 @@ def _explain(args):
                          "leave out --oob")
     df = read_table(args.data)
     source = f"data file {args.data!r}"
-    X, y = split_target(df, args.target, ens, drop=drop, source=source)
-    X = encode_categories(X, ens, _warn)
+    pipeline = is_pipeline(model)
+    if pipeline:  # its own steps read the input columns
+        X, y = split_pipeline_target(df, args.target, model, drop=drop, source=source)
+    else:
+        X, y = split_target(df, args.target, ens, drop=drop, source=source)
+        X = encode_categories(X, ens, _warn)
     y = check_class_labels(y, ens, source)
     with warnings.catch_warnings():  # encode_categories has told the user already
         warnings.filterwarnings("ignore", message=".*labels the model never saw")
-        res = explain(model if args.oob else ens, X, y, oob=args.oob, methods=methods,
+        res = explain(model if args.oob or pipeline else ens, X, y, oob=args.oob,
+                      methods=methods,
                       n_blocks=args.n_blocks, random_state=args.seed, n_jobs=args.n_jobs)
     if args.format == "json":
         text = res.to_json() + "\n"

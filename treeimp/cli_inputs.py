@@ -57,10 +57,9 @@ def load_model(path, *, trust_pickle=False, warn=None):
     code from the file. ``.skops`` files are read with ``skops.io``: types it does not
     trust by default are listed and loaded only with ``trust_pickle``. ``.pkl``,
     ``.pickle`` and ``.joblib`` files are unpickled, which runs code stored in the file,
-    so only with ``trust_pickle``. The object is parsed with :func:`treeimp.parsers.parse`.
+    so only with ``trust_pickle``. The object is parsed with :func:`treeimp.parsers.parse`
+    (a Pipeline: its last step).
     """
-    from .parsers import parse
-
     path = _existing_file(path, "model file")
     suffix = _suffix(path)
     if suffix in PICKLE_SUFFIXES:
@@ -70,10 +69,10 @@ def load_model(path, *, trust_pickle=False, warn=None):
                              "(pass it only for files you made or trust). Safer: save the "
                              "model with save_model (.json/.ubj/.txt) or skops (.skops)")
         model = _unpickle(path, suffix)
-        return model, parse(model)
+        return model, _parse_object(model)
     if suffix in SKOPS_SUFFIXES:
         model = _load_skops(path, trust_pickle, warn)
-        return model, parse(model)
+        return model, _parse_object(model)
     if suffix in MODEL_FILE_SUFFIXES:
         from .parsers.files import load
 
@@ -82,6 +81,14 @@ def load_model(path, *, trust_pickle=False, warn=None):
     raise ValueError(f"model file {str(path)!r} has the unsupported suffix {suffix!r}; "
                      "expected .json or .ubj (XGBoost), .txt (LightGBM), .skops, or .pkl, "
                      ".pickle, .joblib (a pickled model, with --trust-pickle)")
+
+
+def _parse_object(model):
+    """The normal form of a loaded model; of a Pipeline, its last step's."""
+    from .parsers import parse
+    from .pipeline import is_pipeline
+
+    return parse(model[-1] if is_pipeline(model) else model)
 
 
 def _load_skops(path, trust, warn):
@@ -186,6 +193,30 @@ def split_target(df, target, ens, *, drop=(), source="data file"):
                          f"{target!r} but the model was trained on {ens.n_features} features "
                          "(the model stores no feature names, so columns are taken in order)")
     return df[features], y
+
+
+def split_pipeline_target(df, target, pipeline, *, drop=(), source="data file"):
+    """(X, y) for a fitted Pipeline: the target out, ``drop`` columns removed, and the
+    columns the Pipeline was fit on (``feature_names_in_``) in its order; the Pipeline's
+    own steps encode them."""
+    cols = list(df.columns)
+    if target not in cols:
+        raise ValueError(f"{source} has no target column {target!r}; its columns are "
+                         f"{_short(cols)}")
+    missing_drop = [c for c in drop if c not in cols]
+    if missing_drop:
+        raise ValueError(f"--drop names columns that {source} does not have: "
+                         f"{_short(missing_drop)}")
+    features = [c for c in cols if c != target and c not in set(drop)]
+    expected = getattr(pipeline, "feature_names_in_", None)
+    if expected is not None:
+        expected = [str(c) for c in expected]
+        missing = [c for c in expected if c not in features]
+        if missing:
+            raise ValueError(f"{source} lacks {len(missing)} of the Pipeline's "
+                             f"{len(expected)} input columns: {_short(missing)}")
+        features = expected
+    return df[features], df[target]
 
 
 def encode_categories(X, ens, warn):
