@@ -9,6 +9,7 @@ to that categorical), for ``groups="input"``.
 
 from __future__ import annotations
 
+import numbers
 import sys
 
 import numpy as np
@@ -153,12 +154,12 @@ def _column_transformer_origin(ct, inputs):
 
 
 def _selected(cols, inputs):
-    if isinstance(cols, str):
-        cols = [cols]
-    if isinstance(cols, slice) or np.ndim(cols) == 0:
-        cols = [cols] if not isinstance(cols, slice) else cols
+    """Names of the input columns one ColumnTransformer entry selected (names,
+    positions, a boolean mask or a slice of positions, as ``transformers_`` holds them)."""
     if isinstance(cols, slice):
-        return list(np.asarray(inputs, dtype=object)[cols])
+        return list(inputs)[cols]
+    if isinstance(cols, (str, numbers.Integral)):
+        cols = [cols]
     cols = list(cols)
     if cols and isinstance(cols[0], (bool, np.bool_)):
         return [n for n, keep in zip(inputs, cols) if keep]
