@@ -573,10 +573,6 @@ def test_unsupported_models_raise():
     b = _fit(2, X, y, objective=custom, num_leaves=4)
     with pytest.raises(ValueError, match="custom"):
         parse(b)
-    rf = _fit(2, X, y, objective="regression", boosting="rf", bagging_freq=1,
-              bagging_fraction=0.5, num_leaves=4)
-    with pytest.raises(ValueError, match="rf"):
-        parse(rf)
     unbalanced = _fit(2, X, (y > 1).astype(int), objective="binary", is_unbalance=True,
                       num_leaves=4)
     with pytest.raises(ValueError, match="is_unbalance"):

@@ -238,13 +238,21 @@ def test_forest_without_names_has_none():
     assert ens.feature_names is None and ens.classes is None
 
 
-@pytest.mark.parametrize("cls", [RandomForestRegressor, DecisionTreeClassifier])
-def test_multi_output_rejected(cls):
+@pytest.mark.parametrize("cls", [RandomForestClassifier, DecisionTreeClassifier])
+def test_multi_output_classification_rejected(cls):
     X, y = _data("regression")
-    Y = np.c_[y, -y] if "Regressor" in cls.__name__ else np.c_[y > 0, y > 1]
-    model = cls(random_state=0, max_depth=3).fit(X, Y)
-    with pytest.raises(ValueError, match="2 targets"):
+    model = cls(random_state=0, max_depth=3).fit(X, np.c_[y > 0, y > 1])
+    with pytest.raises(ValueError, match="2 class targets"):
         parse(model)
+
+
+@pytest.mark.parametrize("cls", [RandomForestRegressor, DecisionTreeRegressor])
+def test_multi_output_regression_one_output_per_target(cls):
+    X, y = _data("regression")
+    model = cls(random_state=0, max_depth=3).fit(X, np.c_[y, -y])
+    ens = parse(model)
+    assert ens.n_outputs == 2
+    np.testing.assert_allclose(ens.predict_raw(X), model.predict(X), rtol=1e-12)
 
 
 @pytest.mark.parametrize("model", [RandomForestClassifier(), DecisionTreeRegressor(),

@@ -140,7 +140,7 @@ def test_repr_lists_features_methods_and_values():
     assert text.startswith("Importances(sklearn forest, 500 evaluation rows, 6 features")
     for name in FEATURES + ["mdi", "ufi"]:
         assert name in text
-    assert "0.3 ± 0.05" in text
+    assert "0.300 ± 0.050" in text
     lines = text.splitlines()
     # most important first (by ufi): a, f, b, e, c, d
     order = [ln.split()[0] for ln in lines[3:]]

@@ -131,6 +131,8 @@ class RowSource:
         self._converters = []
         levels = ens.feature_categories or [None] * self.n_features
         as_code = ens.category_as_code  # one bool, or one per feature
+        if self._pandas:
+            native = _text_as_categories(native, levels, as_code)
         for j in range(len(raw_cols)):
             col = native.iloc[:, j] if self._pandas else df.get_column(raw_cols[j])
             dtype = col.dtype if self._pandas else None
@@ -140,6 +142,7 @@ class RowSource:
                 cats, codes = _categories_and_codes(col, self._pandas)
                 if as_code if np.ndim(as_code) == 0 else as_code[j]:
                     lookup = _category_lookup(cats, levels[j])
+                    _warn_unseen(cats, codes, lookup, where)
                 else:
                     lookup = _label_values(cats, codes, where, ens)
                 self._converters.append(("cat", (lookup, cats)))
@@ -304,6 +307,29 @@ def _floats(col, pandas):
     return np.asarray(values, dtype=np.float64)
 
 
+def _text_as_categories(df, levels, as_code):
+    """Plain text (str / object) columns of features whose model stores its training
+    categories and routes category codes (e.g. HistGradientBoosting with
+    ``categorical_features`` naming a text column, which scikit-learn ordinal-encodes by
+    label) as pandas 'category' columns, matched by label like a 'category' column. A
+    shallow copy: other columns are not copied."""
+    import pandas as pd
+
+    out = None
+    for j in range(df.shape[1]):
+        if levels[j] is None or not (as_code if np.ndim(as_code) == 0 else as_code[j]):
+            continue
+        dtype = df.dtypes.iloc[j]
+        if isinstance(dtype, pd.CategoricalDtype) or not (
+                pd.api.types.is_string_dtype(dtype) or pd.api.types.is_object_dtype(dtype)):
+            continue
+        if out is None:
+            out = df.copy(deep=False)
+        out.isetitem(j, df.iloc[:, j].astype("category"))
+    return df if out is None else out
+
+
+
 def _named(columns):
     return all(isinstance(c, str) for c in columns)
 
@@ -329,6 +355,22 @@ def _category_lookup(cats, levels):
         for k, c in enumerate(cats):
             lookup[k] = position.get(c, np.nan)
     return lookup
+
+
+def _warn_unseen(cats, codes, lookup, where):
+    """Warn (as the command line does) when rows hold labels the model never saw: they
+    are routed as missing."""
+    unseen = np.flatnonzero(np.isnan(lookup[:-1]))
+    if unseen.size == 0:
+        return
+    used = np.isin(codes, unseen)
+    if used.any():
+        import warnings
+
+        labels = [cats[k] for k in np.unique(codes[used])]
+        warnings.warn(f"{where}: {int(used.sum())} rows have labels the model never saw "
+                      f"({labels[:10]}{' ...' if len(labels) > 10 else ''}); they are routed "
+                      "as missing", UserWarning, stacklevel=4)
 
 
 def _label_values(cats, codes, where, ens):

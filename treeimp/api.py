@@ -11,22 +11,29 @@ import pandas as pd
 from . import measures
 from ._input import RowSource
 from .ensemble import FOREST
+from .groups import resolve_groups
+from .input_checks import (
+    check_explainable,
+    check_methods_for_targets,
+    check_unique_columns,
+)
 from .kernels import scratch
 from .kernels.api import forest_node_stats, forest_stats_shape
 from .measures import BOOSTING_METHODS, FOREST_METHODS, NodeStats
 from .offsets import check_base_margin
 from .parsers import inbag_bits, parse
+from .pipeline import unwrap
 from .progress import progress_bar
 from .result import Importances
-from .targets import as_1d_target, check_sample_weight, forest_targets
+from .targets import as_target, check_sample_weight, forest_targets, n_target_columns
 
 DEFAULT_METHODS = ("mdi", "mdi_oob", "ufi")
 
 
 def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weight=None,
             feature_names=None, n_blocks=10, random_state=None, n_jobs=None,
-            alpha=None, lam=None, progress=None, iteration_range=None, missing=None,
-            base_margin=None) -> Importances:
+            alpha=None, lam=None, progress=None, groups=None, iteration_range=None,
+            missing=None, base_margin=None) -> Importances:
     """Out-of-sample feature importances of a fitted tree ensemble.
 
     Every tree's splits are re-measured on rows it did not see: its own out-of-bag rows
@@ -40,6 +47,9 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
     model : fitted scikit-learn / XGBoost / LightGBM model, TreeEnsemble or model file path
         Explained with the trees its own default predict uses (see
         :func:`treeimp.parse`; ``iteration_range`` to choose).
+        A fitted scikit-learn Pipeline whose last step is one of these is explained on
+        the columns its last step sees: the steps before transform X (in chunks of
+        rows), the columns are named by their ``get_feature_names_out``.
     X : array-like, scipy.sparse matrix or DataFrame (n_rows, n_features)
         A DataFrame of pandas, polars, pyarrow (anything narwhals reads) is matched to
         the model's feature names by name. Absent entries of a sparse matrix are what
@@ -72,6 +82,14 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
     progress : None, True or False
         A tqdm progress bar over the evaluation rows. None: shown only when stderr is a
         terminal, tqdm is installed and the run is long (rows x trees > 5e7).
+    groups : dict or "input", optional
+        Importances of sets of columns: {group name: [feature names or positions]}
+        (columns in no group are a group of their own), or "input" for a Pipeline (each
+        transformed column grouped with the input column it came from, e.g. the one-hot
+        columns of a categorical). A group's value is the sum of its members' per-tree
+        values; its standard error and p-value come from the same row blocks (the
+        jackknife of the group sums). The result's index holds the group names and
+        ``res.groups`` their members.
     iteration_range : (start, stop), optional
         Boosting rounds to explain (XGBoost's meaning; stop 0: the last). The held-out
         margin is what the library predicts for that range (XGBoost: base score, or
@@ -103,21 +121,29 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
     >>> list(res.table.columns)
     ['mdi', 'mdi_oob', 'ufi']
     """
+    model, X, feature_names, input_groups = _unwrap(model, X, feature_names, groups)
+    if not isinstance(oob, (bool, np.bool_)):
+        raise TypeError(f"oob must be True or False, got {oob!r}")
+    oob = bool(oob)
+    check_unique_columns(X)
     ens = parse(model, iteration_range=iteration_range, missing=missing)
+    check_explainable(ens)
     methods = _check_methods(methods, ens, alpha, lam)
+    check_methods_for_targets(methods, ens)
     rows = RowSource(X, ens)  # validates X's width and names even when no row is routed
     n = rows.n_rows
     offset = check_base_margin(base_margin, n, ens)
     names = _feature_names(feature_names, rows, ens)
+    grp = resolve_groups(groups, names, input_groups)
     held_out = [m for m in methods if m != "mdi"]
     if not held_out:  # in-sample MDI reads the model alone: y optional, nothing routed
         if y is not None:
-            as_1d_target(y, n)
+            as_target(y, n, n_target_columns(ens))
         check_sample_weight(sample_weight, n)
         return _assemble(ens, None, methods, names, False, n,
-                         _check_n_blocks(n_blocks, np.inf), alpha, lam)
+                         _check_n_blocks(n_blocks, np.inf), alpha, lam, groups=grp)
     n_blocks = _check_n_blocks(n_blocks, n)
-    y_arr = as_1d_target(y, n)
+    y_arr = as_target(y, n, n_target_columns(ens))
     # no sample_weight: one weight for every row (the kernels read w[min(row, len - 1)])
     w = np.ones(1) if sample_weight is None else check_sample_weight(sample_weight, n)
     block = _assign_blocks(n, n_blocks, random_state)
@@ -138,7 +164,7 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
         # two terms, i.e. half the variance. Held-out rows never trained a tree: factor 1.
         inflation = np.sqrt(2.0) if oob else 1.0
         return _assemble(ens, stats, methods, names, classification, n, n_blocks, alpha,
-                         lam, inflation)
+                         lam, inflation, groups=grp)
 
 
 def _node_statistics(ens, model, rows, y_arr, w, block, n_blocks, oob, held_out, n_jobs,
@@ -177,10 +203,27 @@ def _node_statistics(ens, model, rows, y_arr, w, block, n_blocks, oob, held_out,
                                n_jobs=n_jobs, bar=bar, out=out, base_margin=offset)
 
 
+def _unwrap(model, X, feature_names, groups):
+    """(model, X, feature_names, input groups): a Pipeline's last step and X through the
+    steps before it (see :mod:`treeimp.pipeline`); other models as they are."""
+    u = unwrap(model, X, need_input_groups=isinstance(groups, str) and groups == "input")
+    return u.model, u.X, (u.feature_names if feature_names is None else feature_names), \
+        u.input_groups
+
+
 def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alpha, lam,
-              inflation=1.0):
+              inflation=1.0, groups=None):
     forest = ens.kind == FOREST
     agg = _nanmean_trees if forest else _nansum_trees
+    # feature groups: per-tree values (and their leave-one-block-out replicates) summed
+    # over each group's members before averaging over trees, so that the jackknife runs
+    # on the group sums
+    to_groups = (lambda v: v) if groups is None else groups.sum_members  # noqa: E731
+    index_name = "feature" if groups is None else "group"
+    member_names = None if groups is None else groups.member_names(names)
+    if groups is not None:
+        names = groups.names
+    width = len(names)
     table, se, se_trees, per_tree, blocks = {}, {}, {}, {}, {}
     # ``stats``: NodeStats over n_blocks + 1 blocks, the leave-one-block-out replicates
     # and last all rows, so that one pass of each formula gives both; None: "mdi" alone,
@@ -193,11 +236,12 @@ def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alph
                        {m: measures.class_parts(m, ens, stats) for m in wanted})
     for m in methods:
         if m == "mdi":
-            pt = measures.mdi(ens)[None]
-            bv = np.full((n_blocks, ens.n_features), np.nan)
+            pt = to_groups(measures.mdi(ens)[None])
+            bv = np.full((n_blocks, width), np.nan)
         else:
-            values = measures.compute(m, ens, stats, classification=classification,
-                                      alpha=alpha, lam=lam, parts=class_parts.get(m))
+            values = to_groups(measures.compute(m, ens, stats, classification=classification,
+                                                alpha=alpha, lam=lam,
+                                                parts=class_parts.get(m)))
             pt = values[-1:]
             bv = agg(values[:-1])
         per_tree[m] = pt[0]
@@ -208,15 +252,16 @@ def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alph
     by_class = {}
     for m, parts in class_parts.items():
         pc = measures.by_class(m, ens, stats.blocks(slice(-1, None)), parts[-1:])
+        pc = to_groups(pc.transpose(0, 2, 1)).transpose(0, 2, 1)  # (trees, width, classes)
         by_class[m] = pd.DataFrame(
-            _nanmean_trees(pc.reshape(1, ens.n_trees, -1))[0].reshape(ens.n_features, -1),
-            index=pd.Index(names, name="feature"),
+            _nanmean_trees(pc.reshape(1, ens.n_trees, -1))[0].reshape(width, -1),
+            index=pd.Index(names, name=index_name),
             columns=pd.Index(ens.classes, name="class"))
-    frame = lambda d: pd.DataFrame(d, index=pd.Index(names, name="feature"))  # noqa: E731
+    frame = lambda d: pd.DataFrame(d, index=pd.Index(names, name=index_name))  # noqa: E731
     return Importances(table=frame(table), stderr=frame(se), stderr_trees=frame(se_trees),
                        per_tree=per_tree, block_values=blocks, n_blocks=n_blocks,
                        kind=ens.kind, n_rows=n_rows, table_by_class=by_class,
-                       model_name=f"{ens.library} {ens.kind}".strip())
+                       model_name=f"{ens.library} {ens.kind}".strip(), groups=member_names)
 
 
 def jackknife_stderr(loo_values):
@@ -251,7 +296,13 @@ def _tree_stderr(pt, forest):
 def _check_methods(methods, ens, alpha, lam):
     if isinstance(methods, str):
         methods = (methods,)
+    if methods is None or not hasattr(methods, "__iter__"):
+        raise TypeError(f"methods must be a method name or a sequence of them (e.g. "
+                        f"{list(DEFAULT_METHODS)}), got {methods!r}")
     methods = list(dict.fromkeys(methods))
+    bad = [m for m in methods if not isinstance(m, str)]
+    if bad:
+        raise TypeError(f"methods must be strings, got {bad[0]!r}")
     valid = FOREST_METHODS + ("pg_oob",) if ens.kind == FOREST else BOOSTING_METHODS
     if not methods:
         raise ValueError(f"methods is empty; choose from {list(valid)}")
@@ -265,9 +316,12 @@ def _check_methods(methods, ens, alpha, lam):
     if "pg_oob" in methods:
         if alpha is None or lam is None:
             raise ValueError("'pg_oob' needs alpha and lam (e.g. alpha=0.5, lam=1.0)")
-        if not 0.0 <= float(alpha) <= 1.0 or float(lam) < 0:
-            raise ValueError(f"pg_oob needs 0 <= alpha <= 1 and lam >= 0, got alpha={alpha}, "
-                             f"lam={lam}")
+        for name, v in (("alpha", alpha), ("lam", lam)):
+            if isinstance(v, bool) or not isinstance(v, numbers.Real):
+                raise TypeError(f"pg_oob's {name} must be a number, got {v!r}")
+        if not 0.0 <= float(alpha) <= 1.0 or not 0.0 <= float(lam) < np.inf:
+            raise ValueError(f"pg_oob needs 0 <= alpha <= 1 and a finite lam >= 0, got "
+                             f"alpha={alpha}, lam={lam}")
     return methods
 
 

@@ -8,6 +8,7 @@ from :func:`treeimp.explain` (ValueError, TypeError, OSError) are printed as one
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 
@@ -18,9 +19,13 @@ EXPLAIN_HELP = """\
 Out-of-sample feature importances of a saved tree ensemble on held-out rows.
 
 MODEL is an XGBoost model saved with save_model (.json or .ubj), a LightGBM model saved
-with save_model (.txt), both read without importing xgboost or lightgbm, or a pickled
-scikit-learn, XGBoost or LightGBM model (.pkl, .pickle, .joblib). Unpickling runs code
-stored in the file: only pass pickles you trust.
+with save_model (.txt), both read without importing xgboost or lightgbm and running no
+code from the file; a scikit-learn model saved with skops (.skops; types skops does not
+trust by default are listed and need --trust-pickle); or a pickled scikit-learn, XGBoost
+or LightGBM model (.pkl, .pickle, .joblib), loaded only with --trust-pickle because
+unpickling runs code stored in the file. A scikit-learn Pipeline ending in a tree model
+(skops or pickle) is explained on the columns its last step sees, DATA holding its input
+columns.
 
 DATA is a CSV or Parquet file (Parquet needs pyarrow) of rows the model was NOT trained
 on (or, with --oob, the training rows of a pickled bagged forest in training order). The
@@ -53,7 +58,7 @@ def build_parser():
                         description=EXPLAIN_HELP,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     ex.add_argument("model", metavar="MODEL", help="model file: .json/.ubj (XGBoost), .txt "
-                    "(LightGBM), .pkl/.pickle/.joblib (pickle: trusted files only)")
+                    "(LightGBM), .skops, .pkl/.pickle/.joblib (with --trust-pickle)")
     ex.add_argument("data", metavar="DATA", help="held-out rows: .csv or .parquet")
     ex.add_argument("--target", required=True, metavar="COL",
                     help="name of the label column in DATA")
@@ -86,6 +91,9 @@ def build_parser():
                     "those the model's own predict uses)")
     ex.add_argument("--missing", type=float, default=None, metavar="VALUE",
                     help="XGBoost's missing-value sentinel: VALUE is routed as missing")
+    ex.add_argument("--trust-pickle", action="store_true",
+                    help="load .pkl/.pickle/.joblib files and skops files with untrusted "
+                    "types: this runs code stored in the file, use only for files you trust")
 
     demo = sub.add_parser("demo", help="MDI vs MDI-oob and UFI on breast cancer data (15%% "
                           "of labels flipped) with a row ID and two pure-noise columns")
@@ -124,24 +132,34 @@ def _explain(args):
         encode_categories,
         load_model,
         read_table,
+        split_pipeline_target,
         split_target,
     )
+    from .pipeline import is_pipeline
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     drop = [c.strip() for c in args.drop.split(",") if c.strip()]
+    # output paths are checked before the work, not after it
+    if args.plot:
+        _check_writable(args.plot, "--plot")
+        _check_plotting()
+    if args.output:
+        _check_writable(args.output, "--output")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model, ens = load_model(args.model)
+        model, ens = load_model(args.model, trust_pickle=args.trust_pickle, warn=_warn)
     rounds = _iteration_range(args.iteration_range)
     for w in caught:  # e.g. best_iteration stored in the file: moot with --iteration-range
         if rounds is None or "best_iteration" not in str(w.message):
             hint = (" (on the command line: --iteration-range START,STOP)"
                     if "iteration_range" in str(w.message) else "")
             _warn(f"{w.message}{hint}")
+    pipeline = is_pipeline(model)
     if rounds is not None or args.missing is not None:
         from .parsers import parse
 
-        ens = parse(model, iteration_range=rounds, missing=args.missing)
+        ens = parse(model[-1] if pipeline else model, iteration_range=rounds,
+                    missing=args.missing)
     if args.oob and (model is ens or ens.kind != "forest"):
         what = ("is a model file, which stores no in-bag rows" if model is ens else
                 f"holds a {type(model).__name__}, which has no out-of-bag rows")
@@ -150,12 +168,22 @@ def _explain(args):
                          "leave out --oob")
     df = read_table(args.data)
     source = f"data file {args.data!r}"
-    X, y = split_target(df, args.target, ens, drop=drop, source=source,
-                        by_position=args.columns_by_position)
-    X = encode_categories(X, ens, _warn)
+    if pipeline:  # its own steps read the input columns
+        X, y = split_pipeline_target(df, args.target, model, drop=drop, source=source)
+    else:
+        X, y = split_target(df, args.target, ens, drop=drop, source=source,
+                            by_position=args.columns_by_position)
+        X = encode_categories(X, ens, _warn)
     y = check_class_labels(y, ens, source)
-    res = explain(model if args.oob else ens, X, y, oob=args.oob, methods=methods,
-                  n_blocks=args.n_blocks, random_state=args.seed, n_jobs=args.n_jobs)
+    with warnings.catch_warnings():  # encode_categories has told the user already
+        warnings.filterwarnings("ignore", message=".*labels the model never saw")
+        # the model object itself where explain needs more than its trees (in-bag rows,
+        # a Pipeline's steps): then with the rounds and sentinel chosen here
+        whole = args.oob or pipeline
+        res = explain(model if whole else ens, X, y, oob=args.oob, methods=methods,
+                      n_blocks=args.n_blocks, random_state=args.seed, n_jobs=args.n_jobs,
+                      iteration_range=rounds if whole else None,
+                      missing=args.missing if whole else None)
     if args.format == "json":
         text = res.to_json() + "\n"
     elif args.format == "csv":
@@ -234,11 +262,31 @@ def _format_p(p):
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def _save_plot(res, path):
+def _check_writable(path, option):
+    """A file can be written at ``path``: its folder exists and is writable, and the
+    path is not a folder or a read-only file. Nothing is created."""
+    target = os.path.abspath(path)
+    folder = os.path.dirname(target)
+    if os.path.isdir(target):
+        raise ValueError(f"{option} {path!r} is a directory; give a file name")
+    if not os.path.isdir(folder):
+        raise ValueError(f"{option} {path!r}: the directory {folder!r} does not exist")
+    if os.path.exists(target):
+        if not os.access(target, os.W_OK):
+            raise ValueError(f"{option} {path!r} exists and is not writable")
+    elif not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"{option} {path!r}: the directory {folder!r} is not writable")
+
+
+def _check_plotting():
     from importlib.util import find_spec
 
     if find_spec("matplotlib") is None:
         raise ValueError("--plot needs matplotlib: pip install matplotlib")
+
+
+def _save_plot(res, path):
+    _check_plotting()
     import matplotlib
 
     matplotlib.use("Agg")  # the command line only writes files

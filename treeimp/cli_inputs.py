@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib")
+SKOPS_SUFFIXES = (".skops",)
 MODEL_FILE_SUFFIXES = (".json", ".ubj", ".txt")
 CSV_SUFFIXES = (".csv", ".csv.gz", ".csv.bz2", ".csv.zip", ".csv.xz")
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -32,7 +33,8 @@ _UNPICKLE_ERRORS = (pickle.UnpicklingError, EOFError, ImportError, AttributeErro
 
 def _suffix(path):
     name = path.name.lower()
-    for s in CSV_SUFFIXES + PARQUET_SUFFIXES + PICKLE_SUFFIXES + MODEL_FILE_SUFFIXES:
+    for s in (CSV_SUFFIXES + PARQUET_SUFFIXES + PICKLE_SUFFIXES + SKOPS_SUFFIXES
+              + MODEL_FILE_SUFFIXES):
         if name.endswith(s):
             return s
     return path.suffix.lower()
@@ -47,29 +49,73 @@ def _existing_file(path, what):
     return path
 
 
-def load_model(path):
+def load_model(path, *, trust_pickle=False, warn=None):
     """(model, ensemble) from a saved model file.
 
     XGBoost ``.json``/``.ubj`` and LightGBM ``.txt`` files are parsed by
-    :func:`treeimp.parsers.files.load` (model is then the ensemble itself); ``.pkl``,
-    ``.pickle`` and ``.joblib`` files are unpickled (this runs code from the file) and
-    the object parsed with :func:`treeimp.parsers.parse`.
+    :func:`treeimp.parsers.files.load` (model is then the ensemble itself), running no
+    code from the file. ``.skops`` files are read with ``skops.io``: types it does not
+    trust by default are listed and loaded only with ``trust_pickle``. ``.pkl``,
+    ``.pickle`` and ``.joblib`` files are unpickled, which runs code stored in the file,
+    so only with ``trust_pickle``. The object is parsed with :func:`treeimp.parsers.parse`
+    (a Pipeline: its last step).
     """
-    from .parsers import parse
-
     path = _existing_file(path, "model file")
     suffix = _suffix(path)
     if suffix in PICKLE_SUFFIXES:
+        if not trust_pickle:
+            raise ValueError(f"model file {str(path)!r} is a pickle: unpickling runs code "
+                             "stored in the file, so it is loaded only with --trust-pickle "
+                             "(pass it only for files you made or trust). Safer: save the "
+                             "model with save_model (.json/.ubj/.txt) or skops (.skops)")
         model = _unpickle(path, suffix)
-        return model, parse(model)
+        return model, _parse_object(model)
+    if suffix in SKOPS_SUFFIXES:
+        model = _load_skops(path, trust_pickle, warn)
+        return model, _parse_object(model)
     if suffix in MODEL_FILE_SUFFIXES:
         from .parsers.files import load
 
         ens = load(path)
         return ens, ens
     raise ValueError(f"model file {str(path)!r} has the unsupported suffix {suffix!r}; "
-                     "expected .json or .ubj (XGBoost), .txt (LightGBM), or .pkl, .pickle, "
-                     ".joblib (a pickled model)")
+                     "expected .json or .ubj (XGBoost), .txt (LightGBM), .skops, or .pkl, "
+                     ".pickle, .joblib (a pickled model, with --trust-pickle)")
+
+
+def _parse_object(model):
+    """The normal form of a loaded model; of a Pipeline, its last step's."""
+    from .parsers import parse
+    from .pipeline import is_pipeline
+
+    return parse(model[-1] if is_pipeline(model) else model)
+
+
+def _load_skops(path, trust, warn):
+    """A model from a skops file; types outside skops' default trusted set are shown and
+    accepted only with ``trust`` (--trust-pickle)."""
+    if importlib.util.find_spec("skops") is None:
+        raise ValueError(f"reading the skops file {str(path)!r} needs skops: pip install "
+                         "skops (or pip install 'treeimp[cli]')")
+    import skops.io as sio
+
+    try:
+        untrusted = list(sio.get_untrusted_types(file=path))
+    except Exception as exc:  # skops raises assorted errors on damaged archives
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        raise ValueError(f"cannot read skops file {str(path)!r}: {detail}") from None
+    if untrusted and not trust:
+        raise ValueError(f"skops file {str(path)!r} holds types skops does not trust by "
+                         f"default: {_short(untrusted)}; loading them may run their code. "
+                         "Check them and pass --trust-pickle to load the file")
+    if untrusted and warn is not None:
+        warn(f"loading the skops file with the untrusted types {_short(untrusted)} "
+             "(--trust-pickle)")
+    try:
+        return sio.load(path, trusted=untrusted)
+    except Exception as exc:
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        raise ValueError(f"cannot load skops file {str(path)!r}: {detail}") from None
 
 
 def _unpickle(path, suffix):
@@ -156,6 +202,30 @@ def split_target(df, target, ens, *, drop=(), source="data file", by_position=Fa
                          f"{target!r} but the model was trained on {ens.n_features} features "
                          "(--columns-by-position: columns are taken in order)")
     return df[features], y
+
+
+def split_pipeline_target(df, target, pipeline, *, drop=(), source="data file"):
+    """(X, y) for a fitted Pipeline: the target out, ``drop`` columns removed, and the
+    columns the Pipeline was fit on (``feature_names_in_``) in its order; the Pipeline's
+    own steps encode them."""
+    cols = list(df.columns)
+    if target not in cols:
+        raise ValueError(f"{source} has no target column {target!r}; its columns are "
+                         f"{_short(cols)}")
+    missing_drop = [c for c in drop if c not in cols]
+    if missing_drop:
+        raise ValueError(f"--drop names columns that {source} does not have: "
+                         f"{_short(missing_drop)}")
+    features = [c for c in cols if c != target and c not in set(drop)]
+    expected = getattr(pipeline, "feature_names_in_", None)
+    if expected is not None:
+        expected = [str(c) for c in expected]
+        missing = [c for c in expected if c not in features]
+        if missing:
+            raise ValueError(f"{source} lacks {len(missing)} of the Pipeline's "
+                             f"{len(expected)} input columns: {_short(missing)}")
+        features = expected
+    return df[features], df[target]
 
 
 def encode_categories(X, ens, warn):

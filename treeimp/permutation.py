@@ -22,25 +22,30 @@ import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
 from ._input import RowSource
-from .kernels.api import _forest_scale, routing_flags
+from .groups import resolve_groups
+from .input_checks import check_explainable, check_unique_columns
+from .kernels.api import _forest_scale, predict_ensemble, routing_flags
 from .kernels.permute import LeafIndex
 from .kernels.threads import numba_threads
 from .offsets import check_base_margin
 from .parsers import parse
+from .pipeline import unwrap
 from .progress import progress_bar
 from .scoring import bind_scorer, make_scorer
-from .targets import as_1d_target, check_sample_weight
+from .targets import as_target, check_sample_weight, n_target_columns
 
 
 def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_state=None,
-                           n_jobs=None, sample_weight=None, progress=None,
+                           n_jobs=None, sample_weight=None, progress=None, groups=None,
                            iteration_range=None, missing=None, base_margin=None):
     """Permutation importance (mean decrease in score), scikit-learn compatible.
 
     Parameters
     ----------
     model : fitted scikit-learn / XGBoost / LightGBM model, TreeEnsemble or model file path
-        With the trees its default predict uses (see :func:`treeimp.parse`).
+        With the trees its default predict uses (see :func:`treeimp.parse`); or a fitted
+        scikit-learn Pipeline ending in one: its columns are then those the last step
+        sees (X transformed by the steps before it).
     X : array-like, scipy.sparse matrix or DataFrame (n_rows, n_features)
         As in :func:`treeimp.explain`. Permuting needs one dense float copy of X (as
         scikit-learn's ``X.copy()``); a sparse X is made dense for it, its absent
@@ -60,6 +65,9 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
         Weights for the score.
     progress : None, True or False
         A tqdm bar over the features (None: only on a terminal, for long runs).
+    groups : dict or "input", optional
+        As in :func:`treeimp.explain`: each group's columns are permuted jointly (the
+        same permutation of rows for every member column); one row per group.
     iteration_range, missing, base_margin
         As in :func:`treeimp.explain`: the boosting rounds used, XGBoost's missing-value
         sentinel, per-row margin offsets (scores are those of the model predicting with
@@ -68,7 +76,8 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     Returns
     -------
     Bunch with ``importances_mean``, ``importances_std`` (n_features,) and
-    ``importances`` (n_features, n_repeats).
+    ``importances`` (n_features, n_repeats); with ``groups``, one row per group and
+    ``group_names`` and ``groups`` ({name: member features}).
 
     Notes
     -----
@@ -88,16 +97,24 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     >>> r.importances.shape
     (4, 3)
     """
+    u = unwrap(model, X, need_input_groups=isinstance(groups, str) and groups == "input")
+    model, X = u.model, u.X
+    check_unique_columns(X)
     ens = parse(model, iteration_range=iteration_range, missing=missing)
+    check_explainable(ens)
     if isinstance(n_repeats, bool) or not isinstance(n_repeats, (int, np.integer)) \
             or n_repeats < 1:
         raise ValueError(f"n_repeats must be a positive integer, got {n_repeats!r}")
     rows = RowSource(X, ens)
     n = rows.n_rows
-    y = as_1d_target(y, n)
+    y = as_target(y, n, n_target_columns(ens))
     w = None if sample_weight is None else check_sample_weight(sample_weight, n)
     offset = check_base_margin(base_margin, n, ens)
     make_scorer(ens, scoring)  # a bad scoring fails before any routing
+    names = (u.feature_names or rows.feature_names or
+             (list(ens.feature_names) if ens.feature_names is not None else
+              [f"x{j}" for j in range(ens.n_features)]))
+    grp = resolve_groups(groups, names, u.input_groups)
     seed = check_random_state(random_state).randint(np.iinfo(np.int32).max + 1)
 
     Xw = _working_copy(rows)
@@ -113,14 +130,21 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
         offset_score, baseline = bind_scorer(ens, scoring, y, w, margin + shift)
         score = lambda m: offset_score(m + shift)  # noqa: E731
 
-    scores = np.empty((ens.n_features, n_repeats))
+    columns = ([[j] for j in range(ens.n_features)] if grp is None
+               else [list(m) for m in grp.members])
+    scores = np.empty((len(columns), n_repeats))
     perm_margin = np.empty_like(margin)
-    bar = progress_bar(progress, total=ens.n_features,
+    bar = progress_bar(progress, total=len(columns),
                        work=n * ens.n_trees * n_repeats, desc="permutation_importance")
-    for j in range(ens.n_features):
+    for g, cols in enumerate(columns):
         bar.update(1)
+        if len(cols) > 1:
+            scores[g] = _joint_scores(ens, Xw, cols, seed, n_repeats, score, baseline,
+                                      n_jobs, index)
+            continue
+        j = cols[0]
         if index.n_tops(j) == 0:  # no row meets a split on column j: nothing changes
-            scores[j] = baseline
+            scores[g] = baseline
             continue
         rng = check_random_state(seed)
         idx = np.arange(n)
@@ -132,14 +156,39 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
             Xw[:, j] = Xw[idx, j]
             with numba_threads(n_jobs):
                 index.permuted_margin(Xw, margin, perm_margin)
-            scores[j, r] = score(perm_margin)
+            scores[g, r] = score(perm_margin)
         with numba_threads(n_jobs):
             index.finish()
         Xw[:, j] = original
     bar.close()
     importances = baseline - scores
-    return Bunch(importances_mean=importances.mean(axis=1),
-                 importances_std=importances.std(axis=1), importances=importances)
+    out = Bunch(importances_mean=importances.mean(axis=1),
+                importances_std=importances.std(axis=1), importances=importances)
+    if grp is not None:
+        out.group_names = list(grp.names)
+        out.groups = grp.member_names(names)
+    return out
+
+
+def _joint_scores(ens, Xw, cols, seed, n_repeats, score, baseline, n_jobs, index):
+    """Scores with the columns ``cols`` permuted jointly: the permutations of
+    scikit-learn's loop (a fresh ``RandomState(seed)`` per group, shuffles compounding
+    over repeats) applied to all member columns at once. Only the rows that meet a
+    split on a member column can move, but several columns move together, so the
+    permuted rows are re-predicted in full (bitwise ``index.margin()``'s sums)."""
+    out = np.empty(n_repeats)
+    if all(index.n_tops(j) == 0 for j in cols):  # no split on any member
+        out[:] = baseline
+        return out
+    rng = check_random_state(seed)
+    idx = np.arange(Xw.shape[0])
+    original = Xw[:, cols].copy()
+    for r in range(n_repeats):
+        rng.shuffle(idx)
+        Xw[:, cols] = Xw[np.ix_(idx, cols)]
+        out[r] = score(predict_ensemble(ens, Xw, n_jobs=n_jobs))
+    Xw[:, cols] = original
+    return out
 
 
 def _working_copy(rows):

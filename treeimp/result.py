@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 import pandas as pd
 from scipy import stats as _stats
@@ -31,6 +33,37 @@ def bh_qvalues(p):
     ranked = p[order] * m / np.arange(1, m + 1)
     q[order] = np.minimum(1.0, np.minimum.accumulate(ranked[::-1])[::-1])
     return q
+
+
+def format_column(values, stderr):
+    """One number format for a whole column of ``value ± stderr`` strings: fixed point
+    with the decimals that give the smallest standard error 2 significant digits (the
+    largest value 4 when there are no errors), scientific notation when that would need
+    more than 8 decimals or the values reach 1e6. NaN values print as "nan"."""
+    values = np.asarray(values, dtype=float)
+    stderr = np.asarray(stderr, dtype=float)
+    has_se = np.isfinite(stderr).any()
+    se_pos = stderr[np.isfinite(stderr) & (stderr > 0)]
+    finite = np.abs(values[np.isfinite(values)])
+    big = finite.size > 0 and finite.max() >= 1e6
+    if has_se and se_pos.size:
+        decimals = 1 - int(np.floor(np.log10(se_pos.min())))
+    elif finite.size and finite.max() > 0:
+        decimals = 3 - int(np.floor(np.log10(finite.max())))
+    else:
+        decimals = 0
+    scientific = big or decimals > 8
+    decimals = max(decimals, 0)
+
+    def one(v, sci_digits):
+        if np.isnan(v):
+            return "nan"
+        return f"{v:.{sci_digits}e}" if scientific else f"{v:.{decimals}f}"
+
+    if not has_se:
+        return [one(v, 3) for v in values]
+    return [one(v, 3) if np.isnan(s) else f"{one(v, 3)} ± {one(s, 1)}"
+            for v, s in zip(values, stderr)]
 
 
 class Importances:
@@ -64,10 +97,13 @@ class Importances:
     table_by_class : dict
         Classification forests: method ("mdi_oob", "ufi") -> DataFrame (features x
         classes) of per-class parts; each row sums to that method's ``table`` value.
+    groups : dict or None
+        With ``explain(..., groups=...)``: {group name: [its member features]}; the
+        index of every table then holds the group names.
     """
 
     def __init__(self, *, table, stderr, stderr_trees, per_tree, block_values, n_blocks,
-                 kind, n_rows, model_name="", table_by_class=None):
+                 kind, n_rows, model_name="", table_by_class=None, groups=None):
         self.table = table
         self.stderr = stderr
         self.stderr_trees = stderr_trees
@@ -78,6 +114,7 @@ class Importances:
         self.n_rows = n_rows
         self.model_name = model_name
         self.table_by_class = table_by_class or {}
+        self.groups = groups
         pv = {m: one_sided_pvalues(table[m], stderr[m], n_blocks - 1) for m in table.columns}
         self.pvalues = pd.DataFrame(pv, index=table.index)
         self.qvalues = pd.DataFrame({m: bh_qvalues(self.pvalues[m].to_numpy())
@@ -111,6 +148,8 @@ class Importances:
         if method == "mdi":
             raise ValueError("'mdi' is measured on the training rows and has no p-values; "
                              "select with an out-of-sample method")
+        if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
+            raise TypeError(f"alpha must be a number in (0, 1), got {alpha!r}")
         if not 0 < alpha < 1:
             raise ValueError(f"alpha must be in (0, 1), got {alpha}")
         q = self.qvalues[method]
@@ -145,12 +184,9 @@ class Importances:
         return text
 
     def __repr__(self):
-        show = self.table.copy()
+        show = self.table.copy().astype(object)
         for m in self.methods:
-            if np.all(np.isnan(self.stderr[m])):
-                show[m] = [f"{v:.4g}" for v in self.table[m]]
-            else:
-                show[m] = [f"{v:.4g} ± {s:.2g}" for v, s in zip(self.table[m], self.stderr[m])]
+            show[m] = format_column(self.table[m].to_numpy(), self.stderr[m].to_numpy())
         order = self.ranking()
         show = show.loc[order]
         head = (f"Importances({self.model_name or self.kind}, {self.n_rows} evaluation rows, "

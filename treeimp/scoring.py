@@ -45,7 +45,11 @@ def _class_columns(pred):
 def regression_prediction(ens, margin):
     from .losses import link
 
-    return np.asarray(link(ens.objective, margin), dtype=np.float64).reshape(len(margin), -1)[:, 0]
+    pred = np.asarray(link(ens.objective, margin), dtype=np.float64).reshape(len(margin), -1)
+    # a multi-output regression forest predicts its target vector (scikit-learn's
+    # metrics then average over targets); every other regressor one value
+    multi = ens.kind == "forest" and ens.objective.name == "squared_error" and ens.n_outputs > 1
+    return pred if multi else pred[:, 0]
 
 
 def make_scorer(ens, scoring):
@@ -176,7 +180,8 @@ def _prepared_accuracy(ens, y, w):
 
 
 def _regression_targets(y, w):
-    y_true = np.asarray(y, dtype=np.float64).reshape(-1, 1)
+    y_true = np.asarray(y, dtype=np.float64)
+    y_true = y_true.reshape(len(y_true), -1)  # (n, 1), or (n, n_targets)
     w = None if w is None else np.asarray(w, dtype=np.float64)
     return y_true, w
 
@@ -188,9 +193,9 @@ def _prepared_r2(ens, y, w):
                          axis=0)
 
     def score(margin):
-        y_pred = regression_prediction(ens, margin).reshape(-1, 1)
+        y_pred = regression_prediction(ens, margin).reshape(len(margin), -1)
         numerator = np.sum(weight * (y_true - y_pred) ** 2, axis=0)
-        out = np.ones(1)
+        out = np.ones(y_true.shape[1])
         valid = (denominator != 0) & (numerator != 0)
         out[valid] = 1 - (numerator[valid] / denominator[valid])
         out[(numerator != 0) & (denominator == 0)] = 0.0
@@ -202,7 +207,7 @@ def _prepared_mse(ens, y, w):
     y_true, w = _regression_targets(y, w)
 
     def score(margin):
-        y_pred = regression_prediction(ens, margin).reshape(-1, 1)
+        y_pred = regression_prediction(ens, margin).reshape(len(margin), -1)
         errors = np.average((y_true - y_pred) ** 2, axis=0, weights=w)
         return -float(np.average(errors))
     return score

@@ -9,6 +9,8 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.ensemble import (
+    BaggingClassifier,
+    BaggingRegressor,
     ExtraTreesClassifier,
     ExtraTreesRegressor,
     RandomForestClassifier,
@@ -35,7 +37,7 @@ except ImportError:  # pragma: no cover - scikit-learn 1.4, 1.5
 
 SELECTION_METHODS = tuple(m for m in FOREST_METHODS if m != "mdi")
 BAGGED_FORESTS = (RandomForestClassifier, RandomForestRegressor, ExtraTreesClassifier,
-                  ExtraTreesRegressor)
+                  ExtraTreesRegressor, BaggingClassifier, BaggingRegressor)
 
 
 class ImportanceSelector(SelectorMixin, BaseEstimator):
@@ -81,6 +83,10 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
     random_state : int, RandomState or None
         Seeds the train/validation split and the row blocks (not the estimator: set its
         own ``random_state`` for reproducible fits).
+    groups : dict or None, default None
+        {group name: [column names or positions]}: test each group's summed importance
+        (see :func:`treeimp.explain`) and keep or drop its columns together; columns in
+        no group are tested alone.
 
     Attributes
     ----------
@@ -112,7 +118,7 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
     """
 
     def __init__(self, estimator, *, method="mdi_oob", alpha=0.05, validation_fraction=0.25,
-                 oob=None, n_blocks=10, random_state=None):
+                 oob=None, n_blocks=10, random_state=None, groups=None):
         self.estimator = estimator
         self.method = method
         self.alpha = alpha
@@ -120,6 +126,7 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
         self.oob = oob
         self.n_blocks = n_blocks
         self.random_state = random_state
+        self.groups = groups
 
     def fit(self, X, y, sample_weight=None):
         """Fit the estimator, measure out-of-sample importances, select features.
@@ -165,7 +172,8 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
             _fit(est, data, y, sample_weight)
             res = explain(est, data, y, oob=True, methods=(self.method,),
                           sample_weight=sample_weight, feature_names=names,
-                          n_blocks=self.n_blocks, random_state=block_seed)
+                          n_blocks=self.n_blocks, random_state=block_seed,
+                          groups=self.groups)
         else:
             train, val = self._split(n, y, split_seed)
             sw = (None, None) if sample_weight is None else (sample_weight[train],
@@ -173,11 +181,13 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
             _fit(est, _safe_indexing(data, train), y[train], sw[0])
             res = explain(est, _safe_indexing(data, val), y[val], methods=(self.method,),
                           sample_weight=sw[1], feature_names=names, n_blocks=self.n_blocks,
-                          random_state=block_seed)
+                          random_state=block_seed, groups=self.groups)
         self.estimator_ = est
         self.importances_ = res
-        self.support_ = np.isin(np.asarray(res.feature_names, dtype=object),
-                                res.select(self.method, self.alpha))
+        kept = res.select(self.method, self.alpha)
+        if res.groups is not None:  # whole groups: their member columns
+            kept = [f for g in kept for f in res.groups[g]]
+        self.support_ = np.isin(np.asarray(names, dtype=object), kept)
         if not self.support_.any():
             q = res.qvalues[self.method]
             warnings.warn(f"ImportanceSelector kept no feature: no {self.method!r} importance "
@@ -214,6 +224,9 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
                 raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
         if self.oob is not None and not isinstance(self.oob, (bool, np.bool_)):
             raise ValueError(f"oob must be None, True or False, got {self.oob!r}")
+        if self.groups is not None and not isinstance(self.groups, dict):
+            raise TypeError(f"groups must be None or a dict {{name: columns}}, got "
+                            f"{type(self.groups).__name__}")
         if isinstance(self.n_blocks, bool) or not isinstance(self.n_blocks, numbers.Integral) \
                 or self.n_blocks < 2:
             raise ValueError(f"n_blocks must be an integer >= 2, got {self.n_blocks!r}")

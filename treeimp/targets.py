@@ -17,6 +17,45 @@ def as_1d_target(y, n_rows, what="y"):
         raise ValueError(f"{what} must be 1-D, got shape {arr.shape}")
     if arr.shape[0] != n_rows:
         raise ValueError(f"X has {n_rows} rows but {what} has {arr.shape[0]}")
+    _check_no_pd_na(arr, what)
+    return arr
+
+
+def _check_no_pd_na(arr, what):
+    """pandas' missing value pd.NA (nullable Int64/Float64/boolean/string columns) is
+    neither a label nor a number: name it instead of failing on it later."""
+    if arr.dtype != object:
+        return
+    import pandas as pd
+
+    missing = np.fromiter((v is pd.NA for v in arr.tolist()), dtype=bool, count=arr.size)
+    if missing.any():
+        raise ValueError(f"{what} has {int(missing.sum())} missing values (pd.NA; first at "
+                         f"row {int(np.flatnonzero(missing)[0])}); drop those rows or fill "
+                         "them")
+
+
+def n_target_columns(ens):
+    """Columns y must have: one per output of a multi-output regression forest, else 1."""
+    if ens.kind == "forest" and ens.objective.name != "class_probability":
+        return int(ens.n_outputs)
+    return 1
+
+
+def as_target(y, n_rows, n_columns, what="y"):
+    """y for a model with ``n_columns`` targets: 1-D when 1, else (n_rows, n_columns)."""
+    if n_columns == 1:
+        return as_1d_target(y, n_rows, what)
+    if y is None:
+        raise ValueError(f"{what} is required: importances are measured against the "
+                         "evaluation rows' targets")
+    arr = np.asarray(y.to_numpy() if hasattr(y, "to_numpy") else y)
+    if arr.ndim != 2 or arr.shape[1] != n_columns:
+        raise ValueError(f"the model was fit on {n_columns} targets: {what} must have shape "
+                         f"(n_rows, {n_columns}), got {arr.shape}")
+    if arr.shape[0] != n_rows:
+        raise ValueError(f"X has {n_rows} rows but {what} has {arr.shape[0]}")
+    _check_no_pd_na(arr.ravel(), what)
     return arr
 
 
@@ -63,7 +102,8 @@ def forest_targets(ens, y):
         Z = np.zeros((len(idx), ens.n_outputs))
         Z[np.arange(len(idx)), idx] = 1.0
         return Z, True
-    return regression_target(y)[:, None], False
+    Z = regression_target(y)
+    return (Z[:, None] if Z.ndim == 1 else Z), False
 
 
 def check_sample_weight(sample_weight, n_rows):
@@ -78,4 +118,9 @@ def check_sample_weight(sample_weight, n_rows):
         raise ValueError(f"sample_weight has {int((w < 0).sum())} negative values")
     if not np.any(w > 0):
         raise ValueError("sample_weight is zero for every row")
+    with np.errstate(over="ignore"):
+        total = w.sum()
+    if not np.isfinite(total):
+        raise ValueError(f"sample_weight sums to infinity (largest weight {w.max():.3g} over "
+                         f"{w.size} rows): rescale the weights, e.g. divide by their maximum")
     return w

@@ -25,6 +25,8 @@ _TABLE = [
     ("sklearn", "ensemble.RandomForestRegressor", "sklearn_forest:parse_sklearn_forest"),
     ("sklearn", "ensemble.ExtraTreesClassifier", "sklearn_forest:parse_sklearn_forest"),
     ("sklearn", "ensemble.ExtraTreesRegressor", "sklearn_forest:parse_sklearn_forest"),
+    ("sklearn", "ensemble.BaggingClassifier", "sklearn_bagging:parse_sklearn_bagging"),
+    ("sklearn", "ensemble.BaggingRegressor", "sklearn_bagging:parse_sklearn_bagging"),
     ("sklearn", "ensemble.GradientBoostingClassifier", "sklearn_gb:parse_sklearn_gb"),
     ("sklearn", "ensemble.GradientBoostingRegressor", "sklearn_gb:parse_sklearn_gb"),
     ("sklearn", "ensemble.HistGradientBoostingClassifier", "sklearn_hgb:parse_sklearn_hgb"),
@@ -79,6 +81,12 @@ def parse(model, *, iteration_range=None, missing=None) -> TreeEnsemble:
                 ens = _resolve(spec)(model)
                 break
         else:
+            from ..pipeline import is_pipeline
+
+            if is_pipeline(model):
+                raise TypeError("parse() reads one tree model, not a Pipeline: pass the "
+                                "Pipeline to treeimp.explain / permutation_importance (which "
+                                "transform X through its steps), or parse(pipeline[-1])")
             raise TypeError(
                 f"cannot explain a {type(model).__module__}.{type(model).__name__}; "
                 f"supported models: {', '.join(SUPPORTED)}, a TreeEnsemble, or a saved "

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import warnings
 
 from ..ensemble import TreeEnsemble
@@ -73,8 +74,7 @@ def load(path, *, iteration_range=None, missing=None) -> TreeEnsemble:
         raise ValueError(f"model file {name!r} does not exist")
     if os.path.isdir(name):
         raise ValueError(f"model path {name!r} is a directory, not a model file")
-    with open(name, "rb") as fh:
-        data = fh.read()
+    data = _read_regular_file(name)
     kind = _sniff(data)
     if kind is None:
         raise ValueError(_unknown_message(name, data))
@@ -92,11 +92,33 @@ def load(path, *, iteration_range=None, missing=None) -> TreeEnsemble:
     except _DAMAGE as exc:
         what = {"json": "XGBoost JSON", "ubjson": "XGBoost UBJSON",
                 "lightgbm": "LightGBM text"}[kind]
-        detail = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, RecursionError):
+            detail = "it is nested too deeply to be a model"
+        elif isinstance(exc, OverflowError):
+            detail = "it holds a number too large for the field it is in (past int64)"
+        else:
+            detail = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
         raise ValueError(f"cannot read {what} model file {name!r}: {detail}") from None
     from . import select_trees
 
     return select_trees(ens, iteration_range, None, missing)
+
+
+def _read_regular_file(name):
+    """The bytes of a regular file. Devices (/dev/zero, which never ends), FIFOs and
+    sockets (which block) are refused before anything is read; the check is made on the
+    opened descriptor, so the file cannot be swapped in between."""
+    fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as fh:
+        mode = os.fstat(fh.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else
+                    "a character device" if stat.S_ISCHR(mode) else
+                    "a block device" if stat.S_ISBLK(mode) else
+                    "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+            raise ValueError(f"model path {name!r} is {kind}, not a regular file; save the "
+                             "model to a file and pass its path")
+        return fh.read()
 
 
 def _sniff(data: bytes):
@@ -115,6 +137,9 @@ def _unknown_message(name, data):
     ext = os.path.splitext(name)[1].lower()
     if len(data) == 0:
         return f"model file {name!r} is empty"
+    if data[:2] == b"\x1f\x8b":
+        return (f"model file {name!r} is gzip-compressed; decompress it first (gunzip, or "
+                "gzip.open in Python) and load the file inside")
     if ext in _XGB_EXTENSIONS:
         return (f"model file {name!r} is not an XGBoost JSON/UBJSON model (it does not "
                 "start with '{'); XGBoost's legacy binary format is not supported: load it "
@@ -132,16 +157,28 @@ def _load_xgboost(data: bytes, kind: str):
 
     if kind == "json":
         try:
-            doc = json.loads(data.decode("utf-8-sig"))
+            doc = json.loads(data.decode("utf-8-sig"), parse_int=_int64)
         except UnicodeDecodeError as exc:
             raise ValueError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         except json.JSONDecodeError as exc:
             raise ValueError(f"invalid or truncated JSON: {exc}") from None
+        except RecursionError:
+            raise ValueError("the JSON is nested too deeply to be a model (XGBoost models "
+                             "nest a few levels)") from None
     else:
         from .ubjson import read_ubjson
 
         doc = read_ubjson(data)
     return parse_xgboost_json(doc), stored_best_iteration(doc)
+
+
+def _int64(text):
+    """A JSON integer, which must fit int64 (every integer XGBoost writes does)."""
+    value = int(text)
+    if not -(2**63) <= value < 2**63:
+        shown = text if len(text) <= 24 else f"{text[:10]}...{text[-4:]} ({len(text)} digits)"
+        raise ValueError(f"the integer {shown} is outside the int64 range")
+    return value
 
 
 def _load_lightgbm(data: bytes) -> TreeEnsemble:
@@ -151,7 +188,7 @@ def _load_lightgbm(data: bytes) -> TreeEnsemble:
         raise ValueError("LightGBM text models need treeimp.parsers.lgbm.parse_lightgbm_text, "
                          f"which is not available ({exc})") from None
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a byte order mark (Windows editors) is skipped
     except UnicodeDecodeError as exc:
         raise ValueError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     return parse_lightgbm_text(text)

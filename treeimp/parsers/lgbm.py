@@ -137,8 +137,9 @@ def parse_lightgbm_text(text: str, *, classes=None) -> TreeEnsemble:
     ------
     ValueError
         Damaged or truncated text (naming the key and tree), unsupported objectives
-        (ranking, mape, fair, cross_entropy_lambda, custom), linear trees,
-        ``boosting="rf"`` (averaged output) or reg_sqrt models.
+        (ranking, mape, fair, cross_entropy_lambda, custom), linear trees or reg_sqrt
+        models. ``boosting="rf"`` models (``average_output``) are read as in
+        :func:`_averaged_trees`.
 
     Examples
     --------
@@ -152,9 +153,7 @@ def parse_lightgbm_text(text: str, *, classes=None) -> TreeEnsemble:
             raise ValueError(f"LightGBM model text has no header key {key!r} "
                              f"(model format {header.get('version', 'unknown')})")
     version = header["version"]
-    if "average_output" in header:
-        raise ValueError("LightGBM boosting='rf' models (average_output) are not supported: "
-                         "their trees are averaged, not boosted")
+    averaged = "average_output" in header  # boosting="rf"
     if params is not None and params.get("linear_tree", "0") not in ("0", "false"):
         raise ValueError("LightGBM linear_tree models are not supported: their leaves hold "
                          "linear models, not constants")
@@ -187,7 +186,8 @@ def parse_lightgbm_text(text: str, *, classes=None) -> TreeEnsemble:
         raise ValueError(f"LightGBM objective {objective.source!r} needs "
                          f"{objective.params.get('n_classes', 1)} trees per iteration, the "
                          f"header says num_tree_per_iteration={n_per_iter}")
-    trees, base = _boosted_trees(raw, n_per_iter, params)
+    trees, base = (_averaged_trees(raw, n_per_iter) if averaged
+                   else _boosted_trees(raw, n_per_iter, params))
 
     default_names = all(nm == f"Column_{j}" for j, nm in enumerate(names))
     return TreeEnsemble.from_trees(
@@ -240,6 +240,48 @@ def _boosted_trees(raw, n_per_iter, params):
                           missing_left=r["missing_left"], nan_mode=r["nan_mode"],
                           gain=r["gain"], categories=r["categories"],
                           output=t % n_per_iter, learning_rate=lr, stage=t // n_per_iter))
+    return trees, base
+
+
+def _averaged_trees(raw, n_per_iter):
+    """Trees of a ``boosting="rf"`` model (``average_output``) and its initial margin.
+
+    LightGBM's random forest (``src/boosting/rf.hpp``) computes the gradients once, at
+    the initial margin (``BoostFromAverage``, 0 without ``boost_from_average``), fits
+    every tree to them on its bagged rows with shrinkage 1, adds the initial margin to
+    the tree (``AddBias``) and predicts the MEAN of its trees. So every tree is one
+    stage 0 here (the staged gradients are those at the initial margin for all trees),
+    scaled by 1 / n_iterations, with the initial margin moved into the base score;
+    predictions are the library's mean of the trees.
+
+    The initial margin is not written to the model text. It is taken as the
+    hessian-weighted mean, over all trees, of each tree's root value (= the margin plus
+    the tree's Newton step on its bagged rows, whose gradient sums average out over the
+    trees because the margin zeroes the gradient sum over all training rows).
+    """
+    n_iter = len(raw) // n_per_iter
+    base = np.zeros(n_per_iter)
+    for k in range(n_per_iter):
+        num = den = 0.0
+        stumps = []
+        for r in raw[k::n_per_iter]:
+            m = r["n_leaves"] - 1
+            if m == 0:
+                stumps.append(float(r["value"][0, 0]))
+                continue
+            w = r["weight"][m:]
+            num += float(np.dot(w, r["value"][m:, 0]))
+            den += float(w.sum())
+        base[k] = num / den if den > 0 else (float(np.mean(stumps)) if stumps else 0.0)
+    trees = []
+    for t, r in enumerate(raw):
+        k = t % n_per_iter
+        trees.append(Tree(left=r["left"], right=r["right"], feature=r["feature"],
+                          threshold=r["threshold"], value=r["value"] - base[k],
+                          weight=r["weight"], missing_left=r["missing_left"],
+                          nan_mode=r["nan_mode"], gain=r["gain"],
+                          categories=r["categories"], output=k,
+                          learning_rate=r["shrinkage"], stage=0, scale=1.0 / n_iter))
     return trees, base
 
 

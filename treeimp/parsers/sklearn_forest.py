@@ -1,8 +1,9 @@
 """scikit-learn decision trees and forests -> TreeEnsemble.
 
 Covers DecisionTree / ExtraTree (one tree) and RandomForest / ExtraTrees (averaged
-trees), classifiers and regressors with a single target. Facts checked on
-scikit-learn 1.9:
+trees), classifiers with a single target and regressors with one or several targets
+(y with K columns: K outputs, the target vector, like the one-hot class columns of a
+classifier). Facts checked on scikit-learn 1.9:
 
 * routing: see :mod:`treeimp.parsers.sklearn_tree` (``float32(x) <= threshold``, NaN
   follows ``missing_go_to_left``, also for models trained without NaN);
@@ -35,23 +36,23 @@ def parse_sklearn_forest(model) -> TreeEnsemble:
     model : DecisionTreeClassifier, DecisionTreeRegressor, ExtraTreeClassifier,
         ExtraTreeRegressor, RandomForestClassifier, RandomForestRegressor,
         ExtraTreesClassifier or ExtraTreesRegressor
-        Fitted on a single target (``y`` 1-D).
+        Classifiers fitted on a single target (``y`` 1-D); regressors on one or more.
 
     Returns
     -------
     TreeEnsemble
         kind "forest": every tree scaled by ``1 / n_trees``. ``predict_raw`` equals
         ``predict_proba`` (classifiers, one column per class, objective
-        "class_probability") or ``predict`` (regressors, one column, objective
-        "squared_error"). ``apply`` equals the model's ``apply``.
+        "class_probability") or ``predict`` (regressors, one column per target,
+        objective "squared_error"). ``apply`` equals the model's ``apply``.
 
     Raises
     ------
     sklearn.exceptions.NotFittedError
         (a ValueError) when the model is not fitted.
     ValueError
-        For multi-output models (``y`` with several columns) or a tree without the
-        fields treeimp reads.
+        For multi-output classifiers (``y`` with several columns of classes) or a tree
+        without the fields treeimp reads.
 
     Examples
     --------
@@ -68,16 +69,18 @@ def parse_sklearn_forest(model) -> TreeEnsemble:
 
     name = type(model).__name__
     check_fitted(model)
+    classifier = is_classifier(model)
     n_targets = int(required_attr(model, "n_outputs_"))
-    if n_targets != 1:
-        raise ValueError(f"{name} was fit on {n_targets} targets (y with {n_targets} "
-                         "columns); treeimp supports single-target models only")
+    if n_targets != 1 and classifier:
+        raise ValueError(f"{name} was fit on {n_targets} class targets (y with {n_targets} "
+                         "columns): multi-output classification has one probability table "
+                         "per target, which treeimp does not explain; fit one classifier "
+                         "per target column")
     # a single tree carries tree_ itself, a forest a list of fitted trees
     estimators = [model] if hasattr(model, "tree_") else list(required_attr(model, "estimators_"))
     if not estimators:
         raise ValueError(f"{name} has no fitted trees")
 
-    classifier = is_classifier(model)
     if classifier:
         classes = np.asarray(required_attr(model, "classes_"))
         n_outputs = int(required_attr(model, "n_classes_"))
@@ -85,7 +88,7 @@ def parse_sklearn_forest(model) -> TreeEnsemble:
                               source=str(getattr(model, "criterion", "")))
     else:
         classes = None
-        n_outputs = 1
+        n_outputs = n_targets  # multi-output regression: the target vector, one column each
         objective = Objective("squared_error", {}, link="identity",
                               source=str(getattr(model, "criterion", "")))
 
@@ -94,10 +97,16 @@ def parse_sklearn_forest(model) -> TreeEnsemble:
     for t, est in enumerate(estimators):
         fields = read_tree_fields(required_attr(est, "tree_"), f"{name} tree {t}")
         raw = fields["value"]
-        if raw.ndim != 3 or raw.shape[1] != 1 or raw.shape[2] < n_outputs:
-            raise ValueError(f"{name} tree {t} has node values of shape {raw.shape}, "
-                             f"expected (n_nodes, 1, {n_outputs})")
-        value = raw[:, 0, :n_outputs] if classifier else raw[:, 0, :1]
+        if classifier:
+            if raw.ndim != 3 or raw.shape[1] != 1 or raw.shape[2] < n_outputs:
+                raise ValueError(f"{name} tree {t} has node values of shape {raw.shape}, "
+                                 f"expected (n_nodes, 1, {n_outputs})")
+            value = raw[:, 0, :n_outputs]
+        else:
+            if raw.ndim != 3 or raw.shape[1] != n_targets or raw.shape[2] != 1:
+                raise ValueError(f"{name} tree {t} has node values of shape {raw.shape}, "
+                                 f"expected (n_nodes, {n_targets}, 1)")
+            value = raw[:, :, 0]
         trees.append(tree_from_fields(fields, value, scale=scale))
 
     names = getattr(model, "feature_names_in_", None)

@@ -27,9 +27,12 @@ def sklearn_inbag_bits(model, n_rows):
     bootstrap can be regenerated directly (``_regenerated_bits``). ``n_rows`` must be the
     number of training rows; it is checked against the forest's own record.
     """
+    from sklearn.ensemble import BaggingClassifier, BaggingRegressor
     from sklearn.ensemble._forest import BaseForest
 
     name = type(model).__name__
+    if isinstance(model, (BaggingClassifier, BaggingRegressor)):
+        return _bagging_inbag_bits(model, n_rows)
     if not isinstance(model, BaseForest):
         raise ValueError(f"oob=True needs a bagged forest (RandomForest or ExtraTrees with "
                          f"bootstrap=True); {name} has no out-of-bag rows. Pass held-out "
@@ -45,6 +48,24 @@ def sklearn_inbag_bits(model, n_rows):
     bits = _regenerated_bits(model, n_rows)
     if bits is not None:
         return bits
+    return _bits_from_samples(model, n_rows)
+
+
+def _bagging_inbag_bits(model, n_rows):
+    """In-bag rows of a Bagging model: its rows drawn per estimator (with or without
+    replacement; ``max_samples`` < 1 leaves out-of-bag rows even without bootstrap)."""
+    name = type(model).__name__
+    n_train = getattr(model, "_n_samples", None)
+    if n_train is not None and int(n_train) != n_rows:
+        raise ValueError(f"oob=True needs the training rows: the {name} was fit on "
+                         f"{n_train} rows but X has {n_rows}")
+    return _bits_from_samples(model, n_rows)
+
+
+def _bits_from_samples(model, n_rows):
+    """Packed in-bag bits from the public ``estimators_samples_`` (row indices, or
+    boolean masks in older scikit-learn)."""
+    name = type(model).__name__
     try:
         samples = model.estimators_samples_
     except Exception as exc:  # private state missing or changed in this sklearn version
@@ -52,6 +73,7 @@ def sklearn_inbag_bits(model, n_rows):
 
         raise ValueError(f"cannot recover the in-bag rows of this {name} (scikit-learn "
                          f"{sklearn.__version__}): {exc}") from None
+    samples = [np.flatnonzero(s) if np.asarray(s).dtype == np.bool_ else s for s in samples]
     if len(samples) != len(model.estimators_):
         raise ValueError(f"{name} reports in-bag rows for {len(samples)} trees but has "
                          f"{len(model.estimators_)} trees")

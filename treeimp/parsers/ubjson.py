@@ -169,9 +169,14 @@ class _Reader:
         at = self.pos
         text = self.string_body()
         try:
-            return int(text)
+            value = int(text)
         except ValueError:
             pass
+        else:
+            if not -(2**63) <= value < 2**63:
+                self.fail(f"high-precision integer of {len(text)} digits is outside the "
+                          "int64 range", at)
+            return value
         try:
             return float(text)
         except ValueError:

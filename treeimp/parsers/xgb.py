@@ -465,7 +465,10 @@ def _read_tree(jt, i, version):
                              ("split_type", "split_type", np.int64),
                              ("sum_hessian", "hess", np.float32),
                              ("loss_changes", "gain", np.float32)):
-        a = np.asarray(jt[key]).astype(dtype, copy=False)  # UBJSON arrays: often no copy
+        a = np.asarray(jt[key])
+        if key in _FLAG_KEYS:
+            _check_flags(a, key, i)
+        a = a.astype(dtype, copy=False)  # UBJSON arrays: often no copy
         if a.shape != (n,):
             raise ValueError(f"XGBoost tree {i}: {key!r} has {a.size} entries for {n} nodes")
         r[name] = a
@@ -490,6 +493,25 @@ def _read_tree(jt, i, version):
     r["base_weights"] = bw.reshape(n, k)
     r["categories"] = _categories(jt, r, i)
     return _drop_unreachable(r, i)
+
+
+# per-node fields XGBoost writes as 0/1: where NaN goes, numeric (0) or categorical (1)
+_FLAG_KEYS = ("default_left", "split_type")
+
+
+def _check_flags(a, key, i):
+    """A 0/1 field holds only 0 and 1 (or booleans): any other value is a damaged file,
+    not something to guess the meaning of."""
+    if a.dtype == np.bool_:
+        return
+    if a.dtype == object or a.dtype.kind not in "iuf":
+        raise ValueError(f"XGBoost tree {i}: {key!r} must hold 0/1 flags, got "
+                         f"{a.dtype} values")
+    bad = (a != 0) & (a != 1)
+    if bad.any():
+        k = int(np.flatnonzero(bad.ravel())[0])
+        raise ValueError(f"XGBoost tree {i}: {key!r} must be 0 or 1, but node {k} has "
+                         f"{a.ravel()[k].item()!r}")
 
 
 def _categories(jt, r, i):
