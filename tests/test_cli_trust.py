@@ -27,8 +27,10 @@ def data(tmp_path):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(120, 3))
     y = X[:, 0] + 0.1 * rng.normal(size=120)
-    rf = RandomForestRegressor(n_estimators=5, random_state=0).fit(X[:80], y[:80])
-    df = pd.DataFrame(X[80:], columns=["x0", "x1", "x2"]).assign(y=y[80:])
+    names = ["x0", "x1", "x2"]  # stored in the model: the CLI matches columns by name
+    rf = RandomForestRegressor(n_estimators=5, random_state=0).fit(
+        pd.DataFrame(X[:80], columns=names), y[:80])
+    df = pd.DataFrame(X[80:], columns=names).assign(y=y[80:])
     df.to_csv(tmp_path / "d.csv", index=False)
     return rf, str(tmp_path / "d.csv")
 
