@@ -16,7 +16,13 @@ What a value means is the model's business, recorded by its parser in the normal
   (labels that are not numbers are then an error, as in scikit-learn);
 * numeric input on a feature with a value table (``ens.category_values[j]``) is replaced
   by the value's position in the table, NaN (missing) when it is not listed; an empty
-  table means the feature's categories are text and numeric input is rejected.
+  table means the feature's categories are text and numeric input is rejected;
+* on a hashed feature (``ens.hashed_features``, CatBoost's one-hot features) the raw
+  value (string, integer, 'category' label, of any column dtype) is first replaced by
+  ``ens.value_hasher`` of it, then looked up in the value table;
+* a model with a leaf router (``ens.leaf_router``, see ``treeimp/leaf_router.py``) is
+  routed on the router's numbers of each chunk of the user's rows, which go to the
+  router as they are (only their width and column names are checked here).
 """
 
 from __future__ import annotations
@@ -34,12 +40,38 @@ class RowSource:
         self._frame = None
         self._array = None
         self._tables = _value_tables(ens)
-        if _is_dataframe(X):
+        self._hashed = dict.fromkeys(getattr(ens, "hashed_features", ()) or ())
+        self._hasher = getattr(ens, "value_hasher", None)
+        self._router = getattr(ens, "leaf_router", None)
+        if self._router is not None:
+            self._init_routed(X, ens, what)
+        elif _is_dataframe(X):
             self._init_frame(X, ens, what)
         else:
             self._init_array(X, ens, what)
         if self.n_rows == 0:
             raise ValueError(f"{what} has 0 rows; at least one row is needed")
+
+    # -------------------------------------------------------------- leaf router
+    def _init_routed(self, X, ens, what):
+        """Rows for a leaf router: the user's X as it is, width and names checked."""
+        if _is_dataframe(X):
+            _check_width(X.shape[1], self.n_features, what)
+            _check_names(X, ens, what)
+            self.feature_names = [str(c) for c in X.columns]
+        else:
+            shape = np.shape(X)
+            if len(shape) != 2:
+                raise ValueError(f"{what} must be 2-D (rows x features), got shape {shape}")
+            _check_width(shape[1], self.n_features, what)
+            self.feature_names = None
+        self._routed = X
+        self.n_rows = X.shape[0]
+
+    def _routed_rows(self, rows):
+        X = self._routed
+        part = X.iloc[rows] if _is_dataframe(X) else np.asarray(X)[rows]
+        return self._router.numbers(part)
 
     # -------------------------------------------------------------- numpy
     def _init_array(self, X, ens, what):
@@ -57,7 +89,8 @@ class RowSource:
                             "routed (use a DataFrame with 'category' columns for categories)")
         _check_width(arr.shape[1], self.n_features, what)
         for j in self._tables:
-            _check_numeric_allowed(self._tables[j], j, f"{what} column {j}", ens)
+            if j not in self._hashed:
+                _check_numeric_allowed(self._tables[j], j, f"{what} column {j}", ens)
         self._array = arr
         self.n_rows = arr.shape[0]
         self.feature_names = None
@@ -68,16 +101,7 @@ class RowSource:
 
         _check_width(df.shape[1], self.n_features, what)
         cols = [str(c) for c in df.columns]
-        if ens.feature_names is not None and _named(df.columns):
-            expected = list(ens.feature_names)
-            if cols != expected:
-                missing = [c for c in expected if c not in cols]
-                extra = [c for c in cols if c not in expected]
-                if not missing and not extra:
-                    raise ValueError(f"{what} has the model's feature names in a different "
-                                     f"order; expected {expected[:10]}, got {cols[:10]}")
-                raise ValueError(f"{what}'s columns do not match the model's feature names: "
-                                 f"missing {missing[:10]}, unexpected {extra[:10]}")
+        _check_names(df, ens, what)
         self.feature_names = cols
         self._converters = []
         levels = ens.feature_categories or [None] * self.n_features
@@ -85,7 +109,9 @@ class RowSource:
         for j in range(df.shape[1]):
             col = df.iloc[:, j]
             dtype = col.dtype
-            if isinstance(dtype, pd.CategoricalDtype):
+            if j in self._hashed:
+                self._converters.append(("hash", self._tables.get(j)))
+            elif isinstance(dtype, pd.CategoricalDtype):
                 if as_code if np.ndim(as_code) == 0 else as_code[j]:
                     lookup = _category_lookup(col, levels[j])
                 else:
@@ -110,6 +136,8 @@ class RowSource:
             if kind == "cat":
                 codes = np.asarray(col.cat.codes, dtype=np.int64)
                 out[:, j] = lookup[codes]  # code -1 (missing) hits the last entry: NaN
+            elif kind == "hash":
+                out[:, j] = self._hash_codes(np.asarray(col, dtype=object), lookup)
             else:
                 out[:, j] = col.to_numpy(dtype=np.float64, na_value=np.nan)
                 if lookup is not None:
@@ -117,12 +145,22 @@ class RowSource:
         return out
 
     def _array_chunk(self, start, stop):
-        if not self._tables:
+        if not self._tables and not self._hashed:
             return np.asarray(self._array[start:stop], dtype=np.float64)
         out = np.array(self._array[start:stop], dtype=np.float64)  # never write into X
+        for j in self._hashed:
+            out[:, j] = self._hash_codes(self._array[start:stop, j], self._tables.get(j))
         for j, table in self._tables.items():
-            out[:, j] = _table_codes(out[:, j], table)
+            if j not in self._hashed:
+                out[:, j] = _table_codes(out[:, j], table)
         return out
+
+    def _hash_codes(self, values, table):
+        """Positions of the hashes of raw values in a hashed feature's table (NaN where
+        missing or not listed; all NaN when the model never splits on the feature)."""
+        if table is None:
+            return np.full(len(values), np.nan)
+        return _table_codes(self._hasher(values), table)
 
     # -------------------------------------------------------------- chunks
     def chunks(self, chunk_rows=CHUNK_ROWS, *, split=False):
@@ -131,8 +169,13 @@ class RowSource:
         A float32/float64 numpy array is yielded whole (no copy), or as row views of
         ``chunk_rows`` rows with ``split=True`` (for progress reporting).
         """
+        if self._router is not None:
+            for start in range(0, self.n_rows, chunk_rows):
+                stop = min(self.n_rows, start + chunk_rows)
+                yield start, self._routed_rows(slice(start, stop))
+            return
         if (self._array is not None and self._array.dtype in (np.float32, np.float64)
-                and not self._tables):
+                and not self._tables and not self._hashed):
             if not split:
                 yield 0, self._array
                 return
@@ -148,7 +191,9 @@ class RowSource:
 
     def take(self, rows):
         """Float64 array of the given rows (used by permutation importance)."""
-        if self._array is not None and not self._tables:
+        if self._router is not None:
+            return self._routed_rows(np.asarray(rows))
+        if self._array is not None and not self._tables and not self._hashed:
             return np.asarray(self._array[rows], dtype=np.float64)
         out = np.empty((len(rows), self.n_features))
         for start, chunk in self.chunks():
@@ -163,6 +208,21 @@ def _is_dataframe(X):
 
 def _named(columns):
     return all(isinstance(c, str) for c in columns)
+
+
+def _check_names(df, ens, what):
+    """ValueError when a DataFrame's column names differ from the model's names."""
+    cols = [str(c) for c in df.columns]
+    if ens.feature_names is not None and _named(df.columns):
+        expected = list(ens.feature_names)
+        if cols != expected:
+            missing = [c for c in expected if c not in cols]
+            extra = [c for c in cols if c not in expected]
+            if not missing and not extra:
+                raise ValueError(f"{what} has the model's feature names in a different "
+                                 f"order; expected {expected[:10]}, got {cols[:10]}")
+            raise ValueError(f"{what}'s columns do not match the model's feature names: "
+                             f"missing {missing[:10]}, unexpected {extra[:10]}")
 
 
 def _check_width(n_cols, n_features, what):

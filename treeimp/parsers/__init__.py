@@ -3,7 +3,7 @@
 The library is imported inside the parser, never here: ``parse`` only asks
 ``isinstance`` for libraries that are already imported (a model object of a library
 cannot exist unless that library was imported), so a saved model file parses without
-xgboost or lightgbm installed.
+xgboost, lightgbm or catboost installed.
 """
 
 from __future__ import annotations
@@ -33,9 +33,11 @@ _TABLE = [
     ("xgboost", "XGBModel", "xgb:parse_xgboost"),
     ("lightgbm", "Booster", "lgbm:parse_lightgbm"),
     ("lightgbm", "LGBMModel", "lgbm:parse_lightgbm"),
+    ("catboost", "CatBoost", "catboost:parse_catboost"),  # Classifier / Regressor inherit
 ]
 
-SUPPORTED = sorted({f"{lib}.{path.rsplit('.', 1)[-1]}" for lib, path, _ in _TABLE})
+SUPPORTED = sorted({f"{lib}.{path.rsplit('.', 1)[-1]}" for lib, path, _ in _TABLE}
+                   | {"catboost.CatBoostClassifier", "catboost.CatBoostRegressor"})
 
 
 def _resolve(spec):
@@ -69,8 +71,8 @@ def parse(model) -> TreeEnsemble:
             return _resolve(spec)(model)
     raise TypeError(
         f"cannot explain a {type(model).__module__}.{type(model).__name__}; supported "
-        f"models: {', '.join(SUPPORTED)}, a TreeEnsemble, or a saved XGBoost .json/.ubj or "
-        "LightGBM .txt model file"
+        f"models: {', '.join(SUPPORTED)}, a TreeEnsemble, or a saved XGBoost .json/.ubj, "
+        "LightGBM .txt or CatBoost .json model file"
     )
 
 

@@ -1,4 +1,4 @@
-"""Saved model files -> TreeEnsemble, without importing xgboost or lightgbm.
+"""Saved model files -> TreeEnsemble, without importing xgboost, lightgbm or catboost.
 
 Recognised by content (the extension only names what was expected when the content is
 not recognised):
@@ -6,7 +6,9 @@ not recognised):
 * XGBoost JSON (``booster.save_model("m.json")``): a JSON object;
 * XGBoost UBJSON (``save_model("m.ubj")``, the default format of XGBoost >= 2.1): a
   binary object starting with ``{`` and a length marker;
-* LightGBM text (``booster.save_model("m.txt")``): starts with a ``tree`` line.
+* LightGBM text (``booster.save_model("m.txt")``): starts with a ``tree`` line;
+* CatBoost JSON (``model.save_model("m.json", format="json")``): a JSON object whose
+  first key is ``"ctr_data"`` or ``"features_info"`` (CatBoost writes its keys sorted).
 
 Every failure (missing file, unknown format, truncated or corrupt content, unsupported
 model) is a ``ValueError`` naming the path and the problem. Reading is linear in the
@@ -29,7 +31,8 @@ _DAMAGE = (ValueError, TypeError, KeyError, IndexError, AttributeError, Overflow
 
 
 def load(path) -> TreeEnsemble:
-    """Normal form of a saved XGBoost (.json / .ubj) or LightGBM (.txt) model file.
+    """Normal form of a saved XGBoost (.json / .ubj), LightGBM (.txt) or CatBoost (.json)
+    model file.
 
     Parameters
     ----------
@@ -71,10 +74,12 @@ def load(path) -> TreeEnsemble:
     try:
         if kind == "lightgbm":
             return _load_lightgbm(data)
+        if kind == "catboost":
+            return _load_catboost(data)
         return _load_xgboost(data, kind)
     except _DAMAGE as exc:
         what = {"json": "XGBoost JSON", "ubjson": "XGBoost UBJSON",
-                "lightgbm": "LightGBM text"}[kind]
+                "lightgbm": "LightGBM text", "catboost": "CatBoost JSON"}[kind]
         detail = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
         raise ValueError(f"cannot read {what} model file {name!r}: {detail}") from None
 
@@ -85,7 +90,12 @@ def _sniff(data: bytes):
     if head.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte order mark
         head = head[3:].lstrip()
     if head.startswith(b"{"):  # UBJSON object keys start with an integer length marker
-        return "ubjson" if head[1:2] in (b"i", b"U", b"I", b"l", b"L", b"$", b"#") else "json"
+        if head[1:2] in (b"i", b"U", b"I", b"l", b"L", b"$", b"#"):
+            return "ubjson"
+        first_key = head[1:].lstrip()
+        if first_key.startswith((b'"ctr_data"', b'"features_info"')):
+            return "catboost"
+        return "json"
     if head.startswith(b"tree\n") or head.startswith(b"tree\r\n"):
         return "lightgbm"
     return None
@@ -102,25 +112,35 @@ def _unknown_message(name, data):
     if ext in _LGBM_EXTENSIONS:
         return f"model file {name!r} is not a LightGBM text model (no leading 'tree' line)"
     return (f"model file {name!r} has an unknown extension {ext or '(none)'!r} and its "
-            "content is not recognised; expected an XGBoost .json / .ubj or a LightGBM "
-            ".txt model")
+            "content is not recognised; expected an XGBoost .json / .ubj, a LightGBM "
+            ".txt or a CatBoost .json model")
 
 
 def _load_xgboost(data: bytes, kind: str) -> TreeEnsemble:
     from .xgb import parse_xgboost_json
 
     if kind == "json":
-        try:
-            doc = json.loads(data.decode("utf-8-sig"))
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"invalid or truncated JSON: {exc}") from None
+        doc = _json_document(data)
     else:
         from .ubjson import read_ubjson
 
         doc = read_ubjson(data)
     return parse_xgboost_json(doc)
+
+
+def _json_document(data: bytes):
+    try:
+        return json.loads(data.decode("utf-8-sig"))
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"invalid or truncated JSON: {exc}") from None
+
+
+def _load_catboost(data: bytes) -> TreeEnsemble:
+    from .catboost import parse_catboost_json
+
+    return parse_catboost_json(_json_document(data))
 
 
 def _load_lightgbm(data: bytes) -> TreeEnsemble:
