@@ -195,7 +195,7 @@ def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alph
     return Importances(table=frame(table), stderr=frame(se), stderr_trees=frame(se_trees),
                        per_tree=per_tree, block_values=blocks, n_blocks=n_blocks,
                        kind=ens.kind, n_rows=n_rows, table_by_class=by_class,
-                       model_name=f"{ens.library} {ens.kind}".strip())
+                       model_name=ens.model_name)
 
 
 def jackknife_stderr(loo_values):

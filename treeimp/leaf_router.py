@@ -20,7 +20,7 @@ below the first leaf of its right subtree, i.e. ``number <= first_right - 0.5``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -87,6 +87,15 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     w = None if sample_weight is None else check_sample_weight(sample_weight, n)
     make_scorer(ens, scoring)  # a bad scoring fails before any routing
     seed = check_random_state(random_state).randint(np.iinfo(np.int32).max + 1)
+    if getattr(ens, "leaf_router", None) is not None:  # rows routed by the library
+        from .permutation_routed import rerouted_permutation_scores
+
+        with numba_threads(n_jobs):
+            scores, baseline = rerouted_permutation_scores(ens, X, rows, y, w, scoring,
+                                                           n_repeats, seed, progress)
+        importances = baseline - scores
+        return Bunch(importances_mean=importances.mean(axis=1),
+                     importances_std=importances.std(axis=1), importances=importances)
 
     Xw = _working_copy(rows)
     strict, round32 = routing_flags(ens, Xw)

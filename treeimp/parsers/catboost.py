@@ -15,8 +15,11 @@ leaf index) is node 2^d - 1 + q, its left child (outcome 0) 2^(d+1) - 1 + q and 
 child 2^(d+1) - 1 + q + 2^d, so CatBoost's leaf L is node 2^D - 1 + L
 (``ens.apply(X) - (2^D - 1) == model.calc_leaf_indexes(X)``). Non-symmetric trees
 (grow_policy Depthwise / Lossguide), ``trees[]``: nested ``split`` / ``left`` / ``right``
-with ``value`` and ``weight`` at leaves; nodes are numbered in preorder, and CatBoost's
-leaf L is the L-th leaf from the left.
+with ``value`` and ``weight`` at leaves; nodes are numbered in preorder. CatBoost numbers
+the leaves of such a tree in the order it stores them: in preorder, except that a node
+with exactly ONE leaf child keeps that leaf with itself, so the leaf is numbered before
+the sibling's subtree (a right leaf can come before leaves on its left).
+:func:`catboost_leaf_ids` gives every node's CatBoost leaf index (symmetric trees too).
 
 Routing (CatBoost's binarisation, float32): a FloatFeature split sends x to outcome 1
 (right) when ``float32(x) > border``; NaN goes by the feature's ``nan_value_treatment``:
@@ -149,7 +152,7 @@ def parse_catboost_json(doc, *, model=None, classes=None) -> TreeEnsemble:
                 f"features {names}, which can only be evaluated by CatBoost itself; pass "
                 "the fitted CatBoost model object (treeimp then routes rows with its "
                 "calc_leaf_indexes) instead of the model file")
-        router = _leaf_router(model, raw_trees, symmetric, np.concatenate(columns),
+        router = _leaf_router(model, all_parts, symmetric, np.concatenate(columns),
                               np.concatenate(thresholds))
     return TreeEnsemble.from_trees(
         trees, kind=BOOSTING, n_features=feats.n_features, n_outputs=n_outputs,
@@ -423,6 +426,51 @@ def _reverse(q, d):
     return out
 
 
+def catboost_leaf_ids(ens):
+    """CatBoost's leaf index of every node of a parsed CatBoost ensemble (-1 at split
+    nodes), so that ``catboost_leaf_ids(ens)[offsets + ens.apply(X)]`` is
+    ``model.calc_leaf_indexes(X)`` (one column per normal-form tree; a multiclass
+    CatBoost tree is ``n_outputs`` normal-form trees with equal columns)."""
+    out = np.full(ens.n_nodes, -1, np.int64)
+    for t in range(ens.n_trees):
+        o, e = int(ens.tree_offsets[t]), int(ens.tree_offsets[t + 1])
+        out[o:e] = _leaf_ids(ens.left[o:e] - np.where(ens.left[o:e] >= 0, o, 0),
+                             ens.right[o:e] - np.where(ens.right[o:e] >= 0, o, 0))
+    return out
+
+
+def _leaf_ids(left, right):
+    """CatBoost's leaf index per node of one tree (local child indices, -1 at leaves)."""
+    n = left.size
+    ids = np.full(n, -1, np.int64)
+    D = int(np.log2(n + 1)) - 1
+    n_split = (1 << D) - 1
+    nodes = np.arange(n_split)
+    depth = np.floor(np.log2(nodes + 1)).astype(np.int64)
+    symmetric_layout = (2 << depth) - 1 + nodes - ((1 << depth) - 1)
+    if n == (2 << D) - 1 and np.array_equal(left[:n_split], symmetric_layout) and np.all(
+            left[n_split:] < 0):
+        ids[n_split:] = np.arange(1 << D)  # symmetric: node 2^D - 1 + L is leaf L
+        return ids
+    counter, stack = 0, [0]
+    while stack:
+        i = stack.pop()
+        if left[i] < 0:
+            ids[i] = counter
+            counter += 1
+            continue
+        l_, r_ = left[i], right[i]
+        l_leaf, r_leaf = left[l_] < 0, left[r_] < 0
+        if l_leaf != r_leaf:  # the one leaf child is stored with its parent
+            leaf, other = (l_, r_) if l_leaf else (r_, l_)
+            ids[leaf] = counter
+            counter += 1
+            stack.append(other)
+        else:
+            stack.extend((r_, l_))  # left first
+    return ids
+
+
 # ---------------------------------------------------------------------- router
 class _CatBoostLeafNumbers:
     """``route`` of the leaf router: CatBoost's leaf index of every row in every tree
@@ -443,31 +491,23 @@ class _CatBoostLeafNumbers:
         return out
 
 
-def _leaf_router(model, raw_trees, symmetric, columns, thresholds):
+def _leaf_router(model, all_parts, symmetric, columns, thresholds):
     from ..leaf_router import LeafRouter
 
     numbers = []
-    for t, raw in enumerate(raw_trees):
+    for parts in all_parts:
         if symmetric:
-            D = len(raw.get("splits") or [])
+            D = int(np.log2(parts.left.size + 1)) - 1
             numbers.append(np.array([_reverse(L, D) for L in range(1 << D)], np.float64))
-        else:
-            n = _count_leaves(raw)
-            numbers.append(np.arange(n, dtype=np.float64))
+        else:  # leaf number from the left = rank of the leaf in preorder
+            ids = _leaf_ids(parts.left, parts.right)
+            leaves = np.flatnonzero(parts.left < 0)
+            table = np.empty(leaves.size, np.float64)
+            table[ids[leaves]] = np.arange(leaves.size)
+            numbers.append(table)
     return LeafRouter(route=_CatBoostLeafNumbers(model, numbers), column=columns,
-                      threshold=thresholds, n_columns=len(raw_trees),
+                      threshold=thresholds, n_columns=len(all_parts),
                       description=_ROUTER_DESCRIPTION)
-
-
-def _count_leaves(raw):
-    n, stack = 0, [raw]
-    while stack:
-        nd = stack.pop()
-        if "split" in nd:
-            stack.extend((nd["left"], nd["right"]))
-        else:
-            n += 1
-    return n
 
 
 # ---------------------------------------------------------------------- outputs
@@ -500,7 +540,7 @@ def _scale_and_bias(doc, params):
 
 
 def _classes(doc, classes):
-    if classes is not None:
+    if classes is not None and len(classes):  # a CatBoostRegressor's classes_ is empty
         return np.asarray(classes)
     cp = doc["model_info"].get("class_params")
     if isinstance(cp, dict) and cp.get("class_names"):
