@@ -19,8 +19,8 @@ below the first leaf of its right subtree, i.e. ``number <= first_right - 0.5``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 

@@ -158,7 +158,9 @@ def parse_catboost_json(doc, *, model=None, classes=None) -> TreeEnsemble:
         trees, kind=BOOSTING, n_features=feats.n_features, n_outputs=n_outputs,
         comparison="<=", round_float32=True, base_score=bias, objective=objective,
         feature_names=feats.names, category_values=feats.value_tables(),
-        classes=_classes(doc, classes), library="catboost", gain_kind="gain",
+        # CrossEntropy's targets are probabilities, not class labels
+        classes=None if objective.name == "cross_entropy" else _classes(doc, classes),
+        library="catboost", gain_kind="gain",
         impurity_kind="other", value_hasher=hash_values if feats.one_hot else None,
         hashed_features=sorted(feats.one_hot), leaf_router=router)
 
