@@ -22,7 +22,8 @@ N = 400
 OBJECTIVES = [  # (CatBoost loss, target kind, Newton allowed)
     ("RMSE", "real", True), ("MAE", "tie", False), ("Quantile:alpha=0.3", "tie", False),
     ("Huber:delta=0.5", "real", True), ("Expectile:alpha=0.3", "real", True),
-    ("LogCosh", "real", True), ("Logloss", "binary", True), ("CrossEntropy", "prob", True),
+    ("LogCosh", "real", True), ("Logloss", "binary", True),
+    ("Logloss+class_weights", "binary", True), ("CrossEntropy", "prob", True),
     ("MultiClass", "class", False), ("MultiClassOneVsAll", "class", True),
     ("Poisson", "count", True), ("Tweedie:variance_power=1.5", "count", True),
 ]
@@ -53,8 +54,11 @@ def _problem(kind, rng):
 
 def _one_tree(loss, X, y, w, base, method):
     pool = catboost.Pool(X, y, weight=w, baseline=base)
+    extra = {}
+    if loss.endswith("+class_weights"):  # the negative class weighs 0.5, the positive 3
+        loss, extra = loss.split("+")[0], {"class_weights": [0.5, 3.0]}
     model = catboost.CatBoost(dict(
-        loss_function=loss, iterations=1, depth=1, learning_rate=1.0, l2_leaf_reg=0,
+        **extra, loss_function=loss, iterations=1, depth=1, learning_rate=1.0, l2_leaf_reg=0,
         leaf_estimation_method=method, leaf_estimation_iterations=1,
         boost_from_average=False, random_strength=0, bootstrap_type="No", verbose=0,
         allow_writing_files=False, thread_count=1)).fit(pool)
@@ -72,18 +76,23 @@ def test_gradients_and_hessians_equal_catboost_leaf_sums(loss, kind, newton):
     ens = treeimp.parse(model)
     target = check_target(ens.objective, y, ens.classes)
     g, h = grad_hess_array(ens.objective, base.reshape(N, -1), target)
+    sw = w  # the weights CatBoost's leaf sums use
+    if "class_weights" in loss:  # CatBoost scales the row weights by them
+        assert ens.objective.params["pos_weight"] == 3.0
+        sw = w * np.where(y == 1, 3.0, 0.5)
+        g, h = g / np.where(y == 1, 3.0, 0.5)[:, None], h / np.where(y == 1, 3.0, 0.5)[:, None]
     for L in range(2):
         s = leaf == L
         # CatBoost sums some of these in float32: 1e-6 (a wrong factor, sign or tie
         # gradient is off by far more)
-        np.testing.assert_allclose(grad_leaves[L], (w[s, None] * -g[s]).sum(0) / w[s].sum(),
+        np.testing.assert_allclose(grad_leaves[L], (sw[s, None] * -g[s]).sum(0) / sw[s].sum(),
                                    rtol=1e-6, atol=1e-12)
     if newton:
         _, leaf, newton_leaves = _one_tree(loss, X, y, w, base, "Newton")
         for L in range(2):
             s = leaf == L
-            np.testing.assert_allclose(newton_leaves[L], (w[s, None] * -g[s]).sum(0)
-                                       / (w[s, None] * h[s]).sum(0), rtol=1e-6)
+            np.testing.assert_allclose(newton_leaves[L], (sw[s, None] * -g[s]).sum(0)
+                                       / (sw[s, None] * h[s]).sum(0), rtol=1e-6)
 
 
 def test_multiclass_hessian_is_the_diagonal_of_catboosts():

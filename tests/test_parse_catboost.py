@@ -291,3 +291,16 @@ def test_corrupt_and_truncated_files(tmp_path):
         with pytest.raises(ValueError, match="CatBoost JSON model file"):
             treeimp.load(bad)
     del doc
+
+
+@pytest.mark.parametrize("kind,scoring", [("binary", "neg_log_loss"), ("multiclass", None),
+                                          ("regression", "r2")])
+def test_permutation_importance_equals_sklearn(kind, scoring):
+    from sklearn.inspection import permutation_importance
+
+    model, X, y = _fit(kind)
+    ours = treeimp.permutation_importance(model, X, y, n_repeats=3, random_state=0,
+                                          scoring=scoring)
+    ref = permutation_importance(model, X, y, n_repeats=3, random_state=0,
+                                 scoring=scoring)
+    np.testing.assert_allclose(ours.importances, ref.importances, rtol=1e-9, atol=1e-12)

@@ -37,7 +37,7 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
 
     Parameters
     ----------
-    model : fitted scikit-learn / XGBoost / LightGBM model or TreeEnsemble
+    model : fitted scikit-learn / XGBoost / LightGBM / CatBoost model or TreeEnsemble
     X : array-like or DataFrame (n_rows, n_features)
     y : array-like (n_rows,)
     scoring : None or str
@@ -64,7 +64,9 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     Unlike :func:`treeimp.explain`, whose memory does not grow with the number of trees,
     this keeps every row's leaf in every tree, sorted by leaf: 5 to 8 bytes per (row,
     tree) pair (5 for trees of up to 256 leaves: 125 MB for 50,000 rows and 500 trees).
-    Pass a subset of rows for very large inputs.
+    Pass a subset of rows for very large inputs. Models routed by their library's leaf
+    indices (CatBoost with target-statistic splits) are re-predicted through the library
+    for every permuted copy of X, as scikit-learn does (``treeimp/permutation_routed.py``).
 
     Examples
     --------
