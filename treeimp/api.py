@@ -35,7 +35,7 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
 
     Parameters
     ----------
-    model : fitted scikit-learn / XGBoost / LightGBM / CatBoost model, TreeEnsemble or model file path
+    model : fitted scikit-learn / XGBoost / LightGBM / CatBoost model, TreeEnsemble or file
     X : array-like or DataFrame (n_rows, n_features)
     y : array-like (n_rows,), optional
         Labels (classification, mapped to the model's classes) or values. Needed by
