@@ -223,15 +223,16 @@ _HYPO_ENS = treeimp.parse(_HYPO_MODEL)
 
 
 # ---------------------------------------------------------------- CTR models
-def _ctr_model():
+def _ctr_model(**params):
     X, y = _data(6)
-    model = catboost.CatBoostRegressor(**COMMON, one_hot_max_size=1).fit(
+    model = catboost.CatBoostRegressor(**COMMON, one_hot_max_size=1, **params).fit(
         X, y, cat_features=["s", "k"])
     return model, X, y
 
 
-def test_ctr_model_routed_by_catboost_leaf_indices(tmp_path):
-    model, X, y = _ctr_model()
+@pytest.mark.parametrize("policy", ["SymmetricTree", "Depthwise"])
+def test_ctr_model_routed_by_catboost_leaf_indices(tmp_path, policy):
+    model, X, y = _ctr_model(grow_policy=policy)
     ens = treeimp.parse(model)
     assert ens.leaf_router is not None
     assert "calc_leaf_indexes" in ens.model_name and "calc_leaf_indexes" in repr(ens)
