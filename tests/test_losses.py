@@ -451,7 +451,8 @@ ALL = [
     obj_("huber", delta=0.8, outer_hessian=0.0), obj_("expectile", alpha=0.3),
     obj_("log_cosh"),
 ]
-Y_FOR = {"expectile": Y_REG, "log_cosh": Y_REG,"squared_error": Y_REG, "absolute_error": Y_REG, "pseudo_huber": Y_REG,
+Y_FOR = {"expectile": Y_REG, "log_cosh": Y_REG,
+         "squared_error": Y_REG, "absolute_error": Y_REG, "pseudo_huber": Y_REG,
          "huber": Y_REG, "quantile": Y_REG, "logistic": Y_BIN, "cross_entropy": Y_FRAC,
          "softmax": Y_CLS, "ova_logistic": Y_CLS, "poisson": Y_CNT, "gamma": Y_POS,
          "tweedie": Y_CNT, "exponential": Y_BIN}
