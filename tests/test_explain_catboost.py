@@ -34,10 +34,12 @@ def _problem(kind, rng):
     base = 0.5 * rng.normal(size=N)
     if kind == "real":
         y = rng.normal(size=N)
-    elif kind == "tie":  # half the rows exactly at their baseline: the tie gradient
-        y = np.round(rng.normal(size=N), 1)
+    elif kind == "tie":  # rows at, within 5e-7 of, and 3e-6 from their baseline
+        y = np.round(rng.normal(size=N), 1) + 1.0
         base = y.copy()
         base[::2] += rng.normal(size=N)[::2]
+        base[1::8] += 5e-7  # CatBoost's delta (1e-6): der1 is 0 here
+        base[3::8] -= 3e-6  # and not here
     elif kind == "binary":
         y = rng.integers(0, 2, N).astype(float)
     elif kind == "prob":

@@ -19,8 +19,9 @@ absolute_error  {tie_gradient=0} -> [tie]         sign(d), 1; g = tie_gradient w
 pseudo_huber    {slope*} -> [slope]               d / sqrt(c), 1 / c^1.5; c = 1 + (d/slope)^2
 huber           {delta*, outer_hessian=1}         clip(d, -delta, delta), 1 for |d| <= delta
                 -> [delta, outer_hessian]         and outer_hessian beyond
-quantile        {alpha*, tie_gradient=1-alpha}    1 - alpha if d > 0, -alpha if d < 0,
-                -> [alpha, tie]                   tie_gradient if d == 0; h = 1
+quantile        {alpha*, tie_gradient=1-alpha,    1 - alpha if d > delta, -alpha if
+                delta=0} -> [alpha, tie, delta]   d < -delta, tie_gradient if |d| <= delta;
+                                                  h = 1
 logistic        {sigmoid*, pos_weight*,           p = 1/(1+exp(-s m)); c = pos_weight if
                 neg_weight=1} -> [s, pw, nw]      y == 1, neg_weight if y == 0, else 1;
                                                   g = c s (p - y), h = c s^2 p (1 - p)
@@ -68,7 +69,8 @@ scikit-learn 1.9.1 in ``tests/test_losses.py``):
 * CatBoost (its der1 = -g and der2 = -h, checked against catboost 1.2.10 through the
   leaf values of one-tree models, ``tests/test_catboost_losses.py``): RMSE is
   squared_error; MAE is quantile with alpha 0.5 (g = +-0.5) and Quantile quantile, both
-  with tie_gradient 0; Huber huber with outer_hessian 0 (der2 is 0 beyond delta);
+  with tie_gradient 0 and CatBoost's delta 1e-6 (rows within 5e-7 of their target get
+  der1 0, rows 2e-6 away do not); Huber huber with outer_hessian 0 (der2 is 0 beyond delta);
   Expectile expectile; LogCosh log_cosh; Logloss logistic (class_weights as
   neg_weight / pos_weight); MultiClass softmax with hess_factor 1 (h is the diagonal of
   the K x K hessian that CatBoost's Newton step inverts); MultiClassOneVsAll
@@ -113,7 +115,8 @@ _SPECS = {
     "absolute_error": (ABSOLUTE_ERROR, "identity", (("tie_gradient", 0.0),)),
     "pseudo_huber": (PSEUDO_HUBER, "identity", (("slope", _REQUIRED),)),
     "huber": (HUBER, "identity", (("delta", _REQUIRED), ("outer_hessian", 1.0))),
-    "quantile": (QUANTILE, "identity", (("alpha", _REQUIRED), ("tie_gradient", None))),
+    "quantile": (QUANTILE, "identity", (("alpha", _REQUIRED), ("tie_gradient", None),
+                                        ("delta", 0.0))),
     "logistic": (LOGISTIC, "sigmoid", (("sigmoid", _REQUIRED), ("pos_weight", _REQUIRED),
                                        ("neg_weight", 1.0))),
     "cross_entropy": (CROSS_ENTROPY, "sigmoid", ()),
@@ -199,6 +202,7 @@ def _check_ranges(name, v):
     elif name in ("quantile", "expectile"):
         need(0.0 < v["alpha"] < 1.0, "alpha must be in (0, 1)")
     if name == "quantile":
+        need(v["delta"] >= 0.0, "delta must be >= 0")
         if v["tie_gradient"] is None:
             v["tie_gradient"] = 1.0 - v["alpha"]
     elif name in ("logistic", "ova_logistic"):
@@ -280,9 +284,9 @@ def _scalar_grad_hess(code, params, m, y):
         return d, 1.0
     if code == QUANTILE:
         d = m - y
-        if d > 0.0:
+        if d > params[2]:
             return 1.0 - params[0], 1.0
-        if d < 0.0:
+        if d < -params[2]:
             return -params[0], 1.0
         return params[1], 1.0
     if code == LOGISTIC:

@@ -587,7 +587,9 @@ def objective_from_params(params, n_outputs):
         return Objective("squared_error", {}, "identity", source)
     if name in ("MAE", "Quantile"):
         alpha = 0.5 if name == "MAE" else number("alpha", 0.5)
-        return Objective("quantile", {"alpha": alpha, "tie_gradient": 0.0}, "identity", source)
+        # CatBoost's der1 is 0 within delta (default 1e-6) of the target
+        return Objective("quantile", {"alpha": alpha, "tie_gradient": 0.0,
+                                      "delta": number("delta", 1e-6)}, "identity", source)
     if name == "Huber":
         return Objective("huber", {"delta": number("delta", np.nan), "outer_hessian": 0.0},
                          "identity", source)
