@@ -244,3 +244,27 @@ def test_zhou_hooker_informative_feature_ranks_first_held_out(task):
             ranks[m].append(1 + np.sum(v[1:] > v[0]))
     assert np.mean(ranks["mdi_oob"]) <= 1.5, ranks
     assert np.mean(ranks["mdi"]) >= 3, ranks
+
+
+def test_staged_margin_with_one_hot_categories_in_a_dataframe():
+    import pandas as pd
+
+    rng = np.random.default_rng(9)
+    n = 600
+    X = pd.DataFrame({"x": rng.normal(size=n), "s": rng.choice(["a", "b", "c"], n),
+                      "k": rng.integers(0, 3, n)})
+    y = ((X["x"] + (X["s"] == "b") - (X["k"] == 2)) > 0).astype(int).to_numpy()
+    model = catboost.CatBoostClassifier(iterations=8, depth=3, one_hot_max_size=4,
+                                        cat_features=["s", "k"], verbose=0, random_seed=0,
+                                        allow_writing_files=False, thread_count=1).fit(
+        X[:300], y[:300])
+    Xe = X[300:].reset_index(drop=True)
+    Xe.loc[::10, "s"] = "unseen"
+    ens = treeimp.parse(model)
+    _, margin = staged_pass(ens, RowSource(Xe, ens), y[300:], np.ones(300),
+                            np.arange(300, dtype=np.int32) % 3, 3)
+    np.testing.assert_allclose(margin[:, 0], model.predict(Xe, prediction_type="RawFormulaVal"),
+                               rtol=1e-10, atol=1e-12)
+    res = treeimp.explain(model, Xe, y[300:], random_state=0)
+    assert res.table["mdi_oob"].idxmax() in ("x", "s", "k")
+    assert np.all(np.isfinite(res.table.to_numpy()))

@@ -128,17 +128,30 @@ def test_non_symmetric_trees(policy, kind):
                                rtol=1e-9)
 
 
-def test_numpy_rows_with_integer_categories():
-    model, X, _ = _fit("binary")
+def test_numpy_rows_with_raw_categories():
+    """Integer categories in a float array, and strings in an object array."""
+    X, y = _data(8)
     Xk = X[["x0", "x1", "k"]]
-    m2 = catboost.CatBoostClassifier(**COMMON, one_hot_max_size=4, cat_features=[2]).fit(
-        Xk.to_numpy(dtype=object), (X["x0"].fillna(0) + X["k"] > 1).astype(int))
+    model = catboost.CatBoostClassifier(**COMMON, one_hot_max_size=4, cat_features=[2]).fit(
+        Xk, (X["x0"].fillna(0) + X["k"] > 1).astype(int))
     arr = Xk.to_numpy(np.float64)
     arr[::9, 2] = 42  # unseen
-    ens = treeimp.parse(m2)
-    raw = m2.predict(arr.astype(object).tolist() and pd.DataFrame(
-        {0: arr[:, 0], 1: arr[:, 1], 2: arr[:, 2].astype(int)}), prediction_type="RawFormulaVal")
+    ens = treeimp.parse(model)
+    raw = model.predict(pd.DataFrame({"x0": arr[:, 0], "x1": arr[:, 1],
+                                      "k": arr[:, 2].astype(int)}),
+                        prediction_type="RawFormulaVal")
     np.testing.assert_allclose(ens.predict_raw(arr)[:, 0], raw, rtol=1e-12, atol=1e-12)
+
+    model, X, _ = _fit("binary")
+    obj = X.to_numpy(dtype=object)
+    obj[::7, 2] = "unseen"
+    raw = model.predict(pd.DataFrame(obj, columns=X.columns).astype(
+        {"x0": float, "x1": float}), prediction_type="RawFormulaVal")
+    np.testing.assert_allclose(treeimp.parse(model).predict_raw(obj)[:, 0], raw,
+                               rtol=1e-12, atol=1e-12)
+    obj[0, 1] = "text"
+    with pytest.raises(TypeError, match="column 1 holds values that are not numbers"):
+        treeimp.parse(model).predict_raw(obj)
 
 
 def test_pandas_category_columns_route_by_label():

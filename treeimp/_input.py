@@ -84,9 +84,11 @@ class RowSource:
             raise TypeError(f"{what} cannot be read as a 2-D numeric array: {exc}") from None
         if arr.ndim != 2:
             raise ValueError(f"{what} must be 2-D (rows x features), got shape {arr.shape}")
-        if arr.dtype.kind not in "fiub":
+        if arr.dtype.kind not in "fiub" and not (arr.dtype.kind in "OUS" and self._hashed):
             raise TypeError(f"{what} has dtype {arr.dtype}; only numeric data can be "
                             "routed (use a DataFrame with 'category' columns for categories)")
+        if arr.dtype.kind in "OUS":  # raw categories (hashed features) beside numbers
+            self._check_numeric_columns(arr, what)
         _check_width(arr.shape[1], self.n_features, what)
         for j in self._tables:
             if j not in self._hashed:
@@ -147,13 +149,33 @@ class RowSource:
     def _array_chunk(self, start, stop):
         if not self._tables and not self._hashed:
             return np.asarray(self._array[start:stop], dtype=np.float64)
-        out = np.array(self._array[start:stop], dtype=np.float64)  # never write into X
+        part = self._array[start:stop]
+        if part.dtype.kind in "OUS":  # text / object: numeric columns one by one
+            out = np.empty(part.shape, np.float64)
+            for j in range(part.shape[1]):
+                if j not in self._hashed:
+                    out[:, j] = part[:, j].astype(np.float64)
+        else:
+            out = np.array(part, dtype=np.float64)  # never write into X
         for j in self._hashed:
             out[:, j] = self._hash_codes(self._array[start:stop, j], self._tables.get(j))
         for j, table in self._tables.items():
             if j not in self._hashed:
                 out[:, j] = _table_codes(out[:, j], table)
         return out
+
+    def _check_numeric_columns(self, arr, what):
+        """TypeError naming the first column that is not a hashed feature and whose
+        values are not numbers (an object / text array)."""
+        for j in range(arr.shape[1]):
+            if j in self._hashed:
+                continue
+            try:
+                arr[:, j].astype(np.float64)
+            except (TypeError, ValueError) as exc:
+                raise TypeError(f"{what} column {j} holds values that are not numbers "
+                                f"({exc}); only the model's one-hot categorical features "
+                                f"{list(self._hashed)} may hold text") from None
 
     def _hash_codes(self, values, table):
         """Positions of the hashes of raw values in a hashed feature's table (NaN where
