@@ -318,3 +318,22 @@ def test_permutation_importance_equals_sklearn(kind, scoring):
     ref = permutation_importance(model, X, y, n_repeats=3, random_state=0,
                                  scoring=scoring)
     np.testing.assert_allclose(ours.importances, ref.importances, rtol=1e-9, atol=1e-12)
+
+
+def test_boolean_categories_and_missing_values():
+    """CatBoost hashes booleans as "1" / "0"; a missing category (which CatBoost refuses)
+    is routed as an unseen one."""
+    rng = np.random.default_rng(11)
+    X = pd.DataFrame({"b": rng.random(N) < 0.5, "x": rng.normal(size=N),
+                      "s": rng.choice(["p", "q", "r"], N)})
+    y = X["b"] * 1.0 + (X["s"] == "q") + rng.normal(size=N) * 0.1
+    model = catboost.CatBoostRegressor(**COMMON, one_hot_max_size=4,
+                                       cat_features=["b", "s"]).fit(X, y)
+    ens = treeimp.parse(model)
+    _check(model, X, ens)
+    rows = X.astype({"s": object}).copy()
+    rows.loc[::3, "s"] = None
+    unseen = rows.fillna({"s": "never-seen"})
+    np.testing.assert_allclose(ens.predict_raw(rows)[:, 0],
+                               model.predict(unseen, prediction_type="RawFormulaVal"),
+                               rtol=1e-12, atol=1e-12)

@@ -149,18 +149,20 @@ def city_hash64(s: bytes) -> int:
 
 def value_text(value):
     """The text CatBoost hashes for a categorical value, or None for a missing value
-    (None, NaN). Integers (also integer-valued floats, as a float column of integer
-    codes holds them) are written in decimal; strings as they are; bytes as UTF-8 text.
+    (None, NaN, pandas NA: CatBoost refuses those; treeimp routes them as an unseen
+    category). Integers (also integer-valued floats, as a float column of integer codes
+    holds them) are written in decimal, booleans as 1 / 0 (checked against catboost
+    1.2.10); strings as they are; bytes as UTF-8 text.
     Other values raise a TypeError naming them (CatBoost accepts only integers and
     strings as categorical values)."""
-    if value is None:
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):
         return None
     if isinstance(value, (bytes, np.bytes_)):
         return bytes(value).decode("utf-8")
     if isinstance(value, str):
         return value
-    if isinstance(value, (bool, np.bool_)):
-        return "True" if value else "False"
+    if isinstance(value, (bool, np.bool_)):  # CatBoost reads booleans as 0 / 1
+        return "1" if value else "0"
     if isinstance(value, numbers.Integral):
         return str(int(value))
     if isinstance(value, numbers.Real):
@@ -178,22 +180,27 @@ def cat_feature_hash(value):
     """CatBoost's hash of a categorical value as a signed 32-bit integer (the form
     CatBoost's JSON model files store), or None for a missing value."""
     text = value_text(value)
-    if text is None:
-        return None
+    return None if text is None else _hash_text(text)
+
+
+def _hash_text(text):
     h = city_hash64(text.encode("utf-8")) & 0xFFFFFFFF
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
 def hash_values(values):
     """Float64 array of ``cat_feature_hash`` of every entry of a 1-D array (NaN where
-    missing); each distinct value is hashed once."""
+    missing); each distinct text is hashed once."""
     arr = np.asarray(values, dtype=object).ravel()
     out = np.empty(arr.shape[0], np.float64)
     cache = {}
     for i, v in enumerate(arr):
-        key = (type(v), v) if v == v else None  # NaN != NaN: keyed as missing
-        h = cache.get(key, False) if key is not None else None
-        if h is False:
-            h = cache[key] = cat_feature_hash(v)
-        out[i] = np.nan if h is None else h
+        text = value_text(v)
+        if text is None:
+            out[i] = np.nan
+            continue
+        h = cache.get(text)
+        if h is None:
+            h = cache[text] = _hash_text(text)
+        out[i] = h
     return out
