@@ -333,6 +333,8 @@ def test_boolean_categories_and_missing_values():
     _check(model, X, ens)
     rows = X.astype({"s": object}).copy()
     rows.loc[::3, "s"] = None
+    # a categorical column no split reads still takes raw categories
+    assert set(ens.hashed_features) == {0, 2}
     unseen = rows.fillna({"s": "never-seen"})
     np.testing.assert_allclose(ens.predict_raw(rows)[:, 0],
                                model.predict(unseen, prediction_type="RawFormulaVal"),

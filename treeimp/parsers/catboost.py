@@ -161,8 +161,10 @@ def parse_catboost_json(doc, *, model=None, classes=None) -> TreeEnsemble:
         # CrossEntropy's targets are probabilities, not class labels
         classes=None if objective.name == "cross_entropy" else _classes(doc, classes),
         library="catboost", gain_kind="gain",
-        impurity_kind="other", value_hasher=hash_values if feats.one_hot else None,
-        hashed_features=sorted(feats.one_hot), leaf_router=router)
+        impurity_kind="other", value_hasher=hash_values if feats.cat else None,
+        # every categorical column takes raw categories, also those no split reads
+        hashed_features=sorted(feats.cat_column(int(f["feature_index"])) for f in feats.cat),
+        leaf_router=router)
 
 
 # ---------------------------------------------------------------------- features
