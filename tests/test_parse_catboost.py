@@ -339,3 +339,17 @@ def test_boolean_categories_and_missing_values():
     np.testing.assert_allclose(ens.predict_raw(rows)[:, 0],
                                model.predict(unseen, prediction_type="RawFormulaVal"),
                                rtol=1e-12, atol=1e-12)
+
+
+def test_best_model_trees_are_the_trees_predict_uses():
+    """With an eval set, CatBoost's use_best_model shrinks the model to its best
+    iteration; the parsed model has exactly the trees CatBoost's predict uses."""
+    X, y = _data(12)
+    X = X[["x0", "x1"]]
+    model = catboost.CatBoostRegressor(iterations=200, depth=4, learning_rate=0.8,
+                                       random_seed=0, verbose=0, allow_writing_files=False,
+                                       thread_count=1).fit(X[:150], y[:150],
+                                                           eval_set=(X[150:], y[150:]))
+    assert model.tree_count_ == model.get_best_iteration() + 1 < 200
+    ens, _ = _check(model, X)
+    assert ens.n_trees == model.tree_count_
