@@ -353,3 +353,20 @@ def test_best_model_trees_are_the_trees_predict_uses():
     assert model.tree_count_ == model.get_best_iteration() + 1 < 200
     ens, _ = _check(model, X)
     assert ens.n_trees == model.tree_count_
+
+
+def test_multiclass_ctr_model_routes_and_pickles():
+    import pickle
+
+    X, y = _data(6)
+    yc = np.digitize(y, [0.5, 1.5])
+    model = catboost.CatBoostClassifier(**COMMON, one_hot_max_size=1,
+                                        loss_function="MultiClass").fit(
+        X, yc, cat_features=["s", "k"])
+    ens = treeimp.parse(model)
+    assert ens.leaf_router is not None and ens.n_trees == 3 * model.tree_count_
+    _check(model, X, ens)
+    copy = pickle.loads(pickle.dumps(ens))  # e.g. scattered to Dask workers
+    np.testing.assert_array_equal(copy.predict_raw(X), ens.predict_raw(X))
+    res = treeimp.explain(model, X, yc, random_state=0)
+    assert np.all(np.isfinite(res.table.to_numpy()))
