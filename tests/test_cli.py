@@ -442,3 +442,19 @@ def test_demo_noise_columns_drop_from_mdi_to_mdi_oob():
     assert (moves["real below (mdi_oob)"] < moves["real below (mdi)"]).all(), moves
     assert (moves["mdi_oob"] < moves["mdi_oob se"]).all(), moves
     assert (moves["ufi"] < moves["ufi se"]).all(), moves
+
+
+def test_catboost_json_file_with_text_categories_matches_api(tmp_path, capsys):
+    catboost = pytest.importorskip("catboost")
+    X, f, rng = _frame()
+    X["colour"] = rng.choice(["red", "green", "blue", "cyan"], len(X))
+    y = f + (X["colour"] == "blue") + rng.normal(scale=0.3, size=len(f))
+    model = catboost.CatBoostRegressor(iterations=12, depth=3, one_hot_max_size=4,
+                                       cat_features=["colour"], verbose=0, random_seed=0,
+                                       allow_writing_files=False).fit(X[:300], y[:300])
+    path = tmp_path / "model.json"
+    model.save_model(str(path), format="json")
+    csv = _write_csv(tmp_path / "data.csv", X[300:], y[300:])
+    cli = _cli_records(capsys, ["explain", str(path), csv, "--target", "y", "--format",
+                                "json", "--seed", "0"])
+    _assert_same(cli, _api_records(model, X[300:], y[300:]))

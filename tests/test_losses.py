@@ -448,8 +448,11 @@ ALL = [
                                                   pos_weight=2.0),
     obj_("poisson", max_delta_step=0.7), obj_("gamma"), obj_("tweedie", variance_power=1.4),
     obj_("tweedie", variance_power=1.0), obj_("exponential"),
+    obj_("huber", delta=0.8, outer_hessian=0.0), obj_("expectile", alpha=0.3),
+    obj_("log_cosh"),
 ]
-Y_FOR = {"squared_error": Y_REG, "absolute_error": Y_REG, "pseudo_huber": Y_REG,
+Y_FOR = {"expectile": Y_REG, "log_cosh": Y_REG,
+         "squared_error": Y_REG, "absolute_error": Y_REG, "pseudo_huber": Y_REG,
          "huber": Y_REG, "quantile": Y_REG, "logistic": Y_BIN, "cross_entropy": Y_FRAC,
          "softmax": Y_CLS, "ova_logistic": Y_CLS, "poisson": Y_CNT, "gamma": Y_POS,
          "tweedie": Y_CNT, "exponential": Y_BIN}
@@ -492,7 +495,9 @@ def test_hessian_is_derivative_of_gradient_without_library_factors():
     for objective in [obj_("squared_error"), obj_("pseudo_huber", slope=0.7), obj_("gamma"),
                       obj_("logistic", sigmoid=0.7, pos_weight=2.0), obj_("cross_entropy"),
                       obj_("poisson", max_delta_step=0.0), obj_("tweedie", variance_power=1.4),
-                      obj_("exponential"), obj_("softmax", n_classes=3, hess_factor=1.0)]:
+                      obj_("exponential"), obj_("softmax", n_classes=3, hess_factor=1.0),
+                      obj_("expectile", alpha=0.3), obj_("log_cosh"),
+                      obj_("huber", delta=0.8, outer_hessian=0.0)]:
         K = int(objective.params.get("n_classes", 1))
         y = check_target(objective, Y_FOR[objective.name])
         m = np.random.default_rng(3).normal(size=(N, K))

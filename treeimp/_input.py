@@ -26,7 +26,13 @@ What a value means is the model's business, recorded by its parser in the normal
   (labels that are not numbers are then an error, as in scikit-learn);
 * numeric input on a feature with a value table (``ens.category_values[j]``) is replaced
   by the value's position in the table, NaN (missing) when it is not listed; an empty
-  table means the feature's categories are text and numeric input is rejected.
+  table means the feature's categories are text and numeric input is rejected;
+* on a hashed feature (``ens.hashed_features``, CatBoost's one-hot features) the raw
+  value (string, integer, 'category' label, of any column dtype) is first replaced by
+  ``ens.value_hasher`` of it, then looked up in the value table;
+* a model with a leaf router (``ens.leaf_router``, see ``treeimp/leaf_router.py``) is
+  routed on the router's numbers of each chunk of the user's rows, which go to the
+  router as they are (only their width and column names are checked here).
 
 DataFrame columns are matched to the model's feature names by name, whatever the
 library: the same names in another order, or other names, are an error (never read by
@@ -53,8 +59,12 @@ class RowSource:
         self._tables = _value_tables(ens)
         self._missing = _sentinel(ens)
         self._absent = float(getattr(ens, "sparse_absent", 0.0))
-        frame = _as_dataframe(X)
-        if frame is not None:
+        self._hashed = dict.fromkeys(getattr(ens, "hashed_features", ()) or ())
+        self._hasher = getattr(ens, "value_hasher", None)
+        self._router = getattr(ens, "leaf_router", None)
+        if self._router is not None:
+            self._init_routed(X, ens, what)
+        elif (frame := _as_dataframe(X)) is not None:
             self._init_frame(frame, ens, what)
         elif _is_sparse(X):
             self._init_sparse(X, ens, what)
@@ -62,6 +72,27 @@ class RowSource:
             self._init_array(X, ens, what)
         if self.n_rows == 0:
             raise ValueError(f"{what} has 0 rows; at least one row is needed")
+
+    # -------------------------------------------------------------- leaf router
+    def _init_routed(self, X, ens, what):
+        """Rows for a leaf router: the user's X as it is, width and names checked."""
+        if _is_dataframe(X):
+            _check_width(X.shape[1], self.n_features, what)
+            _check_names(list(X.columns), ens, what)
+            self.feature_names = [str(c) for c in X.columns]
+        else:
+            shape = np.shape(X)
+            if len(shape) != 2:
+                raise ValueError(f"{what} must be 2-D (rows x features), got shape {shape}")
+            _check_width(shape[1], self.n_features, what)
+            self.feature_names = None
+        self._routed = X
+        self.n_rows = X.shape[0]
+
+    def _routed_rows(self, rows):
+        X = self._routed
+        part = X.iloc[rows] if _is_dataframe(X) else np.asarray(X)[rows]
+        return self._router.numbers(part)
 
     # -------------------------------------------------------------- numpy
     def _init_array(self, X, ens, what):
@@ -71,12 +102,15 @@ class RowSource:
             raise TypeError(f"{what} cannot be read as a 2-D numeric array: {exc}") from None
         if arr.ndim != 2:
             raise ValueError(f"{what} must be 2-D (rows x features), got shape {arr.shape}")
-        if arr.dtype.kind not in "fiub":
+        if arr.dtype.kind not in "fiub" and not (arr.dtype.kind in "OUS" and self._hashed):
             raise TypeError(f"{what} has dtype {arr.dtype}; only numeric data can be "
                             "routed (use a DataFrame with 'category' columns for categories)")
+        if arr.dtype.kind in "OUS":  # raw categories (hashed features) beside numbers
+            self._check_numeric_columns(arr, what)
         _check_width(arr.shape[1], self.n_features, what)
         for j in self._tables:
-            _check_numeric_allowed(self._tables[j], j, f"{what} column {j}", ens)
+            if j not in self._hashed:
+                _check_numeric_allowed(self._tables[j], j, f"{what} column {j}", ens)
         self._array = arr
         self.n_rows = arr.shape[0]
         self.feature_names = None
@@ -117,16 +151,7 @@ class RowSource:
         raw_cols = list(native.columns) if self._pandas else list(df.columns)
         _check_width(len(raw_cols), self.n_features, what)
         cols = [str(c) for c in raw_cols]
-        if ens.feature_names is not None and _named(raw_cols):
-            expected = list(ens.feature_names)
-            if cols != expected:
-                missing = [c for c in expected if c not in cols]
-                extra = [c for c in cols if c not in expected]
-                if not missing and not extra:
-                    raise ValueError(f"{what} has the model's feature names in a different "
-                                     f"order; expected {expected[:10]}, got {cols[:10]}")
-                raise ValueError(f"{what}'s columns do not match the model's feature names: "
-                                 f"missing {missing[:10]}, unexpected {extra[:10]}")
+        _check_names(raw_cols, ens, what)
         self.feature_names = cols
         self._converters = []
         levels = ens.feature_categories or [None] * self.n_features
@@ -138,7 +163,9 @@ class RowSource:
             dtype = col.dtype if self._pandas else None
             ndtype = df.schema[raw_cols[j]] if not self._pandas else None
             where = f"{what} column {cols[j]!r}"
-            if _is_categorical(dtype, ndtype):
+            if j in self._hashed:
+                self._converters.append(("hash", self._tables.get(j)))
+            elif _is_categorical(dtype, ndtype):
                 cats, codes = _categories_and_codes(col, self._pandas)
                 if as_code if np.ndim(as_code) == 0 else as_code[j]:
                     lookup = _category_lookup(cats, levels[j])
@@ -166,7 +193,10 @@ class RowSource:
                 col = df.iloc[start:stop, j]
             else:
                 col = df.get_column(self._columns[j])[start:stop]
-            if kind == "cat":
+            if kind == "hash":
+                values = col.to_numpy()
+                out[:, j] = self._hash_codes(np.asarray(values, dtype=object), lookup)
+            elif kind == "cat":
                 table, cats = lookup
                 # codes against the whole column's categories (a slice may list others)
                 codes = _categories_and_codes(col, self._pandas, cats)[1]
@@ -178,12 +208,42 @@ class RowSource:
         return out
 
     def _array_chunk(self, start, stop):
-        if not self._tables:
+        if not self._tables and not self._hashed:
             return np.asarray(self._array[start:stop], dtype=np.float64)
-        out = np.array(self._array[start:stop], dtype=np.float64)  # never write into X
+        part = self._array[start:stop]
+        if part.dtype.kind in "OUS":  # text / object: numeric columns one by one
+            out = np.empty(part.shape, np.float64)
+            for j in range(part.shape[1]):
+                if j not in self._hashed:
+                    out[:, j] = part[:, j].astype(np.float64)
+        else:
+            out = np.array(part, dtype=np.float64)  # never write into X
+        for j in self._hashed:
+            out[:, j] = self._hash_codes(self._array[start:stop, j], self._tables.get(j))
         for j, table in self._tables.items():
-            out[:, j] = _table_codes(out[:, j], table)
+            if j not in self._hashed:
+                out[:, j] = _table_codes(out[:, j], table)
         return out
+
+    def _check_numeric_columns(self, arr, what):
+        """TypeError naming the first column that is not a hashed feature and whose
+        values are not numbers (an object / text array)."""
+        for j in range(arr.shape[1]):
+            if j in self._hashed:
+                continue
+            try:
+                arr[:, j].astype(np.float64)
+            except (TypeError, ValueError) as exc:
+                raise TypeError(f"{what} column {j} holds values that are not numbers "
+                                f"({exc}); only the model's one-hot categorical features "
+                                f"{list(self._hashed)} may hold text") from None
+
+    def _hash_codes(self, values, table):
+        """Positions of the hashes of raw values in a hashed feature's table (NaN where
+        missing or not listed; all NaN when the model never splits on the feature)."""
+        if table is None:
+            return np.full(len(values), np.nan)
+        return _table_codes(self._hasher(values), table)
 
     # -------------------------------------------------------------- chunks
     def chunks(self, chunk_rows=CHUNK_ROWS, *, split=False):
@@ -193,8 +253,13 @@ class RowSource:
         ``chunk_rows`` rows with ``split=True`` (for progress reporting), unless the
         model has a missing-value sentinel (then chunks are converted copies).
         """
+        if self._router is not None:
+            for start in range(0, self.n_rows, chunk_rows):
+                stop = min(self.n_rows, start + chunk_rows)
+                yield start, self._routed_rows(slice(start, stop))
+            return
         if (self._array is not None and self._array.dtype in (np.float32, np.float64)
-                and not self._tables and self._missing is None):
+                and not self._tables and self._missing is None and not self._hashed):
             if not split:
                 yield 0, self._array
                 return
@@ -224,7 +289,10 @@ class RowSource:
 
     def take(self, rows):
         """Float64 array of the given rows (used by permutation importance)."""
-        if self._array is not None and not self._tables and self._missing is None:
+        if self._router is not None:
+            return self._routed_rows(np.asarray(rows))
+        if (self._array is not None and not self._tables and self._missing is None
+                and not self._hashed):
             return np.asarray(self._array[rows], dtype=np.float64)
         out = np.empty((len(rows), self.n_features))
         for start, chunk in self.chunks():
@@ -330,8 +398,28 @@ def _text_as_categories(df, levels, as_code):
 
 
 
+def _is_dataframe(X):
+    """A pandas DataFrame (what a leaf router's library is handed as it is)."""
+    return type(X).__name__ == "DataFrame" and hasattr(X, "iloc") and hasattr(X, "dtypes")
+
+
 def _named(columns):
     return all(isinstance(c, str) for c in columns)
+
+
+def _check_names(columns, ens, what):
+    """ValueError when a DataFrame's column names differ from the model's names."""
+    cols = [str(c) for c in columns]
+    if ens.feature_names is not None and _named(columns):
+        expected = list(ens.feature_names)
+        if cols != expected:
+            missing = [c for c in expected if c not in cols]
+            extra = [c for c in cols if c not in expected]
+            if not missing and not extra:
+                raise ValueError(f"{what} has the model's feature names in a different "
+                                 f"order; expected {expected[:10]}, got {cols[:10]}")
+            raise ValueError(f"{what}'s columns do not match the model's feature names: "
+                             f"missing {missing[:10]}, unexpected {extra[:10]}")
 
 
 def _check_width(n_cols, n_features, what):

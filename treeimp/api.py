@@ -44,7 +44,7 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
 
     Parameters
     ----------
-    model : fitted scikit-learn / XGBoost / LightGBM model, TreeEnsemble or model file path
+    model : fitted scikit-learn / XGBoost / LightGBM / CatBoost model, TreeEnsemble or file
         Explained with the trees its own default predict uses (see
         :func:`treeimp.parse`; ``iteration_range`` to choose).
         A fitted scikit-learn Pipeline whose last step is one of these is explained on
@@ -261,7 +261,7 @@ def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alph
     return Importances(table=frame(table), stderr=frame(se), stderr_trees=frame(se_trees),
                        per_tree=per_tree, block_values=blocks, n_blocks=n_blocks,
                        kind=ens.kind, n_rows=n_rows, table_by_class=by_class,
-                       model_name=f"{ens.library} {ens.kind}".strip(), groups=member_names)
+                       model_name=ens.model_name, groups=member_names)
 
 
 def jackknife_stderr(loo_values):

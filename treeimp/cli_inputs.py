@@ -232,7 +232,8 @@ def encode_categories(X, ens, warn):
     """Text columns -> pandas 'category' where the model can route categories.
 
     A feature whose training categories the model stores (``ens.feature_categories``) is
-    matched by label, whatever its dtype in the file. Otherwise text columns are only
+    matched by label, whatever its dtype in the file; a CatBoost categorical column
+    (``ens.hashed_features``) is passed on as it is. Otherwise text columns are only
     accepted by XGBoost / LightGBM models with categorical splits; their codes are then
     the sorted labels of this file (the model file does not say which label had which
     code), and ``warn`` is told so.
@@ -240,11 +241,16 @@ def encode_categories(X, ens, warn):
     levels = ens.feature_categories or [None] * ens.n_features
     has_cat_splits = ens.library in ("xgboost", "lightgbm") and bool(
         np.any(ens.is_categorical))
+    # CatBoost's categorical columns take the raw values (treeimp hashes them as
+    # CatBoost does): text or numbers as the file holds them
+    hashed = set(getattr(ens, "hashed_features", ()) or ())
     out = {}
     for j, name in enumerate(X.columns):
         col = X[name]
         dtype = col.dtype
-        if levels[j] is not None:
+        if j in hashed:
+            out[name] = col
+        elif levels[j] is not None:
             out[name] = _as_stored_categories(col, levels[j], name, warn)
         elif isinstance(dtype, pd.CategoricalDtype):
             out[name] = col

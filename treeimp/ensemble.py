@@ -252,6 +252,9 @@ class TreeEnsemble:
         missing_value: float = np.nan,
         offset_replaces_base: bool = False,
         base_in_first_round: bool = False,
+        value_hasher=None,
+        hashed_features=None,
+        leaf_router=None,
     ) -> TreeEnsemble:
         """Validate per-tree arrays and concatenate them into the normal form.
 
@@ -286,6 +289,11 @@ class TreeEnsemble:
         * ``missing_value``: a number read as missing (XGBoost's ``missing``): an input
           value x with float32(x) == float32(missing_value), XGBoost's comparison, is
           routed as NaN. NaN (the default): only NaN is missing.
+        * ``hashed_features`` (feature indices) with ``value_hasher`` (a picklable
+          callable: 1-D array of raw values -> float64 array, NaN for missing): the raw
+          values of these features (strings, integers, 'category' labels) are first
+          replaced by ``value_hasher(values)``, then looked up in ``category_values``
+          (CatBoost's one-hot features, whose splits store the hash of a value).
 
         ``offset_replaces_base``: a per-row offset (``base_margin=``) REPLACES the base
         score (XGBoost: ``predict(base_margin=b)`` is b + trees) instead of being added
@@ -293,6 +301,10 @@ class TreeEnsemble:
         ``base_in_first_round``: the library keeps the base score inside the first
         round's trees (LightGBM's ``boost_from_average``), so a round range that does
         not start at 0 leaves it out, as that library's predict does (``rounds``).
+
+        ``leaf_router`` (a :class:`treeimp.leaf_router.LeafRouter`): rows are routed by
+        the library's own leaf indices (splits treeimp cannot evaluate, e.g. CatBoost's
+        target statistics); see ``treeimp/leaf_router.py``.
         """
         from .kernels.structure import check_trees, check_values_thresholds
 
@@ -418,6 +430,11 @@ class TreeEnsemble:
             impurity=impurity,
             gain=gain,
         )
+        ens.hashed_features = _hashed_features(hashed_features, value_hasher, n_features)
+        ens.value_hasher = value_hasher if ens.hashed_features else None
+        if leaf_router is not None:
+            leaf_router.check(ens.n_nodes)
+        ens.leaf_router = leaf_router
         ens._fill_internal_values()
         return ens
 
@@ -454,6 +471,11 @@ class TreeEnsemble:
         start, stop = check_iteration_range((start, stop), self.n_rounds)
         if (start, stop) == (0, self.n_rounds):
             return self
+        router = getattr(self, "leaf_router", None)
+        if router is not None:  # the router numbers the leaves of every tree
+            raise ValueError(f"iteration_range=({start}, {stop}) cannot select rounds of a "
+                             f"model routed by {router.description}; it is explained with "
+                             f"all its {self.n_rounds} rounds")
         first = np.concatenate([[0], np.flatnonzero(np.diff(self.tree_stage)) + 1,
                                 [self.n_trees]])
         out = self._tree_slice(int(first[start]), int(first[stop]))
@@ -520,11 +542,22 @@ class TreeEnsemble:
             self._node_tree = np.repeat(np.arange(self.n_trees), np.diff(self.tree_offsets))
         return self._node_tree
 
+    @property
+    def model_name(self) -> str:
+        """Library and kind, and which path routes rows when it is not treeimp's own
+        (e.g. "catboost boosting, routed by leaf indices from CatBoost's
+        calc_leaf_indexes")."""
+        name = f"{self.library} {self.kind}".strip()
+        router = getattr(self, "leaf_router", None)
+        return name if router is None else f"{name}, routed by {router.description}"
+
     def __repr__(self) -> str:
+        router = getattr(self, "leaf_router", None)
         return (
             f"TreeEnsemble({self.library or 'custom'} {self.kind}, {self.n_trees} trees, "
             f"{self.n_nodes} nodes, {self.n_features} features, {self.n_outputs} outputs, "
-            f"objective={self.objective.name!r})"
+            f"objective={self.objective.name!r}"
+            + ("" if router is None else f", routed by {router.description}") + ")"
         )
 
     # ------------------------------------------------------------------ routing
@@ -630,14 +663,35 @@ def _missing_value(v):
 
 
 def _node_records(ens):
-    """Pack each node's routing fields into one record (one cache line per visit)."""
+    """Pack each node's routing fields into one record (one cache line per visit). With
+    a leaf router, nodes compare the router's numbers (plain numeric splits)."""
     from .kernels import route
     from .kernels.structure import fill_node_records
 
     rec = np.zeros(ens.n_nodes, dtype=route.NODE_DTYPE)
-    fill_node_records(ens.left, ens.right, ens.feature, ens.threshold, ens.missing_left,
-                      ens.nan_mode, ens.is_categorical, ens.category_default_left, rec)
+    router = getattr(ens, "leaf_router", None)
+    if router is None:
+        fill_node_records(ens.left, ens.right, ens.feature, ens.threshold,
+                          ens.missing_left, ens.nan_mode, ens.is_categorical,
+                          ens.category_default_left, rec)
+    else:
+        off = np.zeros(ens.n_nodes, np.bool_)
+        fill_node_records(ens.left, ens.right,
+                          np.where(ens.left < 0, -1, router.column).astype(ens.feature.dtype),
+                          np.asarray(router.threshold, np.float64), off,
+                          np.zeros(ens.n_nodes, np.uint8), off, off, rec)
     return rec
+
+
+def _hashed_features(features, hasher, n_features):
+    if features is None:
+        return ()
+    out = tuple(sorted({int(j) for j in features}))
+    if out and not callable(hasher):
+        raise ValueError("hashed_features need a callable value_hasher")
+    if out and not 0 <= out[0] <= out[-1] < n_features:
+        raise ValueError(f"hashed_features must be in 0..{n_features - 1}, got {out}")
+    return out
 
 
 def _stages(trees):

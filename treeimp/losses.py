@@ -17,9 +17,11 @@ name            params -> vector                  g, h
 squared_error   {} -> []                          d, 1
 absolute_error  {tie_gradient=0} -> [tie]         sign(d), 1; g = tie_gradient when d == 0
 pseudo_huber    {slope*} -> [slope]               d / sqrt(c), 1 / c^1.5; c = 1 + (d/slope)^2
-huber           {delta*} -> [delta]               clip(d, -delta, delta), 1
-quantile        {alpha*, tie_gradient=1-alpha}    1 - alpha if d > 0, -alpha if d < 0,
-                -> [alpha, tie]                   tie_gradient if d == 0; h = 1
+huber           {delta*, outer_hessian=1}         clip(d, -delta, delta), 1 for |d| <= delta
+                -> [delta, outer_hessian]         and outer_hessian beyond
+quantile        {alpha*, tie_gradient=1-alpha,    1 - alpha if d > delta, -alpha if
+                delta=0} -> [alpha, tie, delta]   d < -delta, tie_gradient if |d| <= delta;
+                                                  h = 1
 logistic        {sigmoid*, pos_weight*,           p = 1/(1+exp(-s m)); c = pos_weight if
                 neg_weight=1} -> [s, pw, nw]      y == 1, neg_weight if y == 0, else 1;
                                                   g = c s (p - y), h = c s^2 p (1 - p)
@@ -35,6 +37,9 @@ gamma           {} -> []                          1 - y exp(-m), y exp(-m)
 tweedie         {variance_power*} -> [rho]        -y e1 + e2, -(1-rho) y e1 + (2-rho) e2;
                                                   e1 = exp((1-rho) m), e2 = exp((2-rho) m)
 exponential     {} -> []                          -y e^-m + (1-y) e^m, y e^-m + (1-y) e^m
+expectile       {alpha*} -> [alpha]               2 a d, 2 a; a = alpha if d < 0, 1 - alpha
+                                                  otherwise (loss a d^2)
+log_cosh        {} -> []                          tanh(d), 1 - tanh(d)^2 (loss log cosh d)
 =============== ================================= ==========================================
 
 What each library's parser sets (verified against xgboost 3.2.0, lightgbm 4.7.0 and
@@ -61,6 +66,15 @@ scikit-learn 1.9.1 in ``tests/test_losses.py``):
   GradientBoostingClassifier's multinomial line search multiplies its Newton step by
   (K-1)/K, i.e. its leaves are -sum g / sum (K/(K-1) p (1-p)): hess_factor K/(K-1)
   makes ``value / learning_rate`` the Newton step of these g, h.
+* CatBoost (its der1 = -g and der2 = -h, checked against catboost 1.2.10 through the
+  leaf values of one-tree models, ``tests/test_catboost_losses.py``): RMSE is
+  squared_error; MAE is quantile with alpha 0.5 (g = +-0.5) and Quantile quantile, both
+  with tie_gradient 0 and CatBoost's delta 1e-6 (rows within 5e-7 of their target get
+  der1 0, rows 2e-6 away do not); Huber huber with outer_hessian 0 (der2 is 0 beyond delta);
+  Expectile expectile; LogCosh log_cosh; Logloss logistic (class_weights as
+  neg_weight / pos_weight); MultiClass softmax with hess_factor 1 (h is the diagonal of
+  the K x K hessian that CatBoost's Newton step inverts); MultiClassOneVsAll
+  ova_logistic; Poisson poisson with max_delta_step 0; Tweedie tweedie.
 
 Cost: one ``exp`` per row and round for every scalar objective except tweedie (two),
 and one per output for softmax / ova. :func:`grad_hess_row` fills every output of a row
@@ -90,6 +104,8 @@ POISSON = 9
 GAMMA = 10
 TWEEDIE = 11
 EXPONENTIAL = 12
+EXPECTILE = 13
+LOG_COSH = 14
 
 _REQUIRED = object()
 
@@ -98,8 +114,9 @@ _SPECS = {
     "squared_error": (SQUARED_ERROR, "identity", ()),
     "absolute_error": (ABSOLUTE_ERROR, "identity", (("tie_gradient", 0.0),)),
     "pseudo_huber": (PSEUDO_HUBER, "identity", (("slope", _REQUIRED),)),
-    "huber": (HUBER, "identity", (("delta", _REQUIRED),)),
-    "quantile": (QUANTILE, "identity", (("alpha", _REQUIRED), ("tie_gradient", None))),
+    "huber": (HUBER, "identity", (("delta", _REQUIRED), ("outer_hessian", 1.0))),
+    "quantile": (QUANTILE, "identity", (("alpha", _REQUIRED), ("tie_gradient", None),
+                                        ("delta", 0.0))),
     "logistic": (LOGISTIC, "sigmoid", (("sigmoid", _REQUIRED), ("pos_weight", _REQUIRED),
                                        ("neg_weight", 1.0))),
     "cross_entropy": (CROSS_ENTROPY, "sigmoid", ()),
@@ -110,6 +127,8 @@ _SPECS = {
     "gamma": (GAMMA, "exp", ()),
     "tweedie": (TWEEDIE, "exp", (("variance_power", _REQUIRED),)),
     "exponential": (EXPONENTIAL, "sigmoid2", ()),
+    "expectile": (EXPECTILE, "identity", (("alpha", _REQUIRED),)),
+    "log_cosh": (LOG_COSH, "identity", ()),
 }
 SUPPORTED = tuple(_SPECS)
 LINKS = ("identity", "sigmoid", "softmax", "exp", "sigmoid2", "proba")
@@ -179,8 +198,11 @@ def _check_ranges(name, v):
         need(v["slope"] != 0.0, "slope must be nonzero")
     elif name == "huber":
         need(v["delta"] > 0.0, "delta must be > 0")
-    elif name == "quantile":
+        need(v["outer_hessian"] >= 0.0, "outer_hessian must be >= 0")
+    elif name in ("quantile", "expectile"):
         need(0.0 < v["alpha"] < 1.0, "alpha must be in (0, 1)")
+    if name == "quantile":
+        need(v["delta"] >= 0.0, "delta must be >= 0")
         if v["tie_gradient"] is None:
             v["tie_gradient"] = 1.0 - v["alpha"]
     elif name in ("logistic", "ova_logistic"):
@@ -256,15 +278,15 @@ def _scalar_grad_hess(code, params, m, y):
         d = m - y
         delta = params[0]
         if d > delta:
-            d = delta
-        elif d < -delta:
-            d = -delta
+            return delta, params[1]
+        if d < -delta:
+            return -delta, params[1]
         return d, 1.0
     if code == QUANTILE:
         d = m - y
-        if d > 0.0:
+        if d > params[2]:
             return 1.0 - params[0], 1.0
-        if d < 0.0:
+        if d < -params[2]:
             return -params[0], 1.0
         return params[1], 1.0
     if code == LOGISTIC:
@@ -289,6 +311,13 @@ def _scalar_grad_hess(code, params, m, y):
     if code == EXPONENTIAL:
         e = math.exp(m)
         return -y / e + (1.0 - y) * e, y / e + (1.0 - y) * e
+    if code == EXPECTILE:
+        d = m - y
+        a = params[0] if d < 0.0 else 1.0 - params[0]
+        return 2.0 * a * d, 2.0 * a
+    if code == LOG_COSH:
+        t = math.tanh(m - y)
+        return t, 1.0 - t * t
     return math.nan, math.nan
 
 
@@ -547,7 +576,7 @@ def loss(objective, margin, y):
     log losses (ova_logistic), the half deviances of poisson, gamma and tweedie (zero at a
     perfect fit: scikit-learn's ``loss + constant_to_optimal_zero``; XGBoost's and
     LightGBM's negative log-likelihoods differ from them by a function of y), and the
-    exponential loss y e^-m + (1 - y) e^m.
+    exponential loss y e^-m + (1 - y) e^m, the expectile loss a d^2 and log cosh d.
 
     Parameters
     ----------
@@ -591,6 +620,11 @@ def loss(objective, margin, y):
     if name == "huber":
         a, delta = np.abs(d), v["delta"]
         return np.where(a <= delta, 0.5 * d * d, delta * (a - 0.5 * delta))
+    if name == "expectile":
+        return np.where(d < 0, v["alpha"], 1.0 - v["alpha"]) * d * d
+    if name == "log_cosh":
+        a = np.abs(d)  # log cosh d = |d| + log1p(e^-2|d|) - log 2, without overflow
+        return a + np.log1p(np.exp(-2.0 * a)) - np.log(2.0)
     if name == "quantile":
         return np.where(d >= 0, (1.0 - v["alpha"]) * d, -v["alpha"] * d)
     if name == "logistic":

@@ -219,7 +219,9 @@ def mdi(ens):
     """In-sample importance per tree, (n_trees, n_features): no evaluation rows needed.
 
     gain_kind "impurity" (scikit-learn trees): (W_m I_m - W_l I_l - W_r I_r) / W_root;
-    gain_kind "gain" (XGBoost, LightGBM, HistGradientBoosting): the stored split gain.
+    gain_kind "gain" (XGBoost, LightGBM, HistGradientBoosting): the stored split gain;
+    CatBoost, which stores none: the change of its leaf values that its
+    PredictionValuesChange importance sums (``treeimp/parsers/catboost.py``).
     """
     sp = _splits(ens)
     if ens.gain_kind == "impurity":

@@ -3,7 +3,7 @@
 The library is imported inside the parser, never here: ``parse`` only asks
 ``isinstance`` for libraries that are already imported (a model object of a library
 cannot exist unless that library was imported), so a saved model file parses without
-xgboost or lightgbm installed.
+xgboost, lightgbm or catboost installed.
 """
 
 from __future__ import annotations
@@ -35,9 +35,11 @@ _TABLE = [
     ("xgboost", "XGBModel", "xgb:parse_xgboost"),
     ("lightgbm", "Booster", "lgbm:parse_lightgbm"),
     ("lightgbm", "LGBMModel", "lgbm:parse_lightgbm"),
+    ("catboost", "CatBoost", "catboost:parse_catboost"),  # Classifier / Regressor inherit
 ]
 
-SUPPORTED = sorted({f"{lib}.{path.rsplit('.', 1)[-1]}" for lib, path, _ in _TABLE})
+SUPPORTED = sorted({f"{lib}.{path.rsplit('.', 1)[-1]}" for lib, path, _ in _TABLE}
+                   | {"catboost.CatBoostClassifier", "catboost.CatBoostRegressor"})
 
 
 def _resolve(spec):
@@ -90,7 +92,7 @@ def parse(model, *, iteration_range=None, missing=None) -> TreeEnsemble:
             raise TypeError(
                 f"cannot explain a {type(model).__module__}.{type(model).__name__}; "
                 f"supported models: {', '.join(SUPPORTED)}, a TreeEnsemble, or a saved "
-                "XGBoost .json/.ubj or LightGBM .txt model file")
+                "XGBoost .json/.ubj, LightGBM .txt or CatBoost .json model file")
         default_stop = _default_stop(model)
         if missing is None and getattr(model, "missing", None) is not None \
                 and ens.library == "xgboost":

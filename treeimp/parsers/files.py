@@ -1,4 +1,4 @@
-"""Saved model files -> TreeEnsemble, without importing xgboost or lightgbm.
+"""Saved model files -> TreeEnsemble, without importing xgboost, lightgbm or catboost.
 
 Recognised by content (the extension only names what was expected when the content is
 not recognised):
@@ -6,7 +6,9 @@ not recognised):
 * XGBoost JSON (``booster.save_model("m.json")``): a JSON object;
 * XGBoost UBJSON (``save_model("m.ubj")``, the default format of XGBoost >= 2.1): a
   binary object starting with ``{`` and a length marker;
-* LightGBM text (``booster.save_model("m.txt")``): starts with a ``tree`` line.
+* LightGBM text (``booster.save_model("m.txt")``): starts with a ``tree`` line;
+* CatBoost JSON (``model.save_model("m.json", format="json")``): a JSON object whose
+  first key is ``"ctr_data"`` or ``"features_info"`` (CatBoost writes its keys sorted).
 
 Every failure (missing file, unknown format, truncated or corrupt content, unsupported
 model) is a ``ValueError`` naming the path and the problem. Reading is linear in the
@@ -31,7 +33,8 @@ _DAMAGE = (ValueError, TypeError, KeyError, IndexError, AttributeError, Overflow
 
 
 def load(path, *, iteration_range=None, missing=None) -> TreeEnsemble:
-    """Normal form of a saved XGBoost (.json / .ubj) or LightGBM (.txt) model file.
+    """Normal form of a saved XGBoost (.json / .ubj), LightGBM (.txt) or CatBoost (.json)
+    model file.
 
     Parameters
     ----------
@@ -81,6 +84,8 @@ def load(path, *, iteration_range=None, missing=None) -> TreeEnsemble:
     try:
         if kind == "lightgbm":
             ens = _load_lightgbm(data)
+        elif kind == "catboost":
+            ens = _load_catboost(data)
         else:
             ens, best = _load_xgboost(data, kind)
             if best is not None and iteration_range is None:
@@ -91,7 +96,7 @@ def load(path, *, iteration_range=None, missing=None) -> TreeEnsemble:
                     f"{best + 1}) for the early-stopped model", UserWarning, stacklevel=2)
     except _DAMAGE as exc:
         what = {"json": "XGBoost JSON", "ubjson": "XGBoost UBJSON",
-                "lightgbm": "LightGBM text"}[kind]
+                "lightgbm": "LightGBM text", "catboost": "CatBoost JSON"}[kind]
         if isinstance(exc, RecursionError):
             detail = "it is nested too deeply to be a model"
         elif isinstance(exc, OverflowError):
@@ -127,7 +132,12 @@ def _sniff(data: bytes):
     if head.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte order mark
         head = head[3:].lstrip()
     if head.startswith(b"{"):  # UBJSON object keys start with an integer length marker
-        return "ubjson" if head[1:2] in (b"i", b"U", b"I", b"l", b"L", b"$", b"#") else "json"
+        if head[1:2] in (b"i", b"U", b"I", b"l", b"L", b"$", b"#"):
+            return "ubjson"
+        first_key = head[1:].lstrip()
+        if first_key.startswith((b'"ctr_data"', b'"features_info"')):
+            return "catboost"
+        return "json"
     if head.startswith(b"tree\n") or head.startswith(b"tree\r\n"):
         return "lightgbm"
     return None
@@ -147,8 +157,8 @@ def _unknown_message(name, data):
     if ext in _LGBM_EXTENSIONS:
         return f"model file {name!r} is not a LightGBM text model (no leading 'tree' line)"
     return (f"model file {name!r} has an unknown extension {ext or '(none)'!r} and its "
-            "content is not recognised; expected an XGBoost .json / .ubj or a LightGBM "
-            ".txt model")
+            "content is not recognised; expected an XGBoost .json / .ubj, a LightGBM "
+            ".txt or a CatBoost .json model")
 
 
 def _load_xgboost(data: bytes, kind: str):
@@ -156,15 +166,7 @@ def _load_xgboost(data: bytes, kind: str):
     from .xgb import parse_xgboost_json, stored_best_iteration
 
     if kind == "json":
-        try:
-            doc = json.loads(data.decode("utf-8-sig"), parse_int=_int64)
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"invalid or truncated JSON: {exc}") from None
-        except RecursionError:
-            raise ValueError("the JSON is nested too deeply to be a model (XGBoost models "
-                             "nest a few levels)") from None
+        doc = _json_document(data, parse_int=_int64)
     else:
         from .ubjson import read_ubjson
 
@@ -179,6 +181,24 @@ def _int64(text):
         shown = text if len(text) <= 24 else f"{text[:10]}...{text[-4:]} ({len(text)} digits)"
         raise ValueError(f"the integer {shown} is outside the int64 range")
     return value
+
+
+def _json_document(data: bytes, parse_int=None):
+    try:
+        return json.loads(data.decode("utf-8-sig"), parse_int=parse_int)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"invalid or truncated JSON: {exc}") from None
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply to be a model (model files nest a "
+                         "few levels)") from None
+
+
+def _load_catboost(data: bytes) -> TreeEnsemble:
+    from .catboost import parse_catboost_json
+
+    return parse_catboost_json(_json_document(data))
 
 
 def _load_lightgbm(data: bytes) -> TreeEnsemble:
