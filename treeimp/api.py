@@ -20,10 +20,14 @@ from .result import Importances
 from .targets import as_1d_target, check_sample_weight, forest_targets
 
 DEFAULT_METHODS = ("mdi", "mdi_oob", "ufi")
+# Row blocks for standard errors and the out-of-bag variance factor: chosen on null
+# designs (benchmarks/calibration.py, table and reasons in benchmarks/README.md).
+DEFAULT_N_BLOCKS = 10
+OOB_VARIANCE_FACTOR = np.sqrt(2.0)
 
 
 def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weight=None,
-            feature_names=None, n_blocks=10, random_state=None, n_jobs=None,
+            feature_names=None, n_blocks=DEFAULT_N_BLOCKS, random_state=None, n_jobs=None,
             alpha=None, lam=None, progress=None) -> Importances:
     """Out-of-sample feature importances of a fitted tree ensemble.
 
@@ -115,7 +119,7 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
         # each pair of rows enters an importance twice (z_i against the fit to z_j and the
         # other way round), and resampling rows with the trees held fixed sees one of the
         # two terms, i.e. half the variance. Held-out rows never trained a tree: factor 1.
-        inflation = np.sqrt(2.0) if oob else 1.0
+        inflation = OOB_VARIANCE_FACTOR if oob else 1.0
         return _assemble(ens, stats, methods, names, classification, n, n_blocks, alpha,
                          lam, inflation)
 
@@ -167,9 +171,15 @@ def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alph
     # classification forests report mdi_oob and ufi per class too, from the same sums
     class_parts = {}
     if forest and classification:
-        wanted = [m for m in ("mdi_oob", "ufi") if m in methods]
-        class_parts = (measures.class_parts_both(ens, stats) if len(wanted) == 2 else
-                       {m: measures.class_parts(m, ens, stats) for m in wanted})
+        wanted = [m for m in measures.CLASS_METHODS if m in methods]
+        if "mdi_oob" in wanted and "ufi" in wanted:
+            class_parts = measures.class_parts_both(ens, stats)
+        for m in wanted:
+            if m not in class_parts:
+                class_parts[m] = (class_parts["mdi_oob"]
+                                  - measures.centring_parts(ens, stats)
+                                  if m == "mdi_oob_centered" and "mdi_oob" in class_parts
+                                  else measures.class_parts(m, ens, stats))
     for m in methods:
         if m == "mdi":
             pt = measures.mdi(ens)[None]

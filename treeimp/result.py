@@ -53,8 +53,9 @@ class Importances:
         Across-trees standard error as Li et al.'s code reports it; it ignores that
         trees share data and is too small: for comparison only.
     pvalues, qvalues : DataFrame
-        One-sided p-values for importance > 0 (t with n_blocks - 1 degrees of freedom)
-        and their Benjamini-Hochberg adjustment across features.
+        One-sided p-values for importance > 0 (t with ``dof`` degrees of freedom:
+        n_blocks - 1, or for :func:`treeimp.cross_explain` the sum over folds of each
+        fold's n_blocks - 1) and their Benjamini-Hochberg adjustment across features.
     per_tree : dict
         method -> (n_trees, n_features) unnormalised per-tree values (NaN for a tree
         that saw no evaluation rows).
@@ -67,7 +68,7 @@ class Importances:
     """
 
     def __init__(self, *, table, stderr, stderr_trees, per_tree, block_values, n_blocks,
-                 kind, n_rows, model_name="", table_by_class=None):
+                 kind, n_rows, model_name="", table_by_class=None, dof=None):
         self.table = table
         self.stderr = stderr
         self.stderr_trees = stderr_trees
@@ -78,7 +79,10 @@ class Importances:
         self.n_rows = n_rows
         self.model_name = model_name
         self.table_by_class = table_by_class or {}
-        pv = {m: one_sided_pvalues(table[m], stderr[m], n_blocks - 1) for m in table.columns}
+        # degrees of freedom of the t reference: n_blocks - 1, or (cross-fitting) the sum
+        # over folds of each fold's n_blocks - 1
+        self.dof = n_blocks - 1 if dof is None else dof
+        pv = {m: one_sided_pvalues(table[m], stderr[m], self.dof) for m in table.columns}
         self.pvalues = pd.DataFrame(pv, index=table.index)
         self.qvalues = pd.DataFrame({m: bh_qvalues(self.pvalues[m].to_numpy())
                                      for m in table.columns}, index=table.index)
@@ -106,7 +110,16 @@ class Importances:
 
     def select(self, method=None, alpha=0.05):
         """Features whose importance is significantly positive at false discovery rate
-        ``alpha`` (Benjamini-Hochberg q-value < alpha), most important first."""
+        ``alpha`` (Benjamini-Hochberg q-value < alpha), most important first.
+
+        ``method=None``: the default screening measure of the model's kind
+        (:func:`treeimp.screening.default_screening_method`) when it was computed, else
+        the first out-of-sample method."""
+        if method is None:
+            from .screening import DEFAULT_SCREENING
+
+            preferred = DEFAULT_SCREENING.get(self.kind)
+            method = preferred if preferred in self.methods else None
         method = self._method(method)
         if method == "mdi":
             raise ValueError("'mdi' is measured on the training rows and has no p-values; "
