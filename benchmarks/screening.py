@@ -108,7 +108,7 @@ def pure_null(n, rng):
 
 DESIGNS = {
     "Strobl power": (strobl_power, 500),
-    "Li et al. classification": (li_classification, 1000),
+    "Li et al. classification": (li_classification, 2000),
     "Zhou & Hooker regression": (zhou_hooker, 1000),
     "Friedman #1 + 45 noise, y+50": (friedman_noise, 800),
     "correlated + row ID": (correlated_row_id, 800),
@@ -258,7 +258,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     cfg = ({"reps": 1, "scale": 0.25, "trees": 20, "rounds": 20, "boruta_iter": 5,
             "boruta_trees": 20, "shap": False} if args.quick else
-           {"reps": 4, "scale": 1.0, "trees": 100, "rounds": 100, "boruta_iter": 50,
+           {"reps": 3, "scale": 1.0, "trees": 100, "rounds": 100, "boruta_iter": 50,
             "boruta_trees": "auto", "shap": True})
     if args.reps:
         cfg["reps"] = args.reps

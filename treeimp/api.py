@@ -22,8 +22,8 @@ from .targets import as_1d_target, check_sample_weight, forest_targets
 DEFAULT_METHODS = ("mdi", "mdi_oob", "ufi")
 # Row blocks for standard errors and the out-of-bag variance factor: chosen on null
 # designs (benchmarks/calibration.py, table and reasons in benchmarks/README.md).
-DEFAULT_N_BLOCKS = 10
-OOB_VARIANCE_FACTOR = np.sqrt(2.0)
+DEFAULT_N_BLOCKS = 20
+OOB_VARIANCE_FACTOR = np.sqrt(1.25)
 
 
 def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weight=None,
@@ -51,15 +51,19 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
         bootstrap=True; X, y must be the training rows in training order).
     methods : sequence of str
         Any of "mdi" (in-sample, what the library reports), "mdi_oob" (Li et al. 2019),
-        "ufi" (Zhou & Hooker 2020), "naive_oob", "pg1", "pg2", "pg3" (Loecher's penalized
-        Gini presets, forests) and "pg_oob" with ``alpha`` and ``lam``.
+        "mdi_oob_centered" (MDI-oob with the target centred per tree at the tree's
+        in-bag root value: invariant to adding a constant to y), "ufi" (Zhou & Hooker
+        2020), "naive_oob", "pg1", "pg2", "pg3" (Loecher's penalized Gini presets,
+        forests) and "pg_oob" with ``alpha`` and ``lam``.
     sample_weight : array-like (n_rows,), optional
         Weights of the evaluation rows.
     feature_names : list of str, optional
         Names for the result's index (default: the DataFrame's columns, the model's
         names, or x0, x1, ...).
-    n_blocks : int, default 10
-        Random blocks of evaluation rows for standard errors and p-values.
+    n_blocks : int, default 20
+        Random blocks of evaluation rows for standard errors and p-values (at most the
+        number of evaluation rows; 20 was calibrated on null designs, see
+        benchmarks/README.md).
     random_state : int, Generator or None
         Seeds the assignment of rows to blocks.
     n_jobs : int or None
@@ -115,10 +119,12 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
                                                       buffers)
         finally:
             bar.close()
-        # Out of bag, every row trains some trees and evaluates others: under the null
-        # each pair of rows enters an importance twice (z_i against the fit to z_j and the
-        # other way round), and resampling rows with the trees held fixed sees one of the
-        # two terms, i.e. half the variance. Held-out rows never trained a tree: factor 1.
+        # Out of bag, every row trains some trees and evaluates others: under the null a
+        # pair of rows can enter an importance twice (z_i against the fit to z_j in the
+        # trees where i is out of bag, the other way round in others), which resampling
+        # rows with the trees held fixed does not see. The two terms come from different
+        # trees, so they are far from perfectly correlated: the factor is measured, not
+        # the sqrt(2) of perfect correlation. Held-out rows never trained a tree: 1.
         inflation = OOB_VARIANCE_FACTOR if oob else 1.0
         return _assemble(ens, stats, methods, names, classification, n, n_blocks, alpha,
                          lam, inflation)

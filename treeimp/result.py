@@ -45,10 +45,11 @@ class Importances:
         Standard errors from ``n_blocks`` random blocks of evaluation rows: a
         delete-a-block jackknife (each measure recomputed without one block's rows,
         sqrt((B-1)/B * sum of squared deviations)), which stays right for the non-linear
-        measures (ufi, pg, naive_oob). With ``oob=True`` it is multiplied by sqrt(2):
-        every row trains some trees and evaluates others, so under the null each pair of
-        rows enters twice and resampling rows with the trees fixed sees half the
-        variance. NaN for "mdi", which uses no rows.
+        measures (ufi, pg, naive_oob). With ``oob=True`` it is multiplied by
+        sqrt(1.25) (``treeimp.api.OOB_VARIANCE_FACTOR``): every row trains some trees
+        and evaluates others, which resampling rows with the trees fixed does not see;
+        the factor and the default of 20 blocks are measured on null designs
+        (benchmarks/calibration.py). NaN for "mdi", which uses no rows.
     stderr_trees : DataFrame
         Across-trees standard error as Li et al.'s code reports it; it ignores that
         trees share data and is too small: for comparison only.
