@@ -4,7 +4,9 @@ variance factors of out-of-bag and cross-fitted evaluation.
 Every feature is noise (y independent of X): 4 continuous, 4 binary, 4 categorical with
 20 levels (integer codes) and one row ID. For each design (regression with a skewed,
 non-zero-mean target; binary classification with 30% positives), size and repetition,
-one model of each setting is fitted and explained with several n_blocks:
+one model of each setting is fitted and explained with several n_blocks (and Strobl et
+al.'s null case, fully grown forests, the design on which out-of-bag errors need the
+largest factor):
 
 - forest OOB: RandomForest on all rows, ``explain(oob=True)``;
 - forest held-out: RandomForest on half the rows, explained on the other half;
@@ -42,7 +44,14 @@ NOISE_KINDS = ("continuous", "binary", "categorical20", "row_id")
 
 
 def null_design(n, target, rng):
-    """X (n, 13) of pure noise columns, the column kinds, and y independent of X."""
+    """X (n, 13) of pure noise columns, the column kinds, and y independent of X.
+    ``target`` "strobl": Strobl et al.'s null case instead (X1 N(0,1), X2..X5 with 2, 4,
+    10, 20 levels, y balanced binary), for fully grown forests."""
+    if target == "strobl":
+        X = np.column_stack([rng.normal(size=n)] + [rng.integers(0, k, n).astype(float)
+                                                     for k in (2, 4, 10, 20)])
+        return X, ["continuous", "binary", "categorical4", "categorical10",
+                   "categorical20"], rng.integers(0, 2, n)
     cols, kinds = [], []
     for _ in range(4):
         cols.append(rng.normal(size=n))
@@ -67,8 +76,9 @@ def _forest(target, seed):
     from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
     cls = RandomForestRegressor if target == "regression" else RandomForestClassifier
-    return cls(n_estimators=100, max_features="sqrt", min_samples_leaf=5, random_state=seed,
-               n_jobs=1)
+    # Strobl's design: fully grown trees, as in the paper
+    return cls(n_estimators=100, max_features="sqrt",
+               min_samples_leaf=1 if target == "strobl" else 5, random_state=seed, n_jobs=1)
 
 
 def _boosting(target, seed):
@@ -139,6 +149,7 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--sizes", default=None, help="comma-separated row counts")
     ap.add_argument("--blocks", default="10,20,30,50")
+    ap.add_argument("--targets", default="regression,binary,strobl")
     ap.add_argument("--out", default=None, help="CSV of the raw z-scores")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in (args.sizes or ("300,1000" if args.quick
@@ -148,7 +159,7 @@ def main(argv=None):
     t0 = time.perf_counter()
     rows = []
     for n in sizes:
-        for target in ("regression", "binary"):
+        for target in args.targets.split(","):
             for r in range(reps if n < 5000 else max(1, reps // 2)):
                 rows += [(n, target, *row) for row in one_run(n, target, 1000 * n + r, blocks)]
             print(f"n={n} {target}: {time.perf_counter() - t0:.0f} s", file=sys.stderr,

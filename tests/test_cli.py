@@ -432,3 +432,24 @@ def test_demo_noise_columns_drop_from_mdi_to_mdi_oob():
     assert (moves["real below (mdi_oob)"] < moves["real below (mdi)"]).all(), moves
     assert (moves["mdi_oob"] < moves["mdi_oob se"]).all(), moves
     assert (moves["ufi"] < moves["ufi se"]).all(), moves
+
+
+def test_select_lists_the_default_screening_measure_kept_features(tmp_path, capsys):
+    X, f, _ = _frame()
+    X = X.fillna(0)
+    rf = RandomForestRegressor(n_estimators=10, max_depth=5, random_state=0).fit(X[:300],
+                                                                                   f[:300])
+    (tmp_path / "rf.pkl").write_bytes(pickle.dumps(rf))
+    csv = _write_csv(tmp_path / "data.csv", X[300:], f[300:], target="y")
+    code = main(["explain", str(tmp_path / "rf.pkl"), csv, "--target", "y", "--seed", "0",
+                 "--select", "0.05"])
+    out = capsys.readouterr().out
+    assert code == 0
+    res = treeimp.explain(rf, X[300:], f[300:], random_state=0,
+                          methods=("mdi", "mdi_oob", "ufi", "mdi_oob_centered"))
+    kept = res.select("mdi_oob_centered", 0.05)
+    assert "x0" in kept and "row_id" not in kept
+    assert f"kept at false discovery rate 0.05 by mdi_oob_centered: {', '.join(kept)}" in out
+    assert main(["explain", str(tmp_path / "rf.pkl"), csv, "--target", "y",
+                 "--select", "1.5"]) == 2
+    assert "--select needs a false discovery rate in (0, 1), got 1.5" in capsys.readouterr().err

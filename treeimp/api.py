@@ -10,6 +10,7 @@ import pandas as pd
 
 from . import measures
 from ._input import RowSource
+from .defaults import DEFAULT_N_BLOCKS, OOB_VARIANCE_FACTOR
 from .ensemble import FOREST
 from .kernels import scratch
 from .kernels.api import forest_node_stats, forest_stats_shape
@@ -20,10 +21,6 @@ from .result import Importances
 from .targets import as_1d_target, check_sample_weight, forest_targets
 
 DEFAULT_METHODS = ("mdi", "mdi_oob", "ufi")
-# Row blocks for standard errors and the out-of-bag variance factor: chosen on null
-# designs (benchmarks/calibration.py, table and reasons in benchmarks/README.md).
-DEFAULT_N_BLOCKS = 20
-OOB_VARIANCE_FACTOR = np.sqrt(1.25)
 
 
 def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weight=None,
