@@ -184,10 +184,12 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
                           sample_weight=sample_weight, feature_names=names,
                           n_blocks=self.n_blocks, random_state=block_seed)
         elif self.cv is not None:
+            # the fit on all rows first: the estimator's own errors on bad X or y come
+            # before any fold is split
+            _fit(est, data, y, sample_weight)
             res = cross_explain(self.estimator, data, y, cv=self.cv, methods=methods,
                                 sample_weight=sample_weight, feature_names=names,
                                 n_blocks=self.n_blocks, random_state=block_seed)
-            _fit(est, data, y, sample_weight)
         else:
             train, val = self._split(n, y, split_seed)
             sw = (None, None) if sample_weight is None else (sample_weight[train],
