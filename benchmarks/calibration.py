@@ -168,8 +168,8 @@ def main(argv=None):
                                      "z_raw", "dof"])
     if args.out:
         df.to_csv(args.out, index=False)
-    factors = {"forest OOB": [1.0, np.sqrt(1.25), np.sqrt(1.5), np.sqrt(2.0)],
-               "boosting cross-fitted": [1.0, np.sqrt(1.25), np.sqrt(1.5), np.sqrt(2.0)]}
+    candidates = [1.0, np.sqrt(1.25), np.sqrt(1.5), np.sqrt(1.6), np.sqrt(2.0)]
+    factors = {"forest OOB": candidates, "boosting cross-fitted": candidates}
     summary = summarise(df, factors)
     with pd.option_context("display.width", 160, "display.max_rows", 500):
         print(summary.to_string(index=False, float_format=lambda v: f"{v:.3f}"))

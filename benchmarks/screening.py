@@ -267,7 +267,8 @@ def main(argv=None):
         names = [names[int(i)] for i in args.designs.split(",")]
     rows = []
     t0 = time.perf_counter()
-    for d, name in enumerate(names):
+    for name in names:
+        d = list(DESIGNS).index(name)  # seeds follow the design, not the selection
         make, n = DESIGNS[name]
         n = max(150, int(n * cfg["scale"]))
         for r in range(cfg["reps"]):

@@ -4,7 +4,8 @@ defaults in benchmarks/calibration.py): every feature is noise (continuous, bina
 screening measure should have a standard deviation in [0.85, 1.15] and a fraction of
 p < 0.05 in [0.03, 0.06]; boosting's noise importances run negative (splits on noise
 make held-out loss worse), so there only the upper end of the fraction is checked.
-Measured with these seeds: out of bag sd 1.04, fraction 0.044; held out 1.06, 0.056."""
+Measured with these seeds: out of bag sd 0.92, fraction 0.038; held out 1.06, 0.056;
+cross-fitted boosting sd 0.87, fraction 0 (mean z below 0)."""
 
 import numpy as np
 import pytest
@@ -65,12 +66,17 @@ def test_cross_fitted_boosting_noise_z_spread():
     def run(rep):
         rng = np.random.default_rng(rep)
         X = _null(400, rng)
-        y = 20 + 3 * rng.exponential(size=400)
-        model = xgb.XGBRegressor(n_estimators=30, max_depth=3, learning_rate=0.1,
-                                 subsample=0.8, n_jobs=1, random_state=rep)
+        if rep % 2:
+            y = 20 + 3 * rng.exponential(size=400)
+            cls = xgb.XGBRegressor
+        else:
+            y = (rng.random(400) < 0.3).astype(int)
+            cls = xgb.XGBClassifier
+        model = cls(n_estimators=60, max_depth=4, learning_rate=0.1, subsample=0.8,
+                    n_jobs=1, random_state=rep)
         return treeimp.cross_explain(model, X, y, methods=("mdi_oob_centered",),
                                      random_state=rep, n_jobs=1)
 
-    sd, frac = _pooled(run, reps=8)
+    sd, frac = _pooled(run, reps=10)
     assert 0.85 <= sd <= 1.15, sd
     assert frac <= 0.06, frac

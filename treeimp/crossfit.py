@@ -22,7 +22,7 @@ from .targets import as_1d_target, check_sample_weight
 # other), with positively correlated terms; the within-fold row blocks, which hold each
 # fold's model fixed, see one of the two. Measured on null designs
 # (benchmarks/calibration.py, benchmarks/README.md).
-CROSSFIT_VARIANCE_FACTOR = np.sqrt(1.25)
+CROSSFIT_VARIANCE_FACTOR = np.sqrt(1.5)
 
 
 def cross_explain(estimator, X, y, *, cv=5, methods=DEFAULT_METHODS, sample_weight=None,
@@ -39,7 +39,7 @@ def cross_explain(estimator, X, y, *, cv=5, methods=DEFAULT_METHODS, sample_weig
     - importance: the folds' importances weighted by their share of the evaluation
       weight (rows, or ``sample_weight``): sum_f w_f I_f;
     - standard error: sqrt(sum_f w_f^2 se_f^2) times ``CROSSFIT_VARIANCE_FACTOR``
-      (sqrt(1.25)), se_f each fold's delete-a-block jackknife error. The folds have
+      (sqrt(1.5)), se_f each fold's delete-a-block jackknife error. The folds have
       different models, so each fold's error is taken about its own model; the factor
       accounts for every row both training (other folds) and evaluating (its own fold),
       which the fixed-model blocks do not see (measured on null designs: the fraction of

@@ -7,4 +7,4 @@ import math
 DEFAULT_N_BLOCKS = 20
 # out of bag, every row trains some trees and evaluates others; the jackknife over row
 # blocks holds the trees fixed and misses that part of the variance (see api.explain)
-OOB_VARIANCE_FACTOR = math.sqrt(1.25)
+OOB_VARIANCE_FACTOR = math.sqrt(1.6)

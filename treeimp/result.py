@@ -46,7 +46,7 @@ class Importances:
         delete-a-block jackknife (each measure recomputed without one block's rows,
         sqrt((B-1)/B * sum of squared deviations)), which stays right for the non-linear
         measures (ufi, pg, naive_oob). With ``oob=True`` it is multiplied by
-        sqrt(1.25) (``treeimp.api.OOB_VARIANCE_FACTOR``): every row trains some trees
+        sqrt(1.6) (``treeimp.defaults.OOB_VARIANCE_FACTOR``): every row trains some trees
         and evaluates others, which resampling rows with the trees fixed does not see;
         the factor and the default of 20 blocks are measured on null designs
         (benchmarks/calibration.py). NaN for "mdi", which uses no rows.
