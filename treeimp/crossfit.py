@@ -175,7 +175,7 @@ def _folds(estimator, cv, X, y, random_state, n):
         except ValueError as exc:
             raise ValueError(f"cannot split {n} rows into cv={cv} folds stratified by "
                              f"class: {exc}") from None
-    elif hasattr(cv, "split"):
+    elif hasattr(cv, "split") and not isinstance(cv, (str, bytes)):
         folds = [(np.asarray(a), np.asarray(b)) for a, b in cv.split(X, y)]
     else:
         raise TypeError(f"cv must be an integer >= 2 or a splitter with split(X, y), "

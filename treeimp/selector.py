@@ -241,7 +241,8 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
                 raise ValueError(f"{name} must be a number in (0, 1), got {value!r}")
         if self.oob is not None and not isinstance(self.oob, (bool, np.bool_)):
             raise ValueError(f"oob must be None, True or False, got {self.oob!r}")
-        if self.cv is not None and not hasattr(self.cv, "split") and (
+        splitter = hasattr(self.cv, "split") and not isinstance(self.cv, (str, bytes))
+        if self.cv is not None and not splitter and (
                 isinstance(self.cv, bool) or not isinstance(self.cv, numbers.Integral)
                 or self.cv < 2):
             raise ValueError(f"cv must be None, an integer >= 2 or a splitter with "
