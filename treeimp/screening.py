@@ -8,7 +8,9 @@ from .ensemble import BOOSTING, FOREST
 
 DEFAULT_SCREENING = {
     FOREST: "mdi_oob_centered",
-    BOOSTING: "ufi",
+    # not ufi: on overconfident classifiers (e.g. XGBClassifier's defaults) its Newton
+    # pseudo-response -g/h is unbounded and its standard errors swamp every feature
+    BOOSTING: "mdi_oob_centered",
 }
 
 
