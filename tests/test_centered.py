@@ -147,3 +147,40 @@ def test_noise_mean_zero_where_mdi_oob_is_biased(design):
     t = _noise_means(make)
     assert abs(t["mdi_oob_centered"]) < 3, t
     assert abs(t["mdi_oob"]) > 3, t
+
+
+@pytest.mark.parametrize("kind", ["regression", "multiclass", "multiclass one-hot",
+                                  "boosting"])
+def test_fused_kernel_equals_the_numpy_form(kind):
+    """kernels/formulas.py's MDI_OOB_CENTERED sums equal mdi_oob's fused sums minus the
+    numpy centring term, split by split summed per tree, feature and class."""
+    from tests.test_formulas import _forest, _stats
+    from treeimp import measures
+    from treeimp._input import RowSource
+    from treeimp.boosting import boosting_node_stats
+    from treeimp.measures import MDI_OOB, NodeStats
+
+    if kind == "boosting":
+        rng = np.random.default_rng(0)
+        X = rng.normal(size=(300, 4))
+        y = 5 + X[:, 0] + rng.normal(size=300)
+        gb = GradientBoostingRegressor(n_estimators=8, max_depth=3, subsample=0.6,
+                                       random_state=0).fit(X[:200], y[:200])
+        ens = treeimp.parse(gb)
+        block = (np.arange(100) % 4).astype(np.int32)
+        st, _ = boosting_node_stats(ens, RowSource(X[200:], ens), y[200:], np.ones(1),
+                                    block, 4)
+    else:
+        ens, X, y = _forest(kind.split()[0])
+        arr, _ = _stats(ens, X, y)
+        st = NodeStats.from_array(arr)
+        if kind.endswith("one-hot"):
+            st = NodeStats(n=None, S=st.S, Q=None)
+    sp = measures._splits(ens)
+    fused = measures._fused_centered(ens, sp, st)
+    numpy_form = measures._fused(MDI_OOB, ens, sp, st) - measures.centring_parts(ens, st)
+    scale = np.abs(numpy_form).max()
+    assert scale > 0
+    np.testing.assert_allclose(fused, numpy_form, rtol=1e-10, atol=1e-12 * scale)
+    # and the centring is not a no-op here
+    assert np.abs(measures.centring_parts(ens, st)).max() > 1e-6 * scale

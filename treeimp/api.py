@@ -179,10 +179,7 @@ def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alph
             class_parts = measures.class_parts_both(ens, stats)
         for m in wanted:
             if m not in class_parts:
-                class_parts[m] = (class_parts["mdi_oob"]
-                                  - measures.centring_parts(ens, stats)
-                                  if m == "mdi_oob_centered" and "mdi_oob" in class_parts
-                                  else measures.class_parts(m, ens, stats))
+                class_parts[m] = measures.class_parts(m, ens, stats)
     for m in methods:
         if m == "mdi":
             pt = measures.mdi(ens)[None]

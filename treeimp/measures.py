@@ -21,6 +21,7 @@ import numpy as np
 from .ensemble import FOREST
 from .kernels.formulas import (
     MDI_OOB,
+    MDI_OOB_CENTERED,
     UFI_BOOSTING,
     UFI_CLASSIFICATION,
     UFI_REGRESSION,
@@ -267,8 +268,27 @@ def mdi_oob_centered(ens, st: NodeStats, parts=None):
     """
     sp = _splits(ens)
     if parts is None:
-        parts = _fused(MDI_OOB, ens, sp, st) - _centring_parts(ens, sp, st)
+        parts = _fused_centered(ens, sp, st)
     return _per_row(sp, st, parts.sum(axis=-1))
+
+
+def _fused_centered(ens, sp, st: NodeStats):
+    """mdi_oob_centered's per-class split sums (B, n_trees, n_features, C) in one fused
+    pass (kernels/formulas.py, MDI_OOB_CENTERED): the same numbers as
+    ``_fused(MDI_OOB, ...) - _centring_parts(...)``, which the tests check."""
+    boosting = st.H is not None
+    centre = np.ascontiguousarray(_root_centre(ens, sp, boosting).ravel())
+    # the kernel reads the centring weights N' from its H argument: H' for boosting, n'
+    # for forests (not read for one-hot class targets, whose n' is the sum of S')
+    weights = st.H if boosting else (st.S[0] if st.n_is_class_sum else st.n)
+    B, C = st.n_blocks, st.S.shape[0]
+    out = np.zeros((sp.n_trees * sp.n_features, B, C))
+    dummy = np.zeros(1)
+    n = st.S[0] if st.n_is_class_sum else st.n
+    split_sums(MDI_OOB_CENTERED, sp.m, sp.l, sp.r, sp.key, sp.tree_splits, ens.tree_offsets,
+               dummy, _margin_value(ens), centre, n, n if st.Q is None else st.Q, st.S,
+               weights, n if st.R is None else st.R, st.n_is_class_sum, out)
+    return _key_major_to_parts(out, sp)
 
 
 def _root_centre(ens, sp, boosting):
@@ -463,7 +483,7 @@ def class_parts(method, ens, st: NodeStats):
     if method == "mdi_oob":
         return _fused(MDI_OOB, ens, sp, st)
     if method == "mdi_oob_centered":
-        return _fused(MDI_OOB, ens, sp, st) - _centring_parts(ens, sp, st)
+        return _fused_centered(ens, sp, st)
     if method == "ufi":
         return _fused(UFI_CLASSIFICATION, ens, sp, st, w=_insample_fraction(ens))
     raise ValueError(f"per-class values exist for {', '.join(map(repr, CLASS_METHODS))}, "
