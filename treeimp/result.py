@@ -64,8 +64,9 @@ class Importances:
         method -> (n_blocks, n_features) the estimate without each row block
         (jackknife replicates).
     table_by_class : dict
-        Classification forests: method ("mdi_oob", "ufi") -> DataFrame (features x
-        classes) of per-class parts; each row sums to that method's ``table`` value.
+        Classification forests: method ("mdi_oob", "mdi_oob_centered", "ufi") ->
+        DataFrame (features x classes) of per-class parts; each row sums to that
+        method's ``table`` value.
     """
 
     def __init__(self, *, table, stderr, stderr_trees, per_tree, block_values, n_blocks,
