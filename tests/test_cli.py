@@ -458,3 +458,24 @@ def test_catboost_json_file_with_text_categories_matches_api(tmp_path, capsys):
     cli = _cli_records(capsys, ["explain", str(path), csv, "--target", "y", "--format",
                                 "json", "--seed", "0"])
     _assert_same(cli, _api_records(model, X[300:], y[300:]))
+
+
+def test_select_lists_the_default_screening_measure_kept_features(tmp_path, capsys):
+    X, f, _ = _frame()
+    X = X.fillna(0)
+    rf = RandomForestRegressor(n_estimators=10, max_depth=5, random_state=0).fit(X[:300],
+                                                                                   f[:300])
+    (tmp_path / "rf.pkl").write_bytes(pickle.dumps(rf))
+    csv = _write_csv(tmp_path / "data.csv", X[300:], f[300:], target="y")
+    code = main(["explain", str(tmp_path / "rf.pkl"), csv, "--target", "y", "--seed", "0",
+                 "--select", "0.05"])
+    out = capsys.readouterr().out
+    assert code == 0
+    res = treeimp.explain(rf, X[300:], f[300:], random_state=0,
+                          methods=("mdi", "mdi_oob", "ufi", "mdi_oob_centered"))
+    kept = res.select("mdi_oob_centered", 0.05)
+    assert "x0" in kept and "row_id" not in kept
+    assert f"kept at false discovery rate 0.05 by mdi_oob_centered: {', '.join(kept)}" in out
+    assert main(["explain", str(tmp_path / "rf.pkl"), csv, "--target", "y",
+                 "--select", "1.5"]) == 2
+    assert "--select needs a false discovery rate in (0, 1), got 1.5" in capsys.readouterr().err

@@ -15,6 +15,7 @@ from sklearn.ensemble import (
 )
 
 import treeimp
+from treeimp.api import OOB_VARIANCE_FACTOR
 
 
 def _oob_rows(rf, n):
@@ -238,7 +239,7 @@ def test_block_standard_errors_are_a_delete_a_block_jackknife():
         drop2 = treeimp.explain(rf, X, y, oob=True, methods=(m,), sample_weight=w)
         np.testing.assert_allclose(bv[2], drop2.table[m], rtol=1e-10, atol=1e-14)
         jack = np.sqrt(4 / 5 * ((bv - bv.mean(0)) ** 2).sum(0))
-        np.testing.assert_allclose(res.stderr[m], np.sqrt(2) * jack)  # OOB: pairs count twice
+        np.testing.assert_allclose(res.stderr[m], OOB_VARIANCE_FACTOR * jack)  # OOB factor
         hv = held.block_values[m]
         np.testing.assert_allclose(held.stderr[m], np.sqrt(4 / 5 * ((hv - hv.mean(0)) ** 2)
                                                            .sum(0)))

@@ -97,7 +97,8 @@ def test_screening_random_forest_oob(task):
     assert sel.importances_.n_rows == len(X)
     _check_screening(sel)
     # the q-values the support comes from are the Importances' own
-    q = sel.importances_.qvalues["mdi_oob"].to_numpy()
+    assert sel.method_ == "mdi_oob_centered"  # the forest default
+    q = sel.importances_.qvalues[sel.method_].to_numpy()
     np.testing.assert_array_equal(sel.support_, q < 0.05)
     assert sel.transform(X).shape == (len(X), int(sel.support_.sum()))
 
@@ -113,7 +114,8 @@ def test_held_out_path_forest(task):
     X, y = task
     rf = RandomForestClassifier(n_estimators=30, min_samples_leaf=3, random_state=0,
                                 n_jobs=1)
-    sel = ImportanceSelector(rf, oob=False, validation_fraction=0.3, random_state=0)
+    sel = ImportanceSelector(rf, oob=False, cv=None, validation_fraction=0.3,
+                             random_state=0)
     sel.fit(X, y)
     n_val = int(np.ceil(0.3 * len(X)))
     assert sel.importances_.n_rows == n_val
@@ -127,7 +129,7 @@ def test_held_out_path_forest(task):
 def test_screening_gradient_boosting_held_out(task):
     X, y = task
     gb = GradientBoostingClassifier(n_estimators=60, max_depth=3, random_state=0)
-    sel = ImportanceSelector(gb, validation_fraction=0.4, random_state=0).fit(X, y)
+    sel = ImportanceSelector(gb, cv=None, validation_fraction=0.4, random_state=0).fit(X, y)
     assert sel.importances_.kind == "boosting"
     assert sel.importances_.n_rows == 600
     _check_screening(sel)
@@ -138,11 +140,26 @@ def test_screening_xgboost_held_out(task):
     X, y = task
     model = xgb.XGBClassifier(n_estimators=40, max_depth=3, learning_rate=0.1, n_jobs=1,
                               random_state=0)
-    sel = ImportanceSelector(model, method="ufi", validation_fraction=0.4,
+    sel = ImportanceSelector(model, method="ufi", cv=None, validation_fraction=0.4,
                              random_state=0).fit(X, y)
     assert sel.importances_.kind == "boosting"
     assert sel.importances_.n_rows == 600
     _check_screening(sel)
+
+
+def test_cross_fitted_path_evaluates_every_row():
+    X, y = _task(n=600)
+    gb = GradientBoostingClassifier(n_estimators=20, max_depth=2, random_state=0)
+    sel = ImportanceSelector(gb, cv=3, random_state=0).fit(X, y)
+    assert sel.importances_.n_rows == 600  # every row, each by a model that did not see it
+    assert sel.importances_.dof == 3 * (sel.n_blocks - 1)
+    assert sel.method_ == "mdi_oob_centered" and sel.importances_.kind == "boosting"
+    # estimator_ is a clone fitted on all rows
+    assert sel.estimator_.train_score_.shape == (20,)
+    np.testing.assert_array_equal(
+        sel.estimator_.predict(X),
+        clone(gb).fit(X, y).predict(X))
+    assert set(range(3)) <= set(sel.get_support(indices=True).tolist())
 
 
 def test_stratified_split_keeps_class_shares():
@@ -150,7 +167,7 @@ def test_stratified_split_keeps_class_shares():
     y = np.where(np.arange(400) < 40, 2, y)  # a rare third class, 10% of the rows
     # ExtraTrees without bootstrap has no out-of-bag rows: held-out path by default
     et = ExtraTreesClassifier(n_estimators=10, random_state=0, n_jobs=1)
-    sel = ImportanceSelector(et, validation_fraction=0.25, n_blocks=5,
+    sel = ImportanceSelector(et, cv=None, validation_fraction=0.25, n_blocks=5,
                              random_state=0).fit(X, y)
     assert sel.importances_.n_rows == 100
     # every tree saw the same 300 training rows, 30 of them (10%) from the rare class
@@ -246,8 +263,8 @@ def test_sample_weight_reaches_fit_and_evaluation(task):
     w = np.where(np.arange(len(X)) % 2 == 0, 1.0, 3.0)
     # no bootstrap: the root's training weight is the training rows' total weight
     et = ExtraTreesClassifier(n_estimators=5, max_depth=4, random_state=0, n_jobs=1)
-    sel = ImportanceSelector(et, random_state=0).fit(X, y, sample_weight=w)
-    ref = ImportanceSelector(et, random_state=0).fit(X, y)
+    sel = ImportanceSelector(et, cv=None, random_state=0).fit(X, y, sample_weight=w)
+    ref = ImportanceSelector(et, cv=None, random_state=0).fit(X, y)
     root = sel.estimator_.estimators_[0].tree_
     assert root.weighted_n_node_samples[0] > 1.5 * 1125
     assert ref.estimator_.estimators_[0].tree_.weighted_n_node_samples[0] == 1125
@@ -259,14 +276,17 @@ def test_sample_weight_reaches_fit_and_evaluation(task):
 
 @pytest.mark.parametrize("params, match", [
     ({"method": "mdi"}, "no p-values"),
-    ({"method": "gain"}, r"method must be one of \['mdi_oob', 'ufi'"),
+    ({"method": "gain"}, r"method must be one of \['mdi_oob', 'mdi_oob_centered', 'ufi'"),
     ({"alpha": 0.0}, r"alpha must be a number in \(0, 1\)"),
     ({"alpha": 1.5}, r"alpha must be a number in \(0, 1\)"),
     ({"validation_fraction": 1.0}, r"validation_fraction must be a number in \(0, 1\)"),
     ({"oob": "yes"}, "oob must be None, True or False"),
     ({"n_blocks": 1}, "n_blocks must be an integer >= 2"),
     ({"n_blocks": 500}, "n_blocks=500 is more than the 300 rows"),
-    ({"oob": False, "n_blocks": 100}, "holds out 75 rows, fewer than n_blocks=100"),
+    ({"oob": False, "cv": None, "n_blocks": 100},
+     "holds out 75 rows, fewer than n_blocks=100"),
+    ({"oob": False, "n_blocks": 100}, "a fold holds out 60 rows, fewer than n_blocks=100"),
+    ({"cv": 1}, "cv must be None, an integer >= 2 or a splitter"),
 ])
 def test_bad_params(params, match):
     X, y = _task(n=300)

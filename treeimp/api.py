@@ -10,6 +10,7 @@ import pandas as pd
 
 from . import measures
 from ._input import RowSource
+from .defaults import DEFAULT_N_BLOCKS, OOB_VARIANCE_FACTOR
 from .ensemble import FOREST
 from .groups import resolve_groups
 from .input_checks import (
@@ -31,7 +32,7 @@ DEFAULT_METHODS = ("mdi", "mdi_oob", "ufi")
 
 
 def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weight=None,
-            feature_names=None, n_blocks=10, random_state=None, n_jobs=None,
+            feature_names=None, n_blocks=DEFAULT_N_BLOCKS, random_state=None, n_jobs=None,
             alpha=None, lam=None, progress=None, groups=None, iteration_range=None,
             missing=None, base_margin=None) -> Importances:
     """Out-of-sample feature importances of a fitted tree ensemble.
@@ -64,15 +65,19 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
         bootstrap=True; X, y must be the training rows in training order).
     methods : sequence of str
         Any of "mdi" (in-sample, what the library reports), "mdi_oob" (Li et al. 2019),
-        "ufi" (Zhou & Hooker 2020), "naive_oob", "pg1", "pg2", "pg3" (Loecher's penalized
-        Gini presets, forests) and "pg_oob" with ``alpha`` and ``lam``.
+        "mdi_oob_centered" (MDI-oob with the target centred per tree at the tree's
+        in-bag root value: invariant to adding a constant to y), "ufi" (Zhou & Hooker
+        2020), "naive_oob", "pg1", "pg2", "pg3" (Loecher's penalized Gini presets,
+        forests) and "pg_oob" with ``alpha`` and ``lam``.
     sample_weight : array-like (n_rows,), optional
         Weights of the evaluation rows.
     feature_names : list of str, optional
         Names for the result's index (default: the DataFrame's columns, the model's
         names, or x0, x1, ...).
-    n_blocks : int, default 10
-        Random blocks of evaluation rows for standard errors and p-values.
+    n_blocks : int, default 20
+        Random blocks of evaluation rows for standard errors and p-values (at most the
+        number of evaluation rows; 20 was calibrated on null designs, see
+        benchmarks/README.md).
     random_state : int, Generator or None
         Seeds the assignment of rows to blocks.
     n_jobs : int or None
@@ -158,11 +163,13 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
                                                       buffers, offset)
         finally:
             bar.close()
-        # Out of bag, every row trains some trees and evaluates others: under the null
-        # each pair of rows enters an importance twice (z_i against the fit to z_j and the
-        # other way round), and resampling rows with the trees held fixed sees one of the
-        # two terms, i.e. half the variance. Held-out rows never trained a tree: factor 1.
-        inflation = np.sqrt(2.0) if oob else 1.0
+        # Out of bag, every row trains some trees and evaluates others: under the null a
+        # pair of rows can enter an importance twice (z_i against the fit to z_j in the
+        # trees where i is out of bag, the other way round in others), which resampling
+        # rows with the trees held fixed does not see. The two terms come from different
+        # trees, so they are far from perfectly correlated: the factor is measured, not
+        # the sqrt(2) of perfect correlation. Held-out rows never trained a tree: 1.
+        inflation = OOB_VARIANCE_FACTOR if oob else 1.0
         return _assemble(ens, stats, methods, names, classification, n, n_blocks, alpha,
                          lam, inflation, groups=grp)
 
@@ -231,9 +238,12 @@ def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alph
     # classification forests report mdi_oob and ufi per class too, from the same sums
     class_parts = {}
     if forest and classification:
-        wanted = [m for m in ("mdi_oob", "ufi") if m in methods]
-        class_parts = (measures.class_parts_both(ens, stats) if len(wanted) == 2 else
-                       {m: measures.class_parts(m, ens, stats) for m in wanted})
+        wanted = [m for m in measures.CLASS_METHODS if m in methods]
+        if "mdi_oob" in wanted and "ufi" in wanted:
+            class_parts = measures.class_parts_both(ens, stats)
+        for m in wanted:
+            if m not in class_parts:
+                class_parts[m] = measures.class_parts(m, ens, stats)
     for m in methods:
         if m == "mdi":
             pt = to_groups(measures.mdi(ens)[None])

@@ -15,6 +15,8 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from .defaults import DEFAULT_N_BLOCKS
+
 EXPLAIN_HELP = """\
 Out-of-sample feature importances of a saved tree ensemble on held-out rows.
 
@@ -63,8 +65,12 @@ def build_parser():
     ex.add_argument("--target", required=True, metavar="COL",
                     help="name of the label column in DATA")
     ex.add_argument("--methods", default="mdi,mdi_oob,ufi", metavar="LIST",
-                    help="comma-separated: mdi, mdi_oob, ufi, naive_oob, pg1, pg2, pg3 "
-                    "(pg*: forests only) (default: mdi,mdi_oob,ufi)")
+                    help="comma-separated: mdi, mdi_oob, mdi_oob_centered, ufi, naive_oob, "
+                    "pg1, pg2, pg3 (pg*: forests only) (default: mdi,mdi_oob,ufi)")
+    ex.add_argument("--select", type=float, default=None, metavar="ALPHA",
+                    help="also screen: list the features whose importance is significantly "
+                    "> 0 at false discovery rate ALPHA (Benjamini-Hochberg), by the default "
+                    "screening measure of the model's kind (added to --methods if absent)")
     ex.add_argument("--format", choices=("table", "csv", "json"), default="table",
                     help="table (readable, default), csv or json (one record per feature "
                     "and method: importance, stderr, pvalue, qvalue)")
@@ -74,8 +80,9 @@ def build_parser():
     ex.add_argument("--oob", action="store_true", help="pickled RandomForest / ExtraTrees "
                     "with bootstrap only: DATA are the training rows, each tree is measured "
                     "on its out-of-bag rows")
-    ex.add_argument("--n-blocks", type=int, default=10, metavar="B",
-                    help="row blocks for standard errors and p-values (default 10)")
+    ex.add_argument("--n-blocks", type=int, default=DEFAULT_N_BLOCKS, metavar="B",
+                    help="row blocks for standard errors and p-values (default "
+                    f"{DEFAULT_N_BLOCKS})")
     ex.add_argument("--seed", type=int, default=None, metavar="S",
                     help="seed of the random row blocks (default: not reproducible)")
     ex.add_argument("--drop", default="", metavar="LIST",
@@ -175,6 +182,15 @@ def _explain(args):
                             by_position=args.columns_by_position)
         X = encode_categories(X, ens, _warn)
     y = check_class_labels(y, ens, source)
+    screen = None
+    if args.select is not None:
+        from .screening import default_screening_method
+
+        if not 0.0 < args.select < 1.0:
+            raise ValueError(f"--select needs a false discovery rate in (0, 1), got "
+                             f"{args.select}")
+        screen = default_screening_method(ens.kind)
+        methods = methods + [screen] if screen not in methods else methods
     with warnings.catch_warnings():  # encode_categories has told the user already
         warnings.filterwarnings("ignore", message=".*labels the model never saw")
         # the model object itself where explain needs more than its trees (in-bag rows,
@@ -191,6 +207,10 @@ def _explain(args):
     else:
         text = format_table(res, model_file=args.model, data_file=args.data,
                             target=args.target, oob=args.oob) + "\n"
+        if screen is not None:
+            kept = res.select(screen, args.select)
+            text += (f"kept at false discovery rate {args.select:g} by {screen}: "
+                     f"{', '.join(kept) if kept else '(none)'}\n")
     if args.plot:
         _save_plot(res, args.plot)
     if args.output:

@@ -21,6 +21,7 @@ import numpy as np
 from .ensemble import FOREST
 from .kernels.formulas import (
     MDI_OOB,
+    MDI_OOB_CENTERED,
     UFI_BOOSTING,
     UFI_CLASSIFICATION,
     UFI_REGRESSION,
@@ -28,8 +29,11 @@ from .kernels.formulas import (
     split_sums,
 )
 
-FOREST_METHODS = ("mdi", "mdi_oob", "ufi", "naive_oob", "pg1", "pg2", "pg3")
-BOOSTING_METHODS = ("mdi", "mdi_oob", "ufi", "naive_oob")
+FOREST_METHODS = ("mdi", "mdi_oob", "mdi_oob_centered", "ufi", "naive_oob", "pg1", "pg2",
+                  "pg3")
+BOOSTING_METHODS = ("mdi", "mdi_oob", "mdi_oob_centered", "ufi", "naive_oob")
+# methods with per-class parts on classification forests (Importances.table_by_class)
+CLASS_METHODS = ("mdi_oob", "mdi_oob_centered", "ufi")
 PG_PRESETS = {"pg1": (1.0, 1.0), "pg2": (0.5, 1.0), "pg3": (0.5, 0.5)}
 
 
@@ -245,6 +249,91 @@ def mdi_oob(ens, st: NodeStats, parts=None):
     return _per_row(sp, st, parts.sum(axis=-1))
 
 
+def mdi_oob_centered(ens, st: NodeStats, parts=None):
+    """MDI-oob with the target centred per tree at the tree's own in-bag root value c_t:
+    (1/n'_root) sum_m (v_l - v_m).(S'_l - c_t N'_l) + (v_r - v_m).(S'_r - c_t N'_r).
+
+    This is the mean over evaluation rows of (z_i - c_t h_i).f_k(x_i), f_k the Saabas
+    contribution of feature k, because sum_i w_i h_i f_k(x_i) is the sum over splits on
+    k of N'_l (v_l - v_m) + N'_r (v_r - v_m). Forests: h = 1 (N' = n'), c_t = v_root
+    (regression: the in-bag mean of y; classification: the in-bag class proportions).
+    Boosting: the tree is the weighted least-squares fit of -g/h with weights h, so the
+    centred target is -g - mu_root h (N' = H'), mu_root = v_root / learning rate the
+    tree's unshrunk root estimate -G/(H + lambda) (exactly -G/H, for which the in-sample
+    sum of (-g - mu_root h) is zero, when lambda = 0).
+
+    In-bag, contributions sum to zero (h-weighted for boosting, lambda = 0), so centring
+    changes nothing there; out of bag it removes the term c_t . mean(f_k), which on a
+    noise feature is a bias proportional to E[y] and makes mdi_oob change when a
+    constant is added to y. ``parts``: the per-class sums of ``class_parts`` when
+    already computed.
+    """
+    sp = _splits(ens)
+    if parts is None:
+        parts = _fused_centered(ens, sp, st)
+    return _per_row(sp, st, parts.sum(axis=-1))
+
+
+def _fused_centered(ens, sp, st: NodeStats):
+    """mdi_oob_centered's per-class split sums (B, n_trees, n_features, C) in one fused
+    pass (kernels/formulas.py, MDI_OOB_CENTERED): the same numbers as
+    ``_fused(MDI_OOB, ...) - _centring_parts(...)``, which the tests check."""
+    boosting = st.H is not None
+    centre = np.ascontiguousarray(_root_centre(ens, sp, boosting).ravel())
+    # the kernel reads the centring weights N' from its H argument: H' for boosting, n'
+    # for forests (not read for one-hot class targets, whose n' is the sum of S')
+    weights = st.H if boosting else (st.S[0] if st.n_is_class_sum else st.n)
+    B, C = st.n_blocks, st.S.shape[0]
+    out = np.zeros((sp.n_trees * sp.n_features, B, C))
+    dummy = np.zeros(1)
+    n = st.S[0] if st.n_is_class_sum else st.n
+    split_sums(MDI_OOB_CENTERED, sp.m, sp.l, sp.r, sp.key, sp.tree_splits, ens.tree_offsets,
+               dummy, _margin_value(ens), centre, n, n if st.Q is None else st.Q, st.S,
+               weights, n if st.R is None else st.R, st.n_is_class_sum, out)
+    return _key_major_to_parts(out, sp)
+
+
+def _root_centre(ens, sp, boosting):
+    """c_t per tree (n_trees, C): the in-bag root value (boosting: unshrunk, value / lr)."""
+    roots = sp.root_of_tree
+    v = np.asarray(ens.value, dtype=np.float64)[roots]
+    if boosting:
+        return v / ens.tree_learning_rate[:, None]
+    return v
+
+
+def centring_parts(ens, st: NodeStats):
+    """What mdi_oob_centered subtracts from mdi_oob's per-class split sums:
+    (B, n_trees, n_features, C), see :func:`_centring_parts`."""
+    return _centring_parts(ens, _splits(ens), st)
+
+
+def _centring_parts(ens, sp, st: NodeStats):
+    """(B, n_trees, n_features, C): c_t,c times the sum over splits on k of
+    N'_l (v_lc - v_mc) + N'_r (v_rc - v_mc), N' = n' (forests) or H' (boosting); i.e.
+    c_t,c sum_i w_i h_i f_k,c(x_i), what mdi_oob_centered subtracts from mdi_oob's sums."""
+    boosting = st.H is not None
+    v = _margin_value(ens)
+    c = _root_centre(ens, sp, boosting)[sp.tree]  # (n_splits, C)
+    coef_l = c * (v[sp.l] - v[sp.m])
+    coef_r = c * (v[sp.r] - v[sp.m])
+    B, C = st.n_blocks, st.S.shape[0]
+    size = sp.n_trees * sp.n_features
+    out = np.empty((B, sp.n_trees, sp.n_features, C))
+    for b in range(B):
+        if boosting:
+            N = st.H[:, b]
+        elif st.n_is_class_sum:
+            N = st.S[:, :, b].sum(axis=0)
+        else:
+            N = st.n[:, b]
+        nl, nr = N[sp.l], N[sp.r]
+        for j in range(C):
+            out[b, :, :, j] = np.bincount(sp.key, weights=coef_l[:, j] * nl + coef_r[:, j] * nr,
+                                          minlength=size).reshape(sp.n_trees, sp.n_features)
+    return out
+
+
 def ufi(ens, st: NodeStats, *, classification: bool, parts=None):
     """Zhou & Hooker (2020) unbiased feature importance, in-sample weights w_m = W_m/W_root.
 
@@ -395,9 +484,12 @@ def class_parts(method, ens, st: NodeStats):
     sp = _splits(ens)
     if method == "mdi_oob":
         return _fused(MDI_OOB, ens, sp, st)
+    if method == "mdi_oob_centered":
+        return _fused_centered(ens, sp, st)
     if method == "ufi":
         return _fused(UFI_CLASSIFICATION, ens, sp, st, w=_insample_fraction(ens))
-    raise ValueError(f"per-class values exist for 'mdi_oob' and 'ufi', not {method!r}")
+    raise ValueError(f"per-class values exist for {', '.join(map(repr, CLASS_METHODS))}, "
+                     f"not {method!r}")
 
 
 def class_parts_both(ens, st: NodeStats):
@@ -416,10 +508,12 @@ def class_parts_both(ens, st: NodeStats):
 
 
 def by_class(method, ens, st: NodeStats, parts=None):
-    """Per-class parts of "mdi_oob" or "ufi" for a classification forest, summing to the
-    measure: (n_trees, n_features, n_classes) on the full statistics ``st`` (B = 1).
+    """Per-class parts of "mdi_oob", "mdi_oob_centered" or "ufi" for a classification
+    forest, summing to the measure: (n_trees, n_features, n_classes) on the full
+    statistics ``st`` (B = 1).
 
     mdi_oob: the class-c terms (v_lc - v_mc) S'_lc + (v_rc - v_mc) S'_rc over n'_root;
+    mdi_oob_centered: the same with S'_c - c_t,c n' (c_t,c the in-bag class-c share);
     ufi: w_l p_lc p'_lc + w_r p_rc p'_rc - w_m p_mc p'_mc (its constant 1 cancels since
     W_m = W_l + W_r). ``parts``: ``class_parts(method, ens, st)`` when already computed.
     """
@@ -428,7 +522,7 @@ def by_class(method, ens, st: NodeStats, parts=None):
         parts = class_parts(method, ens, st)
     n_root = st.n_at(sp.root_of_tree)[:, 0]
     seen = n_root > 0
-    if method == "mdi_oob":
+    if method in ("mdi_oob", "mdi_oob_centered"):
         scale = np.where(seen, 1.0 / np.where(seen, n_root, 1.0), np.nan)
     else:
         scale = np.where(seen, 1.0, np.nan)
@@ -437,10 +531,13 @@ def by_class(method, ens, st: NodeStats, parts=None):
 
 def compute(method, ens, st, *, classification, alpha=None, lam=None, parts=None):
     """Dispatch one method name to its formula: (B, n_trees, n_features). ``parts``:
-    ``class_parts(method, ens, st)`` (mdi_oob, ufi on a classification forest)."""
+    ``class_parts(method, ens, st)`` (mdi_oob, mdi_oob_centered, ufi on a classification
+    forest)."""
     boosting = st.H is not None
     if method == "mdi_oob":
         return mdi_oob(ens, st, parts)
+    if method == "mdi_oob_centered":
+        return mdi_oob_centered(ens, st, parts)
     if method == "ufi":
         return ufi(ens, st, classification=classification, parts=parts)
     if method == "naive_oob":

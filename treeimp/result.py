@@ -78,16 +78,18 @@ class Importances:
         Standard errors from ``n_blocks`` random blocks of evaluation rows: a
         delete-a-block jackknife (each measure recomputed without one block's rows,
         sqrt((B-1)/B * sum of squared deviations)), which stays right for the non-linear
-        measures (ufi, pg, naive_oob). With ``oob=True`` it is multiplied by sqrt(2):
-        every row trains some trees and evaluates others, so under the null each pair of
-        rows enters twice and resampling rows with the trees fixed sees half the
-        variance. NaN for "mdi", which uses no rows.
+        measures (ufi, pg, naive_oob). With ``oob=True`` it is multiplied by
+        sqrt(1.6) (``treeimp.defaults.OOB_VARIANCE_FACTOR``): every row trains some trees
+        and evaluates others, which resampling rows with the trees fixed does not see;
+        the factor and the default of 20 blocks are measured on null designs
+        (benchmarks/calibration.py). NaN for "mdi", which uses no rows.
     stderr_trees : DataFrame
         Across-trees standard error as Li et al.'s code reports it; it ignores that
         trees share data and is too small: for comparison only.
     pvalues, qvalues : DataFrame
-        One-sided p-values for importance > 0 (t with n_blocks - 1 degrees of freedom)
-        and their Benjamini-Hochberg adjustment across features.
+        One-sided p-values for importance > 0 (t with ``dof`` degrees of freedom:
+        n_blocks - 1, or for :func:`treeimp.cross_explain` the sum over folds of each
+        fold's n_blocks - 1) and their Benjamini-Hochberg adjustment across features.
     per_tree : dict
         method -> (n_trees, n_features) unnormalised per-tree values (NaN for a tree
         that saw no evaluation rows).
@@ -95,15 +97,16 @@ class Importances:
         method -> (n_blocks, n_features) the estimate without each row block
         (jackknife replicates).
     table_by_class : dict
-        Classification forests: method ("mdi_oob", "ufi") -> DataFrame (features x
-        classes) of per-class parts; each row sums to that method's ``table`` value.
+        Classification forests: method ("mdi_oob", "mdi_oob_centered", "ufi") ->
+        DataFrame (features x classes) of per-class parts; each row sums to that
+        method's ``table`` value.
     groups : dict or None
         With ``explain(..., groups=...)``: {group name: [its member features]}; the
         index of every table then holds the group names.
     """
 
     def __init__(self, *, table, stderr, stderr_trees, per_tree, block_values, n_blocks,
-                 kind, n_rows, model_name="", table_by_class=None, groups=None):
+                 kind, n_rows, model_name="", table_by_class=None, groups=None, dof=None):
         self.table = table
         self.stderr = stderr
         self.stderr_trees = stderr_trees
@@ -115,7 +118,10 @@ class Importances:
         self.model_name = model_name
         self.table_by_class = table_by_class or {}
         self.groups = groups
-        pv = {m: one_sided_pvalues(table[m], stderr[m], n_blocks - 1) for m in table.columns}
+        # degrees of freedom of the t reference: n_blocks - 1, or (cross-fitting) the sum
+        # over folds of each fold's n_blocks - 1
+        self.dof = n_blocks - 1 if dof is None else dof
+        pv = {m: one_sided_pvalues(table[m], stderr[m], self.dof) for m in table.columns}
         self.pvalues = pd.DataFrame(pv, index=table.index)
         self.qvalues = pd.DataFrame({m: bh_qvalues(self.pvalues[m].to_numpy())
                                      for m in table.columns}, index=table.index)
@@ -143,7 +149,16 @@ class Importances:
 
     def select(self, method=None, alpha=0.05):
         """Features whose importance is significantly positive at false discovery rate
-        ``alpha`` (Benjamini-Hochberg q-value < alpha), most important first."""
+        ``alpha`` (Benjamini-Hochberg q-value < alpha), most important first.
+
+        ``method=None``: the default screening measure of the model's kind
+        (:func:`treeimp.screening.default_screening_method`) when it was computed, else
+        the first out-of-sample method."""
+        if method is None:
+            from .screening import DEFAULT_SCREENING
+
+            preferred = DEFAULT_SCREENING.get(self.kind)
+            method = preferred if preferred in self.methods else None
         method = self._method(method)
         if method == "mdi":
             raise ValueError("'mdi' is measured on the training rows and has no p-values; "

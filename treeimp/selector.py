@@ -21,8 +21,10 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils import _safe_indexing, check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .api import explain
+from .api import DEFAULT_N_BLOCKS, explain
+from .crossfit import cross_explain
 from .measures import FOREST_METHODS
+from .screening import DEFAULT_SCREENING, default_screening_method
 
 try:  # scikit-learn >= 1.6
     from sklearn.utils import get_tags
@@ -56,10 +58,13 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
     - bagged forests (RandomForest / ExtraTrees with ``bootstrap=True``) with
       ``oob=None`` or ``oob=True``: the estimator is fitted on all rows and every tree is
       evaluated on its own out-of-bag rows;
-    - otherwise (boosting, forests without bootstrap, ``oob=False``): the estimator is
-      fitted on a training part and evaluated on a held-out part of
-      ``validation_fraction`` of the rows (stratified by class for classifiers). The
-      fitted estimator has then seen only the training part.
+    - otherwise (boosting, forests without bootstrap, ``oob=False``) with ``cv`` folds
+      (default 5): cross-fitting (:func:`treeimp.cross_explain`), a clone fitted on each
+      training fold and explained on its held-out fold, so that every row is evaluated
+      once; ``estimator_`` is then a further clone fitted on all rows;
+    - with ``cv=None`` instead: the estimator is fitted on a training part and evaluated
+      on a held-out part of ``validation_fraction`` of the rows (stratified by class for
+      classifiers); the fitted estimator has then seen only the training part.
 
     If no feature passes, a UserWarning is issued and no feature is kept: ``transform``
     returns zero columns (and warns again), as every scikit-learn selector does.
@@ -68,18 +73,26 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
     ----------
     estimator : scikit-learn, XGBoost or LightGBM tree ensemble (unfitted)
         Any model :func:`treeimp.explain` supports; it is cloned, never changed.
-    method : str, default "mdi_oob"
-        Out-of-sample importance used for the test: "mdi_oob", "ufi", "naive_oob", or
-        (forests only) "pg1", "pg2", "pg3". Not "mdi", which has no p-values.
+    method : str or None, default None
+        Out-of-sample importance used for the test: "mdi_oob", "mdi_oob_centered",
+        "ufi", "naive_oob", or (forests only) "pg1", "pg2", "pg3". Not "mdi", which has
+        no p-values. None: the most powerful at held false discovery rate in
+        benchmarks/screening.py for the model's kind
+        (:func:`treeimp.screening.default_screening_method`).
     alpha : float in (0, 1), default 0.05
         False discovery rate of the Benjamini-Hochberg procedure across features.
     validation_fraction : float in (0, 1), default 0.25
-        Share of the rows held out for the importances when out-of-bag rows are not used.
+        Share of the rows held out for the importances when neither out-of-bag rows nor
+        cross-fitting (``cv=None``) are used.
+    cv : int >= 2, a scikit-learn splitter, or None; default 5
+        Folds of the cross-fitting used when out-of-bag rows are not (see above); None
+        holds out one ``validation_fraction`` part instead.
     oob : bool or None, default None
         None: out-of-bag rows for bagged forests, a held-out part otherwise. True: require
         out-of-bag rows (a ValueError for other models). False: always hold out rows.
-    n_blocks : int, default 10
-        Random row blocks for the standard errors (at most the number of evaluation rows).
+    n_blocks : int, default treeimp.api.DEFAULT_N_BLOCKS
+        Random row blocks for the standard errors (at most the number of evaluation
+        rows; with cross-fitting, per fold).
     random_state : int, RandomState or None
         Seeds the train/validation split and the row blocks (not the estimator: set its
         own ``random_state`` for reproducible fits).
@@ -94,6 +107,8 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
         The fitted clone of ``estimator``.
     importances_ : Importances
         The importances, standard errors, p- and q-values the selection used.
+    method_ : str
+        The measure the selection tested (``method``, or the default it stands for).
     support_ : ndarray of bool (n_features_in_,)
         Mask of the kept features.
     n_features_in_ : int
@@ -117,13 +132,14 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
     (600, 2)
     """
 
-    def __init__(self, estimator, *, method="mdi_oob", alpha=0.05, validation_fraction=0.25,
-                 oob=None, n_blocks=10, random_state=None, groups=None):
+    def __init__(self, estimator, *, method=None, alpha=0.05, validation_fraction=0.25,
+                 oob=None, cv=5, n_blocks=DEFAULT_N_BLOCKS, random_state=None, groups=None):
         self.estimator = estimator
         self.method = method
         self.alpha = alpha
         self.validation_fraction = validation_fraction
         self.oob = oob
+        self.cv = cv
         self.n_blocks = n_blocks
         self.random_state = random_state
         self.groups = groups
@@ -165,32 +181,43 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
         split_seed, block_seed = (int(s) for s in rng.randint(np.iinfo(np.int32).max, size=2))
 
         est = clone(self.estimator)
+        methods = self._methods()
         if use_oob:
             if n < self.n_blocks:
                 raise ValueError(f"n_blocks={self.n_blocks} is more than the {n} rows; "
                                  "lower n_blocks")
             _fit(est, data, y, sample_weight)
-            res = explain(est, data, y, oob=True, methods=(self.method,),
+            res = explain(est, data, y, oob=True, methods=methods,
                           sample_weight=sample_weight, feature_names=names,
                           n_blocks=self.n_blocks, random_state=block_seed,
                           groups=self.groups)
+        elif self.cv is not None:
+            # the fit on all rows first: the estimator's own errors on bad X or y come
+            # before any fold is split
+            _fit(est, data, y, sample_weight)
+            res = cross_explain(self.estimator, data, y, cv=self.cv, methods=methods,
+                                sample_weight=sample_weight, feature_names=names,
+                                n_blocks=self.n_blocks, random_state=block_seed,
+                                groups=self.groups)
         else:
             train, val = self._split(n, y, split_seed)
             sw = (None, None) if sample_weight is None else (sample_weight[train],
                                                             sample_weight[val])
             _fit(est, _safe_indexing(data, train), y[train], sw[0])
-            res = explain(est, _safe_indexing(data, val), y[val], methods=(self.method,),
+            res = explain(est, _safe_indexing(data, val), y[val], methods=methods,
                           sample_weight=sw[1], feature_names=names, n_blocks=self.n_blocks,
                           random_state=block_seed, groups=self.groups)
+        method = self.method if self.method is not None else default_screening_method(res.kind)
         self.estimator_ = est
         self.importances_ = res
-        kept = res.select(self.method, self.alpha)
+        self.method_ = method
+        kept = res.select(method, self.alpha)
         if res.groups is not None:  # whole groups: their member columns
             kept = [f for g in kept for f in res.groups[g]]
         self.support_ = np.isin(np.asarray(names, dtype=object), kept)
         if not self.support_.any():
-            q = res.qvalues[self.method]
-            warnings.warn(f"ImportanceSelector kept no feature: no {self.method!r} importance "
+            q = res.qvalues[method]
+            warnings.warn(f"ImportanceSelector kept no feature: no {method!r} importance "
                           f"is significantly positive at alpha={self.alpha} (smallest "
                           f"q-value {np.nanmin(q.to_numpy(), initial=np.inf):.3g}); "
                           "transform will return zero columns", UserWarning, stacklevel=2)
@@ -212,7 +239,8 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
         if not hasattr(self.estimator, "fit"):
             raise TypeError(f"estimator must be an unfitted tree ensemble with a fit method, "
                             f"got {self.estimator!r}")
-        if not isinstance(self.method, str) or self.method not in SELECTION_METHODS:
+        if self.method is not None and (not isinstance(self.method, str)
+                                        or self.method not in SELECTION_METHODS):
             why = (" ('mdi' is measured on the training rows and has no p-values)"
                    if self.method == "mdi" else "")
             raise ValueError(f"method must be one of {list(SELECTION_METHODS)}, got "
@@ -227,9 +255,22 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
         if self.groups is not None and not isinstance(self.groups, dict):
             raise TypeError(f"groups must be None or a dict {{name: columns}}, got "
                             f"{type(self.groups).__name__}")
+        splitter = hasattr(self.cv, "split") and not isinstance(self.cv, (str, bytes))
+        if self.cv is not None and not splitter and (
+                isinstance(self.cv, bool) or not isinstance(self.cv, numbers.Integral)
+                or self.cv < 2):
+            raise ValueError(f"cv must be None, an integer >= 2 or a splitter with "
+                             f"split(X, y), got {self.cv!r}")
         if isinstance(self.n_blocks, bool) or not isinstance(self.n_blocks, numbers.Integral) \
                 or self.n_blocks < 2:
             raise ValueError(f"n_blocks must be an integer >= 2, got {self.n_blocks!r}")
+
+    def _methods(self):
+        """The measures to compute: ``method``, or every kind's default (the model's
+        kind is known once it is parsed; see ``fit``)."""
+        if self.method is not None:
+            return (self.method,)
+        return tuple(dict.fromkeys(DEFAULT_SCREENING.values()))
 
     def _use_oob(self):
         bagged = (isinstance(self.estimator, BAGGED_FORESTS)

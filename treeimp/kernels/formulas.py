@@ -1,4 +1,4 @@
-"""Fused per-split sums for the default measures (mdi_oob, forest ufi).
+"""Fused per-split sums for the default measures (mdi_oob, mdi_oob_centered, forest ufi).
 
 The formulas in :mod:`treeimp.measures` read like the papers; on a forest of deep trees
 (a million nodes, ten jackknife replicates) their numpy form spends most of its time
@@ -22,6 +22,7 @@ MDI_OOB = 0          # (v_l - v_m).S'_l + (v_r - v_m).S'_r, per class c
 UFI_CLASSIFICATION = 1  # w_l v_lc p'_lc + w_r v_rc p'_rc - w_m v_mc p'_mc, both children seen
 UFI_REGRESSION = 2   # w-weighted decrease of the held-out MSE + in-sample decrease
 UFI_BOOSTING = 3     # w-weighted decrease of the held-out Newton impurity + in-sample decrease
+MDI_OOB_CENTERED = 4  # (v_l - v_m).(S'_l - c_t N'_l) + (v_r - v_m).(S'_r - c_t N'_r), per c
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -34,9 +35,12 @@ def split_sums(kind, node, left, right, key, tree_splits, tree_offsets, w, v, ex
     w: (n_nodes,) in-sample weight fractions; v: (n_nodes, C) node values (MDI_OOB on a
     boosted model: as the tree adds them to the margin, i.e. times its DART weight;
     UFI_BOOSTING: the unshrunk node estimates mu); extra: (n_splits,) in-sample decrease
-    (UFI_REGRESSION, UFI_BOOSTING); n, Q, H, R: (n_nodes, B); S: (C, n_nodes, B)
-    evaluation statistics (H, R: boosting); ``n_from_s``: n' is not stored (one-hot class
-    targets) but the sum over c of S[c] (``n`` is then not read).
+    (UFI_REGRESSION, UFI_BOOSTING), or (MDI_OOB_CENTERED) (n_trees * C,) the centres c_t
+    tree by tree; n, Q, H, R: (n_nodes, B); S: (C, n_nodes, B) evaluation statistics
+    (H, R: boosting; MDI_OOB_CENTERED reads its weights N' from H: the hessian sums for
+    boosting, the counts n' otherwise); ``n_from_s``: n' is not stored (one-hot class
+    targets) but the sum over c of S[c] (``n`` and, for MDI_OOB_CENTERED, ``H`` are then
+    not read).
     """
     B = n.shape[1]
     C = S.shape[0]
@@ -49,6 +53,20 @@ def split_sums(kind, node, left, right, key, tree_splits, tree_offsets, w, v, ex
                 for c in range(C):
                     for b in range(B):
                         out[k, b, c] += _mdi_term(v, S, m, l, r, c, b)
+        return out
+    if kind == MDI_OOB_CENTERED:
+        for t in prange(tree_splits.size - 1):
+            for s in range(tree_splits[t], tree_splits[t + 1]):
+                m, l, r, k = _split(node, left, right, key, s)
+                for c in range(C):
+                    centre = extra[t * C + c]
+                    dl = v[l, c] - v[m, c]
+                    dr = v[r, c] - v[m, c]
+                    for b in range(B):
+                        nl = _count(H, S, l, b, n_from_s)
+                        nr = _count(H, S, r, b, n_from_s)
+                        out[k, b, c] += (dl * (S[c, l, b] - centre * nl)
+                                         + dr * (S[c, r, b] - centre * nr))
         return out
     # the ufi forms: n' of the tree's nodes first, in storage order (_tree_counts)
     for t in prange(tree_splits.size - 1):

@@ -1,0 +1,328 @@
+"""Screening study: which features does each method keep at a false discovery rate of
+0.05, and at what cost?
+
+Methods (every one sees the same data set in each repetition):
+
+- treeimp, forest out of bag: RandomForest on all rows, ``explain(oob=True)``, each
+  out-of-sample measure, Benjamini-Hochberg q < 0.05;
+- treeimp, boosting held-out: XGBoost on 60% of the rows, explained on the other 40%;
+- treeimp, boosting cross-fitted: ``cross_explain`` of XGBoost, 5 folds;
+- Boruta (the ``boruta`` package; a RandomForest of depth 5, as its documentation
+  advises): the confirmed features;
+- permutation importance (scikit-learn) of a RandomForest fitted on 60% of the rows, on
+  the held-out 40%, 10 repeats: z = mean / (sd / sqrt(10)), one-sided normal p-value,
+  Benjamini-Hochberg q < 0.05 (what users do with its mean and sd);
+- in-sample MDI (``feature_importances_``) and mean |SHAP| (shap's TreeExplainer on the
+  forest, 100 training rows): ranking AUC only, they have no test.
+
+Designs (``DESIGNS``): Strobl et al.'s power case, Li et al.'s simulated classification,
+Zhou & Hooker's regression, Friedman #1 with 45 noise features, correlated features with
+a row ID, and a pure null. Reported per design and method: power (share of the relevant
+features kept), mean false selections, FDR (mean over repetitions of false / kept), the
+family-wise error (share of repetitions with any false selection; on the null design
+this is the FWER proper), the share of noise features with p < 0.05, the ranking AUC
+(relevant above noise) and the time per repetition (fit + importances, one thread).
+
+    python benchmarks/screening.py            # full study (benchmarks/README.md)
+    python benchmarks/screening.py --quick    # CI smoke mode, under a minute
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import treeimp  # noqa: E402
+from treeimp.result import bh_qvalues  # noqa: E402
+
+TREEIMP_MEASURES = ("mdi_oob", "mdi_oob_centered", "ufi")
+ALPHA = 0.05
+
+
+# ------------------------------------------------------------------------ designs
+def strobl_power(n, rng):
+    """Strobl et al. (2007) power case: X1 N(0,1); X2..X5 categorical with 2, 4, 10, 20
+    levels; P(y = 1) = 0.35 or 0.65 by X2. Relevant: X2."""
+    X = np.column_stack([rng.normal(size=n)] + [rng.integers(0, k, n).astype(float)
+                                                 for k in (2, 4, 10, 20)])
+    y = (rng.random(n) < np.where(X[:, 1] == 1, 0.65, 0.35)).astype(int)
+    return X, y, np.array([1]), "classification"
+
+
+def li_classification(n, rng):
+    """Li et al. (2019), section 4: 50 discrete features, feature j with j + 1 values
+    0..j; 5 relevant chosen among the first ten; P(y = 1) = logistic(2/5 sum_S x_j / j - 1)."""
+    X = np.column_stack([rng.integers(0, j + 1, n).astype(float) for j in range(1, 51)])
+    S = np.sort(rng.choice(10, 5, replace=False))
+    eta = 0.4 * np.sum(X[:, S] / (S + 1), axis=1) - 1.0
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-eta))).astype(int)
+    return X, y, S, "classification"
+
+
+def zhou_hooker(n, rng):
+    """Zhou & Hooker (2020), section 5.1 regression: X_i uniform on 0..i (i = 1..10),
+    y = X_1 + 5 eps. Relevant: X_1 (binary)."""
+    X = np.column_stack([rng.integers(0, i + 1, n).astype(float) for i in range(1, 11)])
+    y = X[:, 0] + 5.0 * rng.normal(size=n)
+    return X, y, np.array([0]), "regression"
+
+
+def friedman_noise(n, rng):
+    """Friedman #1 (5 relevant uniform features) plus 45 uniform noise features, noise sd
+    1, and the target shifted by 50 (a price-like target far from zero)."""
+    X = rng.random((n, 50))
+    y = (10 * np.sin(np.pi * X[:, 0] * X[:, 1]) + 20 * (X[:, 2] - 0.5) ** 2 + 10 * X[:, 3]
+         + 5 * X[:, 4] + rng.normal(size=n) + 50.0)
+    return X, y, np.arange(5), "regression"
+
+
+def correlated_row_id(n, rng):
+    """10 Gaussian features with pairwise correlation 0.3, y = x0 + x1 - x2 + eps (sd 1.5),
+    binary outcome by a logistic link; plus a row ID. Relevant: x0, x1, x2."""
+    cov = np.full((10, 10), 0.3) + 0.7 * np.eye(10)
+    Z = rng.multivariate_normal(np.zeros(10), cov, size=n)
+    eta = Z[:, 0] + Z[:, 1] - Z[:, 2]
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-eta))).astype(int)
+    X = np.column_stack([Z, rng.permutation(n).astype(float)])
+    return X, y, np.arange(3), "classification"
+
+
+def pure_null(n, rng):
+    """20 noise features (continuous, binary, 20 levels, a row ID), y independent with
+    30% positives."""
+    X = np.column_stack([rng.normal(size=(n, 7)), rng.integers(0, 2, (n, 6)),
+                         rng.integers(0, 20, (n, 6)), rng.permutation(n)[:, None]]
+                        ).astype(float)
+    y = (rng.random(n) < 0.3).astype(int)
+    return X, y, np.array([], dtype=int), "classification"
+
+
+DESIGNS = {
+    "Strobl power": (strobl_power, 500),
+    "Li et al. classification": (li_classification, 2000),
+    "Zhou & Hooker regression": (zhou_hooker, 1000),
+    "Friedman #1 + 45 noise, y+50": (friedman_noise, 800),
+    "correlated + row ID": (correlated_row_id, 800),
+    "pure null": (pure_null, 800),
+}
+
+
+# ------------------------------------------------------------------------ models
+def forest(task, seed, n_estimators=200):
+    from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+
+    cls = RandomForestClassifier if task == "classification" else RandomForestRegressor
+    return cls(n_estimators=n_estimators, max_features="sqrt", min_samples_leaf=3,
+               random_state=seed, n_jobs=1)
+
+
+def boosting(task, seed, n_estimators=200):
+    import xgboost as xgb
+
+    cls = xgb.XGBClassifier if task == "classification" else xgb.XGBRegressor
+    return cls(n_estimators=n_estimators, max_depth=3, learning_rate=0.05, subsample=0.8,
+               random_state=seed, n_jobs=1)
+
+
+# ------------------------------------------------------------------------ methods
+def _held_out_split(n, seed):
+    idx = np.random.default_rng(seed).permutation(n)
+    cut = int(0.6 * n)
+    return idx[:cut], idx[cut:]
+
+
+def run_treeimp(X, y, task, seed, cfg):
+    """{method name: (kept mask, p-values, scores, seconds)} for treeimp's settings."""
+    out = {}
+    t = time.perf_counter()
+    rf = forest(task, seed, cfg["trees"]).fit(X, y)
+    res = treeimp.explain(rf, X, y, oob=True, methods=TREEIMP_MEASURES, random_state=seed,
+                          n_jobs=1)
+    dt = time.perf_counter() - t
+    for m in TREEIMP_MEASURES:
+        out[f"treeimp forest OOB {m}"] = _from_result(res, m, dt)
+    train, test = _held_out_split(len(y), seed)
+    t = time.perf_counter()
+    gb = boosting(task, seed, cfg["rounds"]).fit(X[train], y[train])
+    res = treeimp.explain(gb, X[test], y[test], methods=TREEIMP_MEASURES, random_state=seed,
+                          n_jobs=1)
+    dt = time.perf_counter() - t
+    for m in TREEIMP_MEASURES:
+        out[f"treeimp XGB held-out {m}"] = _from_result(res, m, dt)
+    t = time.perf_counter()
+    res = treeimp.cross_explain(boosting(task, seed, cfg["rounds"]), X, y, cv=5,
+                                methods=TREEIMP_MEASURES, random_state=seed, n_jobs=1)
+    dt = time.perf_counter() - t
+    for m in TREEIMP_MEASURES:
+        out[f"treeimp XGB cross-fitted {m}"] = _from_result(res, m, dt)
+    return out, rf
+
+
+def _from_result(res, m, seconds):
+    q = res.qvalues[m].to_numpy()
+    return (q < ALPHA, res.pvalues[m].to_numpy(), res.table[m].to_numpy(), seconds)
+
+
+def run_boruta(X, y, task, seed, cfg):
+    from boruta import BorutaPy
+    from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+
+    cls = RandomForestClassifier if task == "classification" else RandomForestRegressor
+    t = time.perf_counter()
+    rf = cls(max_depth=5, n_jobs=1, random_state=seed)
+    sel = BorutaPy(rf, n_estimators=cfg["boruta_trees"], max_iter=cfg["boruta_iter"],
+                   random_state=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sel.fit(X, y)
+    dt = time.perf_counter() - t
+    return (np.asarray(sel.support_, bool), None, -np.asarray(sel.ranking_, float), dt)
+
+
+def run_permutation(X, y, task, seed, cfg):
+    from sklearn.inspection import permutation_importance
+
+    train, test = _held_out_split(len(y), seed)
+    t = time.perf_counter()
+    rf = forest(task, seed, cfg["trees"]).fit(X[train], y[train])
+    r = permutation_importance(rf, X[test], y[test], n_repeats=10, random_state=seed,
+                               n_jobs=1)
+    dt = time.perf_counter() - t
+    se = r.importances_std / np.sqrt(10)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(se > 0, r.importances_mean / se,
+                     np.where(r.importances_mean > 0, np.inf, 0.0))
+    p = stats.norm.sf(z)
+    return (bh_qvalues(p) < ALPHA, p, r.importances_mean, dt)
+
+
+def run_rankers(X, y, rf, seed, cfg):
+    """In-sample MDI and mean |SHAP| of the out-of-bag forest: scores and seconds."""
+    out = {"in-sample MDI (forest)": (None, None, rf.feature_importances_, 0.0)}
+    if cfg["shap"]:
+        import shap
+
+        rows = np.random.default_rng(seed).choice(len(y), min(100, len(y)), replace=False)
+        t = time.perf_counter()
+        sv = shap.TreeExplainer(rf).shap_values(X[rows], check_additivity=False)
+        sv = np.asarray(sv)
+        # classifiers: (rows, features, classes) or a list per class
+        if sv.ndim == 3:
+            sv = sv[..., -1] if sv.shape[1] == X.shape[1] else sv[-1]
+        out["mean |SHAP| (forest)"] = (None, None, np.abs(sv).mean(axis=0),
+                                       time.perf_counter() - t)
+    return out
+
+
+# ------------------------------------------------------------------------ scoring
+def _auc(scores, relevant):
+    """Probability that a relevant feature scores above a noise one (ties count 1/2)."""
+    F = len(scores)
+    rel = np.zeros(F, bool)
+    rel[relevant] = True
+    if rel.all() or not rel.any():
+        return np.nan
+    s = np.nan_to_num(np.asarray(scores, float), nan=-np.inf)
+    a, b = s[rel][:, None], s[~rel][None, :]
+    return float(np.mean((a > b) + 0.5 * (a == b)))
+
+
+def score(kept, p, scores, relevant, F):
+    rel = np.zeros(F, bool)
+    rel[relevant] = True
+    row = {"auc": _auc(scores, relevant)}
+    if kept is not None:
+        false = int(np.sum(kept & ~rel))
+        row.update(power=float(np.mean(kept[rel])) if rel.any() else np.nan,
+                   false=false, fdp=false / max(int(kept.sum()), 1), any_false=float(false > 0))
+    if p is not None:
+        row["noise_p05"] = float(np.mean(p[~rel] < 0.05))
+    return row
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="one small repetition per design")
+    ap.add_argument("--reps", type=int, default=None)
+    ap.add_argument("--designs", default=None, help="comma-separated design numbers (0-5)")
+    ap.add_argument("--out", default=None, help="CSV of every repetition")
+    args = ap.parse_args(argv)
+    cfg = ({"reps": 1, "scale": 0.25, "trees": 20, "rounds": 20, "boruta_iter": 5,
+            "boruta_trees": 20, "shap": False} if args.quick else
+           {"reps": 3, "scale": 1.0, "trees": 100, "rounds": 100, "boruta_iter": 50,
+            "boruta_trees": "auto", "shap": True})
+    if args.reps:
+        cfg["reps"] = args.reps
+    names = list(DESIGNS)
+    if args.designs:
+        names = [names[int(i)] for i in args.designs.split(",")]
+    rows = []
+    t0 = time.perf_counter()
+    for name in names:
+        d = list(DESIGNS).index(name)  # seeds follow the design, not the selection
+        make, n = DESIGNS[name]
+        n = max(150, int(n * cfg["scale"]))
+        for r in range(cfg["reps"]):
+            seed = 100 * d + r
+            X, y, relevant, task = make(n, np.random.default_rng(seed))
+            results, rf = run_treeimp(X, y, task, seed, cfg)
+            results["Boruta (RF depth 5)"] = run_boruta(X, y, task, seed, cfg)
+            results["permutation (RF, held-out, z-test + BH)"] = run_permutation(
+                X, y, task, seed, cfg)
+            results.update(run_rankers(X, y, rf, seed, cfg))
+            for method, (kept, p, sc, sec) in results.items():
+                rows.append({"design": f"{name} (n={n})", "rep": r, "method": method,
+                             "seconds": sec,
+                             **score(kept, p, sc, relevant, X.shape[1])})
+        print(f"{name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    df = pd.DataFrame(rows)
+    if args.out:
+        df.to_csv(args.out, index=False)
+    table = summarise(df)
+    print(to_markdown(table))
+    print(f"\ntotal {time.perf_counter() - t0:.0f} s, {cfg['reps']} repetitions per design"
+          f"{' (quick mode)' if args.quick else ''}")
+    return table
+
+
+def summarise(df):
+    cols = ["power", "false", "fdp", "any_false", "noise_p05", "auc", "seconds"]
+    for c in cols:
+        if c not in df:
+            df[c] = np.nan
+    g = df.groupby(["design", "method"], sort=False)[cols].mean()
+    return g.rename(columns={"false": "false sel.", "fdp": "FDR", "any_false": "FWER",
+                             "noise_p05": "noise p<.05"}).reset_index()
+
+
+def to_markdown(table):
+    head = "| " + " | ".join(table.columns) + " |"
+    sep = "|" + "|".join("---" for _ in table.columns) + "|"
+    lines = [head, sep]
+    for _, row in table.iterrows():
+        cells = []
+        for c in table.columns:
+            v = row[c]
+            if isinstance(v, str):
+                cells.append(v)
+            elif pd.isna(v):
+                cells.append("")
+            elif c == "seconds":
+                cells.append(f"{v:.2f}")
+            else:
+                cells.append(f"{v:.2f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
