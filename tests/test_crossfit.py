@@ -36,6 +36,28 @@ def test_combination_equals_the_folds_explained_by_hand():
     assert res.block_values["ufi"].shape == (15, 4)
 
 
+def test_groups_are_member_sums_in_every_fold():
+    """A group's cross-fitted value is the sum of its members' (the combination is
+    linear), and its error the folds' jackknife errors of the group sums."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(240, 4))
+    y = X[:, 0] + X[:, 1] + rng.normal(size=240)
+    gb = GradientBoostingRegressor(n_estimators=8, max_depth=2, random_state=0)
+    kw = dict(cv=KFold(3, shuffle=True, random_state=2), methods=("mdi_oob",), n_blocks=4,
+              random_state=0)
+    single = treeimp.cross_explain(gb, X, y, **kw)
+    grouped = treeimp.cross_explain(gb, X, y, groups={"ab": [0, 1]}, **kw)
+    assert list(grouped.table.index) == ["ab", "x2", "x3"]
+    assert grouped.groups["ab"] == ["x0", "x1"]
+    np.testing.assert_allclose(grouped.table.loc["ab", "mdi_oob"],
+                               single.table.loc[["x0", "x1"], "mdi_oob"].sum(), rtol=1e-12)
+    loo = single.block_values["mdi_oob"][:, :2].sum(axis=1)
+    np.testing.assert_allclose(grouped.block_values["mdi_oob"][:, 0], loo, rtol=1e-12)
+    # the group error is not the root-sum-of-squares of its members' errors
+    rss = np.hypot(*single.stderr.loc[["x0", "x1"], "mdi_oob"])
+    assert not np.isclose(grouped.stderr.loc["ab", "mdi_oob"], rss, rtol=1e-6)
+
+
 def _zhou_hooker(n, rng):
     """Zhou & Hooker (2020) 5.1, regression: X_i uniform on 0..i, y = X_1 + 5 eps."""
     X = np.column_stack([rng.integers(0, i + 1, n).astype(float) for i in range(1, 11)])
