@@ -553,3 +553,25 @@ def test_selector_honours_the_wrappers_missing():
     sel.fit(X, y)
     assert sel.estimator_.missing == -999.0
     assert sel.get_support(indices=True).tolist() == [0]
+
+
+def test_selector_on_sparse_input_equals_the_dense_equivalent():
+    """ImportanceSelector accepts CSR / CSC X. LightGBM reads an absent entry as 0, so the
+    same selector on the dense array with zeros must select the same columns with the
+    same importances; transform keeps X sparse."""
+    S, y = _sparse_data(seed=4, n=900)
+
+    def selector():
+        return treeimp.ImportanceSelector(
+            lgb.LGBMRegressor(n_estimators=20, num_leaves=7, min_child_samples=5,
+                              verbose=-1, n_jobs=1), cv=3, random_state=0)
+
+    sparse = selector().fit(S, y)
+    dense = selector().fit(S.toarray(), y)
+    pd.testing.assert_frame_equal(sparse.importances_.table, dense.importances_.table,
+                                  rtol=1e-9, atol=1e-12)
+    assert sparse.support_.tolist() == dense.support_.tolist()
+    assert sparse.support_[:2].all()
+    out = sparse.transform(S.tocsc())
+    assert sp.issparse(out) and out.shape == (S.shape[0], int(sparse.support_.sum()))
+    np.testing.assert_array_equal(out.toarray(), S.toarray()[:, sparse.support_])

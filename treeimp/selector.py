@@ -165,7 +165,11 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
         use_oob = self._use_oob()
         frame = hasattr(X, "iloc") and hasattr(X, "columns")
         allow_nan = _allows_nan(self.estimator)
+        # sparse X stays sparse (CSR or CSC, other formats converted to CSR): the
+        # estimator fits on it and treeimp routes it chunk by chunk, reading absent
+        # entries as the estimator's library does
         X_checked, y = validate_data(self, X, y, dtype=None if frame else "numeric",
+                                     accept_sparse=("csr", "csc"),
                                      ensure_all_finite="allow-nan" if allow_nan else True,
                                      ensure_min_samples=2)
         data = X if frame else X_checked
@@ -230,7 +234,7 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
-        tags.input_tags.sparse = False
+        tags.input_tags.sparse = True
         tags.input_tags.allow_nan = _allows_nan(self.estimator)
         return tags
 
