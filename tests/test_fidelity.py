@@ -474,6 +474,32 @@ def test_cli_best_iteration_warning_and_iteration_range(early_stopped, tmp_path,
     assert "--iteration-range" in capsys.readouterr().err
 
 
+def test_cli_pickled_early_stopped_wrapper(early_stopped, tmp_path, capsys):
+    """A pickled early-stopped wrapper through the CLI is explained with the rounds its
+    predict uses (best_iteration + 1), as the API explains the object."""
+    import json
+    import pickle
+
+    from treeimp.cli import main
+
+    m, X, y = early_stopped
+    model = tmp_path / "m.pkl"
+    model.write_bytes(pickle.dumps(m))
+    data = str(tmp_path / "d.csv")
+    pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])]).assign(y=y).to_csv(
+        data, index=False)
+    assert main(["explain", str(model), data, "--target", "y", "--format", "json", "--seed",
+                 "0", "--trust-pickle", "--columns-by-position"]) == 0
+    got = {(r["feature"], r["method"]): r["importance"]
+           for r in json.loads(capsys.readouterr().out)}
+    ref = treeimp.explain(m, X, y, random_state=0)
+    every = treeimp.explain(m, X, y, random_state=0, iteration_range=(0, 0))
+    for f, row in ref.table.iterrows():
+        for method, value in row.items():
+            np.testing.assert_allclose(got[(f, method)], value, rtol=1e-9)
+    assert not np.allclose(ref.table["mdi_oob"], every.table["mdi_oob"], rtol=1e-3)
+
+
 def test_cli_missing_sentinel(sentinel_model, tmp_path, capsys):
     import json
 
