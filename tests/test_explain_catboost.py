@@ -268,3 +268,53 @@ def test_staged_margin_with_one_hot_categories_in_a_dataframe():
     res = treeimp.explain(model, Xe, y[300:], random_state=0)
     assert res.table["mdi_oob"].idxmax() in ("x", "s", "k")
     assert np.all(np.isfinite(res.table.to_numpy()))
+
+
+def test_baseline_and_iteration_range_follow_catboost():
+    """base_margin is CatBoost's baseline (added to the raw prediction) and
+    iteration_range its ntree_start / ntree_end: predict_raw and the staged final margin
+    equal CatBoost's RawFormulaVal of the same Pool and tree range, and permutation
+    importance with the offset equals a brute force through CatBoost."""
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(600, 3))
+    exposure = rng.uniform(0.5, 2.0, 600)
+    y = rng.poisson(exposure * np.exp(0.5 * X[:, 0] - 0.3 * X[:, 1])).astype(float)
+    base = np.log(exposure).astype(np.float32).astype(np.float64)  # a Pool keeps float32
+    model = catboost.CatBoostRegressor(loss_function="Poisson", iterations=30, depth=3,
+                                       learning_rate=0.2, verbose=0, random_seed=0,
+                                       allow_writing_files=False)
+    model.fit(catboost.Pool(X[:400], y[:400], baseline=base[:400]))
+    Xv, yv, bv = X[400:], y[400:], base[400:]
+    raw = model.predict(catboost.Pool(Xv, baseline=bv), prediction_type="RawFormulaVal")
+    ens = treeimp.parse(model)
+    np.testing.assert_allclose(ens.predict_raw(Xv, base_margin=bv)[:, 0], raw, rtol=1e-12,
+                               atol=1e-12)
+    assert np.abs(raw - model.predict(Xv, prediction_type="RawFormulaVal")).max() > 0.1
+    _, margin = staged_pass(ens, RowSource(Xv, ens), yv, np.ones(1),
+                            np.arange(len(yv)) % 2, 2, base_margin=bv[:, None])
+    np.testing.assert_allclose(margin[:, 0], raw, rtol=1e-12, atol=1e-12)
+    part = treeimp.parse(model, iteration_range=(5, 20))
+    ref = model.predict(Xv, prediction_type="RawFormulaVal", ntree_start=5, ntree_end=20)
+    np.testing.assert_allclose(part.predict_raw(Xv)[:, 0], ref, rtol=1e-12, atol=1e-12)
+    # permutation importance with the offset: scikit-learn's, of CatBoost's own
+    # prediction with that baseline
+    from sklearn.base import BaseEstimator, RegressorMixin
+    from sklearn.inspection import permutation_importance
+
+    class Deployed(RegressorMixin, BaseEstimator):
+        def fit(self, X, y):
+            return self
+
+        def predict(self, Z):
+            return np.exp(model.predict(catboost.Pool(Z, baseline=bv),
+                                        prediction_type="RawFormulaVal"))
+
+        def __sklearn_is_fitted__(self):
+            return True
+
+    kw = dict(n_repeats=2, random_state=3, scoring="neg_mean_squared_error")
+    ours = treeimp.permutation_importance(model, Xv, yv, base_margin=bv, **kw)
+    ref = permutation_importance(Deployed(), Xv, yv, **kw)
+    np.testing.assert_allclose(ours.importances, ref.importances, rtol=1e-9, atol=1e-12)
+    without = treeimp.permutation_importance(model, Xv, yv, **kw)
+    assert np.abs(without.importances - ours.importances).max() > 0.05
