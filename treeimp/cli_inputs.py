@@ -161,12 +161,9 @@ def read_table(path):
     return df
 
 
-def split_target(df, target, ens, *, drop=(), source="data file", by_position=False):
-    """(X, y): the target column out, ``drop`` columns removed, features in model order.
-
-    A model without stored feature names cannot match the table's named columns: it is
-    refused unless ``by_position`` (``--columns-by-position``) says to take the feature
-    columns in their order."""
+def _feature_columns(df, target, drop, source):
+    """The columns of ``df`` besides the target and ``drop``, after checking that both
+    name columns it has."""
     cols = list(df.columns)
     if target not in cols:
         raise ValueError(f"{source} has no target column {target!r}; its columns are "
@@ -177,8 +174,17 @@ def split_target(df, target, ens, *, drop=(), source="data file", by_position=Fa
                          f"{_short(missing_drop)}")
     if target in drop:
         raise ValueError(f"--drop lists the target column {target!r}")
+    return [c for c in cols if c != target and c not in set(drop)]
+
+
+def split_target(df, target, ens, *, drop=(), source="data file", by_position=False):
+    """(X, y): the target column out, ``drop`` columns removed, features in model order.
+
+    A model without stored feature names cannot match the table's named columns: it is
+    refused unless ``by_position`` (``--columns-by-position``) says to take the feature
+    columns in their order."""
+    features = _feature_columns(df, target, drop, source)
     y = df[target]
-    features = [c for c in cols if c != target and c not in set(drop)]
     if ens.feature_names is not None:
         expected = list(ens.feature_names)
         missing = [c for c in expected if c not in features]
@@ -208,15 +214,7 @@ def split_pipeline_target(df, target, pipeline, *, drop=(), source="data file"):
     """(X, y) for a fitted Pipeline: the target out, ``drop`` columns removed, and the
     columns the Pipeline was fit on (``feature_names_in_``) in its order; the Pipeline's
     own steps encode them."""
-    cols = list(df.columns)
-    if target not in cols:
-        raise ValueError(f"{source} has no target column {target!r}; its columns are "
-                         f"{_short(cols)}")
-    missing_drop = [c for c in drop if c not in cols]
-    if missing_drop:
-        raise ValueError(f"--drop names columns that {source} does not have: "
-                         f"{_short(missing_drop)}")
-    features = [c for c in cols if c != target and c not in set(drop)]
+    features = _feature_columns(df, target, drop, source)
     expected = getattr(pipeline, "feature_names_in_", None)
     if expected is not None:
         expected = [str(c) for c in expected]

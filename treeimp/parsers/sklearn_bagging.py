@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ensemble import FOREST, Objective, TreeEnsemble
+from .sklearn_forest import _impurity_kind
 from .sklearn_tree import check_fitted, read_tree_fields, required_attr, tree_from_fields
 
 
@@ -94,10 +95,8 @@ def parse_sklearn_bagging(model) -> TreeEnsemble:
         trees.append(tree_from_fields(fields, value, scale=scale))
 
     names = getattr(model, "feature_names_in_", None)
-    criterion = criteria.pop() if len(criteria) == 1 else "mixed"
-    impurity = ("other" if classifier else "variance"
-                if criterion in ("squared_error", "friedman_mse")
-                else "median" if criterion == "absolute_error" else "other")
+    # trees of different criteria store impurities of different kinds: none usable
+    impurity = _impurity_kind(classifier, criteria.pop() if len(criteria) == 1 else "mixed")
     return TreeEnsemble.from_trees(
         trees,
         kind=FOREST,
