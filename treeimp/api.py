@@ -8,7 +8,7 @@ import numbers
 import numpy as np
 import pandas as pd
 
-from . import measures
+from . import measures, shap_oob
 from ._input import RowSource
 from .ensemble import FOREST
 from .kernels import scratch
@@ -17,6 +17,7 @@ from .measures import BOOSTING_METHODS, FOREST_METHODS, NodeStats
 from .parsers import inbag_bits, parse
 from .progress import progress_bar
 from .result import Importances
+from .shap_oob import SHAP_METHODS
 from .targets import as_1d_target, check_sample_weight, forest_targets
 
 DEFAULT_METHODS = ("mdi", "mdi_oob", "ufi")
@@ -48,7 +49,10 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
     methods : sequence of str
         Any of "mdi" (in-sample, what the library reports), "mdi_oob" (Li et al. 2019),
         "ufi" (Zhou & Hooker 2020), "naive_oob", "pg1", "pg2", "pg3" (Loecher's penalized
-        Gini presets, forests) and "pg_oob" with ``alpha`` and ``lam``.
+        Gini presets, forests), "pg_oob" with ``alpha`` and ``lam``, "shap_oob" (per
+        tree, the mean over evaluation rows of the target times the row's TreeSHAP
+        values; see ``treeimp/shap_oob.py``) and "saabas_oob" (the same with Saabas
+        contributions: equal to "mdi_oob", computed row by row).
     sample_weight : array-like (n_rows,), optional
         Weights of the evaluation rows.
     feature_names : list of str, optional
@@ -101,6 +105,15 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
     w = np.ones(1) if sample_weight is None else check_sample_weight(sample_weight, n)
     block = _assign_blocks(n, n_blocks, random_state)
 
+    # measures from per-row contributions (shap_oob.py), from the same row blocks
+    extra = {m: shap_oob.per_tree_values(m, ens, model, rows, y_arr, w, block, n_blocks,
+                                         oob=oob, n_jobs=n_jobs)
+             for m in held_out if m in SHAP_METHODS}
+    held_out = [m for m in held_out if m not in SHAP_METHODS]
+    if not held_out:
+        inflation = np.sqrt(2.0) if oob else 1.0  # see below
+        return _assemble(ens, None, methods, names, False, n, n_blocks, alpha, lam,
+                         inflation, extra)
     bar = progress_bar(progress, total=n, work=n * ens.n_trees, desc="treeimp.explain")
     # the statistics live in a kept buffer (kernels/scratch.py) until the importances
     # are computed from them; no result keeps a view of them
@@ -117,7 +130,7 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
         # two terms, i.e. half the variance. Held-out rows never trained a tree: factor 1.
         inflation = np.sqrt(2.0) if oob else 1.0
         return _assemble(ens, stats, methods, names, classification, n, n_blocks, alpha,
-                         lam, inflation)
+                         lam, inflation, extra)
 
 
 def _node_statistics(ens, model, rows, y_arr, w, block, n_blocks, oob, held_out, n_jobs,
@@ -157,7 +170,7 @@ def _node_statistics(ens, model, rows, y_arr, w, block, n_blocks, oob, held_out,
 
 
 def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alpha, lam,
-              inflation=1.0):
+              inflation=1.0, extra=None):
     forest = ens.kind == FOREST
     agg = _nanmean_trees if forest else _nansum_trees
     table, se, se_trees, per_tree, blocks = {}, {}, {}, {}, {}
@@ -174,6 +187,9 @@ def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alph
         if m == "mdi":
             pt = measures.mdi(ens)[None]
             bv = np.full((n_blocks, ens.n_features), np.nan)
+        elif extra and m in extra:  # (n_blocks + 1, n_trees, n_features) as compute's
+            pt = extra[m][-1:]
+            bv = agg(extra[m][:-1])
         else:
             values = measures.compute(m, ens, stats, classification=classification,
                                       alpha=alpha, lam=lam, parts=class_parts.get(m))
@@ -232,6 +248,7 @@ def _check_methods(methods, ens, alpha, lam):
         methods = (methods,)
     methods = list(dict.fromkeys(methods))
     valid = FOREST_METHODS + ("pg_oob",) if ens.kind == FOREST else BOOSTING_METHODS
+    valid = valid + tuple(SHAP_METHODS)
     if not methods:
         raise ValueError(f"methods is empty; choose from {list(valid)}")
     for m in methods:
