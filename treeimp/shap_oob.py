@@ -55,8 +55,8 @@ def block_sums(method, ens, model, rows, y, w, block, n_blocks, *, oob=False, n_
     n_eval = np.zeros((n_blocks, ens.n_trees))
     rec, depth, min_depth, c_off, c_cnt, c_codes, c_left = ens.routing_arrays()
     if ens.kind == FOREST:
-        from .parsers import inbag_bits
         from .kernels.node_stats import empty_inbag
+        from .parsers import inbag_bits
         from .targets import forest_targets
 
         Z, _ = forest_targets(ens, y)

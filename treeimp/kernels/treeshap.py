@@ -37,41 +37,54 @@ def scratch_shape(max_depth):
 def new_scratch(max_depth):
     """One thread's TreeSHAP buffers: path features (slot, position), path fractions
     (3, slot, position: zero fraction, one fraction, path weight), stack of pending nodes
-    (entry, 4: node, level, unique depth, parent feature) and their fractions."""
+    (entry, 4: node, level, unique depth, parent feature) and their fractions, and the
+    reciprocals 1 / k."""
     L = max_depth + 2
     S = 2 * max_depth + 4
+    recip = np.zeros(L + 2)  # 1 / k: the inner loops multiply instead of dividing
+    for k in range(1, L + 2):
+        recip[k] = 1.0 / k
     return (np.empty((L, L), np.int64), np.empty((3, L, L)), np.empty((S, 4), np.int64),
-            np.empty((S, 2)))
+            np.empty((S, 2)), recip)
 
 
 @njit(cache=True, inline="always")
-def _extend(pf, pv, s, ud, zero, one, feat):
+def _extend(pf, pv, s, ud, zero, one, feat, recip):
     """Add an element (feature ``feat``, fractions ``zero``, ``one``) at position ``ud``
     of path slot ``s`` and update the path weights (Lundberg's EXTEND)."""
     pf[s, ud] = feat
     pv[0, s, ud] = zero
     pv[1, s, ud] = one
-    pv[2, s, ud] = 1.0 if ud == 0 else 0.0
-    inv = 1.0 / (ud + 1)
+    pw = pv[2, s]
+    pw[ud] = 1.0 if ud == 0 else 0.0
+    inv = recip[ud + 1]
+    a = one * inv
+    b = zero * inv
     for i in range(ud - 1, -1, -1):
-        w = pv[2, s, i]
-        pv[2, s, i + 1] += one * w * (i + 1) * inv
-        pv[2, s, i] = zero * w * (ud - i) * inv
+        w = pw[i]
+        pw[i + 1] += a * w * (i + 1)
+        pw[i] = b * w * (ud - i)
 
 
 @njit(cache=True, inline="always")
-def _unwind(pf, pv, s, ud, k):
-    """Remove element k from the path of slot ``s`` (length ud + 1; Lundberg's UNWIND)."""
+def _unwind(pf, pv, s, ud, k, recip):
+    """Remove element k from the path of slot ``s`` (length ud + 1; Lundberg's UNWIND).
+    One fractions are 0 or 1 (path-dependent TreeSHAP)."""
     one = pv[1, s, k]
     zero = pv[0, s, k]
-    nxt = pv[2, s, ud]
-    for i in range(ud - 1, -1, -1):
-        if one != 0.0:
-            tmp = pv[2, s, i]
-            pv[2, s, i] = nxt * (ud + 1) / ((i + 1) * one)
-            nxt = tmp - pv[2, s, i] * zero * (ud - i) / (ud + 1)
-        else:
-            pv[2, s, i] = pv[2, s, i] * (ud + 1) / (zero * (ud - i))
+    pw = pv[2, s]
+    nxt = pw[ud]
+    u1 = ud + 1.0
+    if one != 0.0:
+        c = zero * recip[ud + 1]
+        for i in range(ud - 1, -1, -1):
+            tmp = pw[i]
+            pw[i] = nxt * u1 * recip[i + 1]
+            nxt = tmp - pw[i] * c * (ud - i)
+    else:
+        c = u1 / zero
+        for i in range(ud - 1, -1, -1):
+            pw[i] = pw[i] * c * recip[ud - i]
     for i in range(k, ud):
         pf[s, i] = pf[s, i + 1]
         pv[0, s, i] = pv[0, s, i + 1]
@@ -79,20 +92,26 @@ def _unwind(pf, pv, s, ud, k):
 
 
 @njit(cache=True, inline="always")
-def _unwound_sum(pv, s, ud, k):
-    """Sum of the path weights with element k unwound, without changing the path."""
+def _unwound_sum(pv, s, ud, k, recip):
+    """Sum of the path weights with element k unwound, without changing the path (one
+    fractions are 0 or 1)."""
     one = pv[1, s, k]
     zero = pv[0, s, k]
-    nxt = pv[2, s, ud]
+    pw = pv[2, s]
+    nxt = pw[ud]
     total = 0.0
+    u1 = ud + 1.0
     if one != 0.0:
+        c = zero * recip[ud + 1]
         for i in range(ud - 1, -1, -1):
-            tmp = nxt * (ud + 1) / ((i + 1) * one)
+            tmp = nxt * recip[i + 1]
             total += tmp
-            nxt = pv[2, s, i] - tmp * zero * (ud - i) / (ud + 1)
-    elif zero != 0.0:
+            nxt = pw[i] - tmp * u1 * c * (ud - i)
+        return total * u1
+    if zero != 0.0:
         for i in range(ud - 1, -1, -1):
-            total += pv[2, s, i] * (ud + 1) / (zero * (ud - i))
+            total += pw[i] * recip[ud - i]
+        return total * u1 / zero
     return total
 
 
@@ -101,7 +120,7 @@ def tree_shap(X, row, root, nodes, cover, value, cat_offset, cat_count, cat_code
               strict, round32, col, scale, proj, out, scratch):
     """Add ``scale`` x the path-dependent TreeSHAP values of the tree at ``root`` for row
     ``row`` of X to ``out`` (see the module docstring for ``col`` and ``proj``)."""
-    pf, pv, sk, sf = scratch
+    pf, pv, sk, sf, recip = scratch
     vdim = value.shape[1]
     project = proj.shape[0] > 0
     sk[0, 0] = root
@@ -122,11 +141,11 @@ def tree_shap(X, row, root, nodes, cover, value, cat_offset, cat_count, cat_code
                 pv[0, s, i] = pv[0, s - 1, i]
                 pv[1, s, i] = pv[1, s - 1, i]
                 pv[2, s, i] = pv[2, s - 1, i]
-        _extend(pf, pv, s, ud, sf[top, 0], sf[top, 1], sk[top, 3])
+        _extend(pf, pv, s, ud, sf[top, 0], sf[top, 1], sk[top, 3], recip)
         nd = nodes[np.uint64(node)]
         if nd.flags & LEAF:
             for i in range(1, ud + 1):
-                w = _unwound_sum(pv, s, ud, i) * (pv[1, s, i] - pv[0, s, i]) * scale
+                w = _unwound_sum(pv, s, ud, i, recip) * (pv[1, s, i] - pv[0, s, i]) * scale
                 f = np.uint64(pf[s, i])
                 if project:
                     acc = 0.0
@@ -149,7 +168,7 @@ def tree_shap(X, row, root, nodes, cover, value, cat_offset, cat_count, cat_code
             if pf[s, k] == feat:
                 iz = pv[0, s, k]
                 io = pv[1, s, k]
-                _unwind(pf, pv, s, ud, k)
+                _unwind(pf, pv, s, ud, k, recip)
                 ud -= 1
                 break
         zc = cover[np.uint64(cold)] * inv * iz
