@@ -37,13 +37,17 @@ def shap_cover(ens):
 
 
 def kernel_inputs(ens, method):
-    """(use_shap, max_depth, cover, value) for the contribution kernels: TreeSHAP reads
-    the leaves and the covers, Saabas the node values of the normal form (internal nodes
-    the weight-mean of their children, as mdi_oob reads them)."""
+    """(use_shap, max_depth, gl_nodes, gl_weights, cover, value) for the contribution
+    kernels: TreeSHAP reads the leaves, the covers and quadrature tables, Saabas the node
+    values of the normal form (internal nodes the weight-mean of their children, as
+    mdi_oob reads them)."""
+    from .kernels.treeshap import quadrature_tables
+
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    depth = ens.routing_arrays()[1]
-    return (method == "shap", int(depth.max()), shap_cover(ens),
+    max_depth = int(ens.routing_arrays()[1].max())
+    gl_nodes, gl_weights = quadrature_tables(max_depth)
+    return (method == "shap", max_depth, gl_nodes, gl_weights, shap_cover(ens),
             np.ascontiguousarray(ens.value, dtype=np.float64))
 
 
@@ -118,7 +122,7 @@ def contributions(model, X, y=None, *, oob=False, method="shap", n_jobs=None):
     from .parsers import inbag_bits, parse
 
     ens = parse(model)
-    use_shap, max_depth, cover, value = kernel_inputs(ens, method)
+    inputs = kernel_inputs(ens, method)
     if not isinstance(oob, (bool, np.bool_)):
         raise TypeError(f"oob must be True or False, got {oob!r}")
     rows = RowSource(X, ens)
@@ -131,7 +135,7 @@ def contributions(model, X, y=None, *, oob=False, method="shap", n_jobs=None):
     K, F = ens.n_outputs, ens.n_features
     per_tree = expected_tree_values(ens, method)
     if not oob:
-        values = _in_sample(ens, rows, use_shap, max_depth, cover, value, n_jobs)
+        values = _in_sample(ens, rows, inputs, n_jobs)
         base = np.broadcast_to(_base_per_output(ens, per_tree, ens.tree_scale), (n, K)).copy()
         return Contributions(values, base, names, X, method=method, y=y,
                              output_names=_output_names(ens))
@@ -142,6 +146,7 @@ def contributions(model, X, y=None, *, oob=False, method="shap", n_jobs=None):
     if bits.shape[0] != ens.n_trees:
         raise ValueError(f"the forest has {ens.n_trees} trees but in-bag rows for "
                          f"{bits.shape[0]}")
+    use_shap, max_depth, gl_nodes, gl_weights, cover, value = inputs
     phi_oob = np.zeros((n, F, K))
     phi_in = np.zeros((n, F, K))
     n_oob = np.zeros(n, np.int64)
@@ -151,12 +156,12 @@ def contributions(model, X, y=None, *, oob=False, method="shap", n_jobs=None):
         for start, chunk in rows.chunks():
             stop = start + chunk.shape[0]
             strict, round32 = routing_flags(ens, chunk)
-            rec, _, _, c_off, c_cnt, c_codes, c_left = ens.routing_arrays()
+            rec, depth, _, c_off, c_cnt, c_codes, c_left = ens.routing_arrays()
             oob_contributions_chunk(chunk, start, bits, phi_oob[start:stop],
                                     phi_in[start:stop], n_oob[start:stop], use_shap,
-                                    max_depth, ens.tree_offsets, ens.tree_output, cover,
-                                    value, rec, c_off, c_cnt, c_codes, c_left, strict,
-                                    round32)
+                                    max_depth, gl_nodes, gl_weights, ens.tree_offsets,
+                                    ens.tree_output, cover, value, rec, depth, c_off, c_cnt,
+                                    c_codes, c_left, strict, round32)
     # per-row base values: mean of the out-of-bag (in-bag) trees' expected values
     base_oob, base_in = _oob_bases(ens, bits, n, per_tree)
     n_in = ens.n_trees - n_oob
@@ -168,18 +173,20 @@ def contributions(model, X, y=None, *, oob=False, method="shap", n_jobs=None):
                          base_values_in=base_in, n_oob_trees=n_oob)
 
 
-def _in_sample(ens, rows, use_shap, max_depth, cover, value, n_jobs):
+def _in_sample(ens, rows, inputs, n_jobs):
     from .kernels.treeshap import contributions_chunk
 
+    use_shap, max_depth, gl_nodes, gl_weights, cover, value = inputs
     out = np.zeros((rows.n_rows, ens.n_features, ens.n_outputs))
-    rec, _, _, c_off, c_cnt, c_codes, c_left = ens.routing_arrays()
+    rec, depth, _, c_off, c_cnt, c_codes, c_left = ens.routing_arrays()
     scale = np.ascontiguousarray(ens.tree_scale, dtype=np.float64)
     with numba_threads(n_jobs):
         for start, chunk in rows.chunks():
             strict, round32 = routing_flags(ens, chunk)
             contributions_chunk(chunk, out[start:start + chunk.shape[0]], use_shap,
-                                max_depth, ens.tree_offsets, ens.tree_output, scale, cover,
-                                value, rec, c_off, c_cnt, c_codes, c_left, strict, round32)
+                                max_depth, gl_nodes, gl_weights, ens.tree_offsets,
+                                ens.tree_output, scale, cover, value, rec, depth, c_off,
+                                c_cnt, c_codes, c_left, strict, round32)
     return out
 
 
