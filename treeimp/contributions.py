@@ -29,11 +29,14 @@ METHODS = ("shap", "saabas")
 def shap_cover(ens):
     """The node cover TreeSHAP weighs paths by: the parser's ``cover`` where it stored
     one (LightGBM: row counts, as its pred_contrib), else the training weight (scikit-learn:
-    weighted_n_node_samples; XGBoost: hessian sums; HistGradientBoosting: counts)."""
+    weighted_n_node_samples; XGBoost: hessian sums; HistGradientBoosting: counts); at
+    internal nodes the sum of the children's (``summed_cover``)."""
+    from .kernels.treeshap import summed_cover
+
     cover = getattr(ens, "cover", None)
-    if cover is None:
-        return np.ascontiguousarray(ens.weight, dtype=np.float64)
-    return np.ascontiguousarray(np.where(np.isnan(cover), ens.weight, cover), dtype=np.float64)
+    leaf_cover = ens.weight if cover is None else np.where(np.isnan(cover), ens.weight, cover)
+    return summed_cover(ens.tree_offsets, ens.postorder, ens.left, ens.right,
+                        np.ascontiguousarray(leaf_cover, dtype=np.float64))
 
 
 def kernel_inputs(ens, method):
@@ -349,7 +352,8 @@ class Contributions:
         if features is None:
             chosen = list(order[:2])
         else:
-            chosen = [self._feature_index(f) for f in np.atleast_1d(features)]
+            many = isinstance(features, (list, tuple, np.ndarray, pd.Index))
+            chosen = [self._feature_index(f) for f in (features if many else [features])]
         fig, axes = plt.subplots(1, 1 + len(chosen), figsize=(4.2 * (1 + len(chosen)), 4))
         axes = np.atleast_1d(axes)
         shown = order[:top][::-1]

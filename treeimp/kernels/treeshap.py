@@ -388,3 +388,18 @@ def linear_tree_shap(X, row, root, tree_depth, nodes, cover, value, cat_offset, 
             cum[f, 0] = edge[lvl, 2]
             cum[f, 1] = edge[lvl, 3]
             lvl -= 1
+
+
+@njit(cache=True, parallel=True)
+def summed_cover(tree_offsets, order, left, right, cover):
+    """Leaf covers as given, every internal node's the sum of its children's (bottom up,
+    ``order`` the post-order): the cover ratios of a split then add up to 1 exactly, so
+    contributions add up to the prediction exactly even where a library stores rounded
+    node covers (XGBoost's float32 sum_hessian)."""
+    out = cover.copy()
+    for t in prange(tree_offsets.shape[0] - 1):
+        for idx in range(tree_offsets[t], tree_offsets[t + 1]):
+            node = order[idx]
+            if left[node] >= 0:
+                out[node] = out[left[node]] + out[right[node]]
+    return out
