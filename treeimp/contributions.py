@@ -40,10 +40,11 @@ def shap_cover(ens):
 
 
 def kernel_inputs(ens, method):
-    """(use_shap, max_depth, gl_nodes, gl_weights, cover, value) for the contribution
-    kernels: TreeSHAP reads the leaves, the covers and quadrature tables, Saabas the node
-    values of the normal form (internal nodes the weight-mean of their children, as
-    mdi_oob reads them)."""
+    """(use_shap, max_depth, gl_nodes, gl_weights, cover, value, path_features) for the
+    contribution kernels: TreeSHAP reads the leaves, the covers, the quadrature tables and
+    per tree the most distinct features on a path (which sets its quadrature size),
+    Saabas the node values of the normal form (internal nodes the weight-mean of their
+    children, as mdi_oob reads them)."""
     from .kernels.treeshap import quadrature_tables
 
     if method not in METHODS:
@@ -51,7 +52,17 @@ def kernel_inputs(ens, method):
     max_depth = int(ens.routing_arrays()[1].max())
     gl_nodes, gl_weights = quadrature_tables(max_depth)
     return (method == "shap", max_depth, gl_nodes, gl_weights, shap_cover(ens),
-            np.ascontiguousarray(ens.value, dtype=np.float64))
+            np.ascontiguousarray(ens.value, dtype=np.float64), _path_features(ens))
+
+
+def _path_features(ens):
+    """Per tree, the most distinct features on a root-to-leaf path (built once)."""
+    if getattr(ens, "_path_features", None) is None:
+        from .kernels.treeshap import path_features
+
+        ens._path_features = path_features(ens.tree_offsets, ens.left, ens.right,
+                                           ens.feature, ens.n_features)
+    return ens._path_features
 
 
 def expected_tree_values(ens, method):
@@ -149,7 +160,7 @@ def contributions(model, X, y=None, *, oob=False, method="shap", n_jobs=None):
     if bits.shape[0] != ens.n_trees:
         raise ValueError(f"the forest has {ens.n_trees} trees but in-bag rows for "
                          f"{bits.shape[0]}")
-    use_shap, max_depth, gl_nodes, gl_weights, cover, value = inputs
+    use_shap, max_depth, gl_nodes, gl_weights, cover, value, n_path = inputs
     phi_oob = np.zeros((n, F, K))
     phi_in = np.zeros((n, F, K))
     n_oob = np.zeros(n, np.int64)
@@ -159,11 +170,11 @@ def contributions(model, X, y=None, *, oob=False, method="shap", n_jobs=None):
         for start, chunk in rows.chunks():
             stop = start + chunk.shape[0]
             strict, round32 = routing_flags(ens, chunk)
-            rec, depth, _, c_off, c_cnt, c_codes, c_left = ens.routing_arrays()
+            rec, _, _, c_off, c_cnt, c_codes, c_left = ens.routing_arrays()
             oob_contributions_chunk(chunk, start, bits, phi_oob[start:stop],
                                     phi_in[start:stop], n_oob[start:stop], use_shap,
                                     max_depth, gl_nodes, gl_weights, ens.tree_offsets,
-                                    ens.tree_output, cover, value, rec, depth, c_off, c_cnt,
+                                    ens.tree_output, cover, value, rec, n_path, c_off, c_cnt,
                                     c_codes, c_left, strict, round32)
     # per-row base values: mean of the out-of-bag (in-bag) trees' expected values
     base_oob, base_in = _oob_bases(ens, bits, n, per_tree)
@@ -179,16 +190,16 @@ def contributions(model, X, y=None, *, oob=False, method="shap", n_jobs=None):
 def _in_sample(ens, rows, inputs, n_jobs):
     from .kernels.treeshap import contributions_chunk
 
-    use_shap, max_depth, gl_nodes, gl_weights, cover, value = inputs
+    use_shap, max_depth, gl_nodes, gl_weights, cover, value, n_path = inputs
     out = np.zeros((rows.n_rows, ens.n_features, ens.n_outputs))
-    rec, depth, _, c_off, c_cnt, c_codes, c_left = ens.routing_arrays()
+    rec, _, _, c_off, c_cnt, c_codes, c_left = ens.routing_arrays()
     scale = np.ascontiguousarray(ens.tree_scale, dtype=np.float64)
     with numba_threads(n_jobs):
         for start, chunk in rows.chunks():
             strict, round32 = routing_flags(ens, chunk)
             contributions_chunk(chunk, out[start:start + chunk.shape[0]], use_shap,
                                 max_depth, gl_nodes, gl_weights, ens.tree_offsets,
-                                ens.tree_output, scale, cover, value, rec, depth, c_off,
+                                ens.tree_output, scale, cover, value, rec, n_path, c_off,
                                 c_cnt, c_codes, c_left, strict, round32)
     return out
 

@@ -50,7 +50,7 @@ def block_sums(method, ens, model, rows, y, w, block, n_blocks, *, oob=False, n_
     of w_i z_i . phi_{t,k}(x_i); n_eval (n_blocks, n_trees): their weight)."""
     from .kernels.treeshap import forest_block_sums, staged_block_sums
 
-    use_shap, max_depth, gl_nodes, gl_weights, cover, value = kernel_inputs(
+    use_shap, max_depth, gl_nodes, gl_weights, cover, value, n_path = kernel_inputs(
         ens, SHAP_METHODS[method])
     acc = np.zeros((n_blocks, ens.n_trees, ens.n_features, 1))
     n_eval = np.zeros((n_blocks, ens.n_trees))
@@ -91,13 +91,13 @@ def block_sums(method, ens, model, rows, y, w, block, n_blocks, *, oob=False, n_
             if ens.kind == FOREST:
                 forest_block_sums(chunk, start, order, bounds, Z, w, bits, oob, use_shap,
                                   max_depth, gl_nodes, gl_weights, acc, n_eval,
-                                  ens.tree_offsets, ens.tree_output, cover, value, rec, depth,
+                                  ens.tree_offsets, ens.tree_output, cover, value, rec, n_path,
                                   c_off, c_cnt, c_codes, c_left, strict, round32)
             else:
                 staged_block_sums(chunk, start, order, bounds, y_t, w, ens.base_score,
                                   starts, code, params, leaf_factor, use_shap, max_depth,
                                   gl_nodes, gl_weights, acc, n_eval, ens.tree_offsets,
                                   ens.tree_output, scale, cover, value, rec, depth,
-                                  min_depth, c_off, c_cnt, c_codes, c_left, strict,
+                                  min_depth, n_path, c_off, c_cnt, c_codes, c_left, strict,
                                   round32)
     return acc[..., 0], n_eval

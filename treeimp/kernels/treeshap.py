@@ -53,11 +53,11 @@ def saabas(X, row, root, nodes, value, cat_offset, cat_count, cat_codes, cat_lef
 
 
 @njit(cache=True, inline="always")
-def _tree_contribution(use_shap, X, row, root, tree_depth, nodes, cover, value, cat_offset,
+def _tree_contribution(use_shap, X, row, root, n_path_features, nodes, cover, value, cat_offset,
                        cat_count, cat_codes, cat_left, strict, round32, col, scale, proj, out,
                        scratch, gl_nodes, gl_weights):
     if use_shap:
-        linear_tree_shap(X, row, root, tree_depth, nodes, cover, value, cat_offset,
+        linear_tree_shap(X, row, root, n_path_features, nodes, cover, value, cat_offset,
                          cat_count, cat_codes, cat_left, strict, round32, col, scale, proj,
                          out, scratch, gl_nodes, gl_weights)
     else:
@@ -70,7 +70,7 @@ ROWS_PER_TASK = 256  # rows a task passes through every tree (a tree stays in ca
 
 @njit(cache=True, parallel=True)
 def contributions_chunk(X, out, use_shap, max_depth, gl_nodes, gl_weights, tree_offsets,
-                        tree_output, tree_scale, cover, value, nodes, depth, cat_offset,
+                        tree_output, tree_scale, cover, value, nodes, path_feats, cat_offset,
                         cat_count, cat_codes, cat_left, strict, round32):
     """out[i, k, :] += sum over trees of scale x contribution of feature k for row i
     (``out`` (n_rows, n_features, n_outputs), zeroed by the caller); rows in parallel
@@ -89,7 +89,8 @@ def contributions_chunk(X, out, use_shap, max_depth, gl_nodes, gl_weights, tree_
             col = tree_output[t]
             s = tree_scale[t]
             for i in range(r0, r1):
-                _tree_contribution(use_shap, X, i, root, depth[t], nodes, cover, value, cat_offset,
+                _tree_contribution(use_shap, X, i, root, path_feats[t], nodes, cover, value,
+                                   cat_offset,
                                    cat_count, cat_codes, cat_left, strict, round32, col, s,
                                    no_proj, out[i], scratch, gl_nodes, gl_weights)
 
@@ -97,8 +98,8 @@ def contributions_chunk(X, out, use_shap, max_depth, gl_nodes, gl_weights, tree_
 @njit(cache=True, parallel=True)
 def oob_contributions_chunk(X, row0, inbag_bits, out_oob, out_in, n_oob, use_shap, max_depth,
                             gl_nodes, gl_weights, tree_offsets, tree_output, cover, value,
-                            nodes, depth, cat_offset, cat_count, cat_codes, cat_left, strict,
-                            round32):
+                            nodes, path_feats, cat_offset, cat_count, cat_codes, cat_left,
+                            strict, round32):
     """Forests out of bag: out_oob[i] += the (unscaled) contributions of the trees for
     which global row ``row0 + i`` is out of bag, out_in[i] += those of the trees it is
     in-bag for, n_oob[i] += the number of out-of-bag trees (all zeroed by the caller)."""
@@ -121,7 +122,8 @@ def oob_contributions_chunk(X, row0, inbag_bits, out_oob, out_in, n_oob, use_sha
                 else:
                     dest = out_oob[i]
                     n_oob[i] += 1
-                _tree_contribution(use_shap, X, i, root, depth[t], nodes, cover, value, cat_offset,
+                _tree_contribution(use_shap, X, i, root, path_feats[t], nodes, cover, value,
+                                   cat_offset,
                                    cat_count, cat_codes, cat_left, strict, round32, col, 1.0,
                                    no_proj, dest, scratch, gl_nodes, gl_weights)
 
@@ -129,8 +131,8 @@ def oob_contributions_chunk(X, row0, inbag_bits, out_oob, out_in, n_oob, use_sha
 @njit(cache=True, parallel=True)
 def forest_block_sums(X, row0, order, block_start, Z, w, inbag_bits, use_inbag, use_shap,
                       max_depth, gl_nodes, gl_weights, acc, n_eval, tree_offsets, tree_output,
-                      cover, value, nodes, depth, cat_offset, cat_count, cat_codes, cat_left,
-                      strict, round32):
+                      cover, value, nodes, path_feats, cat_offset, cat_count, cat_codes,
+                      cat_left, strict, round32):
     """SHAP-oob sums of a forest: acc[b, t, k, 0] += w_i z_i . phi_{t,k}(x_i) and
     n_eval[b, t] += w_i over the rows i of block b that evaluate tree t (its out-of-bag
     rows with ``use_inbag``). ``order[block_start[b]:block_start[b + 1]]``: the local rows
@@ -158,7 +160,8 @@ def forest_block_sums(X, row0, order, block_start, Z, w, inbag_bits, use_inbag, 
                 n_eval[b, t] += wi
                 for j in range(vdim):
                     proj[j] = wi * Z[r, col + j]
-                _tree_contribution(use_shap, X, i, root, depth[t], nodes, cover, value, cat_offset,
+                _tree_contribution(use_shap, X, i, root, path_feats[t], nodes, cover, value,
+                                   cat_offset,
                                    cat_count, cat_codes, cat_left, strict, round32, 0, 1.0,
                                    proj, dest, scratch, gl_nodes, gl_weights)
 
@@ -168,7 +171,8 @@ def staged_block_sums(X, row0, order, block_start, y, w, base_score, stage_start
                       loss_params, leaf_factor, use_shap, max_depth, gl_nodes, gl_weights,
                       acc, n_eval,
                       tree_offsets, tree_output, tree_scale, cover, value, nodes, depth,
-                      min_depth, cat_offset, cat_count, cat_codes, cat_left, strict, round32):
+                      min_depth, path_feats, cat_offset, cat_count, cat_codes, cat_left,
+                      strict, round32):
     """SHAP-oob sums of a boosted model on held-out rows: acc[b, t, k, 0] += w_i (-g_i) .
     phi_{t,k}(x_i) with g the gradient of the model's loss at the margin before tree t's
     stage (as the staged node statistics, ``kernels/staged.py``, which computes the
@@ -214,8 +218,9 @@ def staged_block_sums(X, row0, order, block_start, y, w, base_score, stage_start
                             continue
                         n_eval[b, t] += terms[col, 0, r]
                         proj[0] = terms[col, 1, r]
-                        _tree_contribution(use_shap, X, rows[r], root, depth[t], nodes,
-                                           cover, value, cat_offset, cat_count, cat_codes, cat_left,
+                        _tree_contribution(use_shap, X, rows[r], root, path_feats[t], nodes,
+                                           cover, value, cat_offset, cat_count, cat_codes,
+                                           cat_left,
                                            strict, round32, 0, sc, proj, dest, scratch,
                                            gl_nodes, gl_weights)
                     for q0 in range(0, ng, BATCH):
@@ -281,7 +286,7 @@ def new_linear_scratch(max_depth, vdim, n_features):
 
 
 @njit(cache=True)
-def linear_tree_shap(X, row, root, tree_depth, nodes, cover, value, cat_offset, cat_count,
+def linear_tree_shap(X, row, root, n_path_features, nodes, cover, value, cat_offset, cat_count,
                      cat_codes, cat_left, strict, round32, col, scale, proj, out, scratch,
                      gl_nodes, gl_weights):
     """``tree_shap`` in O(nodes x depth) instead of O(leaves x depth^2).
@@ -298,7 +303,7 @@ def linear_tree_shap(X, row, root, tree_depth, nodes, cover, value, cat_offset, 
     edge above adds for the leaves below it (the same quadrature sum, so it cancels
     exactly), and each leaf keeps the term of its deepest edge on i."""
     Pm, H, inv_new, inv_old, ints, edge, hot_of, cum = scratch
-    M = tree_depth // 2 + 1
+    M = n_path_features // 2 + 1
     tq = gl_nodes[M]
     wq = gl_weights[M]
     project = proj.shape[0] > 0
@@ -402,4 +407,43 @@ def summed_cover(tree_offsets, order, left, right, cover):
             node = order[idx]
             if left[node] >= 0:
                 out[node] = out[left[node]] + out[right[node]]
+    return out
+
+
+@njit(cache=True, parallel=True)
+def path_features(tree_offsets, left, right, feature, n_features):
+    """Per tree: the largest number of distinct features on a root-to-leaf path (the
+    degree bound that sets ``linear_tree_shap``'s quadrature size; at most the depth)."""
+    n_trees = tree_offsets.shape[0] - 1
+    out = np.zeros(n_trees, np.int64)
+    for t in prange(n_trees):
+        root = tree_offsets[t]
+        count = np.zeros(n_features, np.int64)
+        size = 2 * (tree_offsets[t + 1] - root) + 2
+        stack = np.empty(size, np.int64)  # node, or ~node when leaving it
+        stack[0] = root
+        top = 1
+        distinct = 0
+        best = 0
+        while top > 0:
+            top -= 1
+            item = stack[top]
+            if item < 0:  # leaving internal node ~item: its feature leaves the path
+                f = feature[~item]
+                count[f] -= 1
+                if count[f] == 0:
+                    distinct -= 1
+                continue
+            if left[item] < 0:
+                best = max(best, distinct)
+                continue
+            f = feature[item]
+            if count[f] == 0:
+                distinct += 1
+            count[f] += 1
+            stack[top] = ~item
+            stack[top + 1] = right[item]
+            stack[top + 2] = left[item]
+            top += 3
+        out[t] = best
     return out
