@@ -289,13 +289,16 @@ def new_linear_scratch(max_depth, vdim, n_features):
 def linear_tree_shap(X, row, root, n_path_features, nodes, cover, value, cat_offset, cat_count,
                      cat_codes, cat_left, strict, round32, col, scale, proj, out, scratch,
                      gl_nodes, gl_weights):
-    """``tree_shap`` in O(nodes x depth) instead of O(leaves x depth^2).
+    """Add ``scale`` x the path-dependent TreeSHAP values of the tree at ``root`` for row
+    ``row`` of X to ``out`` (see the module docstring for ``col`` and ``proj``), in
+    O(nodes x depth) instead of Algorithm 2's O(leaves x depth^2).
 
     For a leaf v whose path has unique features with zero fractions Z_j (products of
     cover ratios) and one fractions O_j (0 or 1), the path-dependent SHAP value of
     feature i is v (O_i - Z_i) integral_0^1 prod_{j != i} (Z_j + t (O_j - Z_j)) dt (the
     Shapley weights are Beta integrals). The integrand is a polynomial of degree < depth,
-    integrated exactly by an M-point Gauss-Legendre rule, M = depth // 2 + 1. Summing
+    integrated exactly by an M-point Gauss-Legendre rule, M = n_path_features // 2 + 1
+    (``n_path_features``: the tree's most distinct features on a path). Summing
     over leaves, as Linear TreeSHAP (Yu et al. 2022) does: H_n(t) = sum over the leaves v
     below node n of v prod_j p_j(t) is built bottom-up, and the edge into n that splits
     on i adds (O_i - Z_i) sum_m w_m H_n(t_m) / p_i(t_m). A leaf whose path splits on i
