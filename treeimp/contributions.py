@@ -15,6 +15,7 @@ random forests").
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import pandas as pd
 
@@ -164,7 +165,7 @@ def contributions(model, X, y=None, *, oob=False, method="shap", n_jobs=None):
     phi_oob = np.zeros((n, F, K))
     phi_in = np.zeros((n, F, K))
     n_oob = np.zeros(n, np.int64)
-    from .kernels.treeshap import oob_contributions_chunk
+    from .kernels.treeshap import oob_contributions_chunk, rows_per_task
 
     with numba_threads(n_jobs):
         for start, chunk in rows.chunks():
@@ -175,7 +176,8 @@ def contributions(model, X, y=None, *, oob=False, method="shap", n_jobs=None):
                                     phi_in[start:stop], n_oob[start:stop], use_shap,
                                     max_depth, gl_nodes, gl_weights, ens.tree_offsets,
                                     ens.tree_output, cover, value, rec, n_path, c_off, c_cnt,
-                                    c_codes, c_left, strict, round32)
+                                    c_codes, c_left, strict, round32,
+                                    rows_per_task(chunk.shape[0], numba.get_num_threads()))
     # per-row base values: mean of the out-of-bag (in-bag) trees' expected values
     base_oob, base_in = _oob_bases(ens, bits, n, per_tree)
     n_in = ens.n_trees - n_oob
@@ -188,7 +190,7 @@ def contributions(model, X, y=None, *, oob=False, method="shap", n_jobs=None):
 
 
 def _in_sample(ens, rows, inputs, n_jobs):
-    from .kernels.treeshap import contributions_chunk
+    from .kernels.treeshap import contributions_chunk, rows_per_task
 
     use_shap, max_depth, gl_nodes, gl_weights, cover, value, n_path = inputs
     out = np.zeros((rows.n_rows, ens.n_features, ens.n_outputs))
@@ -200,7 +202,8 @@ def _in_sample(ens, rows, inputs, n_jobs):
             contributions_chunk(chunk, out[start:start + chunk.shape[0]], use_shap,
                                 max_depth, gl_nodes, gl_weights, ens.tree_offsets,
                                 ens.tree_output, scale, cover, value, rec, n_path, c_off,
-                                c_cnt, c_codes, c_left, strict, round32)
+                                c_cnt, c_codes, c_left, strict, round32,
+                                rows_per_task(chunk.shape[0], numba.get_num_threads()))
     return out
 
 

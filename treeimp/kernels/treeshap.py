@@ -68,22 +68,29 @@ def _tree_contribution(use_shap, X, row, root, n_path_features, nodes, cover, va
 ROWS_PER_TASK = 256  # rows a task passes through every tree (a tree stays in cache)
 
 
+def rows_per_task(n_rows, n_threads):
+    """ROWS_PER_TASK, or fewer when there are too few rows to give every thread four
+    tasks (a few rows of a deep forest would otherwise run on one thread)."""
+    return int(max(1, min(ROWS_PER_TASK, -(-n_rows // (4 * n_threads)))))
+
+
 @njit(cache=True, parallel=True)
 def contributions_chunk(X, out, use_shap, max_depth, gl_nodes, gl_weights, tree_offsets,
                         tree_output, tree_scale, cover, value, nodes, path_feats, cat_offset,
-                        cat_count, cat_codes, cat_left, strict, round32):
+                        cat_count, cat_codes, cat_left, strict, round32,
+                        rows_per_task=ROWS_PER_TASK):
     """out[i, k, :] += sum over trees of scale x contribution of feature k for row i
     (``out`` (n_rows, n_features, n_outputs), zeroed by the caller); rows in parallel
     tasks, each passing its rows through one tree after the other."""
     n = X.shape[0]
     n_trees = tree_offsets.shape[0] - 1
-    n_tasks = (n + ROWS_PER_TASK - 1) // ROWS_PER_TASK
+    n_tasks = (n + rows_per_task - 1) // rows_per_task
     no_proj = np.empty(0)
     vdim = value.shape[1]
     for task in prange(n_tasks):
         scratch = new_linear_scratch(max_depth, vdim, X.shape[1])
-        r0 = task * ROWS_PER_TASK
-        r1 = min(n, r0 + ROWS_PER_TASK)
+        r0 = task * rows_per_task
+        r1 = min(n, r0 + rows_per_task)
         for t in range(n_trees):
             root = tree_offsets[t]
             col = tree_output[t]
@@ -99,19 +106,19 @@ def contributions_chunk(X, out, use_shap, max_depth, gl_nodes, gl_weights, tree_
 def oob_contributions_chunk(X, row0, inbag_bits, out_oob, out_in, n_oob, use_shap, max_depth,
                             gl_nodes, gl_weights, tree_offsets, tree_output, cover, value,
                             nodes, path_feats, cat_offset, cat_count, cat_codes, cat_left,
-                            strict, round32):
+                            strict, round32, rows_per_task=ROWS_PER_TASK):
     """Forests out of bag: out_oob[i] += the (unscaled) contributions of the trees for
     which global row ``row0 + i`` is out of bag, out_in[i] += those of the trees it is
     in-bag for, n_oob[i] += the number of out-of-bag trees (all zeroed by the caller)."""
     n = X.shape[0]
     n_trees = tree_offsets.shape[0] - 1
-    n_tasks = (n + ROWS_PER_TASK - 1) // ROWS_PER_TASK
+    n_tasks = (n + rows_per_task - 1) // rows_per_task
     no_proj = np.empty(0)
     vdim = value.shape[1]
     for task in prange(n_tasks):
         scratch = new_linear_scratch(max_depth, vdim, X.shape[1])
-        r0 = task * ROWS_PER_TASK
-        r1 = min(n, r0 + ROWS_PER_TASK)
+        r0 = task * rows_per_task
+        r1 = min(n, r0 + rows_per_task)
         for t in range(n_trees):
             root = tree_offsets[t]
             col = tree_output[t]
