@@ -218,11 +218,13 @@ class TreeEnsemble:
     ``left``, ``right``, ``feature``, ``threshold``, ``missing_left``, ``nan_mode``,
     ``is_categorical``, ``category_offset``, ``category_count``,
     ``category_default_left``, ``value`` (n_nodes, value_dim), ``weight``,
-    ``impurity``, ``gain``. Flat category arrays ``category_codes`` (sorted within a
-    node) and ``category_left``. Per tree (length ``n_trees``): ``tree_offsets``
-    (n_trees + 1), ``tree_output``, ``tree_scale``, ``tree_learning_rate``,
-    ``tree_stage`` (boosting round: trees of one round are fit to gradients taken at
-    the same margin). ``postorder``: every node, children before parents, tree by tree.
+    ``impurity``, ``gain``, ``cover`` (the TreeSHAP cover where a library's own TreeSHAP
+    uses another quantity than ``weight``, NaN elsewhere). Flat category arrays
+    ``category_codes`` (sorted within a node) and ``category_left``. Per tree (length
+    ``n_trees``): ``tree_offsets`` (n_trees + 1), ``tree_output``, ``tree_scale``,
+    ``tree_learning_rate``, ``tree_stage`` (boosting round: trees of one round are fit
+    to gradients taken at the same margin). ``postorder``: every node, children before
+    parents, tree by tree.
     """
 
     def __init__(self, **arrays):
