@@ -13,6 +13,8 @@ raw-margin prediction is the unit; every other time is reported as a multiple of
   subset, extrapolated linearly to all rows (labelled);
 - ``shap``: shap.TreeExplainer global importance on a subset, extrapolated (if shap is
   installed: pip install ".[bench]");
+- ``treeimp TreeSHAP``: treeimp.contributions (the same exact TreeSHAP values) of the
+  parsed model on the same subset and threads, extrapolated;
 - permutation importance, scikit-learn's and treeimp's, on a subset of held-out rows
   (same subset, n_repeats, seed and scoring), each as a multiple of the library's
   predict on that subset, and the speed-up.
@@ -215,6 +217,8 @@ def bench_model(name, kind, args, rows_out):
     sub = X_eval[: args.forest_shap_rows if forest else args.shap_rows]
     res["shap_rows"] = len(sub)
     shap_fn = library_treeshap(name, model, sub)
+    res["treeimp_treeshap_s_extrapolated"] = timed(
+        lambda: treeimp.contributions(ens, sub, n_jobs=args.threads), 1) * n_eval / len(sub)
     if shap_fn is not None:
         res["lib_treeshap_s_extrapolated"] = timed(shap_fn, 1) * n_eval / len(sub)
     else:
@@ -425,7 +429,7 @@ def _cell(value, fmt, note=None):
 
 MAIN_COLUMNS = ("model", "task", "rows", "trees", "predict (s)", "explain",
                 "explain, parsed model", "parse", "predict_raw",
-                "lib TreeSHAP*", "shap*", "perm. rows", "perm. predict (s)",
+                "treeimp TreeSHAP*", "lib TreeSHAP*", "shap*", "perm. rows", "perm. predict (s)",
                 "perm. sklearn", "perm. treeimp", "perm. speed-up", "perm. max diff")
 STARTUP_COLUMNS = ("fresh process", "import (s)", "empty cache: first call (s)",
                    "compile (s)", "warm cache: first call (s)", "second call (s)",
@@ -463,6 +467,7 @@ def markdown(results, startup, memory, args):
                      x("explain_s", u), x("explain_parsed_s", u, "explain_parsed_note"),
                      x("parse_s", u),
                      x("predict_raw_s", u),
+                     x("treeimp_treeshap_s_extrapolated", u),
                      x("lib_treeshap_s_extrapolated", u, "lib_treeshap_note"),
                      x("shap_s_extrapolated", u, "shap_note"),
                      r["permutation_rows"], f"{pu:.4f}",

@@ -16,7 +16,8 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "run.py"
 
 MAIN_COLUMNS = ["model", "task", "rows", "trees", "predict (s)", "explain",
                 "explain, parsed model", "parse", "predict_raw",
-                "lib TreeSHAP*", "shap*", "perm. rows", "perm. predict (s)",
+                "treeimp TreeSHAP*", "lib TreeSHAP*", "shap*", "perm. rows",
+                "perm. predict (s)",
                 "perm. sklearn", "perm. treeimp", "perm. speed-up", "perm. max diff"]
 STARTUP_COLUMNS = ["fresh process", "import (s)", "empty cache: first call (s)",
                    "compile (s)", "warm cache: first call (s)", "second call (s)",
@@ -99,7 +100,7 @@ def test_markdown_names_missing_shap():
     spec.loader.exec_module(run)
     r = {"model": "forest", "task": "binary", "rows": 10, "trees": 2,
          "library_predict_s": 0.1, "explain_s": 0.2, "explain_parsed_s": 0.15,
-         "parse_s": 0.05, "predict_raw_s": 0.1,
+         "parse_s": 0.05, "predict_raw_s": 0.1, "treeimp_treeshap_s_extrapolated": 0.3,
          "lib_treeshap_s_extrapolated": None, "lib_treeshap_note": "none in the library",
          "shap_s_extrapolated": None, "shap_note": "not installed",
          "permutation_rows": 5, "permutation_predict_s": 0.01,
@@ -107,9 +108,9 @@ def test_markdown_names_missing_shap():
          "permutation_max_abs_diff": 0.0}
     table = run.markdown([r], None, None, run.parse_args(["--small"]))
     row = [c.strip() for c in table.splitlines()[-3].strip("|").split("|")]
-    assert row[:11] == ["forest", "binary", "10", "2", "0.100", "2.00x", "1.50x", "0.50x",
-                        "1.00x", "none in the library", "not installed"]
-    assert row[13:16] == ["100.00x", "10.00x", "10.0x"]
+    assert row[:12] == ["forest", "binary", "10", "2", "0.100", "2.00x", "1.50x", "0.50x",
+                        "1.00x", "3.00x", "none in the library", "not installed"]
+    assert row[14:17] == ["100.00x", "10.00x", "10.0x"]
 
 
 def test_markdown_error_rows_fill_every_column():

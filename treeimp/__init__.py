@@ -1,6 +1,7 @@
 """treeimp: out-of-sample feature importance for tree ensembles."""
 
 from .api import explain
+from .contributions import Contributions, contributions
 from .crossfit import cross_explain
 from .ensemble import Objective, Tree, TreeEnsemble
 from .parsers import parse
@@ -9,6 +10,7 @@ from .permutation import permutation_importance
 from .result import Importances
 from .selector import ImportanceSelector
 
-__all__ = ["ImportanceSelector", "Importances", "Objective", "Tree", "TreeEnsemble",
-           "cross_explain", "explain", "load", "parse", "permutation_importance"]
+__all__ = ["Contributions", "ImportanceSelector", "Importances", "Objective", "Tree",
+           "TreeEnsemble", "contributions", "cross_explain", "explain", "load", "parse",
+           "permutation_importance"]
 __version__ = "0.1.0"

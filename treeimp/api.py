@@ -8,7 +8,7 @@ import numbers
 import numpy as np
 import pandas as pd
 
-from . import measures
+from . import measures, shap_oob
 from ._input import RowSource
 from .defaults import DEFAULT_N_BLOCKS, OOB_VARIANCE_FACTOR
 from .ensemble import FOREST
@@ -26,6 +26,7 @@ from .parsers import inbag_bits, parse
 from .pipeline import unwrap
 from .progress import progress_bar
 from .result import Importances
+from .shap_oob import SHAP_METHODS
 from .targets import as_target, check_sample_weight, forest_targets, n_target_columns
 
 DEFAULT_METHODS = ("mdi", "mdi_oob", "ufi")
@@ -68,7 +69,10 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
         "mdi_oob_centered" (MDI-oob with the target centred per tree at the tree's
         in-bag root value: invariant to adding a constant to y), "ufi" (Zhou & Hooker
         2020), "naive_oob", "pg1", "pg2", "pg3" (Loecher's penalized Gini presets,
-        forests) and "pg_oob" with ``alpha`` and ``lam``.
+        forests), "pg_oob" with ``alpha`` and ``lam``, "shap_oob" (per tree, the mean
+        over evaluation rows of the target times the row's TreeSHAP values; see
+        ``treeimp/shap_oob.py``) and "saabas_oob" (the same with Saabas contributions:
+        equal to "mdi_oob", computed row by row).
     sample_weight : array-like (n_rows,), optional
         Weights of the evaluation rows.
     feature_names : list of str, optional
@@ -153,6 +157,15 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
     w = np.ones(1) if sample_weight is None else check_sample_weight(sample_weight, n)
     block = _assign_blocks(n, n_blocks, random_state)
 
+    # measures from per-row contributions (shap_oob.py), from the same row blocks
+    extra = {m: shap_oob.per_tree_values(m, ens, model, rows, y_arr, w, block, n_blocks,
+                                         oob=oob, n_jobs=n_jobs, base_margin=offset)
+             for m in held_out if m in SHAP_METHODS}
+    held_out = [m for m in held_out if m not in SHAP_METHODS]
+    if not held_out:
+        inflation = OOB_VARIANCE_FACTOR if oob else 1.0  # see below
+        return _assemble(ens, None, methods, names, False, n, n_blocks, alpha, lam,
+                         inflation, extra, groups=grp)
     bar = progress_bar(progress, total=n, work=n * ens.n_trees, desc="treeimp.explain")
     # the statistics live in a kept buffer (kernels/scratch.py) until the importances
     # are computed from them; no result keeps a view of them
@@ -171,7 +184,7 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
         # the sqrt(2) of perfect correlation. Held-out rows never trained a tree: 1.
         inflation = OOB_VARIANCE_FACTOR if oob else 1.0
         return _assemble(ens, stats, methods, names, classification, n, n_blocks, alpha,
-                         lam, inflation, groups=grp)
+                         lam, inflation, extra, groups=grp)
 
 
 def _node_statistics(ens, model, rows, y_arr, w, block, n_blocks, oob, held_out, n_jobs,
@@ -219,7 +232,7 @@ def _unwrap(model, X, feature_names, groups):
 
 
 def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alpha, lam,
-              inflation=1.0, groups=None):
+              inflation=1.0, extra=None, groups=None):
     forest = ens.kind == FOREST
     agg = _nanmean_trees if forest else _nansum_trees
     # feature groups: per-tree values (and their leave-one-block-out replicates) summed
@@ -248,6 +261,10 @@ def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alph
         if m == "mdi":
             pt = to_groups(measures.mdi(ens)[None])
             bv = np.full((n_blocks, width), np.nan)
+        elif extra and m in extra:  # (n_blocks + 1, n_trees, n_features) as compute's
+            values = to_groups(extra[m])
+            pt = values[-1:]
+            bv = agg(values[:-1])
         else:
             values = to_groups(measures.compute(m, ens, stats, classification=classification,
                                                 alpha=alpha, lam=lam,
@@ -314,6 +331,7 @@ def _check_methods(methods, ens, alpha, lam):
     if bad:
         raise TypeError(f"methods must be strings, got {bad[0]!r}")
     valid = FOREST_METHODS + ("pg_oob",) if ens.kind == FOREST else BOOSTING_METHODS
+    valid = valid + tuple(SHAP_METHODS)
     if not methods:
         raise ValueError(f"methods is empty; choose from {list(valid)}")
     for m in methods:

@@ -70,6 +70,9 @@ class Tree:
     scale: float = 1.0
     learning_rate: float = 1.0
     stage: int | None = None  # boosting round; trees of one round share their gradients
+    # the node cover TreeSHAP weighs paths by, where the library's own TreeSHAP uses
+    # another quantity than ``weight`` (LightGBM: row counts, not hessian sums)
+    cover: np.ndarray | None = None
 
 
 @dataclass
@@ -104,10 +107,11 @@ _NODE_FIELDS = (
     ("impurity", np.float64, np.nan),
     ("gain", np.float64, np.nan),
     ("value", np.float64, None),  # (n_nodes, value_dim)
+    ("cover", np.float64, np.nan),
 )
 # the order in which from_trees reports the problems of one tree
 _REPORT_ORDER = ("left", "right", "feature", "structure", "threshold", "missing_left",
-                 "nan_mode", "weight", "impurity", "gain", "categories")
+                 "nan_mode", "weight", "impurity", "gain", "categories", "cover")
 
 
 def _gather(trees, offsets, value_dim):
@@ -214,11 +218,13 @@ class TreeEnsemble:
     ``left``, ``right``, ``feature``, ``threshold``, ``missing_left``, ``nan_mode``,
     ``is_categorical``, ``category_offset``, ``category_count``,
     ``category_default_left``, ``value`` (n_nodes, value_dim), ``weight``,
-    ``impurity``, ``gain``. Flat category arrays ``category_codes`` (sorted within a
-    node) and ``category_left``. Per tree (length ``n_trees``): ``tree_offsets``
-    (n_trees + 1), ``tree_output``, ``tree_scale``, ``tree_learning_rate``,
-    ``tree_stage`` (boosting round: trees of one round are fit to gradients taken at
-    the same margin). ``postorder``: every node, children before parents, tree by tree.
+    ``impurity``, ``gain``, ``cover`` (the TreeSHAP cover where a library's own TreeSHAP
+    uses another quantity than ``weight``, NaN elsewhere). Flat category arrays
+    ``category_codes`` (sorted within a node) and ``category_left``. Per tree (length
+    ``n_trees``): ``tree_offsets`` (n_trees + 1), ``tree_output``, ``tree_scale``,
+    ``tree_learning_rate``, ``tree_stage`` (boosting round: trees of one round are fit
+    to gradients taken at the same margin). ``postorder``: every node, children before
+    parents, tree by tree.
     How input values are read: ``sparse_absent`` (what an absent sparse entry is) and
     ``missing_value`` (a number routed as missing), see :meth:`from_trees`.
     """
@@ -377,7 +383,8 @@ class TreeEnsemble:
         is_cat, cat_offset, cat_count, cat_default_left, category_codes, category_left = (
             categories)
         threshold, missing_left, nan_mode, weight, impurity, gain, value = (
-            fields[name] for name, _, _ in _NODE_FIELDS[3:])
+            fields[name] for name in ("threshold", "missing_left", "nan_mode", "weight",
+                                      "impurity", "gain", "value"))
 
         problem = check_values_thresholds(left, value, threshold, is_cat)
         if problem == 1:
@@ -427,6 +434,7 @@ class TreeEnsemble:
             category_left=category_left,
             value=value,
             weight=weight,
+            cover=fields["cover"],
             impurity=impurity,
             gain=gain,
         )

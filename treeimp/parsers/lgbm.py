@@ -237,6 +237,7 @@ def _boosted_trees(raw, n_per_iter, params):
             lr = r["shrinkage"] * (1.0 if learning_rate is None else learning_rate)
         trees.append(Tree(left=r["left"], right=r["right"], feature=r["feature"],
                           threshold=r["threshold"], value=r["value"], weight=r["weight"],
+                          cover=r["cover"],
                           missing_left=r["missing_left"], nan_mode=r["nan_mode"],
                           gain=r["gain"], categories=r["categories"],
                           output=t % n_per_iter, learning_rate=lr, stage=t // n_per_iter))
@@ -321,6 +322,7 @@ def _read_tree(block, t, version):
         weight = float(count[0]) if len(count) == 1 else 0.0
         return dict(left=[-1], right=[-1], feature=[-1], threshold=[np.nan],
                     value=leaf_value.reshape(1, 1), weight=np.array([weight]),
+                    cover=np.array([weight]),
                     missing_left=np.zeros(1, bool), nan_mode=np.zeros(1, np.uint8),
                     gain=np.array([np.nan]), categories={}, shrinkage=shrinkage,
                     n_leaves=1, internal_value=None)
@@ -335,10 +337,10 @@ def _read_tree(block, t, version):
     lc = _numbers(block, "left_child", m, t, int)
     rc = _numbers(block, "right_child", m, t, int)
     leaf_weight = _numbers(block, "leaf_weight", n_leaves, t, float)
-    _numbers(block, "leaf_count", n_leaves, t, float)
+    leaf_count = _numbers(block, "leaf_count", n_leaves, t, float)
     internal_value = _numbers(block, "internal_value", m, t, float)
     internal_weight = _numbers(block, "internal_weight", m, t, float)
-    _numbers(block, "internal_count", m, t, float)
+    internal_count = _numbers(block, "internal_count", m, t, float)
 
     def node_of(child, side):
         bad = ((child >= 0) & (child >= m)) | ((child < 0) & (~child >= n_leaves))
@@ -383,10 +385,12 @@ def _read_tree(block, t, version):
     weight = np.concatenate([internal_weight, leaf_weight])
     if m and weight[0] == 0:  # LightGBM < 4.6 saves the root's internal_weight as 0
         weight[0] = weight[left[0]] + weight[right[0]]  # (fixed by LightGBM PR 6569)
+    # LightGBM's own TreeSHAP (pred_contrib) weighs paths by row counts
+    cover = np.concatenate([internal_count, leaf_count])
     node_gain = np.concatenate([gain, np.full(n_leaves, np.nan)])
     return dict(left=left, right=right, feature=node_feature, threshold=node_threshold,
-                value=value, weight=weight, missing_left=missing_left, nan_mode=nan_mode,
-                gain=node_gain, categories=categories, shrinkage=shrinkage,
+                value=value, weight=weight, cover=cover, missing_left=missing_left,
+                nan_mode=nan_mode, gain=node_gain, categories=categories, shrinkage=shrinkage,
                 n_leaves=n_leaves, internal_value=internal_value)
 
 

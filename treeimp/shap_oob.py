@@ -1,0 +1,108 @@
+"""SHAP-oob: the supervised importance of out-of-sample TreeSHAP values (measures.md).
+
+Per tree t, the mean over its evaluation rows E_t (out-of-bag rows of a bagged forest,
+or the held-out rows) of ``w_i z_i . phi_{t,k}(x_i)``, with z the per-tree target of
+mdi_oob (forests: y or one-hot y; boosting: -g at the margin before t's stage) and phi
+the tree's path-dependent TreeSHAP values (as the tree enters the margin: times its
+scale). A forest's value is the mean over trees, a boosted model's the sum. With Saabas
+contributions in place of phi ("saabas_oob") this is exactly mdi_oob (Li et al. eq. 14
+is the mean of z_i . f_{t,k}(x_i)).
+
+Standard errors come from the same random row blocks as every other measure: the
+kernels keep per-block sums of ``w_i z_i . phi_{t,k}(x_i)`` and of ``w_i`` per tree, and
+the leave-one-block-out replicates are formed from them here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .contributions import kernel_inputs
+from .ensemble import FOREST
+from .kernels.api import routing_flags
+from .kernels.threads import numba_threads
+
+# measure name -> the contributions it averages
+SHAP_METHODS = {"shap_oob": "shap", "saabas_oob": "saabas"}
+
+CHUNK_ROWS = 1 << 18
+
+
+def per_tree_values(method, ens, model, rows, y, w, block, n_blocks, *, oob=False,
+                    n_jobs=None, base_margin=None):
+    """(n_blocks + 1, n_trees, n_features): the leave-one-block-out values of ``method``
+    per tree, then the value on all evaluation rows (NaN for a tree without evaluation
+    rows), in the layout of ``measures.compute``."""
+    acc, n_eval = block_sums(method, ens, model, rows, y, w, block, n_blocks, oob=oob,
+                             n_jobs=n_jobs, base_margin=base_margin)
+    total, n_total = acc.sum(axis=0), n_eval.sum(axis=0)
+    out = np.empty((n_blocks + 1,) + total.shape)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for b in range(n_blocks):
+            n_b = n_total - n_eval[b]
+            out[b] = np.where(n_b[:, None] > 0, (total - acc[b]) / n_b[:, None], np.nan)
+        out[-1] = np.where(n_total[:, None] > 0, total / n_total[:, None], np.nan)
+    return out
+
+
+def block_sums(method, ens, model, rows, y, w, block, n_blocks, *, oob=False, n_jobs=None,
+               base_margin=None):
+    """(acc (n_blocks, n_trees, n_features): sum over block b's evaluation rows of tree t
+    of w_i z_i . phi_{t,k}(x_i); n_eval (n_blocks, n_trees): their weight).
+    ``base_margin``: per-row offsets of a boosting model ((n, n_outputs), see
+    ``offsets.check_base_margin``): held-out margins start at ``ens.start_margin``."""
+    from .kernels.treeshap import forest_block_sums, staged_block_sums
+
+    use_shap, max_depth, gl_nodes, gl_weights, cover, value, n_path = kernel_inputs(
+        ens, SHAP_METHODS[method])
+    acc = np.zeros((n_blocks, ens.n_trees, ens.n_features, 1))
+    n_eval = np.zeros((n_blocks, ens.n_trees))
+    rec, depth, min_depth, c_off, c_cnt, c_codes, c_left = ens.routing_arrays()
+    if ens.kind == FOREST:
+        from .kernels.node_stats import empty_inbag
+        from .parsers import inbag_bits
+        from .targets import forest_targets
+
+        Z, _ = forest_targets(ens, y)
+        bits = inbag_bits(model, rows.n_rows) if oob else empty_inbag()
+    else:
+        if oob:
+            raise ValueError("oob=True is for bagged forests; boosting models have no "
+                             "out-of-bag rows and need a held-out set: "
+                             "explain(model, X_val, y_val)")
+        if ens.value_dim != 1:
+            raise ValueError(f"this model's trees have {ens.value_dim} values per leaf "
+                             "(vector-leaf trees); held-out gradient importances need one "
+                             "value per leaf")
+        from .boosting import _logistic_leaf_factor, stage_starts
+        from .losses import check_target, loss_spec
+
+        code, params = loss_spec(ens.objective, n_outputs=ens.n_outputs)
+        y_t = np.ascontiguousarray(check_target(ens.objective, y, ens.classes),
+                                   dtype=np.float64)
+        starts = stage_starts(ens)
+        leaf_factor = _logistic_leaf_factor(ens, code, params)
+        scale = np.ascontiguousarray(ens.tree_scale, dtype=np.float64)
+        row_start = (np.zeros((0, ens.n_outputs)) if base_margin is None
+                     else ens.start_margin(base_margin))
+    with numba_threads(n_jobs, dynamic=True):
+        for start, chunk in rows.chunks(CHUNK_ROWS, split=True):
+            stop = start + chunk.shape[0]
+            strict, round32 = routing_flags(ens, chunk)
+            local_block = block[start:stop]
+            order = np.argsort(local_block, kind="stable").astype(np.int64)
+            bounds = np.searchsorted(local_block[order], np.arange(n_blocks + 1)).astype(
+                np.int64)
+            if ens.kind == FOREST:
+                forest_block_sums(chunk, start, order, bounds, Z, w, bits, oob, use_shap,
+                                  max_depth, gl_nodes, gl_weights, acc, n_eval,
+                                  ens.tree_offsets, ens.tree_output, cover, value, rec, n_path,
+                                  c_off, c_cnt, c_codes, c_left, strict, round32)
+            else:
+                staged_block_sums(chunk, start, order, bounds, y_t, w, ens.base_score,
+                                  row_start, starts, code, params, leaf_factor, use_shap, max_depth,
+                                  gl_nodes, gl_weights, acc, n_eval, ens.tree_offsets,
+                                  ens.tree_output, scale, cover, value, rec, depth,
+                                  min_depth, n_path, c_off, c_cnt, c_codes, c_left, strict,
+                                  round32)
+    return acc[..., 0], n_eval
