@@ -397,3 +397,18 @@ def test_memory_is_the_output_plus_a_chunk():
     tracemalloc.stop()
     output = c.values.nbytes + c.base_values.nbytes
     assert peak < output + 4_000_000, (peak, output)
+
+
+def test_shap_oob_groups_are_member_sums():
+    from sklearn.ensemble import RandomForestRegressor
+
+    X, y = _data(6)
+    rf = RandomForestRegressor(n_estimators=6, random_state=0).fit(X, y)
+    kw = dict(oob=True, methods=("shap_oob", "mdi_oob"), random_state=0)
+    single = treeimp.explain(rf, X, y, **kw)
+    grouped = treeimp.explain(rf, X, y, groups={"g": [0, 2]}, **kw)
+    for m in ("shap_oob", "mdi_oob"):
+        np.testing.assert_allclose(grouped.per_tree[m][:, 0],
+                                   single.per_tree[m][:, [0, 2]].sum(axis=1), atol=1e-12)
+        np.testing.assert_allclose(grouped.block_values[m][:, 0],
+                                   single.block_values[m][:, [0, 2]].sum(axis=1), atol=1e-12)
