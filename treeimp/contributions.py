@@ -140,9 +140,8 @@ def contributions(model, X, y=None, *, oob=False, method="shap", n_jobs=None,
     True
     """
     from .api import _feature_names
-    from .parsers import inbag_bits, parse
-
     from .offsets import check_base_margin
+    from .parsers import inbag_bits, parse
 
     ens = parse(model, iteration_range=iteration_range, missing=missing)
     inputs = kernel_inputs(ens, method)
