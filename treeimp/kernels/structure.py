@@ -57,6 +57,19 @@ def children_partition(left, right):
 
 
 @njit(cache=True)
+def children_partitions(tree_offsets, left, right):
+    """:func:`children_partition` of every tree (concatenated arrays, local child
+    indices), as a bool per tree."""
+    n_trees = tree_offsets.shape[0] - 1
+    out = np.empty(n_trees, np.bool_)
+    for t in range(n_trees):
+        lo = tree_offsets[t]
+        hi = tree_offsets[t + 1]
+        out[t] = children_partition(left[lo:hi], right[lo:hi])
+    return out
+
+
+@njit(cache=True)
 def check_node_fields(left, right, feature, n_features):
     """First problem in one tree's local node arrays, in the order they are reported:
     (1, node) a node with exactly one child, (2, node) a child index >= the tree's

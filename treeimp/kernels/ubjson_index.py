@@ -238,24 +238,40 @@ def _grow_i64(a, cap):
 
 
 @njit(cache=True)
-def gather_numbers(data, start, count, itemsize, swap):
-    """The typed arrays whose elements of ``itemsize`` bytes start at ``start[i]``
-    (``count[i]`` of them), concatenated as raw bytes in native order (``swap``: the
-    document's big-endian bytes reversed per element)."""
+def gather_bytes(data, start, count, itemsize):
+    """The typed arrays whose ``count[i]`` elements of ``itemsize`` bytes start at
+    ``start[i]``, their bytes concatenated as they are (big-endian)."""
     total = 0
     for i in range(start.shape[0]):
         total += count[i]
     out = np.empty(total * itemsize, np.uint8)
     o = 0
     for i in range(start.shape[0]):
-        p = start[i]
         nbytes = count[i] * itemsize
-        if swap:
-            for e in range(0, nbytes, itemsize):
-                for b in range(itemsize):
-                    out[o + e + b] = data[p + e + itemsize - 1 - b]
-        else:
-            for e in range(nbytes):
-                out[o + e] = data[p + e]
+        out[o:o + nbytes] = data[start[i]:start[i] + nbytes]
         o += nbytes
+    return out
+
+
+@njit(cache=True)
+def key_ids(data, rows, key_start, key_len, keys, key_offsets):
+    """Per row of ``rows``: the index of its key among ``keys`` (the wanted keys'
+    bytes concatenated, key j being ``keys[key_offsets[j]:key_offsets[j + 1]]``), -1
+    when it is none of them."""
+    out = np.full(rows.shape[0], -1, np.int64)
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        n = key_len[r]
+        for j in range(key_offsets.shape[0] - 1):
+            lo = key_offsets[j]
+            if key_offsets[j + 1] - lo != n:
+                continue
+            same = True
+            for b in range(n):
+                if data[key_start[r] + b] != keys[lo + b]:
+                    same = False
+                    break
+            if same:
+                out[i] = j
+                break
     return out
