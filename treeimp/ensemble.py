@@ -38,6 +38,10 @@ MAX_FEATURES = 2**31 - 1  # feature indices are int32
 
 IMPURITY_KINDS = ("variance", "other", "median")
 
+# below this many nodes the structural passes of from_trees run on one thread: they
+# are a few operations per node, less than starting the thread pool costs
+SERIAL_NODES = 1 << 20
+
 FOREST = "forest"
 BOOSTING = "boosting"
 
@@ -378,7 +382,7 @@ class TreeEnsemble:
         :meth:`from_trees`. ``bad_shapes``: ``{field: (tree, message)}`` of fields with
         a wrong shape from the tree they start (from_trees' gathering).
         """
-        from .kernels.structure import check_trees, check_values_thresholds
+        from .kernels import structure
 
         bad_shapes = bad_shapes or {}
         kind, comparison = meta["kind"], meta["comparison"]
@@ -406,6 +410,8 @@ class TreeEnsemble:
         n_ok = min([t for t, rank, _ in problems if rank < _REPORT_ORDER.index("structure")],
                    default=n_trees)
         end = offsets[n_ok]
+        serial = offsets[-1] < SERIAL_NODES
+        check_trees = structure.check_trees_serial if serial else structure.check_trees
         problem, bad, left, right, feature = check_trees(
             offsets[:n_ok + 1], fields["left"][:end], fields["right"][:end],
             fields["feature"][:end], n_features)
@@ -423,7 +429,8 @@ class TreeEnsemble:
         threshold, missing_left, nan_mode, weight, impurity, gain, value = (
             fields[name] for name, _, _ in _NODE_FIELDS[3:])
 
-        problem = check_values_thresholds(left, value, threshold, is_cat)
+        problem = (structure.check_values_thresholds_serial if serial
+                   else structure.check_values_thresholds)(left, value, threshold, is_cat)
         if problem == 1:
             raise ValueError("the model has a leaf whose value is not finite")
         if problem == 2:
@@ -482,11 +489,15 @@ class TreeEnsemble:
 
     def _fill_internal_values(self):
         """Internal node value := training-weight mean of its children, bottom up."""
-        from .kernels.structure import fill_internal_values, postorder
+        from .kernels import structure
 
+        if self.n_nodes < SERIAL_NODES:
+            postorder, fill = structure.postorder_serial, structure.fill_internal_values_serial
+        else:
+            postorder, fill = structure.postorder, structure.fill_internal_values
         self.postorder = postorder(self.tree_offsets, self.left, self.right)
-        fill_internal_values(self.postorder, self.tree_offsets, self.left, self.right,
-                             self.weight, self.value)
+        fill(self.postorder, self.tree_offsets, self.left, self.right, self.weight,
+             self.value)
 
     # ------------------------------------------------------------------ rounds
     @property
@@ -536,7 +547,7 @@ class TreeEnsemble:
 
     def _tree_slice(self, t0, t1):
         """Trees t0 .. t1 - 1 as an ensemble of their own (node indices renumbered)."""
-        from .kernels.structure import postorder
+        from .kernels import structure
 
         o0, o1 = int(self.tree_offsets[t0]), int(self.tree_offsets[t1])
         c0 = int(self.category_count[:o0].sum())
@@ -556,6 +567,8 @@ class TreeEnsemble:
         fields["tree_stage"] = fields["tree_stage"] - fields["tree_stage"][0]
         fields["tree_offsets"] = self.tree_offsets[t0:t1 + 1] - o0
         out = TreeEnsemble(**fields)
+        postorder = (structure.postorder_serial if out.n_nodes < SERIAL_NODES
+                     else structure.postorder)
         out.postorder = postorder(out.tree_offsets, out.left, out.right)
         return out
 

@@ -92,7 +92,7 @@ def index_values(data, max_depth):
     an object (-1 / 0 elsewhere); ``end`` the offset just after the value.
     """
     n = data.shape[0]
-    cap = 64 + n // 16
+    cap = 64 + n // 256  # grown by doubling when a document has more values
     marker = np.zeros(cap, np.uint8)
     elem = np.zeros(cap, np.uint8)
     start = np.zeros(cap, np.int64)
