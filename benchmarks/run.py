@@ -516,10 +516,10 @@ def markdown(results, startup, memory, args, small_data=()):
                      x("sklearn_permutation_s", pu), x("treeimp_permutation_s", pu),
                      f"{r['sklearn_permutation_s'] / r['treeimp_permutation_s']:.1f}x",
                      f"{r['permutation_max_abs_diff']:.1e}"))
-    lines += _table(MAIN_COLUMNS, rows)
-    lines += ["", "*TreeSHAP timings run on --shap-rows rows (forest: --forest-shap-rows) "
-              "and are extrapolated linearly "
-              "to all rows."]
+    if results:  # none with --small-data-only
+        lines += _table(MAIN_COLUMNS, rows)
+        lines += ["", "*TreeSHAP timings run on --shap-rows rows (forest: "
+                  "--forest-shap-rows) and are extrapolated linearly to all rows."]
     if small_data:
         rows = [(r["model"], r["task"], r["rows"], r["trees"],
                  f"{r['library_predict_s']:.4f}",
