@@ -174,16 +174,16 @@ def check_values_thresholds(left, value, threshold, is_categorical):
 
 @njit(cache=True)
 def check_values_thresholds_serial(left, value, threshold, is_categorical):
-    """:func:`check_values_thresholds` on one thread."""
-    bad_value = 0
+    """:func:`check_values_thresholds` on one thread (stops at the first bad leaf)."""
     bad_threshold = 0
     for i in range(left.shape[0]):
-        v, t = _bad_value_threshold(i, left, value, threshold, is_categorical)
-        bad_value += v
-        bad_threshold += t
-    if bad_value > 0:
-        return 1
-    return 2 if bad_threshold > 0 else 0
+        if left[i] < 0:
+            for j in range(value.shape[1]):
+                if not np.isfinite(value[i, j]):
+                    return 1
+        elif not is_categorical[i] and np.isnan(threshold[i]):
+            bad_threshold = 2
+    return bad_threshold
 
 
 @njit(cache=True)
