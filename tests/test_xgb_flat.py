@@ -154,6 +154,19 @@ def test_damaged_bytes_are_left_to_the_strict_reader():
         parse_xgboost_json(doc)
 
 
+@pytest.mark.parametrize("key", [b"default_left", b"split_type"])
+def test_flags_other_than_0_1_go_the_per_tree_way(key):
+    raw = bytes(MODELS["regression"].get_booster().save_raw("ubj"))
+    _, _, elem, start, count, _, key_start, key_len, _ = index_values(
+        np.frombuffer(raw, np.uint8), MAX_DEPTH)
+    rows = [r for r in range(start.size)
+            if raw[key_start[r]:key_start[r] + key_len[r]] == key and count[r] > 0]
+    assert rows and elem[rows[0]] in (ord("U"), ord("i"))  # one byte per node
+    damaged = bytearray(raw)
+    damaged[start[rows[-1]]] = 2
+    assert read_model(bytes(damaged)) is None
+
+
 def test_index_values_locates_every_value():
     """Every value the strict reader decodes, found by the index at its place: a
     document with every marker, counted and uncounted containers and no-ops."""

@@ -12,8 +12,9 @@ the per-tree reader's, concatenated (``tests/test_xgb_flat.py`` compares them).
 reader gathers exactly, and the caller then takes the per-tree path, which handles
 (or reports) everything: a document the index cannot walk, trees with missing,
 repeated or untyped fields, fields whose length is not the tree's node count,
-vector-leaf trees (``size_leaf_vector`` > 1), and trees that keep nodes deleted by
-pruning (unreachable from the root).
+vector-leaf trees (``size_leaf_vector`` > 1), ``default_left`` or ``split_type``
+values other than 0 and 1, and trees that keep nodes deleted by pruning (unreachable
+from the root).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ _NODE_KEYS = (
     ("loss_changes", "gain", np.float32),
     ("base_weights", "base_weights", np.float32),
 )
+_FLAGS = ("default_left", "split_type")  # 0 / 1 per node
 _CATEGORY_KEYS = ("categories", "categories_nodes", "categories_segments",
                   "categories_sizes")
 _TREES_PATHS = (("learner", "gradient_booster", "model"),
@@ -198,8 +200,10 @@ def _gather_trees(table, trees_row):
             return None  # untyped, or typed differently from tree to tree
         big = _DTYPES[int(elem[0])]
         counts = table.count[rows]
-        raw = gather_bytes(table.buf, table.start[rows], counts, big.itemsize)
-        out[name] = raw.view(big).astype(dtype)
+        values = gather_bytes(table.buf, table.start[rows], counts, big.itemsize).view(big)
+        if name in _FLAGS and np.any((values != 0) & (values != 1)):
+            return None  # the per-tree path judges flags other than 0 / 1
+        out[name] = values.astype(dtype)
         if key in _CATEGORY_KEYS:
             out[name + "_counts"] = counts
         elif sizes is None:
