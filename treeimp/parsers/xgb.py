@@ -1,9 +1,13 @@
 """XGBoost -> TreeEnsemble, from a live model or from the model's JSON document.
 
 :func:`parse_xgboost` takes an ``xgboost.Booster`` or a fitted scikit-learn wrapper
-(``XGBClassifier``, ``XGBRegressor``, ...), asks it for ``save_raw("json")`` and hands
+(``XGBClassifier``, ``XGBRegressor``, ...), asks it for ``save_raw("ubj")`` and hands
 the document to :func:`parse_xgboost_json`, which never imports xgboost: saved ``.json``
-and ``.ubj`` model files (see ``files.py``) go through the same function.
+and ``.ubj`` model files (see ``files.py``) go through the same function. For a live
+model the trees' node arrays are gathered for all trees at once from the UBJSON bytes
+(``xgb_flat.py``) and the trees are built together (:func:`_flat_ensemble`); models
+that reader does not take (pruned nodes, vector leaves) are read tree by tree
+(:func:`_read_tree`, :func:`_to_tree`), with the same result.
 
 What the document holds (checked on xgboost 3.2.0; see also
 ``/work/shared/design/model-formats.md``):
