@@ -17,7 +17,10 @@ raw-margin prediction is the unit; every other time is reported as a multiple of
   parsed model on the same subset and threads, extrapolated;
 - permutation importance, scikit-learn's and treeimp's, on a subset of held-out rows
   (same subset, n_repeats, seed and scoring), each as a multiple of the library's
-  predict on that subset, and the speed-up.
+  predict on that subset, and the speed-up;
+- small data (XGBoost): one explain of the model on --small-data-rows held-out rows,
+  parse included, as a multiple of predict on them, and treeimp.parse against
+  xgboost's Booster.load_model of the same model saved as UBJSON.
 
 Every timing is the median of --repeats calls after an untimed warm-up call, so numba's
 compilation is not in them; the library's predict, both explains, parse and predict_raw are
@@ -68,6 +71,12 @@ def parse_args(argv=None):
     p.add_argument("--perm-rows", type=int, default=5000, help="rows for permutation imp.")
     p.add_argument("--perm-repeats", type=int, default=5)
     p.add_argument("--models", default="xgboost,lightgbm,forest")
+    p.add_argument("--small-data-rows", type=int, default=3000,
+                   help="held-out rows of the small-data XGBoost row")
+    p.add_argument("--small-data-trees", type=int, default=300,
+                   help="boosting rounds of the small-data XGBoost row")
+    p.add_argument("--small-data-only", action="store_true",
+                   help="only the small-data XGBoost rows (no main table, no fresh process)")
     p.add_argument("--small", action="store_true", help="tiny sizes (CI smoke run)")
     p.add_argument("--no-subprocess", action="store_true",
                    help="skip the fresh-process compile/start-up/memory measurements")
@@ -87,6 +96,7 @@ def parse_args(argv=None):
         args.forest_trees, args.repeats, args.shap_rows, args.perm_rows = 10, 1, 200, 300
         args.forest_shap_rows = 50
         args.perm_repeats = 2
+        args.small_data_rows, args.small_data_trees = 500, 20
     if args.memory_rows is None:
         args.memory_rows = 20_000 if args.small else 2_000_000
     unknown = set(args.compile_for.split(",")) - set(WORKLOADS) - {"none"}
@@ -267,6 +277,44 @@ def bench_model(name, kind, args, rows_out):
     return res
 
 
+def bench_small_data(kind, args):
+    """XGBoost on few held-out rows (--small-data-rows, --small-data-trees rounds, depth
+    6), where parsing weighs most: one ``treeimp.explain(model, ...)`` call, parse
+    included, as a multiple of the library's predict on those rows; and
+    ``treeimp.parse`` against XGBoost's own ``Booster.load_model`` of the same model
+    saved as UBJSON (``save_raw("ubj")``), timed in rounds of their own."""
+    import xgboost as xgb
+
+    import treeimp
+
+    n = args.rows
+    X, y = make_data(n + args.small_data_rows, args.features, kind, seed=2)
+    cls = xgb.XGBClassifier if kind == "binary" else xgb.XGBRegressor
+    model = cls(n_estimators=args.small_data_trees, max_depth=6, learning_rate=0.1,
+                n_jobs=args.threads, tree_method="hist").fit(X[:n], y[:n])
+    Xv, yv = X[n:], y[n:]
+    raw = model.get_booster().save_raw("ubj")
+
+    def load_model():
+        xgb.Booster().load_model(raw)
+
+    repeats = max(args.repeats, 5)
+    t = timed_together({
+        "predict": library_predict("xgboost", model, Xv),
+        "explain": lambda: treeimp.explain(model, Xv, yv, methods=("mdi_oob", "ufi"),
+                                           n_jobs=args.threads, random_state=0),
+    }, repeats)
+    # parse and load_model in rounds of their own: right after a parallel explain or
+    # predict, the thread pools' spinning workers slow whatever runs next on a busy
+    # machine, and only one of the two would run next
+    t.update(timed_together({"parse": lambda: treeimp.parse(model),
+                             "load_model": load_model}, repeats))
+    return {"model": "xgboost", "task": kind, "rows": len(Xv),
+            "trees": treeimp.parse(model).n_trees, "library_predict_s": t["predict"],
+            "explain_s": t["explain"], "parse_s": t["parse"],
+            "load_model_s": t["load_model"]}
+
+
 # Fresh-process measurements. Each child prints one JSON line; the parent bounds it with
 # --subprocess-timeout and records an error instead of failing the whole run. The data
 # have the dtypes of the in-process runs (float32 X, int32 binary y), so numba compiles
@@ -434,6 +482,9 @@ MAIN_COLUMNS = ("model", "task", "rows", "trees", "predict (s)", "explain",
 STARTUP_COLUMNS = ("fresh process", "import (s)", "empty cache: first call (s)",
                    "compile (s)", "warm cache: first call (s)", "second call (s)",
                    "warm overhead (s)")
+SMALL_DATA_COLUMNS = ("small data", "task", "held-out rows", "trees", "predict (s)",
+                      "explain (parse included)", "parse (ms)", "load_model (ms)",
+                      "parse / load_model")
 MEMORY_COLUMNS = ("explain, fresh process", "model", "rows x features", "input (MB)",
                   "peak RSS growth (MB)", "allocated during explain (MB)",
                   "allocated / input")
@@ -449,7 +500,7 @@ def _table(columns, rows):
             + ["| " + " | ".join(map(str, r)) + " |" for r in rows])
 
 
-def markdown(results, startup, memory, args):
+def markdown(results, startup, memory, args, small_data=()):
     lines = [f"# treeimp benchmark ({platform.processor() or platform.machine()}, "
              f"{args.threads} threads)", "",
              "Times are medians of --repeats runs after a warm-up. Ratios are multiples "
@@ -474,10 +525,22 @@ def markdown(results, startup, memory, args):
                      x("sklearn_permutation_s", pu), x("treeimp_permutation_s", pu),
                      f"{r['sklearn_permutation_s'] / r['treeimp_permutation_s']:.1f}x",
                      f"{r['permutation_max_abs_diff']:.1e}"))
-    lines += _table(MAIN_COLUMNS, rows)
-    lines += ["", "*TreeSHAP timings run on --shap-rows rows (forest: --forest-shap-rows) "
-              "and are extrapolated linearly "
-              "to all rows."]
+    if results:  # none with --small-data-only
+        lines += _table(MAIN_COLUMNS, rows)
+        lines += ["", "*TreeSHAP timings run on --shap-rows rows (forest: "
+                  "--forest-shap-rows) and are extrapolated linearly to all rows."]
+    if small_data:
+        rows = [(r["model"], r["task"], r["rows"], r["trees"],
+                 f"{r['library_predict_s']:.4f}",
+                 f"{r['explain_s'] / r['library_predict_s']:.2f}x",
+                 f"{1e3 * r['parse_s']:.1f}", f"{1e3 * r['load_model_s']:.1f}",
+                 f"{r['parse_s'] / r['load_model_s']:.2f}x") for r in small_data]
+        lines += ["", "Small data (XGBoost, depth 6): one treeimp.explain(model, ...) call, "
+                  "parse included, as a multiple of the library's predict on the same "
+                  "held-out rows; treeimp.parse against xgboost's Booster.load_model of "
+                  "the model saved as UBJSON (save_raw('ubj')), timed together in rounds of "
+                  "their own.", ""]
+        lines += _table(SMALL_DATA_COLUMNS, rows)
     if startup:
         rows = []
         for name, s in startup.items():
@@ -521,7 +584,7 @@ def main(argv=None):
 
     numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
     results = []
-    for name in args.models.split(","):
+    for name in [] if args.small_data_only else args.models.split(","):
         for kind in ("binary", "regression"):
             r = bench_model(name, kind, args, results)
             parsed = ratio(r["explain_parsed_s"], r["library_predict_s"])
@@ -529,17 +592,26 @@ def main(argv=None):
                   f"{r['explain_s'] / r['library_predict_s']:.2f}x  parsed model "
                   f"{'n/a' if parsed is None else f'{parsed:.2f}x'}  predict_raw "
                   f"{r['predict_raw_s'] / r['library_predict_s']:.2f}x", file=sys.stderr)
+    small_data = []
+    if "xgboost" in args.models.split(",") or args.small_data_only:
+        for kind in ("binary", "regression"):
+            r = bench_small_data(kind, args)
+            small_data.append(r)
+            print(f"small data {kind:10s} explain {r['explain_s'] / r['library_predict_s']:.2f}x"
+                  f" predict  parse {1e3 * r['parse_s']:.1f} ms  load_model "
+                  f"{1e3 * r['load_model_s']:.1f} ms", file=sys.stderr)
     startup = memory = None
-    if not args.no_subprocess:
+    if not (args.no_subprocess or args.small_data_only):
         startup = startup_times(args, warmed_models=set(args.models.split(",")))
         memory = memory_growth(args)
-    table = markdown(results, startup, memory, args)
+    table = markdown(results, startup, memory, args, small_data)
     print(table)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.md").write_text(table + "\n")
     (out / "results.json").write_text(json.dumps(
-        {"args": vars(args), "results": results, "startup": startup, "memory": memory},
+        {"args": vars(args), "results": results, "small_data": small_data,
+         "startup": startup, "memory": memory},
         indent=2))
     return 0
 

@@ -22,6 +22,9 @@ MAIN_COLUMNS = ["model", "task", "rows", "trees", "predict (s)", "explain",
 STARTUP_COLUMNS = ["fresh process", "import (s)", "empty cache: first call (s)",
                    "compile (s)", "warm cache: first call (s)", "second call (s)",
                    "warm overhead (s)"]
+SMALL_DATA_COLUMNS = ["small data", "task", "held-out rows", "trees", "predict (s)",
+                      "explain (parse included)", "parse (ms)", "load_model (ms)",
+                      "parse / load_model"]
 MEMORY_COLUMNS = ["explain, fresh process", "model", "rows x features", "input (MB)",
                   "peak RSS growth (MB)", "allocated during explain (MB)",
                   "allocated / input"]
@@ -66,6 +69,13 @@ def test_benchmark_small_run(tmp_path):
         else:
             assert r["shap_s_extrapolated"] is None and r["shap_note"] == "not installed"
 
+    small = report["small_data"]
+    assert [(r["task"], r["rows"], r["trees"]) for r in small] == [
+        ("binary", 500, 20), ("regression", 500, 20)]
+    for r in small:
+        for key in ("library_predict_s", "explain_s", "parse_s", "load_model_s"):
+            assert r[key] > 0, (key, r)
+
     startup = report["startup"]
     assert set(startup) == {"forest_explain", "xgboost_explain", "permutation"}
     for name, s in startup.items():
@@ -87,6 +97,7 @@ def test_benchmark_small_run(tmp_path):
     table = (tmp_path / "results.md").read_text()
     assert _header_cells(table, "model") == MAIN_COLUMNS
     assert _header_cells(table, "fresh process") == STARTUP_COLUMNS
+    assert _header_cells(table, "small data") == SMALL_DATA_COLUMNS
     assert _header_cells(table, "explain, fresh process") == MEMORY_COLUMNS
     assert "| xgboost | binary |" in table and "| permutation |" in table
     assert "not measured" in table  # compile of the workloads left out

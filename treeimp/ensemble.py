@@ -38,6 +38,10 @@ MAX_FEATURES = 2**31 - 1  # feature indices are int32
 
 IMPURITY_KINDS = ("variance", "other", "median")
 
+# below this many nodes the structural passes of from_trees run on one thread: they
+# are a few operations per node, less than starting the thread pool costs
+SERIAL_NODES = 1 << 20
+
 FOREST = "forest"
 BOOSTING = "boosting"
 
@@ -152,10 +156,11 @@ def _gather(trees, offsets, value_dim):
     return out, problems
 
 
-def _categorical_splits(trees, offsets, leaf):
+def _categorical_splits(tables, offsets, leaf):
     """The category arrays of the normal form (``is_categorical``, ``category_offset``,
     ``category_count``, ``category_default_left``, ``category_codes``,
-    ``category_left``) from the trees' ``categories`` (codes sorted within a node), and
+    ``category_left``) from the trees' ``categories`` dicts, one per tree in ``tables``
+    (codes sorted within a node), and
     the first problem as ``(tree, message)`` (None if none). ``leaf``: per node of the
     concatenated trees, whether it is a leaf."""
     total = leaf.shape[0]
@@ -165,9 +170,11 @@ def _categorical_splits(trees, offsets, leaf):
     cat_default_left = np.zeros(total, np.bool_)
     codes_parts, goes_left_parts = [], []
     n_codes = 0
-    for t_idx, tree in enumerate(trees):
+    for t_idx, table in enumerate(tables):
+        if not table:
+            continue
         o, n = int(offsets[t_idx]), int(offsets[t_idx + 1] - offsets[t_idx])
-        for node, (codes, goes_left, default_left) in sorted(tree.categories.items()):
+        for node, (codes, goes_left, default_left) in sorted(table.items()):
             node = int(node)
             if not 0 <= node < n or leaf[o + node]:
                 return None, (t_idx, f"tree {t_idx}: categorical split on a non-split node "
@@ -192,6 +199,30 @@ def _categorical_splits(trees, offsets, leaf):
                      else np.zeros(0, np.bool_)).astype(np.bool_)
     return (is_cat, cat_offset, cat_count, cat_default_left, category_codes,
             category_left), None
+
+
+def _check_settings(kind, comparison, gain_kind, impurity_kind, n_features, n_outputs):
+    """Validate :meth:`TreeEnsemble.from_trees`' settings; (n_features, n_outputs) as
+    ints."""
+    if kind not in (FOREST, BOOSTING):
+        raise ValueError(f"kind must be 'forest' or 'boosting', got {kind!r}")
+    if comparison not in ("<", "<="):
+        raise ValueError(f"comparison must be '<' or '<=', got {comparison!r}")
+    if gain_kind not in ("impurity", "gain"):
+        raise ValueError(f"gain_kind must be 'impurity' or 'gain', got {gain_kind!r}")
+    if impurity_kind not in IMPURITY_KINDS:
+        raise ValueError(f"impurity_kind must be one of {IMPURITY_KINDS}, got "
+                         f"{impurity_kind!r}")
+    n_features = int(n_features)
+    n_outputs = int(n_outputs)
+    if n_features < 1 or n_outputs < 1:
+        raise ValueError(
+            f"n_features and n_outputs must be >= 1, got {n_features} and {n_outputs}"
+        )
+    if n_features > MAX_FEATURES:
+        raise ValueError(f"n_features is {n_features}; feature indices are int32, so at "
+                         f"most {MAX_FEATURES} features are supported")
+    return n_features, n_outputs
 
 
 def _structure_message(t_idx, problem, bad, n, n_features):
@@ -312,26 +343,7 @@ class TreeEnsemble:
         the library's own leaf indices (splits treeimp cannot evaluate, e.g. CatBoost's
         target statistics); see ``treeimp/leaf_router.py``.
         """
-        from .kernels.structure import check_trees, check_values_thresholds
-
-        if kind not in (FOREST, BOOSTING):
-            raise ValueError(f"kind must be 'forest' or 'boosting', got {kind!r}")
-        if comparison not in ("<", "<="):
-            raise ValueError(f"comparison must be '<' or '<=', got {comparison!r}")
-        if gain_kind not in ("impurity", "gain"):
-            raise ValueError(f"gain_kind must be 'impurity' or 'gain', got {gain_kind!r}")
-        if impurity_kind not in IMPURITY_KINDS:
-            raise ValueError(f"impurity_kind must be one of {IMPURITY_KINDS}, got "
-                             f"{impurity_kind!r}")
-        n_features = int(n_features)
-        n_outputs = int(n_outputs)
-        if n_features < 1 or n_outputs < 1:
-            raise ValueError(
-                f"n_features and n_outputs must be >= 1, got {n_features} and {n_outputs}"
-            )
-        if n_features > MAX_FEATURES:
-            raise ValueError(f"n_features is {n_features}; feature indices are int32, so at "
-                             f"most {MAX_FEATURES} features are supported")
+        _check_settings(kind, comparison, gain_kind, impurity_kind, n_features, n_outputs)
         if len(trees) == 0:
             raise ValueError("the model has no trees")
         value_dim = None
@@ -348,25 +360,76 @@ class TreeEnsemble:
                 raise ValueError(
                     f"tree {t_idx} has {vd} values per node but tree 0 has {value_dim}"
                 )
-            if not 0 <= tree.output or tree.output + vd > n_outputs:
+            if not 0 <= tree.output or tree.output + vd > int(n_outputs):
                 raise ValueError(
                     f"tree {t_idx} writes outputs {tree.output}..{tree.output + vd - 1} "
                     f"but the model has {n_outputs} outputs"
                 )
         offsets = np.zeros(len(trees) + 1, dtype=np.int64)
         offsets[1:] = np.cumsum(sizes)
-
         # Every field is gathered over all trees and converted once. Problems are found
         # field by field, but reported as a tree-by-tree pass would meet them: the
         # lowest tree first, within a tree in the order of _REPORT_ORDER.
         fields, bad_shapes = _gather(trees, offsets, value_dim)
+        return cls.from_arrays(
+            offsets, fields, [tree.categories for tree in trees],
+            tree_output=np.array([t.output for t in trees], np.int32),
+            tree_scale=np.array([t.scale for t in trees], np.float64),
+            tree_learning_rate=np.array([t.learning_rate for t in trees], np.float64),
+            tree_stage=_stages(trees), bad_shapes=bad_shapes,
+            kind=kind, n_features=n_features, n_outputs=n_outputs, comparison=comparison,
+            round_float32=round_float32, base_score=base_score, objective=objective,
+            feature_names=feature_names, feature_categories=feature_categories,
+            category_as_code=category_as_code, category_values=category_values,
+            classes=classes, library=library, gain_kind=gain_kind,
+            impurity_kind=impurity_kind, sparse_absent=sparse_absent,
+            missing_value=missing_value, offset_replaces_base=offset_replaces_base,
+            base_in_first_round=base_in_first_round)
+
+    @classmethod
+    def from_arrays(cls, offsets, fields, categories, *, tree_output, tree_scale,
+                    tree_learning_rate, tree_stage, bad_shapes=None, **meta) -> TreeEnsemble:
+        """The normal form from per-tree node arrays already concatenated, as
+        :meth:`from_trees` gathers them (and validated the same way).
+
+        ``offsets``: tree t is ``offsets[t]:offsets[t + 1]``; ``fields``: every name of
+        :data:`_NODE_FIELDS` as one array of its dtype (``value``: (n_nodes,
+        value_dim)), child indices LOCAL to their tree, a negative child marking a
+        leaf; ``categories``: per tree, a dict as :attr:`Tree.categories`; the per-tree
+        arrays as the ensemble's ``tree_*`` fields. ``meta``: the keyword arguments of
+        :meth:`from_trees`. ``bad_shapes``: ``{field: (tree, message)}`` of fields with
+        a wrong shape from the tree they start (from_trees' gathering).
+        """
+        from .kernels import structure
+
+        bad_shapes = bad_shapes or {}
+        kind, comparison = meta["kind"], meta["comparison"]
+        gain_kind = meta.get("gain_kind", "gain")
+        impurity_kind = meta.get("impurity_kind", "variance")
+        n_features, n_outputs = _check_settings(kind, comparison, gain_kind, impurity_kind,
+                                                meta["n_features"], meta["n_outputs"])
+        n_trees = offsets.shape[0] - 1
+        if n_trees == 0:
+            raise ValueError("the model has no trees")
+        sizes = np.diff(offsets)
+        if np.any(sizes == 0):
+            raise ValueError(f"tree {int(np.argmax(sizes == 0))} has no nodes")
+        value_dim = fields["value"].shape[1]
+        bad_out = (tree_output < 0) | (tree_output + value_dim > n_outputs)
+        if np.any(bad_out):
+            t_idx = int(np.argmax(bad_out))
+            o = int(tree_output[t_idx])
+            raise ValueError(f"tree {t_idx} writes outputs {o}..{o + value_dim - 1} "
+                             f"but the model has {n_outputs} outputs")
         problems = [(t_idx, _REPORT_ORDER.index(name), message)  # (tree, rank, message)
                     for name, (t_idx, message) in bad_shapes.items()]
         # the structure is checked on the trees before the first whose left, right or
         # feature has the wrong shape
         n_ok = min([t for t, rank, _ in problems if rank < _REPORT_ORDER.index("structure")],
-                   default=len(trees))
+                   default=n_trees)
         end = offsets[n_ok]
+        serial = offsets[-1] < SERIAL_NODES
+        check_trees = structure.check_trees_serial if serial else structure.check_trees
         problem, bad, left, right, feature = check_trees(
             offsets[:n_ok + 1], fields["left"][:end], fields["right"][:end],
             fields["feature"][:end], n_features)
@@ -374,19 +437,19 @@ class TreeEnsemble:
             t_idx = int(np.argmax(problem != 0))
             problems.append((t_idx, _REPORT_ORDER.index("structure"),
                              _structure_message(t_idx, int(problem[t_idx]), int(bad[t_idx]),
-                                                sizes[t_idx], n_features)))
-        categories, bad = _categorical_splits(trees[:n_ok], offsets, left < 0)
+                                                int(sizes[t_idx]), n_features)))
+        cats, bad = _categorical_splits(categories[:n_ok], offsets, left < 0)
         if bad is not None:
             problems.append((bad[0], _REPORT_ORDER.index("categories"), bad[1]))
         if problems:
             raise ValueError(min(problems)[2])
-        is_cat, cat_offset, cat_count, cat_default_left, category_codes, category_left = (
-            categories)
+        is_cat, cat_offset, cat_count, cat_default_left, category_codes, category_left = cats
         threshold, missing_left, nan_mode, weight, impurity, gain, value = (
             fields[name] for name in ("threshold", "missing_left", "nan_mode", "weight",
                                       "impurity", "gain", "value"))
 
-        problem = check_values_thresholds(left, value, threshold, is_cat)
+        problem = (structure.check_values_thresholds_serial if serial
+                   else structure.check_values_thresholds)(left, value, threshold, is_cat)
         if problem == 1:
             raise ValueError("the model has a leaf whose value is not finite")
         if problem == 2:
@@ -396,30 +459,33 @@ class TreeEnsemble:
 
         ens = cls(
             kind=kind,
-            library=library,
+            library=meta.get("library", ""),
             n_features=n_features,
             n_outputs=n_outputs,
             value_dim=int(value_dim),
             comparison=comparison,
-            round_float32=bool(round_float32),
+            round_float32=bool(meta["round_float32"]),
             gain_kind=gain_kind,
             impurity_kind=impurity_kind,
-            base_score=_base_score(base_score, n_outputs),
-            objective=objective if objective is not None else Objective("squared_error"),
-            feature_names=_names(feature_names, n_features),
-            feature_categories=_feature_categories(feature_categories, n_features),
-            category_as_code=_per_feature_flags(category_as_code, n_features),
-            category_values=_category_values(category_values, n_features),
-            classes=None if classes is None else np.asarray(classes),
-            sparse_absent=_absent_value(sparse_absent),
-            missing_value=_missing_value(missing_value),
-            offset_replaces_base=bool(offset_replaces_base),
-            base_in_first_round=bool(base_in_first_round),
+            base_score=_base_score(meta.get("base_score"), n_outputs),
+            objective=(meta["objective"] if meta.get("objective") is not None
+                       else Objective("squared_error")),
+            feature_names=_names(meta.get("feature_names"), n_features),
+            feature_categories=_feature_categories(meta.get("feature_categories"),
+                                                   n_features),
+            category_as_code=_per_feature_flags(meta.get("category_as_code", True),
+                                                n_features),
+            category_values=_category_values(meta.get("category_values"), n_features),
+            classes=None if meta.get("classes") is None else np.asarray(meta["classes"]),
+            sparse_absent=_absent_value(meta.get("sparse_absent", 0.0)),
+            missing_value=_missing_value(meta.get("missing_value", np.nan)),
+            offset_replaces_base=bool(meta.get("offset_replaces_base", False)),
+            base_in_first_round=bool(meta.get("base_in_first_round", False)),
             tree_offsets=offsets,
-            tree_output=np.array([t.output for t in trees], np.int32),
-            tree_scale=np.array([t.scale for t in trees], np.float64),
-            tree_learning_rate=np.array([t.learning_rate for t in trees], np.float64),
-            tree_stage=_stages(trees),
+            tree_output=np.asarray(tree_output, np.int32),
+            tree_scale=np.asarray(tree_scale, np.float64),
+            tree_learning_rate=np.asarray(tree_learning_rate, np.float64),
+            tree_stage=np.asarray(tree_stage, np.int64),
             left=left,
             right=right,
             feature=feature,
@@ -448,11 +514,15 @@ class TreeEnsemble:
 
     def _fill_internal_values(self):
         """Internal node value := training-weight mean of its children, bottom up."""
-        from .kernels.structure import fill_internal_values, postorder
+        from .kernels import structure
 
+        if self.n_nodes < SERIAL_NODES:
+            postorder, fill = structure.postorder_serial, structure.fill_internal_values_serial
+        else:
+            postorder, fill = structure.postorder, structure.fill_internal_values
         self.postorder = postorder(self.tree_offsets, self.left, self.right)
-        fill_internal_values(self.postorder, self.tree_offsets, self.left, self.right,
-                             self.weight, self.value)
+        fill(self.postorder, self.tree_offsets, self.left, self.right, self.weight,
+             self.value)
 
     # ------------------------------------------------------------------ rounds
     @property
@@ -507,7 +577,7 @@ class TreeEnsemble:
 
     def _tree_slice(self, t0, t1):
         """Trees t0 .. t1 - 1 as an ensemble of their own (node indices renumbered)."""
-        from .kernels.structure import postorder
+        from .kernels import structure
 
         o0, o1 = int(self.tree_offsets[t0]), int(self.tree_offsets[t1])
         c0 = int(self.category_count[:o0].sum())
@@ -527,6 +597,8 @@ class TreeEnsemble:
         fields["tree_stage"] = fields["tree_stage"] - fields["tree_stage"][0]
         fields["tree_offsets"] = self.tree_offsets[t0:t1 + 1] - o0
         out = TreeEnsemble(**fields)
+        postorder = (structure.postorder_serial if out.n_nodes < SERIAL_NODES
+                     else structure.postorder)
         out.postorder = postorder(out.tree_offsets, out.left, out.right)
         return out
 

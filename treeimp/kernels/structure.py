@@ -57,6 +57,19 @@ def children_partition(left, right):
 
 
 @njit(cache=True)
+def children_partitions(tree_offsets, left, right):
+    """:func:`children_partition` of every tree (concatenated arrays, local child
+    indices), as a bool per tree."""
+    n_trees = tree_offsets.shape[0] - 1
+    out = np.empty(n_trees, np.bool_)
+    for t in range(n_trees):
+        lo = tree_offsets[t]
+        hi = tree_offsets[t + 1]
+        out[t] = children_partition(left[lo:hi], right[lo:hi])
+    return out
+
+
+@njit(cache=True)
 def check_node_fields(left, right, feature, n_features):
     """First problem in one tree's local node arrays, in the order they are reported:
     (1, node) a node with exactly one child, (2, node) a child index >= the tree's
@@ -82,7 +95,7 @@ def check_trees(tree_offsets, left, right, feature, n_features):
     ``left``/``right``/``feature`` (int64) are the parsers' per-tree arrays concatenated:
     tree t is ``tree_offsets[t]:tree_offsets[t + 1]`` and its child indices are LOCAL,
     a negative one marking a leaf. Trees are checked in parallel, each writing only its
-    own range.
+    own range (:func:`check_trees_serial`: the same, one thread).
 
     Returns ``(problem, detail, left, right, feature)``: ``problem[t]`` is the first
     problem of tree t in the order they are reported, 1-3 with ``detail`` as in
@@ -98,27 +111,50 @@ def check_trees(tree_offsets, left, right, feature, n_features):
     out_right = np.empty(left.shape[0], np.int32)
     out_feature = np.empty(left.shape[0], np.int32)
     for t in prange(n_trees):
-        lo = tree_offsets[t]
-        hi = tree_offsets[t + 1]
-        p, bad = check_node_fields(left[lo:hi], right[lo:hi], feature[lo:hi], n_features)
-        if p == 0:
-            count, twice = count_reachable(left[lo:hi], right[lo:hi])
-            if twice >= 0:
-                p, bad = 4, twice
-            elif count != hi - lo:
-                p, bad = 5, hi - lo - count
-        problem[t] = p
-        detail[t] = bad
-        for i in range(lo, hi):
-            if left[i] < 0:
-                out_left[i] = -1
-                out_right[i] = -1
-                out_feature[i] = -1
-            else:
-                out_left[i] = left[i] + lo
-                out_right[i] = right[i] + lo
-                out_feature[i] = feature[i]
+        _check_tree(t, tree_offsets, left, right, feature, n_features, problem, detail,
+                    out_left, out_right, out_feature)
     return problem, detail, out_left, out_right, out_feature
+
+
+@njit(cache=True)
+def check_trees_serial(tree_offsets, left, right, feature, n_features):
+    """:func:`check_trees` on one thread (small models: no thread-pool launch)."""
+    n_trees = tree_offsets.shape[0] - 1
+    problem = np.zeros(n_trees, np.int64)
+    detail = np.full(n_trees, -1, np.int64)
+    out_left = np.empty(left.shape[0], np.int32)
+    out_right = np.empty(left.shape[0], np.int32)
+    out_feature = np.empty(left.shape[0], np.int32)
+    for t in range(n_trees):
+        _check_tree(t, tree_offsets, left, right, feature, n_features, problem, detail,
+                    out_left, out_right, out_feature)
+    return problem, detail, out_left, out_right, out_feature
+
+
+@njit(cache=True)
+def _check_tree(t, tree_offsets, left, right, feature, n_features, problem, detail,
+                out_left, out_right, out_feature):
+    """check_trees of tree t (writes its range of the outputs)."""
+    lo = tree_offsets[t]
+    hi = tree_offsets[t + 1]
+    p, bad = check_node_fields(left[lo:hi], right[lo:hi], feature[lo:hi], n_features)
+    if p == 0:
+        count, twice = count_reachable(left[lo:hi], right[lo:hi])
+        if twice >= 0:
+            p, bad = 4, twice
+        elif count != hi - lo:
+            p, bad = 5, hi - lo - count
+    problem[t] = p
+    detail[t] = bad
+    for i in range(lo, hi):
+        if left[i] < 0:
+            out_left[i] = -1
+            out_right[i] = -1
+            out_feature[i] = -1
+        else:
+            out_left[i] = left[i] + lo
+            out_right[i] = right[i] + lo
+            out_feature[i] = feature[i]
 
 
 @njit(cache=True, parallel=True)
@@ -128,15 +164,40 @@ def check_values_thresholds(left, value, threshold, is_categorical):
     bad_value = 0
     bad_threshold = 0
     for i in prange(left.shape[0]):
-        if left[i] < 0:
-            for j in range(value.shape[1]):
-                if not np.isfinite(value[i, j]):
-                    bad_value += 1
-        elif not is_categorical[i] and np.isnan(threshold[i]):
-            bad_threshold += 1
+        v, t = _bad_value_threshold(i, left, value, threshold, is_categorical)
+        bad_value += v
+        bad_threshold += t
     if bad_value > 0:
         return 1
     return 2 if bad_threshold > 0 else 0
+
+
+@njit(cache=True)
+def check_values_thresholds_serial(left, value, threshold, is_categorical):
+    """:func:`check_values_thresholds` on one thread (stops at the first bad leaf)."""
+    bad_threshold = 0
+    for i in range(left.shape[0]):
+        if left[i] < 0:
+            for j in range(value.shape[1]):
+                if not np.isfinite(value[i, j]):
+                    return 1
+        elif not is_categorical[i] and np.isnan(threshold[i]):
+            bad_threshold = 2
+    return bad_threshold
+
+
+@njit(cache=True)
+def _bad_value_threshold(i, left, value, threshold, is_categorical):
+    """(non-finite values of leaf i, 1 if split i is numeric with a NaN threshold)."""
+    bad_value = 0
+    if left[i] < 0:
+        for j in range(value.shape[1]):
+            if not np.isfinite(value[i, j]):
+                bad_value += 1
+        return bad_value, 0
+    if not is_categorical[i] and np.isnan(threshold[i]):
+        return 0, 1
+    return 0, 0
 
 
 # The passes below run trees in parallel: every tree reads and writes only its own
@@ -149,22 +210,38 @@ def postorder(tree_offsets, left, right):
     out = np.empty(n, np.int64)
     expanded = np.zeros(n, np.bool_)
     for t in prange(tree_offsets.shape[0] - 1):
-        k = tree_offsets[t]
-        stack = np.empty(tree_offsets[t + 1] - tree_offsets[t] + 1, np.int64)
-        stack[0] = tree_offsets[t]
-        top = 1
-        while top > 0:
-            node = stack[top - 1]
-            if left[node] < 0 or expanded[node]:
-                top -= 1
-                out[k] = node
-                k += 1
-            else:
-                expanded[node] = True
-                stack[top] = right[node]
-                stack[top + 1] = left[node]
-                top += 2
+        _postorder_tree(t, tree_offsets, left, right, out, expanded)
     return out
+
+
+@njit(cache=True)
+def postorder_serial(tree_offsets, left, right):
+    """:func:`postorder` on one thread."""
+    n = left.shape[0]
+    out = np.empty(n, np.int64)
+    expanded = np.zeros(n, np.bool_)
+    for t in range(tree_offsets.shape[0] - 1):
+        _postorder_tree(t, tree_offsets, left, right, out, expanded)
+    return out
+
+
+@njit(cache=True)
+def _postorder_tree(t, tree_offsets, left, right, out, expanded):
+    k = tree_offsets[t]
+    stack = np.empty(tree_offsets[t + 1] - tree_offsets[t] + 1, np.int64)
+    stack[0] = tree_offsets[t]
+    top = 1
+    while top > 0:
+        node = stack[top - 1]
+        if left[node] < 0 or expanded[node]:
+            top -= 1
+            out[k] = node
+            k += 1
+        else:
+            expanded[node] = True
+            stack[top] = right[node]
+            stack[top + 1] = left[node]
+            top += 2
 
 
 @njit(cache=True, parallel=True)
@@ -172,19 +249,31 @@ def fill_internal_values(order, tree_offsets, left, right, weight, value):
     """value[internal] := weight-weighted mean of the children's values (in place);
     ``order``: the post-order of ``postorder``."""
     for t in prange(tree_offsets.shape[0] - 1):
-        for idx in range(tree_offsets[t], tree_offsets[t + 1]):
-            node = order[idx]
-            lc = left[node]
-            if lc < 0:
-                continue
-            rc = right[node]
-            wl = weight[lc]
-            wr = weight[rc]
-            for j in range(value.shape[1]):
-                if wl + wr > 0:
-                    value[node, j] = (wl * value[lc, j] + wr * value[rc, j]) / (wl + wr)
-                else:
-                    value[node, j] = 0.5 * (value[lc, j] + value[rc, j])
+        _fill_tree(t, order, tree_offsets, left, right, weight, value)
+
+
+@njit(cache=True)
+def fill_internal_values_serial(order, tree_offsets, left, right, weight, value):
+    """:func:`fill_internal_values` on one thread."""
+    for t in range(tree_offsets.shape[0] - 1):
+        _fill_tree(t, order, tree_offsets, left, right, weight, value)
+
+
+@njit(cache=True)
+def _fill_tree(t, order, tree_offsets, left, right, weight, value):
+    for idx in range(tree_offsets[t], tree_offsets[t + 1]):
+        node = order[idx]
+        lc = left[node]
+        if lc < 0:
+            continue
+        rc = right[node]
+        wl = weight[lc]
+        wr = weight[rc]
+        for j in range(value.shape[1]):
+            if wl + wr > 0:
+                value[node, j] = (wl * value[lc, j] + wr * value[rc, j]) / (wl + wr)
+            else:
+                value[node, j] = 0.5 * (value[lc, j] + value[rc, j])
 
 
 @njit(cache=True, parallel=True)

@@ -20,6 +20,7 @@ import struct
 import numpy as np
 
 MAX_DEPTH = 256
+SKIPPED = object()  # what read_ubjson returns for a container it was told to skip
 
 # marker -> (struct format, size, numpy big-endian dtype)
 _NUMBERS = {
@@ -42,13 +43,17 @@ _ARRAY_DTYPES = {m[0]: (np.dtype(dt), np.dtype(dt).newbyteorder("="))
 _COUNTS = {m[0]: _UNPACK[m] for m in _INTEGERS}
 
 
-def read_ubjson(data: bytes) -> object:
+def read_ubjson(data: bytes, *, skip=None) -> object:
     """Decode one UBJSON document.
 
     Parameters
     ----------
     data : bytes-like
         The whole document (a single top-level value, no trailing bytes).
+    skip : dict, optional
+        ``{offset of an array's or object's marker: offset just after it}``: those
+        containers are not decoded; :data:`SKIPPED` stands in their place (the XGBoost
+        reader gathers its trees from the bytes directly).
 
     Returns
     -------
@@ -73,6 +78,7 @@ def read_ubjson(data: bytes) -> object:
     if isinstance(data, str):
         raise TypeError("read_ubjson needs bytes, got str")
     reader = _Reader(bytes(data))
+    reader.skip = skip
     value = reader.value(reader.marker(), 0)
     reader.skip_noop()
     if reader.pos != len(reader.data):
@@ -85,6 +91,7 @@ class _Reader:
     def __init__(self, data: bytes):
         self.data = data
         self.pos = 0
+        self.skip = None
 
     # ------------------------------------------------------------ primitives
     def fail(self, what, at=None):
@@ -146,6 +153,9 @@ class _Reader:
     # ------------------------------------------------------------ values
     def value(self, m, depth):
         if m == b"[" or m == b"{":
+            if self.skip and self.pos - 1 in self.skip:
+                self.pos = self.skip[self.pos - 1]
+                return SKIPPED
             if depth >= MAX_DEPTH:
                 self.fail(f"containers nested deeper than {MAX_DEPTH}")
             return self.array(depth + 1) if m == b"[" else self.object(depth + 1)

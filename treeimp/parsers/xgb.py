@@ -1,9 +1,13 @@
 """XGBoost -> TreeEnsemble, from a live model or from the model's JSON document.
 
 :func:`parse_xgboost` takes an ``xgboost.Booster`` or a fitted scikit-learn wrapper
-(``XGBClassifier``, ``XGBRegressor``, ...), asks it for ``save_raw("json")`` and hands
+(``XGBClassifier``, ``XGBRegressor``, ...), asks it for ``save_raw("ubj")`` and hands
 the document to :func:`parse_xgboost_json`, which never imports xgboost: saved ``.json``
-and ``.ubj`` model files (see ``files.py``) go through the same function.
+and ``.ubj`` model files (see ``files.py``) go through the same function. For a live
+model the trees' node arrays are gathered for all trees at once from the UBJSON bytes
+(``xgb_flat.py``) and the trees are built together (:func:`_flat_ensemble`); models
+that reader does not take (pruned nodes, vector leaves) are read tree by tree
+(:func:`_read_tree`, :func:`_to_tree`), with the same result.
 
 What the document holds (checked on xgboost 3.2.0; see also
 ``/work/shared/design/model-formats.md``):
@@ -170,8 +174,9 @@ def parse_xgboost(model) -> TreeEnsemble:
         booster = model
     else:
         raise TypeError(f"expected an xgboost.Booster or XGBModel, got {type(model).__name__}")
-    # UBJSON, not JSON: its typed arrays arrive as numpy arrays (2-3x faster to parse)
+    # UBJSON, not JSON: its typed arrays are gathered for all trees at once
     from .ubjson import read_ubjson
+    from .xgb_flat import read_model
 
     try:
         raw = bytes(booster.save_raw("ubj"))
@@ -181,10 +186,14 @@ def parse_xgboost(model) -> TreeEnsemble:
         raise ValueError(f"this xgboost.Booster is empty (unfitted): XGBoost cannot save it "
                          f"({reason}). Train it with xgboost.train or load a saved model "
                          "into it before explaining it") from None
-    doc = read_ubjson(raw)
     eta, regularization = _config_shrinkage(config, xgboost.__version__)
+    got = read_model(raw)  # all trees at once; None: a layout the per-tree path reads
+    if got is None:
+        return parse_xgboost_json(read_ubjson(raw), learning_rate=eta, classes=classes,
+                                  regularization=regularization)
+    doc, flat = got
     return parse_xgboost_json(doc, learning_rate=eta, classes=classes,
-                              regularization=regularization)
+                              regularization=regularization, flat_trees=flat)
 
 
 def _config_shrinkage(config, version):
@@ -206,7 +215,7 @@ def _config_shrinkage(config, version):
 
 
 def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None,
-                       regularization=None) -> TreeEnsemble:
+                       regularization=None, flat_trees=None) -> TreeEnsemble:
     """Normal form from XGBoost's model document (``json.loads(save_raw("json"))``).
 
     Parameters
@@ -226,6 +235,9 @@ def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None,
         The booster's configured L2 and L1 terms. With ``learning_rate``, when this
         constant eta fits the stored node weights (see ``xgb_shrinkage``) the costly
         search for a learning-rate schedule is skipped.
+    flat_trees : xgb_flat.FlatTrees, optional
+        The document's trees already gathered (``xgb_flat.read_model``, whose document
+        has no ``trees`` list); the result is the same as from the per-tree path.
 
     Returns
     -------
@@ -269,7 +281,7 @@ def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None,
                          f"but the model has {n_outputs} outputs")
 
     jtrees = _get(model, ("trees",), version, where="gradient_booster.model")
-    n_trees = len(jtrees)
+    n_trees = len(jtrees) if flat_trees is None else flat_trees.n_trees
     tree_info = np.asarray(_get(model, ("tree_info",), version, where="gradient_booster.model"),
                            dtype=np.int64)
     if tree_info.shape != (n_trees,):
@@ -282,8 +294,11 @@ def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None,
         raise ValueError(f"XGBoost DART model has {n_trees} trees but {weight_drop.size} "
                          "weight_drop entries")
 
-    raw = [_read_tree(jt, i, version) for i, jt in enumerate(jtrees)]
-    widest = max(r["base_weights"].shape[1] for r in raw)
+    if flat_trees is None:
+        raw = [_read_tree(jt, i, version) for i, jt in enumerate(jtrees)]
+        widest = max(r["base_weights"].shape[1] for r in raw)
+    else:
+        raw, widest = flat_trees, 1
     if n_outputs > n_trees * widest:  # also keeps a corrupt num_class from allocating
         raise ValueError(f"XGBoost model has {n_outputs} outputs but only {n_trees} trees "
                          f"of width {widest} (version {version})")
@@ -312,19 +327,8 @@ def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None,
     else:  # XGBoost shrinks each of the num_parallel_tree trees of a round by eta / npt
         eta = np.full(n_trees, float(learning_rate) / max(npt, 1))
 
-    trees = []
-    for i, r in enumerate(raw):
-        k = r["base_weights"].shape[1]
-        output = 0 if k > 1 else int(tree_info[i])
-        if k > 1 and k != n_outputs:
-            raise ValueError(f"XGBoost tree {i} has leaf vectors of size {k} but the model "
-                             f"has {n_outputs} outputs")
-        trees.append(_to_tree(r, output=output, eta=float(eta[i]), stage=int(stages[i]),
-                              scale=1.0 if weight_drop is None else float(weight_drop[i])))
-
     names, categorical = _features(learner, n_features, version)
-    return TreeEnsemble.from_trees(
-        trees,
+    meta = dict(
         kind=BOOSTING,
         n_features=n_features,
         n_outputs=n_outputs,
@@ -340,6 +344,55 @@ def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None,
         offset_replaces_base=True,  # predict(base_margin=b) is b + trees
         gain_kind="gain",
     )
+    if flat_trees is not None:
+        return _flat_ensemble(flat_trees, tree_info, eta, stages, weight_drop, meta)
+    trees = []
+    for i, r in enumerate(raw):
+        k = r["base_weights"].shape[1]
+        output = 0 if k > 1 else int(tree_info[i])
+        if k > 1 and k != n_outputs:
+            raise ValueError(f"XGBoost tree {i} has leaf vectors of size {k} but the model "
+                             f"has {n_outputs} outputs")
+        trees.append(_to_tree(r, output=output, eta=float(eta[i]), stage=int(stages[i]),
+                              scale=1.0 if weight_drop is None else float(weight_drop[i])))
+    return TreeEnsemble.from_trees(trees, **meta)
+
+
+def _flat_ensemble(flat, tree_info, eta, stages, weight_drop, meta):
+    """The normal form of trees gathered by ``xgb_flat`` (one output each): the arrays
+    :func:`_to_tree` would give every tree, built for all trees at once."""
+    bad = ~np.isfinite(eta) | (eta <= 0)
+    if np.any(bad):
+        raise ValueError(f"XGBoost learning rate must be > 0, got {eta[np.argmax(bad)]}")
+    internal = flat.left >= 0
+    split = internal
+    nan_mode = np.zeros(internal.size, np.uint8)
+    if any(flat.categories):
+        cat_nodes = np.zeros(internal.size, dtype=bool)
+        for t, table in enumerate(flat.categories):
+            cat_nodes[flat.offsets[t] + np.array(list(table), dtype=np.int64)] = True
+        split = internal & ~cat_nodes
+        # XGBoost: NaN follows default_left, a negative code is an unlisted category
+        nan_mode[cat_nodes] = NAN_CAT_NEGATIVE_UNLISTED
+    fields = {
+        "left": flat.left,
+        "right": np.where(internal, flat.right, -1),
+        "feature": flat.feature,
+        "threshold": np.where(split, flat.cond.astype(np.float64), 0.0),
+        "missing_left": flat.default_left & internal,
+        "nan_mode": nan_mode,
+        "weight": flat.hess.astype(np.float64),
+        "impurity": np.full(internal.size, np.nan),
+        "gain": np.where(internal, flat.gain.astype(np.float64), np.nan),
+        "value": flat.value.astype(np.float64),
+    }
+    return TreeEnsemble.from_arrays(
+        flat.offsets, fields, flat.categories,
+        tree_output=tree_info.astype(np.int32),
+        tree_scale=(np.ones(flat.n_trees) if weight_drop is None
+                    else weight_drop.astype(np.float64)),
+        tree_learning_rate=np.asarray(eta, np.float64),
+        tree_stage=np.asarray(stages, np.int64), **meta)
 
 
 # ---------------------------------------------------------------------- document parts
@@ -572,9 +625,15 @@ def _drop_unreachable(r, i):
 
 
 def _derived_eta(raw, *, adaptive_leaves):
+    from .xgb_flat import FlatTrees
     from .xgb_shrinkage import derive_learning_rate
 
-    return derive_learning_rate(_shrinkage_input(raw, adaptive_leaves))
+    trees = _shrinkage_input(raw, adaptive_leaves)
+    if isinstance(raw, FlatTrees):  # the derivation also looks at trees one by one
+        cut = raw.offsets[1:-1]
+        trees = list(zip(*(np.split(a, cut) for a in (trees.left, trees.right,
+                                                       trees.steps[:, None], trees.hess))))
+    return derive_learning_rate(trees)
 
 
 def _constant_eta_fits(raw, eta, regularization, *, adaptive_leaves):
@@ -584,6 +643,14 @@ def _constant_eta_fits(raw, eta, regularization, *, adaptive_leaves):
 
 
 def _shrinkage_input(raw, adaptive_leaves):
+    """Per tree (left, right, node weights, hessians); trees gathered by ``xgb_flat``
+    as one :class:`xgb_shrinkage.ConcatenatedTrees`."""
+    from .xgb_flat import FlatTrees
+    from .xgb_shrinkage import ConcatenatedTrees
+
+    if isinstance(raw, FlatTrees):
+        return ConcatenatedTrees(np.diff(raw.offsets), raw.left, raw.right,
+                                 _newton_steps(vars(raw), adaptive_leaves)[:, 0], raw.hess)
     return [(r["left"], r["right"], _newton_steps(r, adaptive_leaves), r["hess"])
             for r in raw]
 

@@ -42,6 +42,8 @@ decides.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 # a node fits the identity when its relative residual is below this (values are float32)
@@ -52,9 +54,23 @@ _LQS_DRAWS = 400
 _SEARCH_TREES = 2000
 
 
+class ConcatenatedTrees(NamedTuple):
+    """Trees of one output each, their arrays concatenated: tree t has ``sizes[t]``
+    nodes, ``left``/``right`` local child indices (< 0 at leaves), ``steps`` the node
+    weights (n_nodes,) and ``hess`` the sums of hessians, as in the per-tree form."""
+
+    sizes: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    steps: np.ndarray
+    hess: np.ndarray
+
+
 def _rows(trees):
     """Coefficients (C, D, B, A, S, row scale, tree) of the identity for every usable
     node (a split whose children are both leaves), tree by tree, output by output."""
+    if isinstance(trees, ConcatenatedTrees):
+        return _rows_concatenated(*trees)
     widths = {np.shape(bw)[1] for _, _, bw, _ in trees}
     if len(widths) == 1 and widths == {1}:
         return _rows_single_output(trees)
@@ -64,14 +80,23 @@ def _rows(trees):
 def _rows_single_output(trees):
     """_rows for trees of one output each, all trees in one vectorised pass (the same
     rows in the same order as the per-tree loop)."""
-    sizes = np.array([len(left) for left, _, _, _ in trees], dtype=np.int64)
+    return _rows_concatenated(
+        np.array([len(left) for left, _, _, _ in trees], dtype=np.int64),
+        np.concatenate([np.asarray(left) for left, _, _, _ in trees]),
+        np.concatenate([np.asarray(right) for _, right, _, _ in trees]),
+        np.concatenate([np.asarray(b, dtype=np.float64)[:, 0] for _, _, b, _ in trees]),
+        np.concatenate([np.asarray(x, dtype=np.float64) for _, _, _, x in trees]))
+
+
+def _rows_concatenated(sizes, left, right, steps, hess):
+    """_rows of :class:`ConcatenatedTrees`."""
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     shift = np.repeat(offsets, sizes)
-    left = np.concatenate([np.asarray(left) for left, _, _, _ in trees]).astype(np.int64)
-    right = np.concatenate([np.asarray(right) for _, right, _, _ in trees]).astype(np.int64)
-    bw = np.concatenate([np.asarray(b, dtype=np.float64)[:, 0] for _, _, b, _ in trees])
-    h = np.concatenate([np.asarray(x, dtype=np.float64) for _, _, _, x in trees])
-    tree = np.repeat(np.arange(len(trees)), sizes)
+    left = np.asarray(left).astype(np.int64, copy=False)
+    right = np.asarray(right).astype(np.int64, copy=False)
+    bw = np.asarray(steps, dtype=np.float64)
+    h = np.asarray(hess, dtype=np.float64)
+    tree = np.repeat(np.arange(len(sizes)), sizes)
     p = np.flatnonzero(left >= 0)
     lc, rc = left[p] + shift[p], right[p] + shift[p]
     both = (left[lc] < 0) & (left[rc] < 0)

@@ -1,0 +1,190 @@
+"""The all-trees-at-once XGBoost reader (``parsers/xgb_flat.py``) against the per-tree
+path it replaces for live models: bitwise the same normal form on every kind of model
+it takes (categorical splits, DART, num_parallel_tree, multiclass, Poisson), and None
+(so the per-tree path reads it) on what it does not take: trees that keep pruned
+(unreachable) nodes, vector-leaf trees, damaged bytes."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+xgb = pytest.importorskip("xgboost")
+
+import treeimp  # noqa: E402
+from treeimp.kernels.ubjson_index import index_values  # noqa: E402
+from treeimp.parsers.ubjson import MAX_DEPTH, SKIPPED, read_ubjson  # noqa: E402
+from treeimp.parsers.xgb import _config_shrinkage, parse_xgboost_json  # noqa: E402
+from treeimp.parsers.xgb_flat import read_model  # noqa: E402
+
+
+def _data(n=300, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 5))
+    return rng, X, X[:, 0] + np.sin(2 * X[:, 1]) + 0.5 * rng.normal(size=n)
+
+
+def _categorical_frame(rng, n):
+    X = pd.DataFrame({"a": rng.normal(size=n), "b": rng.normal(size=n),
+                      "c": pd.Categorical(rng.integers(0, 12, n).astype(str))})
+    y = X["a"].to_numpy() + (X["c"].cat.codes.to_numpy() % 3 == 0)
+    return X, y
+
+
+def _models():
+    rng, X, y = _data()
+    yb = (y > np.median(y)).astype(int)
+    yk = np.digitize(y, np.quantile(y, [0.33, 0.66]))
+    Xc, yc = _categorical_frame(rng, 400)
+    kw = dict(n_estimators=8, max_depth=3, n_jobs=1, random_state=0)
+    return {
+        "binary": xgb.XGBClassifier(**kw).fit(X, yb),
+        "regression": xgb.XGBRegressor(**kw).fit(X, y),
+        "multiclass": xgb.XGBClassifier(**kw).fit(X, yk),
+        "dart": xgb.XGBRegressor(booster="dart", rate_drop=0.3, **kw).fit(X, y),
+        "parallel_trees": xgb.XGBRegressor(num_parallel_tree=3, **kw).fit(X, y),
+        "poisson": xgb.XGBRegressor(objective="count:poisson", **kw).fit(X, np.exp(y / 2)),
+        "categorical": xgb.XGBRegressor(enable_categorical=True, tree_method="hist",
+                                        max_cat_to_onehot=1, **kw).fit(Xc, yc),
+        "categorical_onehot": xgb.XGBRegressor(enable_categorical=True, tree_method="hist",
+                                               max_cat_to_onehot=64, **kw).fit(Xc, yc),
+    }
+
+
+MODELS = _models()
+
+
+def _per_tree(model):
+    """The per-tree path on the same booster, as parse_xgboost took it before."""
+    booster = model.get_booster()
+    eta, regularization = _config_shrinkage(json.loads(booster.save_config()),
+                                            xgb.__version__)
+    return parse_xgboost_json(read_ubjson(bytes(booster.save_raw("ubj"))),
+                              learning_rate=eta, regularization=regularization,
+                              classes=getattr(model, "classes_", None))
+
+
+def _assert_same(a, b):
+    fields_a, fields_b = vars(a), vars(b)
+    assert set(fields_a) == set(fields_b)
+    for name, va in fields_a.items():
+        vb = fields_b[name]
+        if isinstance(va, np.ndarray):
+            assert va.dtype == vb.dtype and va.shape == vb.shape, name
+            assert np.array_equal(va, vb, equal_nan=va.dtype.kind == "f"), name
+        elif isinstance(va, list):
+            assert len(va) == len(vb), name
+            for x, y in zip(va, vb):
+                assert (x is None and y is None) or np.array_equal(np.asarray(x),
+                                                                   np.asarray(y)), name
+        elif name == "objective":
+            assert repr(va) == repr(vb) and va.source == vb.source
+        else:
+            assert va == vb or (va != va and vb != vb), name
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_flat_path_equals_per_tree_path(name):
+    model = MODELS[name]
+    assert read_model(bytes(model.get_booster().save_raw("ubj"))) is not None
+    ens = treeimp.parse(model)
+    _assert_same(ens, _per_tree(model))
+    if name.startswith("categorical"):
+        assert ens.is_categorical.any()
+    # and the normal form predicts what XGBoost predicts
+    X = _categorical_frame(np.random.default_rng(1), 50)[0] if name.startswith(
+        "categorical") else _data(50, seed=1)[1]
+    dm = xgb.DMatrix(X, enable_categorical=True)
+    want = model.get_booster().predict(dm, output_margin=True)
+    np.testing.assert_allclose(ens.predict_raw(X).reshape(want.shape), want, rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_document_outside_the_trees_is_the_strict_readers():
+    raw = bytes(MODELS["dart"].get_booster().save_raw("ubj"))
+    doc, flat = read_model(raw)
+    full = read_ubjson(raw)
+    gb = doc["learner"]["gradient_booster"]["gbtree"]["model"]
+    full_gb = full["learner"]["gradient_booster"]["gbtree"]["model"]
+    assert gb["trees"] is SKIPPED and flat.n_trees == len(full_gb["trees"])
+    assert np.array_equal(gb["tree_info"], np.asarray(full_gb["tree_info"]))
+    assert np.array_equal(gb["iteration_indptr"], np.asarray(full_gb["iteration_indptr"]))
+    assert np.array_equal(doc["learner"]["gradient_booster"]["weight_drop"],
+                          full["learner"]["gradient_booster"]["weight_drop"])
+    assert doc["learner"]["objective"] == full["learner"]["objective"]
+
+
+def test_pruned_nodes_go_the_per_tree_way():
+    """exact + gamma prunes splits after growing: their nodes stay in the arrays,
+    unreachable; the per-tree path drops them (and the parse still equals XGBoost)."""
+    _, X, y = _data(400)
+    model = xgb.XGBRegressor(n_estimators=6, max_depth=6, tree_method="exact", gamma=2.0,
+                             n_jobs=1).fit(X, y)
+    booster = model.get_booster()
+    doc = json.loads(booster.save_raw("json"))
+    trees = doc["learner"]["gradient_booster"]["model"]["trees"]
+    assert any(int(t["tree_param"]["num_deleted"]) > 0 for t in trees)
+    assert read_model(bytes(booster.save_raw("ubj"))) is None
+    ens = treeimp.parse(model)
+    want = booster.predict(xgb.DMatrix(X), output_margin=True)
+    np.testing.assert_allclose(ens.predict_raw(X).ravel(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_vector_leaf_trees_go_the_per_tree_way():
+    _, X, y = _data()
+    Y = np.column_stack([y, -y])
+    model = xgb.XGBRegressor(n_estimators=3, max_depth=2, tree_method="hist",
+                             multi_strategy="multi_output_tree", n_jobs=1).fit(X, Y)
+    assert read_model(bytes(model.get_booster().save_raw("ubj"))) is None
+
+
+def test_damaged_bytes_are_left_to_the_strict_reader():
+    raw = bytes(MODELS["binary"].get_booster().save_raw("ubj"))
+    rng = np.random.default_rng(0)
+    for cut in rng.integers(1, len(raw), 40).tolist():
+        assert read_model(raw[:cut]) is None  # truncated: never a partial model
+    assert read_model(raw + b"x") is None
+    assert index_values(np.frombuffer(raw + b"NN", np.uint8), MAX_DEPTH)[0] == 0
+    # a length mismatch inside one tree: the per-tree path reports it
+    doc = json.loads(MODELS["binary"].get_booster().save_raw("json"))
+    tree = doc["learner"]["gradient_booster"]["model"]["trees"][3]
+    tree["loss_changes"] = tree["loss_changes"][:-1]
+    with pytest.raises(ValueError, match="tree 3: 'loss_changes' has"):
+        parse_xgboost_json(doc)
+
+
+@pytest.mark.parametrize("key", [b"default_left", b"split_type"])
+def test_flags_other_than_0_1_go_the_per_tree_way(key):
+    raw = bytes(MODELS["regression"].get_booster().save_raw("ubj"))
+    _, _, elem, start, count, _, key_start, key_len, _ = index_values(
+        np.frombuffer(raw, np.uint8), MAX_DEPTH)
+    rows = [r for r in range(start.size)
+            if raw[key_start[r]:key_start[r] + key_len[r]] == key and count[r] > 0]
+    assert rows and elem[rows[0]] in (ord("U"), ord("i"))  # one byte per node
+    damaged = bytearray(raw)
+    damaged[start[rows[-1]]] = 2
+    assert read_model(bytes(damaged)) is None
+
+
+def test_index_values_locates_every_value():
+    """Every value the strict reader decodes, found by the index at its place: a
+    document with every marker, counted and uncounted containers and no-ops."""
+    data = (b"{L\x00\x00\x00\x00\x00\x00\x00\x01a[$d#i\x02\x3f\x80\x00\x00\x40\x00\x00\x00"
+            b"U\x01bN[#U\x03i\x05U\xffI\x01\x00"
+            b"i\x01c{U\x01dTU\x01eFU\x01fZU\x01gSU\x02hiU\x01hCxU\x01jD\x3f\xf0\x00\x00\x00"
+            b"\x00\x00\x00}"
+            b"U\x01k[l\x00\x00\x00\x07L\x00\x00\x00\x00\x00\x00\x00\x08N]}")
+    status, marker, elem, start, count, parent, key_start, key_len, end = index_values(
+        np.frombuffer(data, np.uint8), MAX_DEPTH)
+    assert status == 0
+    keys = [data[s:s + n].decode() if s >= 0 else None for s, n in zip(key_start, key_len)]
+    assert keys == [None, "a", "b", None, None, None, "c", "d", "e", "f", "g", "h", "j",
+                    "k", None, None]
+    assert bytes(marker).decode() == "{[[iUI{TFZSCD[lL"
+    assert parent.tolist() == [-1, 0, 0, 2, 2, 2, 0, 6, 6, 6, 6, 6, 6, 0, 13, 13]
+    assert count[[0, 1, 2, 6, 13]].tolist() == [4, 2, 3, 6, 2]
+    assert elem[1] == ord("d") and np.frombuffer(data, ">f4", 2, start[1]).tolist() == [1, 2]
+    assert data[start[10]:start[10] + count[10]] == b"hi"
+    assert end[0] == len(data) and end[13] == len(data) - 1
+    assert read_ubjson(data)["c"]["h"] == "x"
