@@ -384,7 +384,8 @@ class TreeEnsemble:
             classes=classes, library=library, gain_kind=gain_kind,
             impurity_kind=impurity_kind, sparse_absent=sparse_absent,
             missing_value=missing_value, offset_replaces_base=offset_replaces_base,
-            base_in_first_round=base_in_first_round)
+            base_in_first_round=base_in_first_round, value_hasher=value_hasher,
+            hashed_features=hashed_features, leaf_router=leaf_router)
 
     @classmethod
     def from_arrays(cls, offsets, fields, categories, *, tree_output, tree_scale,
@@ -504,7 +505,10 @@ class TreeEnsemble:
             impurity=impurity,
             gain=gain,
         )
-        ens.hashed_features = _hashed_features(hashed_features, value_hasher, n_features)
+        value_hasher = meta.get("value_hasher")
+        leaf_router = meta.get("leaf_router")
+        ens.hashed_features = _hashed_features(meta.get("hashed_features"), value_hasher,
+                                               n_features)
         ens.value_hasher = value_hasher if ens.hashed_features else None
         if leaf_router is not None:
             leaf_router.check(ens.n_nodes)

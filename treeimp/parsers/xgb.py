@@ -385,6 +385,7 @@ def _flat_ensemble(flat, tree_info, eta, stages, weight_drop, meta):
         "impurity": np.full(internal.size, np.nan),
         "gain": np.where(internal, flat.gain.astype(np.float64), np.nan),
         "value": flat.value.astype(np.float64),
+        "cover": np.full(internal.size, np.nan),  # TreeSHAP weighs by weight, as XGBoost
     }
     return TreeEnsemble.from_arrays(
         flat.offsets, fields, flat.categories,
