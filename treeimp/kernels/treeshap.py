@@ -25,6 +25,7 @@ from numba import njit, prange
 
 from .route import LEAF, feature_value, step, walk_batch
 from .staged import BATCH, GROUP, N_TERMS, stage_terms
+from .structure import _fill_tree
 
 
 @njit(cache=True)
@@ -258,19 +259,8 @@ def expected_values(tree_offsets, order, left, right, cover, value):
     base value is built from), (n_nodes, value_dim); ``order`` the post-order."""
     out = value.copy()
     for t in prange(tree_offsets.shape[0] - 1):
-        for idx in range(tree_offsets[t], tree_offsets[t + 1]):
-            node = order[idx]
-            lc = left[node]
-            if lc < 0:
-                continue
-            rc = right[node]
-            wl = cover[lc]
-            wr = cover[rc]
-            for j in range(value.shape[1]):
-                if wl + wr > 0:
-                    out[node, j] = (wl * out[lc, j] + wr * out[rc, j]) / (wl + wr)
-                else:
-                    out[node, j] = 0.5 * (out[lc, j] + out[rc, j])
+        # the normal form's internal values are the same recursion with weights
+        _fill_tree(t, order, tree_offsets, left, right, cover, out)
     return out
 
 
