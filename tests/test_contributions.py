@@ -412,3 +412,22 @@ def test_shap_oob_groups_are_member_sums():
                                    single.per_tree[m][:, [0, 2]].sum(axis=1), atol=1e-12)
         np.testing.assert_allclose(grouped.block_values[m][:, 0],
                                    single.block_values[m][:, [0, 2]].sum(axis=1), atol=1e-12)
+
+
+def test_groups_sum_contributions():
+    """A group's contribution is the sum of its members' (in and out of bag), so every
+    row still adds up; the other columns are unchanged."""
+    from sklearn.ensemble import RandomForestClassifier
+
+    X, y = _data(7)
+    yc = _targets(y, "multiclass")
+    rf = RandomForestClassifier(n_estimators=6, random_state=0).fit(X, yc)
+    plain = treeimp.contributions(rf, X, oob=True)
+    grouped = treeimp.contributions(rf, X, oob=True, groups={"ab": [0, "x1"]})
+    assert grouped.feature_names == ["ab", "x2", "x3", "x4"] and grouped.data is None
+    np.testing.assert_allclose(grouped.values[:, 0], plain.values[:, :2].sum(axis=1),
+                               atol=1e-12)
+    np.testing.assert_allclose(grouped.values_in[:, 1:], plain.values_in[:, 2:], atol=1e-12)
+    ok = ~np.isnan(grouped.values).any(axis=(1, 2))
+    np.testing.assert_allclose((grouped.base_values + grouped.values.sum(axis=1))[ok],
+                               (plain.base_values + plain.values.sum(axis=1))[ok], atol=1e-12)

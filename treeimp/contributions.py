@@ -88,7 +88,7 @@ def _base_per_output(ens, per_tree, scale):
     return base
 
 
-def contributions(model, X, y=None, *, oob=False, method="shap", n_jobs=None,
+def contributions(model, X, y=None, *, oob=False, method="shap", groups=None, n_jobs=None,
                   iteration_range=None, missing=None, base_margin=None):
     """Per-row feature contributions of a tree ensemble's raw output.
 
@@ -109,6 +109,10 @@ def contributions(model, X, y=None, *, oob=False, method="shap", n_jobs=None,
         ``feature_perturbation="tree_path_dependent"``, XGBoost ``pred_contribs`` and
         LightGBM ``pred_contrib``) or Saabas contributions (the sum of ``v_child -
         v_node`` over the row's path; XGBoost's ``approx_contribs``).
+    groups : dict, optional
+        {group name: [feature names or positions]} (columns in no group stay alone):
+        each group's contribution is the sum of its members' (contributions add up, so
+        base + row sum is unchanged). ``data`` is then None: a group has no one value.
     n_jobs : int or None
         Threads (None: all).
     iteration_range, missing, base_margin
@@ -140,6 +144,7 @@ def contributions(model, X, y=None, *, oob=False, method="shap", n_jobs=None,
     True
     """
     from .api import _feature_names
+    from .groups import resolve_groups
     from .offsets import check_base_margin
     from .parsers import inbag_bits, parse
 
@@ -154,6 +159,7 @@ def contributions(model, X, y=None, *, oob=False, method="shap", n_jobs=None,
 
         y = as_1d_target(y, n)
     names = _feature_names(None, rows, ens)
+    grp = resolve_groups(groups, names)
     K, F = ens.n_outputs, ens.n_features
     per_tree = expected_tree_values(ens, method)
     if not oob:
@@ -162,7 +168,8 @@ def contributions(model, X, y=None, *, oob=False, method="shap", n_jobs=None,
         offset = check_base_margin(base_margin, n, ens)
         if offset is not None:  # each row starts at its own margin instead of the base
             base += ens.start_margin(offset) - ens.base_score
-        return Contributions(values, base, names, X, method=method, y=y,
+        values, names, data = _grouped(grp, values, names, X)
+        return Contributions(values, base, names, data, method=method, y=y,
                              output_names=_output_names(ens))
     if base_margin is not None:
         check_base_margin(base_margin, n, ens)  # forests take no offset: a clear error
@@ -196,9 +203,19 @@ def contributions(model, X, y=None, *, oob=False, method="shap", n_jobs=None,
     with np.errstate(invalid="ignore", divide="ignore"):
         phi_oob /= np.where(n_oob > 0, n_oob, np.nan)[:, None, None]
         phi_in /= np.where(n_in > 0, n_in, np.nan)[:, None, None]
-    return Contributions(phi_oob, base_oob, names, X, method=method, y=y,
+    phi_in, _, _ = _grouped(grp, phi_in, names, X)
+    phi_oob, names, data = _grouped(grp, phi_oob, names, X)
+    return Contributions(phi_oob, base_oob, names, data, method=method, y=y,
                          output_names=_output_names(ens), values_in=phi_in,
                          base_values_in=base_in, n_oob_trees=n_oob)
+
+
+def _grouped(grp, values, names, X):
+    """(values, names, data) with each feature group's members summed ((n, F, K) ->
+    (n, G, K)); unchanged without groups."""
+    if grp is None:
+        return values, names, X
+    return np.einsum("nfk,fg->ngk", values, grp.matrix), list(grp.names), None
 
 
 def _in_sample(ens, rows, inputs, n_jobs):
