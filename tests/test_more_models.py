@@ -56,9 +56,9 @@ def test_multi_output_regression_forest():
     np.testing.assert_allclose(res.table["mdi_oob"],
                                _saabas_mdi_oob(rf.estimators_, X[200:], Y[200:]),
                                rtol=1e-9, atol=1e-12)
-    with pytest.raises(ValueError, match=r"\['ufi'\] not defined for a regression forest "
-                                         r"with 2 targets"):
-        treeimp.explain(rf, X[200:], Y[200:])
+    with pytest.raises(ValueError, match=r"\['shap_oob'\] not defined for a regression "
+                                         r"forest with 2 targets"):
+        treeimp.explain(rf, X[200:], Y[200:], methods=("mdi_oob", "shap_oob"))
     with pytest.raises(ValueError, match=r"must have shape \(n_rows, 2\)"):
         treeimp.explain(rf, X[200:], Y[200:, 0], methods=("mdi_oob",))
 
