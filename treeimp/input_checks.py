@@ -53,10 +53,23 @@ VECTOR_TARGET_METHODS = ("mdi", "mdi_oob", "mdi_oob_centered", "ufi", "naive_oob
                          "pg2", "pg3", "pg_oob")
 
 
+# multi-output classification forests: the measures that are sums over targets of the
+# single-target forms on each target's one-hot vector
+MULTI_CLASS_TARGET_METHODS = ("mdi", "mdi_oob", "mdi_oob_centered", "ufi", "naive_oob")
+
+
 def check_methods_for_targets(methods, ens):
     """A multi-output regression forest is explained with the measures that are sums
     over its targets (:data:`VECTOR_TARGET_METHODS`); the per-row contribution measures
     (shap_oob, saabas_oob) are defined for one output."""
+    if getattr(ens, "target_classes", None) is not None:
+        n = len(ens.target_classes)
+        bad = [m for m in methods if m not in MULTI_CLASS_TARGET_METHODS]
+        if bad:
+            raise ValueError(f"{bad} not defined for a classification forest with {n} "
+                             f"targets; use methods from {list(MULTI_CLASS_TARGET_METHODS)} "
+                             "(or one forest per target)")
+        return
     if ens.kind != FOREST or ens.objective.name == "class_probability" or ens.n_outputs == 1:
         return
     bad = [m for m in methods if m not in VECTOR_TARGET_METHODS]
