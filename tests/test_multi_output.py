@@ -184,6 +184,11 @@ def test_classification_forest_normal_form_and_mdi(forest):
     assert list(ens.classes) == ["y0=3", "y0=7", "y1=0", "y1=1", "y1=2"]
     np.testing.assert_allclose(ens.predict_raw(X), np.hstack(rf.predict_proba(X)),
                                rtol=1e-12, atol=1e-15)
+    # per-row contributions: one column per (target, class), summing to the probabilities
+    c = treeimp.contributions(rf, X[100:], method="saabas")
+    assert c.output_names == list(ens.classes)
+    np.testing.assert_allclose(np.asarray(c.values).sum(axis=1) + np.asarray(c.base_values),
+                               np.hstack(rf.predict_proba(X[100:])), atol=1e-12)
     res = treeimp.explain(rf, X[100:], Y[100:], methods=CLASS_METHODS, random_state=0)
     pt = res.per_tree["mdi"]
     np.testing.assert_allclose((pt / pt.sum(axis=1, keepdims=True)).mean(axis=0),
