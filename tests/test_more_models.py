@@ -7,7 +7,6 @@ import pytest
 from sklearn.ensemble import (
     BaggingClassifier,
     BaggingRegressor,
-    RandomForestClassifier,
     RandomForestRegressor,
 )
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
@@ -56,20 +55,11 @@ def test_multi_output_regression_forest():
     np.testing.assert_allclose(res.table["mdi_oob"],
                                _saabas_mdi_oob(rf.estimators_, X[200:], Y[200:]),
                                rtol=1e-9, atol=1e-12)
-    with pytest.raises(ValueError, match=r"\['ufi'\] not defined for a regression forest "
-                                         r"with 2 targets"):
-        treeimp.explain(rf, X[200:], Y[200:])
+    with pytest.raises(ValueError, match=r"\['shap_oob'\] not defined for a regression "
+                                         r"forest with 2 targets"):
+        treeimp.explain(rf, X[200:], Y[200:], methods=("mdi_oob", "shap_oob"))
     with pytest.raises(ValueError, match=r"must have shape \(n_rows, 2\)"):
         treeimp.explain(rf, X[200:], Y[200:, 0], methods=("mdi_oob",))
-
-
-def test_multi_output_classification_forest_is_refused():
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(100, 3))
-    Y = np.c_[X[:, 0] > 0, X[:, 1] > 0].astype(int)
-    rf = RandomForestClassifier(n_estimators=3, random_state=0).fit(X, Y)
-    with pytest.raises(ValueError, match="multi-output classification"):
-        treeimp.explain(rf, X, Y)
 
 
 def test_multi_output_regression_permutation_matches_sklearn():

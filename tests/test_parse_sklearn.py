@@ -239,11 +239,13 @@ def test_forest_without_names_has_none():
 
 
 @pytest.mark.parametrize("cls", [RandomForestClassifier, DecisionTreeClassifier])
-def test_multi_output_classification_rejected(cls):
+def test_multi_output_classification_concatenates_targets(cls):
     X, y = _data("regression")
     model = cls(random_state=0, max_depth=3).fit(X, np.c_[y > 0, y > 1])
-    with pytest.raises(ValueError, match="2 class targets"):
-        parse(model)
+    ens = parse(model)
+    assert list(ens.classes) == ["y0=False", "y0=True", "y1=False", "y1=True"]
+    np.testing.assert_allclose(ens.predict_raw(X), np.hstack(model.predict_proba(X)),
+                               rtol=1e-12, atol=1e-15)
 
 
 @pytest.mark.parametrize("cls", [RandomForestRegressor, DecisionTreeRegressor])

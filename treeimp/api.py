@@ -27,7 +27,13 @@ from .pipeline import unwrap
 from .progress import progress_bar
 from .result import Importances
 from .shap_oob import SHAP_METHODS
-from .targets import as_target, check_sample_weight, forest_targets, n_target_columns
+from .targets import (
+    as_target,
+    check_sample_weight,
+    forest_targets,
+    n_target_columns,
+    target_classes,
+)
 
 DEFAULT_METHODS = ("mdi", "mdi_oob", "ufi")
 
@@ -195,6 +201,9 @@ def _node_statistics(ens, model, rows, y_arr, w, block, n_blocks, oob, held_out,
     n = rows.n_rows
     if ens.kind == FOREST:
         Z, classification = forest_targets(ens, y_arr)
+        # one-hot statistics (n' the sum of the class sums) need ONE class per row: not
+        # so for the concatenated one-hot vectors of several targets
+        one_hot = classification and target_classes(ens) is None
         bits = inbag_bits(model, n) if oob else None
         if bits is not None and bits.shape[0] != ens.n_trees:
             raise ValueError(f"the forest has {ens.n_trees} trees but in-bag rows for "
@@ -205,12 +214,12 @@ def _node_statistics(ens, model, rows, y_arr, w, block, n_blocks, oob, held_out,
                 raise ValueError("every row is in-bag for every tree: no out-of-bag rows")
         # one-hot class targets: the class sums alone (n' is their sum)
         out = buffers.enter_context(
-            scratch.zeroed(forest_stats_shape(ens, n_blocks, classification, True)))
+            scratch.zeroed(forest_stats_shape(ens, n_blocks, one_hot, True)))
         stats = NodeStats.from_array(
             forest_node_stats(ens, rows, Z, w, block, n_blocks, inbag_bits=bits,
-                              one_hot=classification, leave_one_out=True, n_jobs=n_jobs,
+                              one_hot=one_hot, leave_one_out=True, n_jobs=n_jobs,
                               bar=bar, out=out),
-            one_hot=classification)
+            one_hot=one_hot)
         return stats, classification
     if oob:
         raise ValueError("oob=True is for bagged forests; boosting models have no "

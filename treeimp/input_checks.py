@@ -46,19 +46,34 @@ def check_unique_columns(X):
                          "its own name to be matched to the model's features")
 
 
-# measures defined on a vector target (linear in it, as for one-hot classes): the
-# in-sample parts of ufi / penalized Gini / naive_oob's regression forms are per target
-VECTOR_TARGET_METHODS = ("mdi", "mdi_oob")
+# measures defined on a vector target: sums over the outputs of the single-output forms
+# (mdi: scikit-learn's, impurity averaged over outputs; the held-out forms with
+# z = y_i the target vector, |.|^2 and products summed over outputs)
+VECTOR_TARGET_METHODS = ("mdi", "mdi_oob", "mdi_oob_centered", "ufi", "naive_oob", "pg1",
+                         "pg2", "pg3", "pg_oob")
+
+
+# multi-output classification forests: the measures that are sums over targets of the
+# single-target forms on each target's one-hot vector
+MULTI_CLASS_TARGET_METHODS = ("mdi", "mdi_oob", "mdi_oob_centered", "ufi", "naive_oob")
 
 
 def check_methods_for_targets(methods, ens):
     """A multi-output regression forest is explained with the measures that are sums
-    over its targets: "mdi" (scikit-learn's, impurity averaged over targets) and
-    "mdi_oob" (y_i . contribution_i over the target vector)."""
+    over its targets (:data:`VECTOR_TARGET_METHODS`); the per-row contribution measures
+    (shap_oob, saabas_oob) are defined for one output."""
+    if getattr(ens, "target_classes", None) is not None:
+        n = len(ens.target_classes)
+        bad = [m for m in methods if m not in MULTI_CLASS_TARGET_METHODS]
+        if bad:
+            raise ValueError(f"{bad} not defined for a classification forest with {n} "
+                             f"targets; use methods from {list(MULTI_CLASS_TARGET_METHODS)} "
+                             "(or one forest per target)")
+        return
     if ens.kind != FOREST or ens.objective.name == "class_probability" or ens.n_outputs == 1:
         return
     bad = [m for m in methods if m not in VECTOR_TARGET_METHODS]
     if bad:
         raise ValueError(f"{bad} not defined for a regression forest with {ens.n_outputs} "
-                         f"targets; use methods={list(VECTOR_TARGET_METHODS)} (or one "
+                         f"targets; use methods from {list(VECTOR_TARGET_METHODS)} (or one "
                          "forest per target)")

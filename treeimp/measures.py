@@ -386,15 +386,19 @@ def _insample_variance_decrease(ens, sp):
     """In-sample variance decrease (W_m I_m - W_l I_l - W_r I_r) / W_root for regression
     trees whose impurity I is the variance; otherwise (impurity not stored, or another
     criterion's, e.g. a Poisson deviance) the equal variance form
-    (W_l v_l^2 + W_r v_r^2 - W_m v_m^2) / W_root, exact for node means."""
+    (W_l |v_l|^2 + W_r |v_r|^2 - W_m |v_m|^2) / W_root, exact for node means.
+
+    Multi-output targets (K outputs): the vector form's variance is the mean of
+    |y - v_m|^2, the SUM of the per-output variances, while scikit-learn stores their
+    MEAN as ``tree_.impurity``: I is then K times the stored impurity."""
     W = ens.weight
     root_w = W[sp.root]
+    n_out = ens.value.shape[1] if ens.value.ndim == 2 else 1
     if ens.impurity_kind == "variance" and np.all(np.isfinite(ens.impurity[sp.m])):
-        wi = W * ens.impurity
+        wi = n_out * W * ens.impurity
         return _safe_div(wi[sp.m] - wi[sp.l] - wi[sp.r], root_w)
-    v = ens.value[:, 0]
-    return _safe_div(W[sp.l] * v[sp.l] ** 2 + W[sp.r] * v[sp.r] ** 2 - W[sp.m] * v[sp.m] ** 2,
-                     root_w)
+    sq = np.einsum("nc,nc->n", ens.value, ens.value) if ens.value.ndim == 2 else ens.value ** 2
+    return _safe_div(W[sp.l] * sq[sp.l] + W[sp.r] * sq[sp.r] - W[sp.m] * sq[sp.m], root_w)
 
 
 def _ufi_boosting_parts(ens, sp):

@@ -57,6 +57,8 @@ def make_scorer(ens, scoring):
     from sklearn import metrics
 
     classification = is_classifier(ens)
+    if getattr(ens, "target_classes", None) is not None:
+        return _multi_target_accuracy(ens, scoring)
     if scoring is None:
         scoring = "accuracy" if classification else "r2"
     if not isinstance(scoring, str) or scoring not in SCORINGS:
@@ -99,6 +101,33 @@ def make_scorer(ens, scoring):
     return score
 
 
+def _multi_target_accuracy(ens, scoring):
+    """Scorer of a multi-output classification forest: scikit-learn's ``score`` (and
+    scoring "accuracy"), accuracy_score of the predicted label of every target (the
+    argmax of each target's probability block, in an array of ``classes_[0]``'s dtype, as
+    the forest's ``predict``), i.e. the share of rows with all targets right. Like
+    scikit-learn, accuracy_score refuses targets that are not all binary
+    ("multiclass-multioutput is not supported"). The probability scorings are not
+    reproduced for several targets."""
+    from sklearn import metrics
+
+    if scoring not in (None, "accuracy"):
+        raise ValueError(f"scoring={scoring!r} is not supported for a classification forest "
+                         f"with {len(ens.target_classes)} targets; use scoring=None or "
+                         "'accuracy' (the model's own score)")
+    per_target = ens.target_classes
+    bounds = np.cumsum([0] + [len(c) for c in per_target])
+    dtype = per_target[0].dtype
+
+    def score(margin, y, w):
+        proba = class_probabilities(ens, margin)
+        labels = np.empty((len(proba), len(per_target)), dtype=dtype)
+        for j, classes in enumerate(per_target):
+            labels[:, j] = classes[np.argmax(proba[:, bounds[j]:bounds[j + 1]], axis=1)]
+        return metrics.accuracy_score(y, labels, sample_weight=w)
+    return score
+
+
 def bind_scorer(ens, scoring, y, sample_weight, margin):
     """(score(margin) -> float for these targets and weights, score of ``margin``).
 
@@ -114,7 +143,9 @@ def bind_scorer(ens, scoring, y, sample_weight, margin):
     slow = make_scorer(ens, scoring)
     reference = slow(margin, y, sample_weight)  # scikit-learn's checks and errors
     scoring = scoring or ("accuracy" if is_classifier(ens) else "r2")
-    prepare = _PREPARED.get(scoring)
+    # several class targets: scikit-learn's accuracy on each call (no prepared form)
+    prepare = None if getattr(ens, "target_classes", None) is not None \
+        else _PREPARED.get(scoring)
     fast = None if prepare is None else prepare(ens, np.asarray(y), sample_weight)
     if fast is not None:
         value = fast(margin)

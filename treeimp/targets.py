@@ -35,8 +35,17 @@ def _check_no_pd_na(arr, what):
                          "them")
 
 
+def target_classes(ens):
+    """Each target's classes (a list of arrays) for a multi-output classification forest,
+    else None (set by the scikit-learn forest parser)."""
+    return getattr(ens, "target_classes", None)
+
+
 def n_target_columns(ens):
-    """Columns y must have: one per output of a multi-output regression forest, else 1."""
+    """Columns y must have: one per output of a multi-output regression forest, one per
+    target of a multi-output classification forest, else 1."""
+    if target_classes(ens) is not None:
+        return len(target_classes(ens))
     if ens.kind == "forest" and ens.objective.name != "class_probability":
         return int(ens.n_outputs)
     return 1
@@ -97,6 +106,15 @@ def regression_target(y, what="y"):
 
 def forest_targets(ens, y):
     """Per-row target matrix Z for a forest: one-hot classes or the regression value."""
+    per_target = target_classes(ens)
+    if per_target is not None:  # the one-hot vectors of each target, side by side
+        blocks = []
+        for j, classes in enumerate(per_target):
+            idx = class_indices(y[:, j], classes, what=f"y[:, {j}]")
+            block = np.zeros((len(idx), len(classes)))
+            block[np.arange(len(idx)), idx] = 1.0
+            blocks.append(block)
+        return np.hstack(blocks), True
     if ens.objective.name == "class_probability":
         idx = class_indices(y, ens.classes)
         Z = np.zeros((len(idx), ens.n_outputs))

@@ -20,7 +20,8 @@ from numba import njit, prange
 
 MDI_OOB = 0          # (v_l - v_m).S'_l + (v_r - v_m).S'_r, per class c
 UFI_CLASSIFICATION = 1  # w_l v_lc p'_lc + w_r v_rc p'_rc - w_m v_mc p'_mc, both children seen
-UFI_REGRESSION = 2   # w-weighted decrease of the held-out MSE + in-sample decrease
+UFI_REGRESSION = 2   # w-weighted decrease of the held-out MSE (|y - v|^2 summed over
+                     # outputs) + in-sample decrease
 UFI_BOOSTING = 3     # w-weighted decrease of the held-out Newton impurity + in-sample decrease
 MDI_OOB_CENTERED = 4  # (v_l - v_m).(S'_l - c_t N'_l) + (v_r - v_m).(S'_r - c_t N'_r), per c
 
@@ -79,7 +80,7 @@ def split_sums(kind, node, left, right, key, tree_splits, tree_offsets, w, v, ex
             j = np.uint64(base + i)
             for b in range(B):
                 if kind == UFI_REGRESSION:
-                    imp[i, b] = (_held_mse(Q[j, b], S[0, j, b], cnt[i, b], v[j, 0])
+                    imp[i, b] = (_held_mse(Q, S, v, j, b, cnt[i, b])
                                  if cnt[i, b] > 0.0 else 0.0)
                 else:
                     imp[i, b] = _held_newton(S, H, R, v, j, b)
@@ -188,7 +189,13 @@ def _held_newton(S, H, R, mu, node, b):
     return (R[node, b] + 2.0 * m * -S[0, node, b] + m * m * h) / h
 
 
-@njit(cache=True, error_model="numpy")
-def _held_mse(q, s, cnt, value):
-    """Mean of (y - value)^2 over a node's evaluation rows from its sums."""
-    return (q - 2.0 * value * s + value * value * cnt) / cnt
+@njit(cache=True, inline="always", error_model="numpy")
+def _held_mse(Q, S, v, node, b, cnt):
+    """Mean of |y - v|^2 over a node's evaluation rows from its sums,
+    (Q' - 2 v.S' + |v|^2 n') / n', summed over the outputs of a multi-output target."""
+    vs = 0.0
+    vv = 0.0
+    for c in range(S.shape[0]):
+        vs += v[node, c] * S[c, node, b]
+        vv += v[node, c] * v[node, c]
+    return (Q[node, b] - 2.0 * vs + vv * cnt) / cnt

@@ -1,9 +1,11 @@
 """scikit-learn decision trees and forests -> TreeEnsemble.
 
 Covers DecisionTree / ExtraTree (one tree) and RandomForest / ExtraTrees (averaged
-trees), classifiers with a single target and regressors with one or several targets
-(y with K columns: K outputs, the target vector, like the one-hot class columns of a
-classifier). Facts checked on scikit-learn 1.9:
+trees), classifiers and regressors with one or several targets (y with K columns:
+regression, K outputs, the target vector, like the one-hot class columns of a
+classifier; classification, one output per target and class, the concatenation of each
+target's class probabilities, ``classes`` labelled "y<j>=<class>" and each target's own
+classes kept as ``target_classes``). Facts checked on scikit-learn 1.9:
 
 * routing: see :mod:`treeimp.parsers.sklearn_tree` (``float32(x) <= threshold``, NaN
   follows ``missing_go_to_left``, also for models trained without NaN);
@@ -36,23 +38,23 @@ def parse_sklearn_forest(model) -> TreeEnsemble:
     model : DecisionTreeClassifier, DecisionTreeRegressor, ExtraTreeClassifier,
         ExtraTreeRegressor, RandomForestClassifier, RandomForestRegressor,
         ExtraTreesClassifier or ExtraTreesRegressor
-        Classifiers fitted on a single target (``y`` 1-D); regressors on one or more.
+        Fitted on one target (``y`` 1-D) or several (``y`` with K columns).
 
     Returns
     -------
     TreeEnsemble
         kind "forest": every tree scaled by ``1 / n_trees``. ``predict_raw`` equals
         ``predict_proba`` (classifiers, one column per class, objective
-        "class_probability") or ``predict`` (regressors, one column per target,
-        objective "squared_error"). ``apply`` equals the model's ``apply``.
+        "class_probability"; several targets: ``np.hstack(predict_proba(X))``) or
+        ``predict`` (regressors, one column per target, objective "squared_error").
+        ``apply`` equals the model's ``apply``.
 
     Raises
     ------
     sklearn.exceptions.NotFittedError
         (a ValueError) when the model is not fitted.
     ValueError
-        For multi-output classifiers (``y`` with several columns of classes) or a tree
-        without the fields treeimp reads.
+        For a tree without the fields treeimp reads.
 
     Examples
     --------
@@ -71,17 +73,22 @@ def parse_sklearn_forest(model) -> TreeEnsemble:
     check_fitted(model)
     classifier = is_classifier(model)
     n_targets = int(required_attr(model, "n_outputs_"))
-    if n_targets != 1 and classifier:
-        raise ValueError(f"{name} was fit on {n_targets} class targets (y with {n_targets} "
-                         "columns): multi-output classification has one probability table "
-                         "per target, which treeimp does not explain; fit one classifier "
-                         "per target column")
     # a single tree carries tree_ itself, a forest a list of fitted trees
     estimators = [model] if hasattr(model, "tree_") else list(required_attr(model, "estimators_"))
     if not estimators:
         raise ValueError(f"{name} has no fitted trees")
 
-    if classifier:
+    target_classes = None  # multi-output classifiers: each target's classes
+    if classifier and n_targets > 1:
+        target_classes = [np.asarray(c) for c in required_attr(model, "classes_")]
+        sizes = [len(c) for c in target_classes]
+        n_outputs = sum(sizes)
+        # one output per (target, class): the concatenation of the targets' probabilities
+        classes = np.array([f"y{j}={c}" for j, cl in enumerate(target_classes)
+                            for c in cl.tolist()])
+        objective = Objective("class_probability", {}, link="proba",
+                              source=str(getattr(model, "criterion", "")))
+    elif classifier:
         classes = np.asarray(required_attr(model, "classes_"))
         n_outputs = int(required_attr(model, "n_classes_"))
         objective = Objective("class_probability", {}, link="proba",
@@ -97,7 +104,13 @@ def parse_sklearn_forest(model) -> TreeEnsemble:
     for t, est in enumerate(estimators):
         fields = read_tree_fields(required_attr(est, "tree_"), f"{name} tree {t}")
         raw = fields["value"]
-        if classifier:
+        if target_classes is not None:
+            if raw.ndim != 3 or raw.shape[1] != n_targets or raw.shape[2] < max(sizes):
+                raise ValueError(f"{name} tree {t} has node values of shape {raw.shape}, "
+                                 f"expected (n_nodes, {n_targets}, {max(sizes)})")
+            # target j's class fractions are raw[:, j, :n_classes_j] (zero-padded after)
+            value = np.hstack([raw[:, j, :k] for j, k in enumerate(sizes)])
+        elif classifier:
             if raw.ndim != 3 or raw.shape[1] != 1 or raw.shape[2] < n_outputs:
                 raise ValueError(f"{name} tree {t} has node values of shape {raw.shape}, "
                                  f"expected (n_nodes, 1, {n_outputs})")
@@ -110,7 +123,7 @@ def parse_sklearn_forest(model) -> TreeEnsemble:
         trees.append(tree_from_fields(fields, value, scale=scale))
 
     names = getattr(model, "feature_names_in_", None)
-    return TreeEnsemble.from_trees(
+    ens = TreeEnsemble.from_trees(
         trees,
         kind=FOREST,
         n_features=int(required_attr(model, "n_features_in_")),
@@ -125,6 +138,8 @@ def parse_sklearn_forest(model) -> TreeEnsemble:
         gain_kind="impurity",
         impurity_kind=_impurity_kind(classifier, str(getattr(model, "criterion", ""))),
     )
+    ens.target_classes = target_classes
+    return ens
 
 
 def _impurity_kind(classifier, criterion):
