@@ -132,7 +132,7 @@ def bind_scorer(ens, scoring, y, sample_weight, margin):
     """(score(margin) -> float for these targets and weights, score of ``margin``).
 
     scikit-learn's metric functions validate and re-encode the same targets on every
-    call (1-2 ms at 5,000 rows, as much as re-routing the permuted rows). For
+    call, which costs as much as re-routing the permuted rows. For
     neg_log_loss, accuracy, r2 and neg_mean_squared_error the work on the targets alone
     is done once here and each call does the rest of the metric's arithmetic, with the
     same numpy operations as scikit-learn; that shortcut is used only if it gives

@@ -3,10 +3,8 @@
 The statistics of a large forest are big (100 deep trees, ten blocks: 130-270 MB) and
 live only during one ``explain`` call. Fresh memory of that size is slow at first touch:
 the operating system maps and zeroes every page, and on a virtual machine the host may
-have to back it first. Measured on the benchmark forests (2 threads, shared VM): about
-35 ms per 270 MB with huge pages, with stalls of up to 0.9 s, and explain took 1.14x /
-1.89x ``predict_proba`` / ``predict`` with fresh statistics against 0.91x / 1.22x with a
-reused, zero-filled buffer (medians of 9, interleaved in one process).
+have to back it first, with long stalls on a shared virtual machine; zero-filling a
+reused buffer is much cheaper (measurements in benchmarks/README.md).
 
 So ``explain`` takes its statistics buffer from here and hands it back when it has
 computed the importances (no result keeps a view of it). One idle buffer is kept, if at

@@ -27,8 +27,7 @@ def numba_threads(n_jobs, *, dynamic=False):
     equal shares up front. For loops of a few long, equal iterations (the staged
     kernel's statistic blocks) on a shared machine: when another process slows one
     core, the other thread takes over the remaining iterations instead of waiting
-    (explain of the benchmark's XGBoost model beside one busy process: 560 -> 504 ms;
-    the same time on a quiet machine)."""
+    (benchmarks/README.md has the measurements)."""
     previous = numba.get_num_threads()
     numba.set_num_threads(resolve_n_jobs(n_jobs))
     chunks = numba.set_parallel_chunksize(1) if dynamic else None

@@ -272,8 +272,8 @@ class _Reader:
             if typ is None:
                 # inline, as most members of XGBoost's trees are: a key with an integer
                 # length marker and a typed numeric array; anything else, or any
-                # problem, is read (and reported) piece by piece below. (The same as a
-                # function of its own costs 1.5 of the 16 ms of a 500-tree model.)
+                # problem, is read (and reported) piece by piece below. Inline rather
+                # than a function: this loop runs once per member of every tree.
                 count = _COUNTS.get(data[pos]) if pos < size else None
                 if count is not None and pos + 1 + count[1] <= size:
                     start = pos + 1 + count[1]
