@@ -22,6 +22,7 @@ import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
 from ._input import RowSource
+from .api import _feature_names
 from .groups import resolve_groups
 from .input_checks import check_explainable, check_unique_columns
 from .kernels.api import _forest_scale, predict_ensemble, routing_flags
@@ -113,9 +114,7 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     w = None if sample_weight is None else check_sample_weight(sample_weight, n)
     offset = check_base_margin(base_margin, n, ens)
     make_scorer(ens, scoring)  # a bad scoring fails before any routing
-    names = (u.feature_names or rows.feature_names or
-             (list(ens.feature_names) if ens.feature_names is not None else
-              [f"x{j}" for j in range(ens.n_features)]))
+    names = _feature_names(u.feature_names, rows, ens)
     grp = resolve_groups(groups, names, u.input_groups)
     seed = check_random_state(random_state).randint(np.iinfo(np.int32).max + 1)
     if getattr(ens, "leaf_router", None) is not None:  # rows routed by the library

@@ -3,7 +3,7 @@
 The statistics of a large forest are big (100 deep trees, ten blocks: 130-270 MB) and
 live only during one ``explain`` call. Fresh memory of that size is slow at first touch:
 the operating system maps and zeroes every page, and on a virtual machine the host may
-have to back it first, with long stalls on a shared virtual machine; zero-filling a
+have to back it first, with long stalls when it is shared; zero-filling a
 reused buffer is much cheaper (measurements in benchmarks/README.md).
 
 So ``explain`` takes its statistics buffer from here and hands it back when it has

@@ -89,6 +89,31 @@ def _squared_error_terms(n, margin, y, w, t):
         _put(t, r, wi, gi, 1.0 if wi != 0.0 else 0.0)
 
 
+@njit(cache=True)
+def start_group(rows, ng, row0, y, w, base_score, row_start, s, use_e, margin, e, yg, wg):
+    """Load a group of ``ng`` rows (local indices ``rows``, global ``row0 + rows[r]``)
+    before the first tree: margin = the row's ``row_start`` (base score + offset), or
+    ``base_score`` when ``row_start`` has no rows; e = exp(-s margin) for the logistic
+    recurrence (``use_e``); yg, wg the rows' targets and weights (``w`` of length 1:
+    one weight for all rows)."""
+    K = base_score.shape[0]
+    last_w = w.shape[0] - 1
+    use_start = row_start.shape[0] > 0
+    e0 = math.exp(-s * base_score[0]) if use_e else 0.0
+    for r in range(ng):
+        i = row0 + rows[r]
+        if use_start:
+            for k in range(K):
+                margin[r, k] = row_start[i, k]
+            e[r] = math.exp(-s * margin[r, 0]) if use_e else 0.0
+        else:
+            for k in range(K):
+                margin[r, k] = base_score[k]
+            e[r] = e0
+        yg[r] = y[i]
+        wg[r] = w[min(i, last_w)]
+
+
 @njit(cache=True, error_model="numpy")
 def _logistic_terms(s, pos_weight, neg_weight, n, y, w, e, t):
     """``stage_terms`` of binary logistic loss (the arithmetic of
@@ -128,9 +153,7 @@ def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, row_start,
     K = base_score.shape[0]
     n_stages = stage_start.shape[0] - 1
     n_nodes = stats.shape[1]
-    last_w = w.shape[0] - 1
     keep_margin = margin_out.shape[0] == X.shape[0]
-    use_start = row_start.shape[0] > 0
     # a group's rows (scattered over X: blocks are random rows) are copied together
     # once, so that every tree walks a small contiguous array that stays in cache;
     # not for wide rows, of which the trees read a small part
@@ -150,28 +173,18 @@ def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, row_start,
         wg = np.empty(GROUP)
         e = np.empty(GROUP)  # logistic: exp(-s margin), updated tree by tree
         use_e = leaf_factor.shape[0] > 0
-        e0 = math.exp(-loss_params[0] * base_score[0]) if use_e else 0.0
         xg = np.empty((GROUP if copy_rows else 0, X.shape[1]), X.dtype)
         group_rows = np.arange(GROUP)
         for s0 in range(block_start[b], block_start[b + 1], GROUP):
             s1 = min(block_start[b + 1], s0 + GROUP)
             ng = s1 - s0
             rows = order[s0:s1]
-            for r in range(ng):
-                i = rows[r]
-                if use_start:
-                    for k in range(K):
-                        margin[r, k] = row_start[row0 + i, k]
-                    e[r] = math.exp(-loss_params[0] * margin[r, 0]) if use_e else 0.0
-                else:
-                    for k in range(K):
-                        margin[r, k] = base_score[k]
-                    e[r] = e0
-                if copy_rows:
+            start_group(rows, ng, row0, y, w, base_score, row_start, loss_params[0], use_e,
+                        margin, e, yg, wg)
+            if copy_rows:
+                for r in range(ng):
                     for f in range(X.shape[1]):
-                        xg[r, f] = X[i, f]
-                yg[r] = y[row0 + i]
-                wg[r] = w[min(row0 + i, last_w)]
+                        xg[r, f] = X[rows[r], f]
             for st in range(n_stages):
                 stage_terms(loss_code, loss_params, margin, ng, yg, wg, g, h, terms, e)
                 for t in range(stage_start[st], stage_start[st + 1]):

@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit, prange
 
 from .route import LEAF, feature_value, step, walk_batch
-from .staged import BATCH, GROUP, N_TERMS, stage_terms
+from .staged import BATCH, GROUP, N_TERMS, stage_terms, start_group
 from .structure import _fill_tree
 
 
@@ -193,7 +193,6 @@ def staged_block_sums(X, row0, order, block_start, y, w, base_score, row_start, 
     n_blocks = block_start.shape[0] - 1
     K = base_score.shape[0]
     n_stages = stage_start.shape[0] - 1
-    last_w = w.shape[0] - 1
     for b in prange(n_blocks):
         scratch = new_linear_scratch(max_depth, 1, X.shape[1])
         margin = np.empty((GROUP, K))
@@ -205,24 +204,13 @@ def staged_block_sums(X, row0, order, block_start, y, w, base_score, row_start, 
         wg = np.empty(GROUP)
         e = np.empty(GROUP)
         use_e = leaf_factor.shape[0] > 0
-        e0 = np.exp(-loss_params[0] * base_score[0]) if use_e else 0.0
-        use_start = row_start.shape[0] > 0
         proj = np.empty(1)
         for s0 in range(block_start[b], block_start[b + 1], GROUP):
             s1 = min(block_start[b + 1], s0 + GROUP)
             ng = s1 - s0
             rows = order[s0:s1]
-            for r in range(ng):
-                if use_start:
-                    for k in range(K):
-                        margin[r, k] = row_start[row0 + rows[r], k]
-                    e[r] = np.exp(-loss_params[0] * margin[r, 0]) if use_e else 0.0
-                else:
-                    for k in range(K):
-                        margin[r, k] = base_score[k]
-                    e[r] = e0
-                yg[r] = y[row0 + rows[r]]
-                wg[r] = w[min(row0 + rows[r], last_w)]
+            start_group(rows, ng, row0, y, w, base_score, row_start, loss_params[0], use_e,
+                        margin, e, yg, wg)
             for st in range(n_stages):
                 stage_terms(loss_code, loss_params, margin, ng, yg, wg, g, h, terms, e)
                 for t in range(stage_start[st], stage_start[st + 1]):
