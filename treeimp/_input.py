@@ -58,10 +58,10 @@ class RowSource:
         self._sparse = None
         self._tables = _value_tables(ens)
         self._missing = _sentinel(ens)
-        self._absent = float(getattr(ens, "sparse_absent", 0.0))
-        self._hashed = dict.fromkeys(getattr(ens, "hashed_features", ()) or ())
-        self._hasher = getattr(ens, "value_hasher", None)
-        self._router = getattr(ens, "leaf_router", None)
+        self._absent = float(ens.sparse_absent)
+        self._hashed = dict.fromkeys(ens.hashed_features)
+        self._hasher = ens.value_hasher
+        self._router = ens.leaf_router
         if self._router is not None:
             self._init_routed(X, ens, what)
         elif (frame := _as_dataframe(X)) is not None:
@@ -303,7 +303,7 @@ class RowSource:
 
 def _sentinel(ens):
     """float32 missing-value sentinel of the model, or None (only NaN is missing)."""
-    value = float(getattr(ens, "missing_value", np.nan))
+    value = float(ens.missing_value)
     return None if np.isnan(value) else np.float32(value)
 
 

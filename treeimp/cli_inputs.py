@@ -241,7 +241,7 @@ def encode_categories(X, ens, warn):
         np.any(ens.is_categorical))
     # CatBoost's categorical columns take the raw values (treeimp hashes them as
     # CatBoost does): text or numbers as the file holds them
-    hashed = set(getattr(ens, "hashed_features", ()) or ())
+    hashed = set(ens.hashed_features)
     out = {}
     for j, name in enumerate(X.columns):
         col = X[name]

@@ -34,8 +34,7 @@ def shap_cover(ens):
     internal nodes the sum of the children's (``summed_cover``)."""
     from .kernels.treeshap import summed_cover
 
-    cover = getattr(ens, "cover", None)
-    leaf_cover = ens.weight if cover is None else np.where(np.isnan(cover), ens.weight, cover)
+    leaf_cover = np.where(np.isnan(ens.cover), ens.weight, ens.cover)
     return summed_cover(ens.tree_offsets, ens.postorder, ens.left, ens.right,
                         np.ascontiguousarray(leaf_cover, dtype=np.float64))
 

@@ -256,8 +256,11 @@ class TreeEnsemble:
     ``tree_learning_rate``, ``tree_stage`` (boosting round: trees of one round are fit
     to gradients taken at the same margin). ``postorder``: every node, children before
     parents, tree by tree.
-    How input values are read: ``sparse_absent`` (what an absent sparse entry is) and
-    ``missing_value`` (a number routed as missing), see :meth:`from_trees`.
+    How input values are read: ``sparse_absent`` (what an absent sparse entry is),
+    ``missing_value`` (a number routed as missing), ``hashed_features`` with
+    ``value_hasher``, ``leaf_router``; offsets: ``offset_replaces_base``,
+    ``base_in_first_round``; ``target_classes`` (multi-output classifiers): see
+    :meth:`from_trees`, which sets every one of them.
     """
 
     def __init__(self, **arrays):
@@ -292,6 +295,7 @@ class TreeEnsemble:
         value_hasher=None,
         hashed_features=None,
         leaf_router=None,
+        target_classes=None,
     ) -> TreeEnsemble:
         """Validate per-tree arrays and concatenate them into the normal form.
 
@@ -342,6 +346,9 @@ class TreeEnsemble:
         ``leaf_router`` (a :class:`treeimp.leaf_router.LeafRouter`): rows are routed by
         the library's own leaf indices (splits treeimp cannot evaluate, e.g. CatBoost's
         target statistics); see ``treeimp/leaf_router.py``.
+
+        ``target_classes``: multi-output classifiers, each target's classes (a list of
+        arrays; the outputs are their class probabilities side by side); None otherwise.
         """
         _check_settings(kind, comparison, gain_kind, impurity_kind, n_features, n_outputs)
         if len(trees) == 0:
@@ -385,7 +392,8 @@ class TreeEnsemble:
             impurity_kind=impurity_kind, sparse_absent=sparse_absent,
             missing_value=missing_value, offset_replaces_base=offset_replaces_base,
             base_in_first_round=base_in_first_round, value_hasher=value_hasher,
-            hashed_features=hashed_features, leaf_router=leaf_router)
+            hashed_features=hashed_features, leaf_router=leaf_router,
+            target_classes=target_classes)
 
     @classmethod
     def from_arrays(cls, offsets, fields, categories, *, tree_output, tree_scale,
@@ -513,6 +521,8 @@ class TreeEnsemble:
         if leaf_router is not None:
             leaf_router.check(ens.n_nodes)
         ens.leaf_router = leaf_router
+        tc = meta.get("target_classes")
+        ens.target_classes = None if tc is None else [np.asarray(c) for c in tc]
         ens._fill_internal_values()
         return ens
 
@@ -553,7 +563,7 @@ class TreeEnsemble:
         start, stop = check_iteration_range((start, stop), self.n_rounds)
         if (start, stop) == (0, self.n_rounds):
             return self
-        router = getattr(self, "leaf_router", None)
+        router = self.leaf_router
         if router is not None:  # the router numbers the leaves of every tree
             raise ValueError(f"iteration_range=({start}, {stop}) cannot select rounds of a "
                              f"model routed by {router.description}; it is explained with "
@@ -561,7 +571,7 @@ class TreeEnsemble:
         first = np.concatenate([[0], np.flatnonzero(np.diff(self.tree_stage)) + 1,
                                 [self.n_trees]])
         out = self._tree_slice(int(first[start]), int(first[stop]))
-        if start > 0 and getattr(self, "base_in_first_round", False):
+        if start > 0 and self.base_in_first_round:
             out.base_score = np.zeros_like(self.base_score)
         return out
 
@@ -569,7 +579,7 @@ class TreeEnsemble:
         """Every row's margin before the first tree given per-row offsets (n, n_outputs):
         the offset itself where it replaces the base score (XGBoost), else base score
         + offset."""
-        if getattr(self, "offset_replaces_base", False):
+        if self.offset_replaces_base:
             return np.ascontiguousarray(offset, dtype=np.float64)
         return np.ascontiguousarray(offset + self.base_score)
 
@@ -632,11 +642,11 @@ class TreeEnsemble:
         (e.g. "catboost boosting, routed by leaf indices from CatBoost's
         calc_leaf_indexes")."""
         name = f"{self.library} {self.kind}".strip()
-        router = getattr(self, "leaf_router", None)
+        router = self.leaf_router
         return name if router is None else f"{name}, routed by {router.description}"
 
     def __repr__(self) -> str:
-        router = getattr(self, "leaf_router", None)
+        router = self.leaf_router
         return (
             f"TreeEnsemble({self.library or 'custom'} {self.kind}, {self.n_trees} trees, "
             f"{self.n_nodes} nodes, {self.n_features} features, {self.n_outputs} outputs, "
@@ -753,7 +763,7 @@ def _node_records(ens):
     from .kernels.structure import fill_node_records
 
     rec = np.zeros(ens.n_nodes, dtype=route.NODE_DTYPE)
-    router = getattr(ens, "leaf_router", None)
+    router = ens.leaf_router
     if router is None:
         fill_node_records(ens.left, ens.right, ens.feature, ens.threshold,
                           ens.missing_left, ens.nan_mode, ens.is_categorical,

@@ -62,7 +62,7 @@ def check_methods_for_targets(methods, ens):
     """A multi-output regression forest is explained with the measures that are sums
     over its targets (:data:`VECTOR_TARGET_METHODS`); the per-row contribution measures
     (shap_oob, saabas_oob) are defined for one output."""
-    if getattr(ens, "target_classes", None) is not None:
+    if ens.target_classes is not None:
         n = len(ens.target_classes)
         bad = [m for m in methods if m not in MULTI_CLASS_TARGET_METHODS]
         if bad:

@@ -117,7 +117,7 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     names = _feature_names(u.feature_names, rows, ens)
     grp = resolve_groups(groups, names, u.input_groups)
     seed = check_random_state(random_state).randint(np.iinfo(np.int32).max + 1)
-    if getattr(ens, "leaf_router", None) is not None:  # rows routed by the library
+    if ens.leaf_router is not None:  # rows routed by the library
         from .permutation_routed import rerouted_permutation_scores
 
         with numba_threads(n_jobs):

@@ -57,7 +57,7 @@ def make_scorer(ens, scoring):
     from sklearn import metrics
 
     classification = is_classifier(ens)
-    if getattr(ens, "target_classes", None) is not None:
+    if ens.target_classes is not None:
         return _multi_target_accuracy(ens, scoring)
     if scoring is None:
         scoring = "accuracy" if classification else "r2"
@@ -144,7 +144,7 @@ def bind_scorer(ens, scoring, y, sample_weight, margin):
     reference = slow(margin, y, sample_weight)  # scikit-learn's checks and errors
     scoring = scoring or ("accuracy" if is_classifier(ens) else "r2")
     # several class targets: scikit-learn's accuracy on each call (no prepared form)
-    prepare = None if getattr(ens, "target_classes", None) is not None \
+    prepare = None if ens.target_classes is not None \
         else _PREPARED.get(scoring)
     fast = None if prepare is None else prepare(ens, np.asarray(y), sample_weight)
     if fast is not None:

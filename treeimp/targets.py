@@ -38,7 +38,7 @@ def _check_no_pd_na(arr, what):
 def target_classes(ens):
     """Each target's classes (a list of arrays) for a multi-output classification forest,
     else None (set by the scikit-learn forest parser)."""
-    return getattr(ens, "target_classes", None)
+    return ens.target_classes
 
 
 def n_target_columns(ens):

@@ -123,7 +123,7 @@ def parse_sklearn_forest(model) -> TreeEnsemble:
         trees.append(tree_from_fields(fields, value, scale=scale))
 
     names = getattr(model, "feature_names_in_", None)
-    ens = TreeEnsemble.from_trees(
+    return TreeEnsemble.from_trees(
         trees,
         kind=FOREST,
         n_features=int(required_attr(model, "n_features_in_")),
@@ -137,9 +137,8 @@ def parse_sklearn_forest(model) -> TreeEnsemble:
         library="sklearn",
         gain_kind="impurity",
         impurity_kind=_impurity_kind(classifier, str(getattr(model, "criterion", ""))),
+        target_classes=target_classes,
     )
-    ens.target_classes = target_classes
-    return ens
 
 
 def _impurity_kind(classifier, criterion):
