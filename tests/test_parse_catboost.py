@@ -272,6 +272,50 @@ def test_ctr_permutation_importance_equals_sklearn():
     np.testing.assert_allclose(ours.importances, ref.importances, rtol=1e-10, atol=1e-12)
 
 
+def test_ctr_permutation_groups_and_offsets():
+    """Leaf-routed models take groups (columns permuted jointly) and base_margin (the
+    model predicting with that baseline), as the compiled path: checked against
+    scikit-learn on a wrapper that predicts through CatBoost with the baseline and
+    merges the group's columns into one column of tuples."""
+    from sklearn.base import BaseEstimator, RegressorMixin
+    from sklearn.inspection import permutation_importance
+
+    model, X, y = _ctr_model()
+    offset = np.random.default_rng(3).normal(size=len(y)).astype(np.float32)
+    names = list(X.columns)
+    group = ["s", names[0] if names[0] != "s" else names[1]]
+
+    class Grouped(RegressorMixin, BaseEstimator):
+        """One input column per group (the group's columns as a tuple), so that
+        scikit-learn permutes them jointly."""
+
+        def fit(self, Z, t):
+            return self
+
+        def predict(self, Z):
+            frame = pd.DataFrame({c: [row[k] for row in Z.iloc[:, 0]]
+                                  for k, c in enumerate(group)})
+            for c in Z.columns[1:]:
+                frame[c] = Z[c].to_numpy()
+            return model.predict(catboost.Pool(frame[names], cat_features=["s", "k"],
+                                               baseline=offset.astype(np.float64)))
+
+        def __sklearn_is_fitted__(self):
+            return True
+
+    packed = pd.DataFrame({"g": list(zip(*(X[c] for c in group)))})
+    for c in names:
+        if c not in group:
+            packed[c] = X[c].to_numpy()
+    kw = dict(n_repeats=2, random_state=0, scoring="r2")
+    ours = treeimp.permutation_importance(model, X, y, groups={"g": group},
+                                          base_margin=offset.astype(np.float64), **kw)
+    ref = permutation_importance(Grouped(), packed, y, **kw)
+    np.testing.assert_allclose(ours.importances, ref.importances, rtol=1e-10, atol=1e-12)
+    plain = treeimp.permutation_importance(model, X, y, groups={"g": group}, **kw)
+    assert np.abs(plain.importances - ours.importances).max() > 1e-6
+
+
 # ---------------------------------------------------------------- damaged files
 def test_corrupt_and_truncated_files(tmp_path):
     model, X, _ = _fit("binary")

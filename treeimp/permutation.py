@@ -117,12 +117,15 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     names = _feature_names(u.feature_names, rows, ens)
     grp = resolve_groups(groups, names, u.input_groups)
     seed = check_random_state(random_state).randint(np.iinfo(np.int32).max + 1)
+    columns = ([[j] for j in range(ens.n_features)] if grp is None
+               else [list(m) for m in grp.members])
     if ens.leaf_router is not None:  # rows routed by the library
         from .permutation_routed import rerouted_permutation_scores
 
         with numba_threads(n_jobs):
-            scores, baseline = rerouted_permutation_scores(ens, X, rows, y, w, scoring,
-                                                           n_repeats, seed, progress)
+            score, baseline = _bind(ens, scoring, y, w, ens.predict_raw(rows), offset)
+            scores = rerouted_permutation_scores(ens, X, columns, score, n_repeats, seed,
+                                                 progress)
         importances = baseline - scores
         return Bunch(importances_mean=importances.mean(axis=1),
                      importances_std=importances.std(axis=1), importances=importances)
@@ -133,15 +136,7 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
         # rows routed once and sorted by leaf: at most 8 bytes per (row, tree) pair
         index = LeafIndex(ens, Xw, *_forest_scale(ens), strict, round32)
         margin = index.margin()  # bitwise predict_ensemble(ens, Xw)
-    if offset is None:
-        score, baseline = bind_scorer(ens, scoring, y, w, margin)
-    else:  # the trees' margins from the offset's start instead of the base score
-        shift = ens.start_margin(offset) - ens.base_score
-        offset_score, baseline = bind_scorer(ens, scoring, y, w, margin + shift)
-        score = lambda m: offset_score(m + shift)  # noqa: E731
-
-    columns = ([[j] for j in range(ens.n_features)] if grp is None
-               else [list(m) for m in grp.members])
+    score, baseline = _bind(ens, scoring, y, w, margin, offset)
     scores = np.empty((len(columns), n_repeats))
     perm_margin = np.empty_like(margin)
     bar = progress_bar(progress, total=len(columns),
@@ -178,6 +173,16 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
         out.group_names = list(grp.names)
         out.groups = grp.member_names(names)
     return out
+
+
+def _bind(ens, scoring, y, w, margin, offset):
+    """(score(trees' margin) -> float, score of ``margin``): with per-row offsets the
+    trees' margins start at the offset instead of the base score."""
+    if offset is None:
+        return bind_scorer(ens, scoring, y, w, margin)
+    shift = ens.start_margin(offset) - ens.base_score
+    offset_score, baseline = bind_scorer(ens, scoring, y, w, margin + shift)
+    return (lambda m: offset_score(m + shift)), baseline
 
 
 def _joint_scores(ens, Xw, cols, seed, n_repeats, score, baseline, n_jobs, index):

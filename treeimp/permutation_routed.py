@@ -16,19 +16,19 @@ from sklearn.utils import check_random_state
 
 from ._input import RowSource
 from .progress import progress_bar
-from .scoring import bind_scorer
 
 
-def rerouted_permutation_scores(ens, X, rows, y, w, scoring, n_repeats, seed, progress):
-    """(scores (n_features, n_repeats), baseline score) for ``permutation_importance``."""
-    margin = ens.predict_raw(rows)
-    score, baseline = bind_scorer(ens, scoring, y, w, margin)
+def rerouted_permutation_scores(ens, X, columns, score, n_repeats, seed, progress):
+    """Scores (len(columns), n_repeats) for ``permutation_importance``: ``columns`` the
+    column lists permuted jointly (one column each without groups), ``score`` the bound
+    scorer of a margin; scikit-learn's permutations (a fresh ``RandomState(seed)`` per
+    column list, shuffles compounding over repeats)."""
     frame = hasattr(X, "iloc")
-    n = rows.n_rows
-    scores = np.empty((ens.n_features, n_repeats))
-    bar = progress_bar(progress, total=ens.n_features,
+    n = X.shape[0]
+    scores = np.empty((len(columns), n_repeats))
+    bar = progress_bar(progress, total=len(columns),
                        work=n * ens.n_trees * n_repeats, desc="permutation_importance")
-    for j in range(ens.n_features):
+    for g, cols in enumerate(columns):
         bar.update(1)
         rng = check_random_state(seed)
         idx = np.arange(n)
@@ -36,11 +36,12 @@ def rerouted_permutation_scores(ens, X, rows, y, w, scoring, n_repeats, seed, pr
         for r in range(n_repeats):
             rng.shuffle(idx)
             if frame:
-                col = Xp.iloc[idx, j]
-                col.index = Xp.index
-                Xp[Xp.columns[j]] = col
+                for j in cols:
+                    col = Xp.iloc[idx, j]
+                    col.index = Xp.index
+                    Xp[Xp.columns[j]] = col
             else:
-                Xp[:, j] = Xp[idx, j]
-            scores[j, r] = score(ens.predict_raw(RowSource(Xp, ens)))
+                Xp[:, cols] = Xp[np.ix_(idx, cols)]
+            scores[g, r] = score(ens.predict_raw(RowSource(Xp, ens)))
     bar.close()
-    return scores, baseline
+    return scores
