@@ -157,7 +157,7 @@ def test_fused_kernel_equals_the_numpy_form(kind):
     from tests.test_formulas import _forest, _stats
     from treeimp import measures
     from treeimp._input import RowSource
-    from treeimp.boosting import boosting_node_stats
+    from treeimp.drivers import boosting_node_stats
     from treeimp.measures import MDI_OOB, NodeStats
 
     if kind == "boosting":

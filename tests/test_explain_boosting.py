@@ -13,7 +13,7 @@ from sklearn.ensemble import (
 
 import treeimp
 from treeimp._input import RowSource
-from treeimp.boosting import staged_pass
+from treeimp.drivers import staged_pass
 
 xgb = pytest.importorskip("xgboost")
 lgb = pytest.importorskip("lightgbm")
@@ -452,7 +452,7 @@ def test_dart_weights_scale_mdi_oob_but_not_the_fit_ufi_reads():
     held-out statistics, doubling every weight doubles mdi_oob and leaves ufi alone."""
     import copy
 
-    from treeimp.boosting import boosting_node_stats
+    from treeimp.drivers import boosting_node_stats
     from treeimp.measures import mdi_oob, ufi
 
     X, y = _data(kind="regression")

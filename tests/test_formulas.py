@@ -7,7 +7,7 @@ from sklearn.ensemble import ExtraTreesRegressor, RandomForestClassifier
 
 import treeimp
 from treeimp._input import RowSource
-from treeimp.kernels.api import forest_node_stats
+from treeimp.drivers import forest_node_stats
 from treeimp.measures import NodeStats, by_class, class_parts, class_parts_both, mdi_oob, ufi
 from treeimp.targets import forest_targets
 

@@ -8,11 +8,11 @@ from sklearn.inspection import permutation_importance as sk_permutation_importan
 
 import treeimp
 from treeimp._input import RowSource
-from treeimp.kernels.api import _forest_scale, routing_flags
 from treeimp.kernels.permute import LeafIndex
-from treeimp.kernels.threads import numba_threads
 from treeimp.permutation import _working_copy
+from treeimp.routing import _forest_scale, routing_flags
 from treeimp.scoring import make_scorer
+from treeimp.threads import numba_threads
 
 xgb = pytest.importorskip("xgboost")
 lgb = pytest.importorskip("lightgbm")

@@ -2,40 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import numbers
 
 import numpy as np
 import pandas as pd
 
-from . import measures, shap_oob
-from ._input import RowSource
-from .defaults import DEFAULT_N_BLOCKS, OOB_VARIANCE_FACTOR
+from . import measures
+from .defaults import DEFAULT_METHODS, DEFAULT_N_BLOCKS, OOB_VARIANCE_FACTOR  # noqa: F401
 from .ensemble import FOREST
-from .groups import resolve_groups
-from .input_checks import (
-    check_explainable,
-    check_methods_for_targets,
-    check_unique_columns,
-)
-from .kernels import scratch
-from .kernels.api import forest_node_stats, forest_stats_shape
-from .measures import BOOSTING_METHODS, FOREST_METHODS, NodeStats
-from .offsets import check_base_margin
-from .parsers import inbag_bits, parse
-from .pipeline import unwrap
-from .progress import progress_bar
+from .measures import BOOSTING_METHODS, FOREST_METHODS
 from .result import Importances
 from .shap_oob import SHAP_METHODS
-from .targets import (
-    as_target,
-    check_sample_weight,
-    forest_targets,
-    n_target_columns,
-    target_classes,
-)
-
-DEFAULT_METHODS = ("mdi", "mdi_oob", "ufi")
 
 
 def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weight=None,
@@ -58,10 +35,15 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
         A fitted scikit-learn Pipeline whose last step is one of these is explained on
         the columns its last step sees: the steps before transform X (in chunks of
         rows), the columns are named by their ``get_feature_names_out``.
-    X : array-like, scipy.sparse matrix or DataFrame (n_rows, n_features)
+    X : array-like, scipy.sparse matrix, DataFrame (n_rows, n_features), or chunks
         A DataFrame of pandas, polars, pyarrow (anything narwhals reads) is matched to
-        the model's feature names by name. Absent entries of a sparse matrix are what
-        the model's library reads them as (XGBoost: missing; LightGBM, scikit-learn: 0).
+        the model's feature names by name. An iterator (or list) of ``(X, y)`` or
+        ``(X, y, sample_weight)`` chunks streams held-out data larger than memory: each
+        chunk's statistics are accumulated and added (y, sample_weight, base_margin are
+        then given inside the chunks), and the result equals the one-call result on
+        the concatenated rows (see :class:`treeimp.Explainer`). Absent entries of a
+        sparse matrix are what the model's library reads them as (XGBoost: missing;
+        LightGBM, scikit-learn: 0).
     y : array-like (n_rows,), optional
         Labels (classification, mapped to the model's classes) or values. Needed by
         every method except "mdi": ``methods=("mdi",)`` reads the model alone, routes
@@ -136,108 +118,13 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
     >>> list(res.table.columns)
     ['mdi', 'mdi_oob', 'ufi']
     """
-    model, X, feature_names, input_groups = _unwrap(model, X, feature_names, groups)
-    if not isinstance(oob, (bool, np.bool_)):
-        raise TypeError(f"oob must be True or False, got {oob!r}")
-    oob = bool(oob)
-    check_unique_columns(X)
-    ens = parse(model, iteration_range=iteration_range, missing=missing)
-    check_explainable(ens)
-    methods = _check_methods(methods, ens, alpha, lam)
-    check_methods_for_targets(methods, ens)
-    rows = RowSource(X, ens)  # validates X's width and names even when no row is routed
-    n = rows.n_rows
-    offset = check_base_margin(base_margin, n, ens)
-    names = _feature_names(feature_names, rows, ens)
-    grp = resolve_groups(groups, names, input_groups)
-    held_out = [m for m in methods if m != "mdi"]
-    if not held_out:  # in-sample MDI reads the model alone: y optional, nothing routed
-        if y is not None:
-            as_target(y, n, n_target_columns(ens))
-        check_sample_weight(sample_weight, n)
-        return _assemble(ens, None, methods, names, False, n,
-                         _check_n_blocks(n_blocks, np.inf), alpha, lam, groups=grp)
-    n_blocks = _check_n_blocks(n_blocks, n)
-    y_arr = as_target(y, n, n_target_columns(ens))
-    # no sample_weight: one weight for every row (the kernels read w[min(row, len - 1)])
-    w = np.ones(1) if sample_weight is None else check_sample_weight(sample_weight, n)
-    block = _assign_blocks(n, n_blocks, random_state)
+    from .explainer import Explainer
 
-    # measures from per-row contributions (shap_oob.py), from the same row blocks
-    extra = {m: shap_oob.per_tree_values(m, ens, model, rows, y_arr, w, block, n_blocks,
-                                         oob=oob, n_jobs=n_jobs, base_margin=offset)
-             for m in held_out if m in SHAP_METHODS}
-    held_out = [m for m in held_out if m not in SHAP_METHODS]
-    if not held_out:
-        inflation = OOB_VARIANCE_FACTOR if oob else 1.0  # see below
-        return _assemble(ens, None, methods, names, False, n, n_blocks, alpha, lam,
-                         inflation, extra, groups=grp)
-    bar = progress_bar(progress, total=n, work=n * ens.n_trees, desc="treeimp.explain")
-    # the statistics live in a kept buffer (kernels/scratch.py) until the importances
-    # are computed from them; no result keeps a view of them
-    with contextlib.ExitStack() as buffers:
-        try:
-            stats, classification = _node_statistics(ens, model, rows, y_arr, w, block,
-                                                      n_blocks, oob, held_out, n_jobs, bar,
-                                                      buffers, offset)
-        finally:
-            bar.close()
-        # Out of bag, every row trains some trees and evaluates others: under the null a
-        # pair of rows can enter an importance twice (z_i against the fit to z_j in the
-        # trees where i is out of bag, the other way round in others), which resampling
-        # rows with the trees held fixed does not see. The two terms come from different
-        # trees, so they are far from perfectly correlated: the factor is measured, not
-        # the sqrt(2) of perfect correlation. Held-out rows never trained a tree: 1.
-        inflation = OOB_VARIANCE_FACTOR if oob else 1.0
-        return _assemble(ens, stats, methods, names, classification, n, n_blocks, alpha,
-                         lam, inflation, extra, groups=grp)
-
-
-def _node_statistics(ens, model, rows, y_arr, w, block, n_blocks, oob, held_out, n_jobs,
-                     bar, buffers, offset=None):
-    """(NodeStats of the evaluation rows over n_blocks + 1 blocks: the leave-one-block-out
-    replicates, then all rows; whether the targets are classes). Their array is a kept
-    buffer entered into the ExitStack ``buffers``, handed back when it closes."""
-    n = rows.n_rows
-    if ens.kind == FOREST:
-        Z, classification = forest_targets(ens, y_arr)
-        # one-hot statistics (n' the sum of the class sums) need ONE class per row: not
-        # so for the concatenated one-hot vectors of several targets
-        one_hot = classification and target_classes(ens) is None
-        bits = inbag_bits(model, n) if oob else None
-        if bits is not None and bits.shape[0] != ens.n_trees:
-            raise ValueError(f"the forest has {ens.n_trees} trees but in-bag rows for "
-                             f"{bits.shape[0]}")
-        if oob:
-            in_every_tree = np.bitwise_and.reduce(bits, axis=0)
-            if held_out and np.unpackbits(in_every_tree, bitorder="little", count=n).all():
-                raise ValueError("every row is in-bag for every tree: no out-of-bag rows")
-        # one-hot class targets: the class sums alone (n' is their sum)
-        out = buffers.enter_context(
-            scratch.zeroed(forest_stats_shape(ens, n_blocks, one_hot, True)))
-        stats = NodeStats.from_array(
-            forest_node_stats(ens, rows, Z, w, block, n_blocks, inbag_bits=bits,
-                              one_hot=one_hot, leave_one_out=True, n_jobs=n_jobs,
-                              bar=bar, out=out),
-            one_hot=one_hot)
-        return stats, classification
-    if oob:
-        raise ValueError("oob=True is for bagged forests; boosting models have no "
-                         "out-of-bag rows and need a held-out set: "
-                         "explain(model, X_val, y_val)")
-    from .boosting import boosting_node_stats, stats_shape
-
-    out = buffers.enter_context(scratch.zeroed(stats_shape(ens, n_blocks, True)))
-    return boosting_node_stats(ens, rows, y_arr, w, block, n_blocks, leave_one_out=True,
-                               n_jobs=n_jobs, bar=bar, out=out, base_margin=offset)
-
-
-def _unwrap(model, X, feature_names, groups):
-    """(model, X, feature_names, input groups): a Pipeline's last step and X through the
-    steps before it (see :mod:`treeimp.pipeline`); other models as they are."""
-    u = unwrap(model, X, need_input_groups=isinstance(groups, str) and groups == "input")
-    return u.model, u.X, (u.feature_names if feature_names is None else feature_names), \
-        u.input_groups
+    ex = Explainer(model, iteration_range=iteration_range, missing=missing,
+                   feature_names=feature_names, n_jobs=n_jobs)
+    return ex.explain(X, y, oob=oob, methods=methods, sample_weight=sample_weight,
+                      base_margin=base_margin, groups=groups, n_blocks=n_blocks,
+                      random_state=random_state, alpha=alpha, lam=lam, progress=progress)
 
 
 def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alpha, lam,
@@ -370,16 +257,6 @@ def _check_n_blocks(n_blocks, n_rows):
     if n_blocks > n_rows:
         raise ValueError(f"n_blocks={n_blocks} is more than the {n_rows} evaluation rows")
     return int(n_blocks)
-
-
-def _assign_blocks(n, n_blocks, random_state):
-    """Random, equal-sized blocks of rows (sizes differ by at most one), shuffled in
-    place: 4 bytes per row and no temporary."""
-    rng = np.random.default_rng(random_state)
-    block = np.arange(n, dtype=np.int32)
-    block %= n_blocks
-    rng.shuffle(block)
-    return block
 
 
 def _feature_names(feature_names, rows, ens):

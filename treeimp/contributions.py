@@ -21,8 +21,8 @@ import pandas as pd
 
 from ._input import RowSource
 from .ensemble import FOREST
-from .kernels.api import routing_flags
-from .kernels.threads import numba_threads
+from .routing import routing_flags
+from .threads import numba_threads
 
 METHODS = ("shap", "saabas")
 

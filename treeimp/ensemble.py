@@ -672,7 +672,7 @@ class TreeEnsemble:
           with ``L`` leaves has ``L - 1`` internal nodes first, so leaf ``k`` is node
           ``L - 1 + k`` (a one-leaf tree is node 0): ``k = node - (L - 1)``.
         """
-        from .kernels.api import apply_ensemble
+        from .routing import apply_ensemble
 
         return apply_ensemble(self, X, n_jobs=n_jobs)
 
@@ -688,12 +688,13 @@ class TreeEnsemble:
         the offset; XGBoost's base_margin replaces its base score, as XGBoost's
         predict does). X may be a numpy array, a scipy.sparse matrix or a DataFrame.
         """
-        from .kernels.api import predict_ensemble
+        from .routing import predict_ensemble
 
         return predict_ensemble(self, X, n_jobs=n_jobs, base_margin=base_margin)
 
     def routing_arrays(self):
-        """What a routing kernel needs, in kernel argument order: the node records
+        """What a routing kernel needs (a ``kernel_inputs.Routing`` named tuple, in the
+        argument order of ``walk_batch``): the node records
         (leaves are self-loops), each tree's depth and shallowest leaf depth, and the
         flat category arrays (see ``treeimp.kernels.route.walk_batch``). Built once
         and cached: do not modify the node arrays of a built ensemble."""
@@ -702,15 +703,11 @@ class TreeEnsemble:
 
             self._records = _node_records(self)
             self._depths = tree_depths(self.tree_offsets, self.left, self.right)
-        return (
-            self._records,
-            self._depths[0],
-            self._depths[1],
-            self.category_offset,
-            self.category_count,
-            self.category_codes,
-            self.category_left,
-        )
+        from .kernel_inputs import Routing
+
+        return Routing(self._records, self._depths[0], self._depths[1],
+                       self.category_offset, self.category_count, self.category_codes,
+                       self.category_left)
 
 
 # the per-node and per-tree arrays of the normal form (sliced by ``_tree_slice``)

@@ -178,7 +178,7 @@ def rows_margin(out, i0, i1, i2, i3, L, base, leaf_off, tree_output, terms, divi
     """out[i] := base + the ordered sum over all trees of the term of row i's leaf
     (scale * leaf value, ``leaf_terms``; leaf ranks from L), divided by ``divisor`` when
     it is not 1, for rows i0..i3 (may repeat): the arithmetic of ``predict_ensemble``
-    (kernels/api.py; add_trees_chunk with sign = 1). One output at a time, four rows at
+    (routing.py; add_trees_chunk with sign = 1). One output at a time, four rows at
     once: the sums stay in registers."""
     vdim = terms.shape[1]
     for c in range(out.shape[1]):
@@ -536,7 +536,7 @@ class LeafIndex:
     (``add_deltas``) 8 bytes per row, output and thread for the gathered changes.
 
     ``X`` is the float array the permutations will be written into (C order); ``scale``
-    and ``divisor`` those of ``predict_ensemble`` (``kernels.api._forest_scale``).
+    and ``divisor`` those of ``predict_ensemble`` (``routing._forest_scale``).
     """
 
     def __init__(self, ens, X, scale, divisor, strict, round32, *, leaf_dtype=None):

@@ -137,15 +137,16 @@ def oob_contributions_chunk(X, row0, inbag_bits, out_oob, out_in, n_oob, use_sha
 
 
 @njit(cache=True, parallel=True)
-def forest_block_sums(X, row0, order, block_start, Z, w, inbag_bits, use_inbag, use_shap,
+def forest_block_sums(X, row0, order, block_start, Z, w, pos, inbag_bits, use_inbag, use_shap,
                       max_depth, gl_nodes, gl_weights, acc, n_eval, tree_offsets, tree_output,
                       cover, value, nodes, path_feats, cat_offset, cat_count, cat_codes,
                       cat_left, strict, round32):
     """SHAP-oob sums of a forest: acc[b, t, k, 0] += w_i z_i . phi_{t,k}(x_i) and
     n_eval[b, t] += w_i over the rows i of block b that evaluate tree t (its out-of-bag
     rows with ``use_inbag``). ``order[block_start[b]:block_start[b + 1]]``: the local rows
-    of block b; ``Z`` (rows, n_outputs) and ``w`` indexed by global row (``w`` may hold
-    one weight for all). Each thread owns whole blocks."""
+    of block b; ``Z`` (rows, n_outputs), ``w`` (which may hold one weight for all) and
+    ``pos`` (each row's global position, which indexes ``inbag_bits``) indexed by the
+    call's row number row0 + i. Each thread owns whole blocks."""
     n_blocks = block_start.shape[0] - 1
     n_trees = tree_offsets.shape[0] - 1
     last_w = w.shape[0] - 1
@@ -160,8 +161,10 @@ def forest_block_sums(X, row0, order, block_start, Z, w, inbag_bits, use_inbag, 
             for q in range(block_start[b], block_start[b + 1]):
                 i = order[q]
                 r = row0 + i
-                if use_inbag and (inbag_bits[t, r >> 3] >> (r & 7)) & 1:
-                    continue
+                if use_inbag:
+                    p = pos[r]
+                    if (inbag_bits[t, p >> 3] >> (p & 7)) & 1:
+                        continue
                 wi = w[min(r, last_w)]
                 if wi == 0.0:
                     continue
