@@ -452,16 +452,17 @@ def test_dart_weights_scale_mdi_oob_but_not_the_fit_ufi_reads():
     held-out statistics, doubling every weight doubles mdi_oob and leaves ufi alone."""
     import copy
 
-    from treeimp.drivers import boosting_node_stats
-    from treeimp.measures import mdi_oob, ufi
+    from treeimp.drivers import staged_pass
+    from treeimp.measures import NodeStats, mdi_oob, ufi
 
     X, y = _data(kind="regression")
     m = xgb.XGBRegressor(booster="dart", n_estimators=10, max_depth=3, rate_drop=0.3,
                          skip_drop=0.0, random_state=0).fit(X[:250], y[:250])
     ens = treeimp.parse(m)
     n = 150
-    stats, _ = boosting_node_stats(ens, RowSource(X[250:], ens), y[250:], np.ones(n),
-                                   np.zeros(n, np.int32), 1)
+    arr, _ = staged_pass(ens, RowSource(X[250:], ens), y[250:], np.ones(n),
+                         np.zeros(n, np.int32), 1, keep_margin=False)
+    stats = NodeStats.from_array(arr, boosting=True)
     doubled = copy.copy(ens)
     doubled.tree_scale = 2.0 * ens.tree_scale
     doubled._treeimp_splits = None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .kernel_inputs import Loss, RowInputs, StagedTrees
-from .kernels.node_stats import empty_inbag, forest_leaf_stats, propagate_up
+from .kernels.node_stats import forest_leaf_stats, propagate_up
 from .kernels.staged import N_TERMS, staged_leaf_stats
 from .losses import LOGISTIC, check_target, loss_spec
 from .routing import routing_flags
@@ -168,3 +168,8 @@ def _logistic_leaf_factor(ens, code, params):
         return np.empty(0)
     scaled = ens.tree_scale[ens.node_tree] * ens.value[:, 0]
     return np.exp(-params[0] * scaled)
+
+
+def empty_inbag():
+    """The in-bag bits argument of a kernel that evaluates every row (not read)."""
+    return np.zeros((1, 1), np.uint8)

@@ -25,7 +25,7 @@ from ._input import RowSource
 from .api import _feature_names
 from .groups import resolve_groups
 from .input_checks import check_explainable, check_unique_columns
-from .kernels.permute import LeafIndex
+from .leaf_index import LeafIndex
 from .offsets import check_base_margin
 from .parsers import parse
 from .pipeline import unwrap

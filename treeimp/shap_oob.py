@@ -62,7 +62,7 @@ def block_sums(method, ens, rows, y, w, block, n_blocks, *, inbag_bits=None, pos
     rec, depth, min_depth, c_off, c_cnt, c_codes, c_left = ens.routing_arrays()
     oob = inbag_bits is not None
     if ens.kind == FOREST:
-        from .kernels.node_stats import empty_inbag
+        from .drivers import empty_inbag
         from .targets import forest_targets
 
         Z, _ = forest_targets(ens, y)

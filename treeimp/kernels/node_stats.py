@@ -124,10 +124,6 @@ def propagate_up(order, tree_offsets, left, right, stats, with_total):
                 _total_and_complement(plane, node, n_sum)
 
 
-def empty_inbag():
-    return np.zeros((1, 1), np.uint8)
-
-
 @njit(cache=True, inline="always")
 def _total_and_complement(plane, i, B):
     """plane[i, B] := t = the sum over b < B of plane[i, b]; plane[i, b] := t - plane[i, b]."""

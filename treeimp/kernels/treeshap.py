@@ -69,12 +69,6 @@ def _tree_contribution(use_shap, X, row, root, n_path_features, nodes, cover, va
 ROWS_PER_TASK = 256  # rows a task passes through every tree (a tree stays in cache)
 
 
-def rows_per_task(n_rows, n_threads):
-    """ROWS_PER_TASK, or fewer when there are too few rows to give every thread four
-    tasks (a few rows of a deep forest would otherwise run on one thread)."""
-    return int(max(1, min(ROWS_PER_TASK, -(-n_rows // (4 * n_threads)))))
-
-
 @njit(cache=True, parallel=True)
 def contributions_chunk(X, out, use_shap, max_depth, gl_nodes, gl_weights, tree_offsets,
                         tree_output, tree_scale, cover, value, nodes, path_feats, cat_offset,
@@ -254,19 +248,6 @@ def expected_values(tree_offsets, order, left, right, cover, value):
         _fill_tree(t, order, tree_offsets, left, right, cover, out)
     return out
 
-
-
-def quadrature_tables(max_depth):
-    """Gauss-Legendre nodes and weights on [0, 1]: row M holds the M-point rule (exact
-    for polynomials of degree <= 2M - 1), for M = 1 .. max_depth // 2 + 1."""
-    m_max = max_depth // 2 + 1
-    nodes = np.zeros((m_max + 1, m_max))
-    weights = np.zeros((m_max + 1, m_max))
-    for m in range(1, m_max + 1):
-        x, w = np.polynomial.legendre.leggauss(m)
-        nodes[m, :m] = 0.5 * (x + 1.0)
-        weights[m, :m] = 0.5 * w
-    return nodes, weights
 
 
 @njit(cache=True)
