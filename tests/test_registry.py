@@ -179,6 +179,9 @@ def test_the_built_in_declarations():
                                         "naive_oob", "shap_oob", "saabas_oob")
     assert registry.names(needs_rows=False) == ("mdi",)
     assert registry.names(passed_params=True) == ("pg_oob",)
+    assert registry.by_source(["shap_oob", "ufi", "mdi", "mdi_oob"]) == {
+        registry.MODEL: ["mdi"], registry.NODE_STATS: ["ufi", "mdi_oob"],
+        registry.CONTRIBUTIONS: ["shap_oob"]}
     assert {m.name for m in registry.all_measures() if m.needs_node_means} == {
         "ufi", "pg1", "pg2", "pg3", "pg_oob"}
     assert {m.name for m in registry.all_measures() if m.per_class} == {

@@ -9,6 +9,9 @@ Formulas: ../shared/design/measures.md (Li et al. 2019 eq. 14; Zhou & Hooker 202
 Loecher's penalized Gini). Notation: node m with children l, r; ``v`` node values on the
 model's scale; ``W`` training weights; primes are evaluation-row statistics.
 
+The measures' names, what each is defined for, their parameters and which formula here
+each runs are the table of :mod:`treeimp.registry`; :func:`compute` dispatches through it.
+
 Numpy throughout, except the per-split sums of the default measures (mdi_oob, forest
 ufi), which :mod:`treeimp.kernels.formulas` evaluates in one fused pass (the formula is
 written out in the docstrings here and in that kernel's comments).

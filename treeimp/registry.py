@@ -187,28 +187,29 @@ _CENTERED_CLASSES = PerClass(measures.mdi_oob_centered_class_parts,
                              measures.class_values_per_row)
 _UFI_CLASSES = PerClass(measures.ufi_class_parts, measures.class_values_per_tree)
 
-_LI = "Li et al. 2019, A debiased MDI feature importance measure for random forests"
-_ZH = "Zhou & Hooker 2020, Unbiased measurement of feature importance in tree-based methods"
-_LO = "Loecher 2022, Unbiased variable importance for random forests (penalized Gini)"
+# as the README's table of measures cites them (papers in ../shared/papers/)
+_LI = "Li, Wang, Basu, Kumbier, Yu, NeurIPS 2019"
+_ZH = "Zhou & Hooker, TKDD 2020"
+_LO = "Loecher 2022"
 _PG = dict(paper=_LO, kinds=(FOREST,), needs_node_means=True, class_targets=False,
            formula=_pg)
 
 _BUILTIN = (
     Measure("mdi", "in-sample split improvement, what the library reports (impurity "
-            "decrease or gain); needs no rows", "Breiman 2001; the libraries' gain",
+            "decrease or gain); needs no rows", "Breiman 2001",
             source=MODEL, formula=_mdi, label="MDI (in-sample)"),
     Measure("mdi_oob", "MDI-oob: each split's improvement measured on rows the tree did "
             "not see", _LI + ", eq. 14", formula=_mdi_oob, label="MDI-oob",
             per_class=_MDI_OOB_CLASSES),
     Measure("mdi_oob_centered", "MDI-oob with the target centred per tree at its in-bag "
             "root value (invariant to adding a constant to y)",
-            _LI + ", eq. 14, centred (measures.md)", formula=_mdi_oob_centered,
+            "this library (centring of Li et al.'s eq. 14)", formula=_mdi_oob_centered,
             per_class=_CENTERED_CLASSES),
     Measure("ufi", "UFI: impurity decrease mixing in-sample and out-of-sample node "
             "statistics", _ZH, formula=_ufi, label="UFI", needs_node_means=True,
             per_class=_UFI_CLASSES),
     Measure("naive_oob", "impurity decrease measured on out-of-sample rows alone (the "
-            "strawman of Li et al.)", _LI, formula=_naive_oob, label="naive OOB"),
+            "strawman of Li et al.)", _LI + ", Table 1", formula=_naive_oob, label="naive OOB"),
     Measure("pg1", "penalized Gini preset alpha=1, lam=1",
             label="penalized Gini pg1", fixed=(("alpha", 1.0), ("lam", 1.0)), **_PG),
     Measure("pg2", "penalized Gini preset alpha=0.5, lam=1",
@@ -219,7 +220,7 @@ _BUILTIN = (
             label="penalized Gini", params=("alpha", "lam"), check_params=_check_pg_params,
             **_PG),
     Measure("shap_oob", "per tree, the mean over evaluation rows of the target times the "
-            "row's TreeSHAP values", "treeimp (measures.md); TreeSHAP: Lundberg et al. 2020",
+            "row's TreeSHAP values", "Loecher 2022, a unifying view (SHAP out of bag)",
             source=CONTRIBUTIONS, contributions="shap", vector_targets=False,
             class_targets=False),
     Measure("saabas_oob", "shap_oob with Saabas contributions: equal to mdi_oob, computed "
@@ -293,6 +294,16 @@ def needs_rows(name) -> bool:
     True for names not in the table (e.g. columns of results built elsewhere)."""
     m = _REGISTRY.get(name) if isinstance(name, str) else None
     return True if m is None else m.needs_rows
+
+
+def by_source(methods) -> dict:
+    """{source: [the names in ``methods`` with that source, in their order]} for every
+    source (MODEL, NODE_STATS, CONTRIBUTIONS): which work a call needs (rows routed for
+    node statistics, per-row contributions, or neither)."""
+    out = {s: [] for s in SOURCES}
+    for name in methods:
+        out[get(name).source].append(name)
+    return out
 
 
 def title(name) -> str:
