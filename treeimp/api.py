@@ -7,12 +7,10 @@ import numbers
 import numpy as np
 import pandas as pd
 
-from . import measures
+from . import registry
 from .defaults import DEFAULT_METHODS, DEFAULT_N_BLOCKS, OOB_VARIANCE_FACTOR  # noqa: F401
 from .ensemble import FOREST
-from .measures import BOOSTING_METHODS, FOREST_METHODS
 from .result import Importances
-from .shap_oob import SHAP_METHODS
 
 
 def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weight=None,
@@ -142,31 +140,24 @@ def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alph
     width = len(names)
     table, se, se_trees, per_tree, blocks = {}, {}, {}, {}, {}
     # ``stats``: NodeStats over n_blocks + 1 blocks, the leave-one-block-out replicates
-    # and last all rows, so that one pass of each formula gives both; None: "mdi" alone,
-    # no rows were routed
-    # classification forests report mdi_oob and ufi per class too, from the same sums
-    class_parts = {}
-    if forest and classification:
-        wanted = [m for m in measures.CLASS_METHODS if m in methods]
-        if "mdi_oob" in wanted and "ufi" in wanted:
-            class_parts = measures.class_parts_both(ens, stats)
-        for m in wanted:
-            if m not in class_parts:
-                class_parts[m] = measures.class_parts(m, ens, stats)
+    # and last all rows, so that one pass of each formula gives both; None: no measure
+    # from node statistics was asked for, no rows were routed for them
+    # classification forests report the measures with a per-class form per class too,
+    # from the same sums
+    class_parts = (registry.class_parts(methods, ens, stats)
+                   if forest and classification else {})
+    given = {"alpha": alpha, "lam": lam}
     for m in methods:
-        if m == "mdi":
-            pt = to_groups(measures.mdi(ens)[None])
-            bv = np.full((n_blocks, width), np.nan)
-        elif extra and m in extra:  # (n_blocks + 1, n_trees, n_features) as compute's
+        entry = registry.get(m)
+        if entry.source == registry.CONTRIBUTIONS:
+            # (n_blocks + 1, n_trees, n_features) as the formulas', from shap_oob.py
             values = to_groups(extra[m])
-            pt = values[-1:]
-            bv = agg(values[:-1])
         else:
-            values = to_groups(measures.compute(m, ens, stats, classification=classification,
-                                                alpha=alpha, lam=lam,
-                                                parts=class_parts.get(m)))
-            pt = values[-1:]
-            bv = agg(values[:-1])
+            values = to_groups(entry.formula(ens, stats, classification,
+                                             entry.params_for(given), class_parts.get(m)))
+        pt = values[-1:]
+        # read from the model alone: no evaluation rows, no row blocks
+        bv = agg(values[:-1]) if entry.needs_rows else np.full((n_blocks, width), np.nan)
         per_tree[m] = pt[0]
         table[m] = agg(pt)[0]
         blocks[m] = bv
@@ -174,7 +165,7 @@ def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alph
         se_trees[m] = _tree_stderr(pt[0], forest)
     by_class = {}
     for m, parts in class_parts.items():
-        pc = measures.by_class(m, ens, stats.blocks(slice(-1, None)), parts[-1:])
+        pc = registry.get(m).per_class.values(ens, stats.blocks(slice(-1, None)), parts[-1:])
         pc = to_groups(pc.transpose(0, 2, 1)).transpose(0, 2, 1)  # (trees, width, classes)
         by_class[m] = pd.DataFrame(
             _nanmean_trees(pc.reshape(1, ens.n_trees, -1))[0].reshape(width, -1),
@@ -226,27 +217,8 @@ def _check_methods(methods, ens, alpha, lam):
     bad = [m for m in methods if not isinstance(m, str)]
     if bad:
         raise TypeError(f"methods must be strings, got {bad[0]!r}")
-    valid = FOREST_METHODS + ("pg_oob",) if ens.kind == FOREST else BOOSTING_METHODS
-    valid = valid + tuple(SHAP_METHODS)
-    if not methods:
-        raise ValueError(f"methods is empty; choose from {list(valid)}")
-    for m in methods:
-        if m not in valid:
-            extra = (" (penalized Gini is defined for forests only)"
-                     if m in FOREST_METHODS + ("pg_oob",) else "")
-            raise ValueError(f"unknown method {m!r} for a {ens.kind} model{extra}; valid "
-                             f"methods: {list(valid)}")
-        measures.check_method_for_model(m, ens)
-    if "pg_oob" in methods:
-        if alpha is None or lam is None:
-            raise ValueError("'pg_oob' needs alpha and lam (e.g. alpha=0.5, lam=1.0)")
-        for name, v in (("alpha", alpha), ("lam", lam)):
-            if isinstance(v, bool) or not isinstance(v, numbers.Real):
-                raise TypeError(f"pg_oob's {name} must be a number, got {v!r}")
-        if not 0.0 <= float(alpha) <= 1.0 or not 0.0 <= float(lam) < np.inf:
-            raise ValueError(f"pg_oob needs 0 <= alpha <= 1 and a finite lam >= 0, got "
-                             f"alpha={alpha}, lam={lam}")
-    return methods
+    # registered, defined for this model (kind, node values, targets), parameters
+    return registry.check_methods(methods, ens, {"alpha": alpha, "lam": lam})
 
 
 def _check_n_blocks(n_blocks, n_rows):

@@ -18,6 +18,7 @@ import threading
 
 import numpy as np
 
+from . import registry
 from ._input import RowSource
 from .blocks import BlockKey, block_key, check_positions, row_blocks
 from .defaults import DEFAULT_METHODS, DEFAULT_N_BLOCKS, OOB_VARIANCE_FACTOR
@@ -143,7 +144,7 @@ class Explainer:
         rows = RowSource(X, self.ensemble)
         names = self._names(rows.feature_names if names is None else names)
         grp = resolve_groups(groups, names, input_groups)
-        if all(m == "mdi" for m in methods):
+        if not any(registry.needs_rows(m) for m in methods):
             return self._mdi_only(rows, y, sample_weight, base_margin, methods, names,
                                   n_blocks, grp)
         _check_n_blocks(n_blocks, rows.n_rows)
@@ -399,7 +400,7 @@ class Explainer:
         sums in place."""
         from . import measures
         from .api import _assemble
-        from .shap_oob import SHAP_METHODS, per_tree_values
+        from .shap_oob import per_tree_values
 
         ens = self.ensemble
         settings = stats.settings
@@ -408,7 +409,8 @@ class Explainer:
                              "another iteration_range / missing value); finalize them with "
                              "the Explainer that accumulated them")
         n_blocks = stats.n_blocks
-        missing = [m for m in methods if m in SHAP_METHODS and m not in stats.extra]
+        per_row = _extra_methods(methods)
+        missing = [m for m in per_row if m not in stats.extra]
         if missing:
             raise ValueError(f"{missing} are per-row measures: name them in accumulate's "
                              f"methods= so that they are accumulated")
@@ -427,7 +429,7 @@ class Explainer:
                 raise ValueError("no tree has out-of-bag rows among these rows (every row "
                                  "is in-bag for every tree)")
             raise ValueError("no evaluation row has a positive weight")
-        extra = {m: per_tree_values(*stats.extra[m]) for m in methods if m in SHAP_METHODS}
+        extra = {m: per_tree_values(*stats.extra[m]) for m in per_row}
         # Out of bag, every row trains some trees and evaluates others: under the null a
         # pair of rows can enter an importance twice (z_i against the fit to z_j in the
         # trees where i is out of bag, the other way round in others), which resampling
@@ -440,8 +442,8 @@ class Explainer:
                          alpha, lam, inflation, extra, groups=grp)
 
     def _mdi_only(self, rows, y, sample_weight, base_margin, methods, names, n_blocks, grp):
-        """In-sample MDI reads the model alone: y optional, nothing routed (X, y and the
-        weights are still checked)."""
+        """Measures that read the model alone (in-sample MDI): y optional, nothing routed
+        (X, y and the weights are still checked)."""
         from .api import _assemble
 
         n = rows.n_rows
@@ -521,9 +523,8 @@ def _check_oob(oob):
 
 
 def _extra_methods(methods):
-    from .shap_oob import SHAP_METHODS
-
-    return tuple(m for m in methods if m in SHAP_METHODS)
+    """The per-row measures among ``methods`` (accumulated from contributions)."""
+    return tuple(registry.by_source(methods).get(registry.CONTRIBUTIONS, ()))
 
 
 def _check_n_blocks(n_blocks, n_rows):

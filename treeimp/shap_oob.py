@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import registry
 from .contributions import kernel_inputs
 from .drivers import rows_by_block
 from .ensemble import FOREST
 from .routing import routing_flags
 from .threads import numba_threads
 
-# measure name -> the contributions it averages
-SHAP_METHODS = {"shap_oob": "shap", "saabas_oob": "saabas"}
 
 CHUNK_ROWS = 1 << 18
 
@@ -56,7 +55,7 @@ def block_sums(method, ens, rows, y, w, block, n_blocks, *, inbag_bits=None, pos
     from .kernels.treeshap import forest_block_sums, staged_block_sums
 
     use_shap, max_depth, gl_nodes, gl_weights, cover, value, n_path = kernel_inputs(
-        ens, SHAP_METHODS[method])
+        ens, registry.get(method).contributions)
     acc = np.zeros((n_blocks, ens.n_trees, ens.n_features, 1))
     n_eval = np.zeros((n_blocks, ens.n_trees))
     rec, depth, min_depth, c_off, c_cnt, c_codes, c_left = ens.routing_arrays()
