@@ -24,7 +24,6 @@ from .ensemble import FOREST
 from .routing import routing_flags
 from .threads import numba_threads
 
-
 CHUNK_ROWS = 1 << 18
 
 
