@@ -148,6 +148,7 @@ class Explainer:
             return self._mdi_only(rows, y, sample_weight, base_margin, methods, names,
                                   n_blocks, grp)
         _check_n_blocks(n_blocks, rows.n_rows)
+        y = as_target(y, rows.n_rows, n_target_columns(self.ensemble))
         key = self._key(random_state)
         extra = _extra_methods(methods)
         with self._pool.zeroed(self._stats_shape(n_blocks)) as out:
