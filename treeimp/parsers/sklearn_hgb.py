@@ -1,7 +1,8 @@
 """scikit-learn HistGradientBoostingClassifier / Regressor -> TreeEnsemble.
 
-The trees live in private attributes; each is read through one shim below that fails
-with the scikit-learn version when it is missing. Facts checked on scikit-learn 1.9:
+The trees live in private attributes; each is read through ``sklearn_private``, which
+fails with the scikit-learn version when one is missing. Facts checked on scikit-learn
+1.9:
 
 * ``_predictors[i][k].nodes`` (structured array): ``value`` (leaves already multiplied
   by the learning rate), ``count`` (training rows, early-stopping validation rows
@@ -44,6 +45,7 @@ import numbers
 import numpy as np
 
 from ..ensemble import BOOSTING, NAN_CAT_EXACT, NAN_MISSING, Objective, Tree, TreeEnsemble
+from . import sklearn_private as private
 from .sklearn_tree import check_fitted, required_attr
 
 NODE_FIELDS = ("value", "count", "feature_idx", "num_threshold", "missing_go_to_left",
@@ -302,35 +304,11 @@ def _column_transformer_parts(preprocessor, name):
     return parts
 
 
-# ---------------------------------------------------------------- private-attribute shims
-def _private(model, attr):
-    if not hasattr(model, attr):
-        import sklearn
-
-        raise ValueError(f"{type(model).__name__} has no {attr} (scikit-learn "
-                         f"{sklearn.__version__}); treeimp reads the trees of "
-                         "HistGradientBoosting through it")
-    return getattr(model, attr)
-
-
-def _predictors(model):
-    """Shim: ``_predictors``, one list of TreePredictor per iteration."""
-    return _private(model, "_predictors")
-
-
-def _baseline_prediction(model):
-    """Shim: ``_baseline_prediction``, the starting margin (1, n_trees_per_iteration)."""
-    return _private(model, "_baseline_prediction")
-
-
-def _preprocessor(model):
-    """Shim: ``_preprocessor``, None or the ColumnTransformer that encodes categories."""
-    return _private(model, "_preprocessor")
-
-
-def _bin_mapper(model):
-    """Shim: ``_bin_mapper``, which knows each categorical feature's known categories."""
-    return _private(model, "_bin_mapper")
+# ---------------------------------------------------------------- private state
+_predictors = private.hgb_predictors
+_baseline_prediction = private.hgb_baseline_prediction
+_preprocessor = private.hgb_preprocessor
+_bin_mapper = private.hgb_bin_mapper
 
 
 def _nodes(predictor, owner):
