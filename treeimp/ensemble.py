@@ -339,14 +339,7 @@ class TreeEnsemble:
     target_classes: list | None = None  # multi-output classifiers: classes per target
 
     def __post_init__(self):
-        for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, np.ndarray):
-                v.setflags(write=False)
-            elif f.name in ("category_values", "target_classes") and v is not None:
-                for a in v:
-                    if isinstance(a, np.ndarray):
-                        a.setflags(write=False)
+        self._freeze_arrays()
         rates = self.tree_learning_rate_source
         if not callable(rates) and np.shape(rates) != (self.n_trees,):
             raise ValueError(f"tree_learning_rate has shape {np.shape(rates)}; expected one "
@@ -357,10 +350,26 @@ class TreeEnsemble:
         already has, so it is not computed again)."""
         self.__dict__[name] = value
 
+    def _freeze_arrays(self):
+        """Make every array field (and the arrays of its list fields) read-only."""
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, np.ndarray):
+                v.setflags(write=False)
+            elif f.name in ("category_values", "target_classes") and v is not None:
+                for a in v:
+                    if isinstance(a, np.ndarray):
+                        a.setflags(write=False)
+
     def __getstate__(self):
         """Pickled without the cached derived structures."""
-        cached = _CACHED
-        return {k: v for k, v in self.__dict__.items() if k not in cached}
+        return {k: v for k, v in self.__dict__.items() if k not in _CACHED}
+
+    def __setstate__(self, state):
+        """Unpickled with read-only arrays again (pickle does not keep the flag), so
+        kernels see the same array types as for a parsed ensemble."""
+        self.__dict__.update(state)
+        self._freeze_arrays()
 
     # ------------------------------------------------------------------ building
     @classmethod
