@@ -312,9 +312,9 @@ class TreeEnsemble:
     # whose configuration does not state eta: ``parsers/xgb_eta.py``)
     tree_learning_rate_source: np.ndarray | Callable[[], np.ndarray]
     # -- per node (length n_nodes, all trees concatenated, child indices GLOBAL)
-    left: np.ndarray  # int64 child index, -1 at leaves
-    right: np.ndarray  # int64 child index, -1 at leaves
-    feature: np.ndarray  # int32/int64 split feature, -1 at leaves
+    left: np.ndarray  # int32 child index, -1 at leaves
+    right: np.ndarray  # int32 child index, -1 at leaves
+    feature: np.ndarray  # int32 split feature, -1 at leaves
     threshold: np.ndarray  # float64 numeric split threshold
     missing_left: np.ndarray  # bool: where a missing value goes
     nan_mode: np.ndarray  # uint8: NAN_* (module docstring)
