@@ -49,8 +49,11 @@ def test_fields_are_declared_and_frozen(boosters):
 def test_parse_leaves_the_models_arrays_writeable():
     X, y = _xy(80)
     model = RandomForestClassifier(n_estimators=3, max_depth=2, random_state=0).fit(X, y)
-    treeimp.parse(model)
+    ens = treeimp.parse(model)
     assert model.classes_.flags.writeable
+    assert treeimp.parse(model).fingerprint == ens.fingerprint
+    relabelled = dataclasses.replace(ens, classes=np.array(["no", "yes"]))
+    assert relabelled.fingerprint != ens.fingerprint
 
 
 def test_derived_structures_are_cached_properties(boosters):
@@ -115,7 +118,7 @@ def test_fingerprint_is_a_stable_value():
              value=np.array([[0.0], [1.0], [2.0]]), weight=np.array([2.0, 1, 1]))
     e = TreeEnsemble.from_trees([t], kind="boosting", n_features=1, n_outputs=1,
                                 comparison="<", round_float32=False)
-    assert e.fingerprint == "63280dfd954635058dd0f6fef2f25572"
+    assert e.fingerprint == "40a8df0bd3da172de747fc2ff000e2de"
     other = TreeEnsemble.from_trees([dataclasses.replace(t, threshold=np.array([0.25, 0, 0]))],
                                     kind="boosting", n_features=1, n_outputs=1,
                                     comparison="<", round_float32=False)

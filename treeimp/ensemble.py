@@ -801,8 +801,9 @@ class TreeEnsemble:
     def fingerprint(self) -> str:
         """A short stable hash (hex, 32 characters) of what routes rows and what the
         trees add: the settings, the objective, base score, missing and sparse
-        handling, and every node and per-tree array but the learning rates (which are
-        recovered from the node values where a model does not state them). Equal for
+        handling, how input values become category codes, the classes, and every node
+        and per-tree array but the learning rates (which are recovered from the node
+        values where a model does not state them). Equal for
         two parses of one model, in any process; statistics accumulated for one
         ensemble are combined only with statistics of an ensemble of the same
         fingerprint."""
@@ -915,6 +916,13 @@ def _fingerprint(ens):
     h.update(repr(tuple(getattr(ens, k) for k in _FINGERPRINT_SETTINGS)).encode())
     for name in _FINGERPRINT_ARRAYS:
         add(name, getattr(ens, name))
+    # how input values become category codes, and what the outputs are
+    h.update(repr((ens.feature_categories, None if ens.classes is None
+                   else ens.classes.tolist())).encode())
+    add("category_as_code", np.asarray(ens.category_as_code))
+    for j, table in enumerate(ens.category_values or ()):
+        if table is not None:
+            add(f"category_values[{j}]", table)
     router = ens.leaf_router
     if router is not None:
         h.update(router.description.encode())
