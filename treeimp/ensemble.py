@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
@@ -807,7 +806,9 @@ class TreeEnsemble:
         two parses of one model, in any process; statistics accumulated for one
         ensemble are combined only with statistics of an ensemble of the same
         fingerprint."""
-        return _fingerprint(self)
+        from .fingerprint import ensemble_fingerprint
+
+        return ensemble_fingerprint(self)
 
     @property
     def model_name(self) -> str:
@@ -890,45 +891,6 @@ _CACHED = (*_STRUCTURE_CACHES, "fingerprint")
 def _read_only(a):
     a.setflags(write=False)
     return a
-
-
-# settings and arrays the fingerprint covers (tree_learning_rate_source is left out)
-_FINGERPRINT_SETTINGS = ("kind", "n_features", "n_outputs", "value_dim", "comparison",
-                         "round_float32", "sparse_absent", "missing_value",
-                         "offset_replaces_base", "base_in_first_round", "hashed_features")
-_FINGERPRINT_ARRAYS = ("base_score", "tree_offsets", "tree_output", "tree_scale",
-                       "tree_stage", "left", "right", "feature", "threshold", "missing_left",
-                       "nan_mode", "is_categorical", "category_offset", "category_count",
-                       "category_default_left", "category_codes", "category_left", "value",
-                       "weight", "cover", "impurity", "gain")
-
-
-def _fingerprint(ens):
-    h = hashlib.blake2b(digest_size=16)
-
-    def add(label, a):
-        a = np.ascontiguousarray(a)
-        h.update(f"{label}:{a.dtype.str}:{a.shape};".encode())
-        h.update(a.view(np.uint8).reshape(-1) if a.size else b"")
-
-    obj = ens.objective
-    h.update(repr((obj.name, sorted(obj.params.items()), obj.link)).encode())
-    h.update(repr(tuple(getattr(ens, k) for k in _FINGERPRINT_SETTINGS)).encode())
-    for name in _FINGERPRINT_ARRAYS:
-        add(name, getattr(ens, name))
-    # how input values become category codes, and what the outputs are
-    h.update(repr((ens.feature_categories, None if ens.classes is None
-                   else ens.classes.tolist())).encode())
-    add("category_as_code", np.asarray(ens.category_as_code))
-    for j, table in enumerate(ens.category_values or ()):
-        if table is not None:
-            add(f"category_values[{j}]", table)
-    router = ens.leaf_router
-    if router is not None:
-        h.update(router.description.encode())
-        add("router.column", np.asarray(router.column))
-        add("router.threshold", np.asarray(router.threshold, np.float64))
-    return h.hexdigest()
 
 
 # the per-node and per-tree arrays of the normal form (sliced by ``_tree_slice``)
