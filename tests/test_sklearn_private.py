@@ -108,14 +108,49 @@ def test_gb_init_margin_and_its_public_fallback(cls, monkeypatch):
     np.testing.assert_allclose(fallback.predict_raw(X), raw, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("attr", ["_predictors", "_baseline_prediction"])
-def test_hgb_without_private_trees_is_a_clear_error(attr, monkeypatch):
+def test_hgb_without_private_trees_is_a_clear_error(monkeypatch):
     X, y = _xy(100, seed=2)
     model = HistGradientBoostingRegressor(max_iter=3, max_depth=2).fit(X, y)
     assert private.hgb_predictors(model) is model._predictors
+    monkeypatch.delattr(model, "_predictors")
+    with pytest.raises(ValueError, match=f"has no _predictors \\(scikit-learn {VERSION}\\)"
+                                         ".*no public way"):
+        treeimp.parse(model)
+
+
+@pytest.mark.parametrize("kind", ["poisson", "multiclass", "dataframe"])
+def test_hgb_baseline_and_its_public_fallback(kind, monkeypatch):
+    import pandas as pd
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    X, y = _xy(150, seed=5)
+    if kind == "poisson":
+        model = HistGradientBoostingRegressor(loss="poisson", max_iter=3, max_depth=2)
+        model.fit(X, np.exp(y / 3))
+    elif kind == "multiclass":
+        model = HistGradientBoostingClassifier(max_iter=3, max_depth=2)
+        model.fit(X, np.digitize(y, np.quantile(y, [0.33, 0.66])))
+    else:
+        X = pd.DataFrame(X, columns=["a", "b", "c", "d"])
+        model = HistGradientBoostingRegressor(max_iter=3, max_depth=2).fit(X, y)
+    ens = treeimp.parse(model)
     np.testing.assert_array_equal(private.hgb_baseline_prediction(model),
                                   model._baseline_prediction)
-    monkeypatch.delattr(model, attr)
-    with pytest.raises(ValueError, match=f"has no {attr} \\(scikit-learn {VERSION}\\).*no "
-                                         "public way"):
-        treeimp.parse(model)
+    np.testing.assert_array_equal(ens.base_score, model._baseline_prediction.ravel())
+    monkeypatch.setattr(private, "HGB_BASELINE", "_baseline_prediction_renamed")
+    with pytest.warns(UserWarning, match=f"scikit-learn {VERSION}.*_baseline_prediction_"
+                                         "renamed.*public decision_function / predict"):
+        fallback = treeimp.parse(model)
+    np.testing.assert_allclose(fallback.base_score, ens.base_score, rtol=1e-12, atol=1e-12)
+
+
+def test_hgb_categorical_without_baseline_is_a_clear_error(monkeypatch):
+    X, y = _xy(150, seed=6)
+    X[:, 3] = np.arange(150) % 4
+    model = HistGradientBoostingRegressor(max_iter=3, max_depth=2,
+                                          categorical_features=[3]).fit(X, y)
+    monkeypatch.setattr(private, "HGB_BASELINE", "_baseline_prediction_renamed")
+    with pytest.warns(UserWarning, match="_baseline_prediction_renamed"):
+        with pytest.raises(ValueError, match="has no _baseline_prediction_renamed .*"
+                                             "categorical features"):
+            treeimp.parse(model)

@@ -40,6 +40,7 @@ does (``category_as_code`` False); categorical features by label (True).
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 
 import numpy as np
@@ -96,8 +97,9 @@ def parse_sklearn_hgb(model) -> TreeEnsemble:
     n_features = int(required_attr(model, "n_features_in_"))
     n_outputs = int(required_attr(model, "n_trees_per_iteration_"))
     learning_rate = float(required_attr(model, "learning_rate"))
-    baseline = np.asarray(_baseline_prediction(model), dtype=np.float64).ravel()
-    if baseline.size != n_outputs:
+    baseline = private.hgb_baseline_prediction(model)  # None: read publicly below
+    baseline = None if baseline is None else np.asarray(baseline, np.float64).ravel()
+    if baseline is not None and baseline.size != n_outputs:
         raise ValueError(f"{name}._baseline_prediction has {baseline.size} values but the "
                          f"model has {n_outputs} trees per iteration")
     to_original, category_codes, feature_categories, category_values = _feature_layout(
@@ -133,7 +135,7 @@ def parse_sklearn_hgb(model) -> TreeEnsemble:
 
     names = getattr(model, "feature_names_in_", None)
     classes = getattr(model, "classes_", None)
-    return TreeEnsemble.from_trees(
+    ens = TreeEnsemble.from_trees(
         trees,
         kind=BOOSTING,
         n_features=n_features,
@@ -150,6 +152,9 @@ def parse_sklearn_hgb(model) -> TreeEnsemble:
         library="sklearn",
         gain_kind="gain",
     )
+    if baseline is None:
+        ens = dataclasses.replace(ens, base_score=private.hgb_public_baseline(model, ens))
+    return ens
 
 
 # ---------------------------------------------------------------- objective
@@ -306,7 +311,6 @@ def _column_transformer_parts(preprocessor, name):
 
 # ---------------------------------------------------------------- private state
 _predictors = private.hgb_predictors
-_baseline_prediction = private.hgb_baseline_prediction
 _preprocessor = private.hgb_preprocessor
 _bin_mapper = private.hgb_bin_mapper
 

@@ -19,9 +19,10 @@ Facts checked on scikit-learn 1.9:
 * gradient boosting's starting margin is ``_raw_predict_init(X)``; publicly, the first
   stage of ``staged_decision_function`` / ``staged_predict`` minus the first trees'
   ``learning_rate * predict`` gives it up to rounding;
-* HistGradientBoosting keeps its trees in ``_predictors``, its starting margin in
-  ``_baseline_prediction``, its category encoder in ``_preprocessor`` and the known
-  categories in ``_bin_mapper``: there is no public path to any of them.
+* HistGradientBoosting keeps its trees in ``_predictors``, its category encoder in
+  ``_preprocessor`` and the known categories in ``_bin_mapper``: there is no public
+  path to them; its starting margin ``_baseline_prediction`` is, for a model without
+  categorical features, the public raw prediction of one row minus its trees.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ N_BOOTSTRAP = "_n_samples_bootstrap"
 SAMPLE_WEIGHT = "_sample_weight"
 GENERATOR = "_generate_sample_indices"  # of sklearn.ensemble._forest
 GB_INIT = "_raw_predict_init"
+HGB_BASELINE = "_baseline_prediction"
 
 
 def sklearn_version() -> str:
@@ -204,9 +206,40 @@ def hgb_predictors(model):
 
 
 def hgb_baseline_prediction(model):
-    """``_baseline_prediction``: the starting margin (1, n_trees_per_iteration)."""
-    return _hgb_private(model, "_baseline_prediction",
-                        "the starting margin of HistGradientBoosting")
+    """``_baseline_prediction``: the starting margin (1, n_trees_per_iteration); None,
+    with a warning, when it is missing (then :func:`hgb_public_baseline`)."""
+    base = getattr(model, HGB_BASELINE, None)
+    if base is None:
+        _fallback(f"{type(model).__name__} has no {HGB_BASELINE}",
+                  "its public decision_function / predict on one row minus its trees")
+    return base
+
+
+def hgb_public_baseline(model, ens):
+    """The starting margin of a HistGradientBoosting model from public predictions:
+    the raw margin of one all-zero row (``decision_function`` of classifiers, the
+    inverse of the log link on ``predict`` for poisson / gamma, ``predict`` otherwise)
+    minus what ``ens`` (its parsed trees, base score 0) adds for that row. Only for
+    models without categorical features (a row valid for any category encoding cannot
+    be made up): those raise."""
+    categorical = getattr(model, "is_categorical_", None)  # public: None or a mask
+    if categorical is not None and np.any(categorical):
+        raise _no_public_path(model, HGB_BASELINE, "the starting margin of a "
+                              "HistGradientBoosting model with categorical features")
+    row = np.zeros((1, ens.n_features))
+    names = getattr(model, "feature_names_in_", None)
+    X = row
+    if names is not None:
+        import pandas as pd
+
+        X = pd.DataFrame(row, columns=list(names))
+    if hasattr(model, "decision_function"):
+        raw = np.asarray(model.decision_function(X), np.float64)
+    else:
+        raw = np.asarray(model.predict(X), np.float64)
+        if ens.objective.link == "exp":
+            raw = np.log(raw)
+    return raw.reshape(1, -1)[0] - ens.predict_raw(row)[0]
 
 
 def hgb_preprocessor(model):
