@@ -93,3 +93,23 @@ def test_lazy_rates_pickle(trained):
     ens = load(path)
     back = pickle.loads(pickle.dumps(ens.rounds(1, 5)))
     np.testing.assert_array_equal(back.tree_learning_rate, load(path).tree_learning_rate[1:5])
+
+
+def test_threads_resolve_the_rate_once(trained, monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    _, path, _, _ = trained
+    calls = []
+    derive = xgb_eta.derive_learning_rate
+
+    def counted(trees):
+        calls.append(1)
+        return derive(trees)
+
+    monkeypatch.setattr(xgb_eta, "derive_learning_rate", counted)
+    ens = load(path)
+    parts = [ens.rounds(0, 4), ens.rounds(4, 8), ens]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda e: e.tree_learning_rate, parts * 4))
+    assert len(calls) == 1
+    np.testing.assert_array_equal(np.concatenate(got[:2]), got[2])

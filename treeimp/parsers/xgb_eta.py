@@ -26,6 +26,7 @@ XGBoost's defaults (eta 0.3, lambda 1) in its configuration. The rules, in order
 
 from __future__ import annotations
 
+import threading
 import warnings
 
 import numpy as np
@@ -38,7 +39,7 @@ XGB_DEFAULT_ETA = 0.3
 
 class XGBoostEta:
     """Zero-argument callable giving the per-tree learning rates (n_trees,) of an
-    XGBoost model; computed on the first call and kept. Picklable.
+    XGBoost model; computed on the first call and kept. Picklable and thread-safe.
 
     ``trees``: the recovery's input (:func:`shrinkage_input`); ``n_trees``;
     ``num_parallel_tree``; ``learning_rate`` and ``regularization`` (lambda, alpha):
@@ -57,12 +58,21 @@ class XGBoostEta:
         self.learning_rate = learning_rate
         self.regularization = regularization
         self.rates = None
+        self._lock = threading.Lock()  # threads reading the rate at once resolve it once
 
     def __call__(self) -> np.ndarray:
-        if self.rates is None:
-            self.rates = self._resolve()
-            self.trees = None  # the recovery's input is not needed any more
+        with self._lock:
+            if self.rates is None:
+                self.rates = self._resolve()
+                self.trees = None  # the recovery's input is not needed any more
         return self.rates
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def __eq__(self, other):
         """Two sources are equal when they give the same rates (both are resolved)."""
