@@ -450,7 +450,7 @@ def test_dart_weights_scale_mdi_oob_but_not_the_fit_ufi_reads():
     """The documented DART choice: mdi_oob sees each tree as it enters the margin
     (weight_drop * value), ufi the tree's own fit value / learning_rate. On the same
     held-out statistics, doubling every weight doubles mdi_oob and leaves ufi alone."""
-    import copy
+    import dataclasses
 
     from treeimp.drivers import staged_pass
     from treeimp.measures import NodeStats, mdi_oob, ufi
@@ -463,9 +463,7 @@ def test_dart_weights_scale_mdi_oob_but_not_the_fit_ufi_reads():
     arr, _ = staged_pass(ens, RowSource(X[250:], ens), y[250:], np.ones(n),
                          np.zeros(n, np.int32), 1, keep_margin=False)
     stats = NodeStats.from_array(arr, boosting=True)
-    doubled = copy.copy(ens)
-    doubled.tree_scale = 2.0 * ens.tree_scale
-    doubled._treeimp_splits = None
+    doubled = dataclasses.replace(ens, tree_scale=2.0 * ens.tree_scale)
     np.testing.assert_allclose(mdi_oob(doubled, stats), 2.0 * mdi_oob(ens, stats),
                                rtol=1e-12)
     np.testing.assert_allclose(ufi(doubled, stats, classification=False),

@@ -52,17 +52,7 @@ def kernel_inputs(ens, method):
     max_depth = int(ens.routing_arrays()[1].max())
     gl_nodes, gl_weights = quadrature_tables(max_depth)
     return (method == "shap", max_depth, gl_nodes, gl_weights, shap_cover(ens),
-            np.ascontiguousarray(ens.value, dtype=np.float64), _path_features(ens))
-
-
-def _path_features(ens):
-    """Per tree, the most distinct features on a root-to-leaf path (built once)."""
-    if getattr(ens, "_path_features", None) is None:
-        from .kernels.treeshap import path_features
-
-        ens._path_features = path_features(ens.tree_offsets, ens.left, ens.right,
-                                           ens.feature, ens.n_features)
-    return ens._path_features
+            np.ascontiguousarray(ens.value, dtype=np.float64), ens.path_features)
 
 
 def expected_tree_values(ens, method):

@@ -31,7 +31,7 @@ from .offsets import check_base_margin
 from .parsers import inbag_bits, parse
 from .pipeline import is_pipeline, unwrap
 from .progress import progress_bar
-from .stats import BOOSTING, ONE_HOT, REGRESSION, NodeStats, fingerprint
+from .stats import BOOSTING, ONE_HOT, REGRESSION, NodeStats
 from .targets import (
     as_target,
     check_sample_weight,
@@ -97,7 +97,7 @@ class Explainer:
                                  f"{self.ensemble.n_features} features")
         self.feature_names = feature_names
         self.n_jobs = n_jobs
-        self.fingerprint = fingerprint(self.ensemble)
+        self.fingerprint = self.ensemble.fingerprint
         # random_state=None: one key per Explainer, so that its chunks agree
         self._default_key = block_key(None)
         self._lock = threading.Lock()

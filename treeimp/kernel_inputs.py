@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-# how rows find their leaves (kernels/route.py walk_batch): the node records (leaves are
-# self-loops), each tree's depth and shallowest leaf depth, the flat category arrays
+# how rows find their leaves (kernels/route.py walk_batch), TreeEnsemble.routing: the
+# node records (leaves are self-loops), each tree's depth and shallowest leaf depth in
+# edges, the flat category arrays
 Routing = namedtuple("Routing", ["nodes", "depth", "min_depth", "cat_offset", "cat_count",
                                  "cat_codes", "cat_left"])
 

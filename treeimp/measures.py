@@ -119,12 +119,8 @@ class _Splits:
 
 
 def _splits(ens) -> _Splits:
-    """The ensemble's _Splits, built once and kept on the (immutable) ensemble."""
-    sp = getattr(ens, "_treeimp_splits", None)
-    if sp is None:
-        sp = _Splits(ens)
-        ens._treeimp_splits = sp
-    return sp
+    """The ensemble's _Splits (its cached property ``splits``: built once)."""
+    return ens.splits
 
 
 def _margin_value(ens):

@@ -16,30 +16,12 @@ measures accumulated.
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 
 # target layouts of the statistic planes (kernels/node_stats.py, kernels/staged.py)
 REGRESSION = "regression"  # n', Q', S'_1..C
 ONE_HOT = "one_hot"        # class sums S'_1..C (n' is their sum)
 BOOSTING = "boosting"      # n', S' = sum of -g, H', R'
-
-
-def fingerprint(ens) -> str:
-    """A short hash of everything that decides where rows go and what the statistics mean:
-    the tree structure and values, the routing settings and the objective."""
-    h = hashlib.blake2b(digest_size=12)
-    for name in ("tree_offsets", "left", "right", "feature", "threshold", "missing_left",
-                 "nan_mode", "category_codes", "category_left", "value", "tree_output",
-                 "tree_scale", "tree_stage", "base_score"):
-        a = np.ascontiguousarray(getattr(ens, name))
-        h.update(name.encode())
-        h.update(str(a.dtype).encode() + str(a.shape).encode())
-        h.update(a.tobytes())
-    h.update(repr((ens.kind, ens.objective.name, ens.n_features, ens.n_outputs,
-                   float(ens.missing_value), float(ens.sparse_absent))).encode())
-    return h.hexdigest()
 
 
 class NodeStats:
