@@ -30,6 +30,7 @@ from .kernels.permute import LeafIndex
 from .kernels.threads import numba_threads
 from .offsets import check_base_margin
 from .parsers import parse
+from .permutation_dask import dask_permutation_importance, is_dask_collection
 from .pipeline import unwrap
 from .progress import progress_bar
 from .scoring import bind_scorer, make_scorer
@@ -100,6 +101,11 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     >>> r.importances.shape
     (4, 3)
     """
+    if any(is_dask_collection(v) for v in (X, y, sample_weight, base_margin)):  # partitions
+        return dask_permutation_importance(
+            model, X, y, scoring=scoring, n_repeats=n_repeats, random_state=random_state,
+            n_jobs=n_jobs, sample_weight=sample_weight, groups=groups,
+            iteration_range=iteration_range, missing=missing, base_margin=base_margin)
     u = unwrap(model, X, need_input_groups=isinstance(groups, str) and groups == "input")
     model, X = u.model, u.X
     check_unique_columns(X)
