@@ -245,7 +245,7 @@ def _aligned(dask, v, what, lengths):
                              f"{0 if arr.ndim == 0 else arr.shape[0]}")
         bounds = np.concatenate([[0], np.cumsum(lengths)])
         return [arr[bounds[p]:bounds[p + 1]] for p in range(P)]
-    if hasattr(v, "npartitions"):  # dask Series or DataFrame
+    if hasattr(v, "divisions"):  # dask Series or DataFrame
         if v.npartitions != P:
             raise ValueError(f"{what} has {v.npartitions} partitions but X has {P}: "
                              f"{what} must be partitioned as X (e.g. columns of the same "
