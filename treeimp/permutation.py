@@ -53,6 +53,11 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
         scikit-learn's ``X.copy()``); a sparse X is made dense for it, its absent
         entries read as the model's library reads them (XGBoost: missing; LightGBM,
         scikit-learn: 0).
+        A dask array or DataFrame (``pip install "treeimp[dask]"``; y, sample_weight
+        and base_margin then dask collections partitioned as X, or in-memory arrays):
+        each partition permutes its own rows with a seeded generator and returns score
+        sums, added up on the cluster (``treeimp/permutation_dask.py`` explains and
+        measures the scheme; roc_auc and models routed by their library are refused).
     y : array-like (n_rows,)
     scoring : None or str
         None (accuracy for classifiers, r2 for regressors, as ``model.score``),
@@ -62,11 +67,12 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     random_state : int, RandomState or None
         As in scikit-learn: with the same value, the same permutations.
     n_jobs : int or None
-        Threads for routing.
+        Threads for routing (on dask: per partition task, None meaning 1).
     sample_weight : array-like (n_rows,), optional
         Weights for the score.
     progress : None, True or False
-        A tqdm bar over the features (None: only on a terminal, for long runs).
+        A tqdm bar over the features (None: only on a terminal, for long runs); not
+        shown for dask input (watch dask's dashboard).
     groups : dict or "input", optional
         As in :func:`treeimp.explain`: each group's columns are permuted jointly (the
         same permutation of rows for every member column); one row per group.
