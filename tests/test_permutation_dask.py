@@ -131,6 +131,13 @@ def test_uneven_partitions_equal_brute_force_weighted_two_outputs(forest_regress
                                                  n_repeats=2, random_state=7,
                                                  sample_weight=w)
             _close(got.importances, want)
+            # chunks of unknown size (boolean selection) are counted first
+            keep = da.from_array(np.ones(len(X), dtype=bool), chunks=(UNEVEN,))
+            assert np.isnan(Xd[keep].chunks[0]).all()
+            got = treeimp.permutation_importance(model, Xd[keep], yd[keep], scoring=scoring,
+                                                 n_repeats=2, random_state=7,
+                                                 sample_weight=wd[keep])
+            _close(got.importances, want)
     assert np.abs(want).max() > 0.01
 
 
@@ -291,3 +298,44 @@ def test_independent_of_scheduler_and_workers(forest_classifier, cluster_client,
     _close(cluster.importances, sync.importances)
     want = brute_force(model.predict_proba, _neg_log_loss, X, y, w.compute(), UNEVEN, 11, 3)
     _close(sync.importances, want)
+
+
+def test_catboost_routed_by_its_library(cluster_client):
+    """A CatBoost model with target-statistic splits is routed by CatBoost: each
+    permuted partition (a pandas frame with a string column) is re-predicted through
+    it, on the synchronous scheduler and on the cluster."""
+    catboost = pytest.importorskip("catboost")
+    rng = np.random.default_rng(3)
+    n = 400
+    X = pd.DataFrame({"x": rng.normal(size=n), "s": rng.choice(list("abcdefgh"), n),
+                      "z": rng.normal(size=n)})
+    y = ((X["x"] + 1.5 * X["s"].isin(["a", "b", "c"]) + 0.5 * rng.logistic(size=n))
+         > 0.7).astype(int).to_numpy()
+    model = catboost.CatBoostClassifier(iterations=10, depth=3, one_hot_max_size=2,
+                                        cat_features=["s"], verbose=0, random_seed=0,
+                                        allow_writing_files=False, thread_count=1)
+    model.fit(X[:200], y[:200])
+    assert treeimp.parse(model).leaf_router is not None
+    Xv, yv = X[200:].reset_index(drop=True), y[200:]
+    frame = dd.from_pandas(Xv, npartitions=3, sort=False)
+    lengths = [int(v) for v in frame.map_partitions(len).compute()]
+    seed = _seed(0)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    baseline = _neg_log_loss(yv, model.predict_proba(Xv), None)
+    want = np.empty((3, 2))
+    for j in range(3):
+        for r in range(2):
+            parts = []
+            for start, m in zip(starts, lengths):
+                part = Xv.iloc[start:start + m].copy()
+                perm = np.random.default_rng([seed, r, j, int(start)]).permutation(m)
+                part.iloc[:, j] = part.iloc[perm, j].to_numpy()
+                parts.append(part)
+            want[j, r] = baseline - _neg_log_loss(yv, model.predict_proba(pd.concat(parts)),
+                                                  None)
+    for scheduler in ("sync", cluster_client):
+        with dask.config.set(scheduler=scheduler):
+            got = treeimp.permutation_importance(model, frame, yv, scoring="neg_log_loss",
+                                                 n_repeats=2, random_state=0)
+        np.testing.assert_allclose(got.importances, want, rtol=1e-9, atol=1e-12)
+    assert want[1].min() > 0.01  # the string feature matters

@@ -57,7 +57,7 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
         and base_margin then dask collections partitioned as X, or in-memory arrays):
         each partition permutes its own rows with a seeded generator and returns score
         sums, added up on the cluster (``treeimp/permutation_dask.py`` explains and
-        measures the scheme; roc_auc and models routed by their library are refused).
+        measures the scheme; roc_auc is refused).
     y : array-like (n_rows,)
     scoring : None or str
         None (accuracy for classifiers, r2 for regressors, as ``model.score``),

@@ -126,10 +126,6 @@ def dask_permutation_importance(model, X, y, *, scoring=None, n_repeats=5,
                         "by the others, e.g. X.map_partitions(pipe[:-1].transform)")
     ens = parse(model, iteration_range=iteration_range, missing=missing)
     check_explainable(ens)
-    if ens.leaf_router is not None:
-        raise ValueError(f"permutation importance on dask is not available for models "
-                         f"routed by their library ({ens.model_name}); compute X to "
-                         "memory, or take a sample of rows that fits")
     if isinstance(n_repeats, bool) or not isinstance(n_repeats, (int, np.integer)) \
             or n_repeats < 1:
         raise ValueError(f"n_repeats must be a positive integer, got {n_repeats!r}")
@@ -142,7 +138,7 @@ def dask_permutation_importance(model, X, y, *, scoring=None, n_repeats=5,
     if ens.target_classes is not None:
         raise ValueError(f"a classification forest with {len(ens.target_classes)} targets "
                          "is not supported on dask collections; compute X to memory")
-    names = _check_columns(X, ens)
+    names = _check_columns(X, ens, ens.leaf_router is None)
     grp = resolve_groups(groups, names)
     columns = ([[j] for j in range(ens.n_features)] if grp is None
                else [list(m) for m in grp.members])
@@ -200,10 +196,12 @@ def _n_scored_outputs(ens):
 
 
 # ------------------------------------------------------------------ client-side input
-def _check_columns(X, ens):
+def _check_columns(X, ens, coded):
     """Feature names of X, after the checks RowSource makes on a table (width, names,
-    duplicates) that can be made without reading rows; categorical columns must have
-    known categories, or each partition would number its own."""
+    duplicates) that can be made without reading rows. ``coded``: treeimp numbers the
+    categories (every model but those routed by their library, which read the labels):
+    categorical columns must then have known categories, or each partition would
+    number its own."""
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D (rows x features), got {X.ndim} dimensions")
     columns = getattr(X, "columns", None)
@@ -215,7 +213,7 @@ def _check_columns(X, ens):
     _check_width(len(raw), ens.n_features, "X")
     _check_names(raw, ens, "X")
     unknown = [str(c) for c, dtype in X.dtypes.items()
-               if str(dtype) == "category" and not X[c].cat.known]
+               if coded and str(dtype) == "category" and not X[c].cat.known]
     if unknown:
         raise ValueError(f"X's categorical columns {unknown[:10]} have unknown categories, "
                          "so each partition would number its own; call X.categorize() "
@@ -332,6 +330,10 @@ def _partition_sums(ens, plan, p, start, n_rows, X, y, w, offset):
     statistic, target_stats = _statistic(ens, plan, y, w)
     shift = 0.0 if offset is None else ens.start_margin(offset) - ens.base_score
     sums = np.zeros((plan.n_slots, plan.n_outputs))
+    if ens.leaf_router is not None:
+        with numba_threads(plan.n_jobs):
+            _rerouted_sums(ens, plan, start, X, lambda m: statistic(m + shift), sums)
+        return ScoreSums(n, float(w.sum()), target_stats, sums)
     Xw = _working_copy(rows)
     strict, round32 = routing_flags(ens, Xw)
     R = plan.n_repeats
@@ -359,6 +361,28 @@ def _partition_sums(ens, plan, p, start, n_rows, X, y, w, offset):
             index.finish()
             Xw[:, cols] = original
     return ScoreSums(n, float(w.sum()), target_stats, sums)
+
+
+def _rerouted_sums(ens, plan, start, X, statistic, sums):
+    """Fill ``sums`` for a model routed by its library's leaf indices: every permuted
+    copy of the partition's rows goes through the library again, as in memory
+    (``permutation_routed.py``), the columns of a DataFrame keeping their dtypes."""
+    frame = hasattr(X, "iloc")
+    X = X if frame else np.asarray(X)
+    n, R = X.shape[0], plan.n_repeats
+    sums[0] = statistic(ens.predict_raw(RowSource(X, ens)))
+    for g, cols in enumerate(plan.columns):
+        for r in range(R):
+            perm = partition_permutation(plan.seed, r, g, start, n)
+            Xp = X.copy()
+            for j in cols:
+                if frame:
+                    col = X.iloc[perm, j]
+                    col.index = Xp.index
+                    Xp[Xp.columns[j]] = col
+                else:
+                    Xp[:, j] = X[perm, j]
+            sums[1 + g * R + r] = statistic(ens.predict_raw(RowSource(Xp, ens)))
 
 
 def _working_copy(rows):
