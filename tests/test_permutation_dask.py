@@ -224,6 +224,8 @@ def test_bad_inputs(forest_classifier, monkeypatch):
             treeimp.permutation_importance(model, Xd[:, :4], yd)
         with pytest.raises(ValueError, match="n_repeats must be a positive integer"):
             treeimp.permutation_importance(model, Xd, yd, n_repeats=0)
+        with pytest.raises(ValueError, match="n_jobs must be None or a non-zero integer"):
+            treeimp.permutation_importance(model, Xd, yd, n_jobs=0)
         # a dask Series with X's partition count but other lengths: found in the task
         frame = dd.from_pandas(pd.DataFrame(X, columns=list("abcde")), npartitions=2,
                                sort=False)
@@ -260,7 +262,7 @@ def test_bad_inputs(forest_classifier, monkeypatch):
 def cluster_client():
     distributed = pytest.importorskip("distributed")
     cluster = distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
-                                       dashboard_address=None)
+                                       dashboard_address=":0")
     client = distributed.Client(cluster, set_as_default=False)
     yield client
     client.close()

@@ -56,7 +56,7 @@ from .groups import resolve_groups
 from .input_checks import check_explainable, check_unique_columns
 from .kernels.api import _forest_scale, predict_ensemble, routing_flags
 from .kernels.permute import LeafIndex
-from .kernels.threads import numba_threads
+from .kernels.threads import numba_threads, resolve_n_jobs
 from .offsets import check_base_margin
 from .parsers import parse
 from .pipeline import is_pipeline
@@ -129,6 +129,7 @@ def dask_permutation_importance(model, X, y, *, scoring=None, n_repeats=5,
     if isinstance(n_repeats, bool) or not isinstance(n_repeats, (int, np.integer)) \
             or n_repeats < 1:
         raise ValueError(f"n_repeats must be a positive integer, got {n_repeats!r}")
+    resolve_n_jobs(n_jobs)  # a bad n_jobs fails here, not on every worker
     make_scorer(ens, scoring)  # a bad scoring fails with the in-memory message
     scoring = scoring or ("accuracy" if is_classifier(ens) else "r2")
     if scoring not in ADDITIVE_SCORINGS:
