@@ -341,3 +341,20 @@ def test_catboost_routed_by_its_library(cluster_client):
                                                  n_repeats=2, random_state=0)
         np.testing.assert_allclose(got.importances, want, rtol=1e-9, atol=1e-12)
     assert want[1].min() > 0.01  # the string feature matters
+
+
+def test_without_dask_in_memory_input_still_works():
+    """With dask unimportable, treeimp imports and in-memory permutation importance
+    runs (the dispatch never imports dask for data that is not a dask collection)."""
+    import subprocess
+
+    code = ("import sys; sys.modules['dask'] = None\n"
+            "import numpy as np, treeimp\n"
+            "from sklearn.tree import DecisionTreeRegressor\n"
+            "X = np.random.default_rng(0).normal(size=(50, 3)); y = X[:, 0]\n"
+            "m = DecisionTreeRegressor(max_depth=3).fit(X, y)\n"
+            "r = treeimp.permutation_importance(m, X, y, n_repeats=2, random_state=0)\n"
+            "assert r.importances_mean[0] > 0.5, r.importances_mean\n"
+            "assert 'dask' not in [k for k, v in sys.modules.items() if v is not None]\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
