@@ -141,6 +141,26 @@ def test_uneven_partitions_equal_brute_force_weighted_two_outputs(forest_regress
     assert np.abs(want).max() > 0.01
 
 
+def test_partitions_in_blocks_of_rows(forest_regressor, monkeypatch):
+    """A partition larger than the leaf index's memory is re-predicted in blocks of
+    rows (here 16), each block taking its rows' permuted values from the whole
+    partition: the same importances."""
+    from treeimp import permutation_dask
+
+    model, X, y = forest_regressor
+    Xd = da.from_array(X, chunks=(UNEVEN, 5))
+    yd = da.from_array(y, chunks=(UNEVEN, 2))
+    monkeypatch.setattr(permutation_dask, "LEAF_INDEX_BYTES", 0)
+    monkeypatch.setattr(permutation_dask, "BATCH_ROWS", 16)
+    groups = {"ab": [0, 1]}  # a joint permutation too
+    with dask.config.set(SYNC):
+        got = treeimp.permutation_importance(model, Xd, yd, n_repeats=2, random_state=5,
+                                             groups=groups)
+    columns = [[0, 1], [2], [3], [4]]
+    want = brute_force(model.predict, _r2, X, y, None, UNEVEN, 5, 2, columns)
+    _close(got.importances, want)
+
+
 def test_groups_and_dataframe_target(forest_classifier):
     model, X, y = forest_classifier
     names = [f"x{j}" for j in range(5)]

@@ -74,6 +74,11 @@ DASK_EXTRA = 'pip install "treeimp[dask]"'
 ADDITIVE_SCORINGS = ("accuracy", "neg_log_loss", "r2", "neg_mean_squared_error",
                      "objective")
 DEFAULT_SPLIT_EVERY = 8
+# memory of one leaf index (rows x trees, up to 8 bytes each) within a partition task:
+# larger partitions are re-predicted in blocks of rows, each block drawing its slice of
+# every permutation anew (a permutation of the whole partition per block and permuted set)
+LEAF_INDEX_BYTES = 512 * 2**20
+BATCH_ROWS = 1024  # fewest rows per leaf index
 
 
 def is_dask_collection(x):
@@ -328,40 +333,58 @@ def _partition_sums(ens, plan, p, start, n_rows, X, y, w, offset):
     y = as_target(y, n, plan.n_targets)
     w = _partition_weights(w, n, where)
     offset = check_base_margin(offset, n, ens)
-    statistic, target_stats = _statistic(ens, plan, y, w)
-    shift = 0.0 if offset is None else ens.start_margin(offset) - ens.base_score
+    shift = np.zeros((n, 1)) if offset is None else ens.start_margin(offset) - ens.base_score
     sums = np.zeros((plan.n_slots, plan.n_outputs))
-    if ens.leaf_router is not None:
-        with numba_threads(plan.n_jobs):
-            _rerouted_sums(ens, plan, start, X, lambda m: statistic(m + shift), sums)
-        return ScoreSums(n, float(w.sum()), target_stats, sums)
-    Xw = _working_copy(rows)
-    strict, round32 = routing_flags(ens, Xw)
-    R = plan.n_repeats
     with numba_threads(plan.n_jobs):
-        index = LeafIndex(ens, Xw, *_forest_scale(ens), strict, round32)
-        margin = index.margin()  # bitwise predict_ensemble(ens, Xw)
-        sums[0] = statistic(margin + shift)
-        perm_margin = np.empty_like(margin)
-        for g, cols in enumerate(plan.columns):
-            slots = slice(1 + g * R, 1 + (g + 1) * R)
-            if all(index.n_tops(j) == 0 for j in cols):  # no split moves a row
-                sums[slots] = sums[0]
-                continue
-            original = Xw[:, cols].copy()
+        if ens.leaf_router is not None:
+            statistic = _statistic(ens, plan, y, w)
+            _rerouted_sums(ens, plan, start, X, lambda m: statistic(m + shift), sums)
+        else:
+            Xp = _working_copy(rows)
+            step = _block_rows(ens)
+            for a in range(0, n, step):  # the leaf index of at most `step` rows at a time
+                b = min(n, a + step)
+                _block_sums(ens, plan, start, Xp, a, b, _statistic(ens, plan, y[a:b], w[a:b]),
+                            shift[a:b], sums)
+    return ScoreSums(n, float(w.sum()), _target_moments(plan, y, w), sums)
+
+
+def _block_rows(ens):
+    """Rows per leaf index (``LeafIndex`` keeps up to 8 bytes per row and tree): a
+    partition of any size is re-predicted in blocks of rows within LEAF_INDEX_BYTES."""
+    return max(BATCH_ROWS, LEAF_INDEX_BYTES // (8 * max(1, ens.n_trees)))
+
+
+def _block_sums(ens, plan, start, Xp, a, b, statistic, shift, sums):
+    """Add to ``sums`` the statistics of rows a .. b - 1 of the partition ``Xp`` (its
+    float rows), for the baseline and every permuted set: a permuted row takes the
+    value of the row the partition's permutation maps it to, wherever that row lies."""
+    Xw = np.array(Xp[a:b], order="C", copy=True)
+    strict, round32 = routing_flags(ens, Xw)
+    R, n = plan.n_repeats, Xp.shape[0]
+    index = LeafIndex(ens, Xw, *_forest_scale(ens), strict, round32)
+    margin = index.margin()  # bitwise predict_ensemble(ens, Xw)
+    base = statistic(margin + shift)
+    sums[0] += base
+    perm_margin = np.empty_like(margin)
+    for g, cols in enumerate(plan.columns):
+        slots = slice(1 + g * R, 1 + (g + 1) * R)
+        if all(index.n_tops(j) == 0 for j in cols):  # no split moves a row
+            sums[slots] += base
+            continue
+        original = Xw[:, cols].copy()
+        if len(cols) == 1:
+            index.begin(cols[0])
+        for r in range(R):
+            source = partition_permutation(plan.seed, r, g, start, n)[a:b]
+            Xw[:, cols] = Xp[np.ix_(source, cols)]
             if len(cols) == 1:
-                index.begin(cols[0])
-            for r in range(R):
-                perm = partition_permutation(plan.seed, r, g, start, n)
-                Xw[:, cols] = original[perm]
-                if len(cols) == 1:
-                    index.permuted_margin(Xw, margin, perm_margin)
-                else:
-                    perm_margin = predict_ensemble(ens, Xw, n_jobs=plan.n_jobs)
-                sums[1 + g * R + r] = statistic(perm_margin + shift)
-            index.finish()
-            Xw[:, cols] = original
-    return ScoreSums(n, float(w.sum()), target_stats, sums)
+                index.permuted_margin(Xw, margin, perm_margin)
+            else:
+                perm_margin = predict_ensemble(ens, Xw, n_jobs=plan.n_jobs)
+            sums[1 + g * R + r] += statistic(perm_margin + shift)
+        index.finish()
+        Xw[:, cols] = original
 
 
 def _rerouted_sums(ens, plan, start, X, statistic, sums):
@@ -406,8 +429,8 @@ def _partition_weights(w, n, where):
 
 
 def _statistic(ens, plan, y, w):
-    """(margin -> sums (n_outputs,) of the rows' score terms, target statistics (3,
-    n_outputs) or None): the terms whose totals give the score (see ``ScoreSums``)."""
+    """margin -> sums (n_outputs,) over the rows of ``y`` of their score terms, whose
+    totals give the score (see ``ScoreSums``)."""
     scoring = plan.scoring
     if scoring == "accuracy":
         classes = model_classes(ens)
@@ -416,8 +439,7 @@ def _statistic(ens, plan, y, w):
         def statistic(m):
             labels = classes[np.argmax(class_probabilities(ens, m), axis=1)]
             return [np.sum(w * (labels == y))]
-        return statistic, None
-    if scoring == "neg_log_loss":
+    elif scoring == "neg_log_loss":
         true = class_indices(y, model_classes(ens))
         rows = np.arange(len(true))
         eps = np.finfo(np.float64).eps
@@ -425,27 +447,33 @@ def _statistic(ens, plan, y, w):
         def statistic(m):
             p = np.clip(class_probabilities(ens, m)[rows, true], eps, 1 - eps)
             return [np.sum(w * -np.log(p))]
-        return statistic, None
-    if scoring == "objective":
+    elif scoring == "objective":
         from .losses import check_target, loss
 
         y_t = check_target(ens.objective, y, ens.classes)
 
         def statistic(m):
             return [np.sum(w * loss(ens.objective, m, y_t))]
-        return statistic, None
-    # squared errors per output (r2, neg_mean_squared_error)
-    y_true = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
-    n = len(y_true)
+    else:  # squared errors per output (r2, neg_mean_squared_error)
+        y_true = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
 
-    def statistic(m):
-        pred = regression_prediction(ens, m).reshape(n, -1)
-        return np.sum(w[:, None] * (y_true - pred) ** 2, axis=0)
+        def statistic(m):
+            pred = regression_prediction(ens, m).reshape(len(y_true), -1)
+            return np.sum(w[:, None] * (y_true - pred) ** 2, axis=0)
+    return statistic
+
+
+def _target_moments(plan, y, w):
+    """Per output the targets' weight, weighted mean and weighted sum of squared
+    deviations (r2 and mean squared error), else None."""
+    if plan.scoring not in ("r2", "neg_mean_squared_error"):
+        return None
+    y_true = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
     W = w.sum()
     mean = (np.sum(w[:, None] * y_true, axis=0) / W if W > 0
             else np.zeros(y_true.shape[1]))
     m2 = np.sum(w[:, None] * (y_true - mean) ** 2, axis=0)
-    return statistic, np.stack([np.full(y_true.shape[1], W), mean, m2])
+    return np.stack([np.full(y_true.shape[1], W), mean, m2])
 
 
 class ScoreSums:
