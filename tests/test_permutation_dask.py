@@ -141,6 +141,29 @@ def test_uneven_partitions_equal_brute_force_weighted_two_outputs(forest_regress
     assert np.abs(want).max() > 0.01
 
 
+def test_xgboost_multiclass_dataframe_matches_brute_force():
+    """XGBoost softmax on a dask DataFrame: accuracy and neg_log_loss of the documented
+    scheme equal scikit-learn's metrics of XGBoost's own predict_proba (float32, hence
+    the tolerance)."""
+    xgb = pytest.importorskip("xgboost")
+    X, y = _data("regression", n=500)
+    y = np.digitize(y, [-0.7, 0.7])
+    model = xgb.XGBClassifier(n_estimators=10, max_depth=3, n_jobs=1).fit(X[:250], y[:250])
+    X, y = X[250:], y[250:]
+    names = [f"x{j}" for j in range(5)]
+    frame = dd.from_pandas(pd.DataFrame(X, columns=names), npartitions=3, sort=False)
+    lengths = [int(v) for v in frame.map_partitions(len).compute()]
+    ys = dd.from_pandas(pd.Series(y), npartitions=3, sort=False)
+    with dask.config.set(SYNC):
+        for scoring, predict, metric in (("accuracy", model.predict, _accuracy),
+                                         ("neg_log_loss", model.predict_proba, _neg_log_loss)):
+            got = treeimp.permutation_importance(model, frame, ys, scoring=scoring,
+                                                 n_repeats=2, random_state=2)
+            want = brute_force(predict, metric, X, y, None, lengths, 2, 2)
+            np.testing.assert_allclose(got.importances, want, rtol=1e-5, atol=1e-6)
+    assert np.abs(want).max() > 0.01
+
+
 def test_partitions_in_blocks_of_rows(forest_regressor, monkeypatch):
     """A partition larger than the leaf index's memory is re-predicted in blocks of
     rows (here 16), each block taking its rows' permuted values from the whole
