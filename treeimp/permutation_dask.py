@@ -154,9 +154,9 @@ def dask_permutation_importance(model, X, y, *, scoring=None, n_repeats=5,
     if n == 0:
         raise ValueError(f"X has 0 rows (in {len(lengths)} partitions); at least one row is "
                          "needed")
-    ys = _aligned(dask, y, "y", lengths)
-    ws = _aligned(dask, sample_weight, "sample_weight", lengths)
-    bs = _aligned(dask, base_margin, "base_margin", lengths)
+    ys = _aligned(y, "y", lengths)
+    ws = _aligned(sample_weight, "sample_weight", lengths)
+    bs = _aligned(base_margin, "base_margin", lengths)
     plan = _Plan(scoring=scoring, seed=seed, n_repeats=int(n_repeats), columns=columns,
                  n_jobs=1 if n_jobs is None else n_jobs,
                  n_targets=n_target_columns(ens), n_outputs=_n_scored_outputs(ens))
@@ -240,7 +240,7 @@ def _x_partitions(dask, X):
     return list(X.to_delayed()[:, 0]), [int(c) for c in X.chunks[0]]
 
 
-def _aligned(dask, v, what, lengths):
+def _aligned(v, what, lengths):
     """One piece of ``v`` per partition of X (None when ``v`` is None): dask collections
     must have X's partitions (their row counts are compared here when known, else in
     the partition's task); an in-memory array is cut at X's partition boundaries."""
