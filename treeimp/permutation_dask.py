@@ -54,9 +54,9 @@ from ._input import RowSource, _check_names, _check_width
 from .api import _feature_names
 from .groups import resolve_groups
 from .input_checks import check_explainable, check_unique_columns
-from .kernels.api import _forest_scale, predict_ensemble, routing_flags
-from .kernels.permute import LeafIndex
-from .kernels.threads import numba_threads, resolve_n_jobs
+from .routing import _forest_scale, predict_ensemble, routing_flags
+from .leaf_index import LeafIndex
+from .threads import numba_threads, resolve_n_jobs
 from .offsets import check_base_margin
 from .parsers import parse
 from .pipeline import is_pipeline
