@@ -54,12 +54,11 @@ from ._input import RowSource, _check_names, _check_width
 from .api import _feature_names
 from .groups import resolve_groups
 from .input_checks import check_explainable, check_unique_columns
-from .routing import _forest_scale, predict_ensemble, routing_flags
 from .leaf_index import LeafIndex
-from .threads import numba_threads, resolve_n_jobs
 from .offsets import check_base_margin
 from .parsers import parse
 from .pipeline import is_pipeline
+from .routing import _forest_scale, predict_ensemble, routing_flags
 from .scoring import (
     class_probabilities,
     is_classifier,
@@ -68,6 +67,7 @@ from .scoring import (
     regression_prediction,
 )
 from .targets import as_target, class_indices, n_target_columns
+from .threads import numba_threads, resolve_n_jobs
 
 DASK_EXTRA = 'pip install "treeimp[dask]"'
 # scorings that are sums over rows, computable from partition statistics
