@@ -8,3 +8,7 @@ DEFAULT_N_BLOCKS = 20
 # out of bag, every row trains some trees and evaluates others; the jackknife over row
 # blocks holds the trees fixed and misses that part of the variance (see api.explain)
 OOB_VARIANCE_FACTOR = math.sqrt(1.6)
+# cross-fitted (treeimp.cross_explain): the jackknife over all folds' row blocks holds
+# the folds' models fixed, and every row trains the other folds' models as well as being
+# evaluated by its own; measured on null designs (benchmarks/calibration.py)
+CROSSFIT_VARIANCE_FACTOR = math.sqrt(1.25)
