@@ -254,8 +254,20 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="one small repetition per design")
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--designs", default=None, help="comma-separated design numbers (0-5)")
+    ap.add_argument("--first-rep", type=int, default=0,
+                    help="first repetition (seeds 100 * design + rep), to run a study in "
+                         "parts")
     ap.add_argument("--out", default=None, help="CSV of every repetition")
+    ap.add_argument("--summarise", default=None,
+                    help="comma-separated CSVs written by --out: print their table only")
     args = ap.parse_args(argv)
+    if args.summarise:
+        df = pd.concat([pd.read_csv(f) for f in args.summarise.split(",")],
+                       ignore_index=True)
+        table = summarise(df)
+        print(to_markdown(table))
+        print(f"\n{df.groupby('design')['rep'].nunique().to_dict()} repetitions per design")
+        return table
     cfg = ({"reps": 1, "scale": 0.25, "trees": 20, "rounds": 20, "boruta_iter": 5,
             "boruta_trees": 20, "shap": False} if args.quick else
            {"reps": 3, "scale": 1.0, "trees": 100, "rounds": 100, "boruta_iter": 50,
@@ -271,7 +283,7 @@ def main(argv=None):
         d = list(DESIGNS).index(name)  # seeds follow the design, not the selection
         make, n = DESIGNS[name]
         n = max(150, int(n * cfg["scale"]))
-        for r in range(cfg["reps"]):
+        for r in range(args.first_rep, args.first_rep + cfg["reps"]):
             seed = 100 * d + r
             X, y, relevant, task = make(n, np.random.default_rng(seed))
             results, rf = run_treeimp(X, y, task, seed, cfg)
