@@ -140,16 +140,20 @@ def _held_out_split(n, seed):
     return idx[:cut], idx[cut:]
 
 
-def run_treeimp(X, y, task, seed, cfg):
-    """{method name: (kept mask, p-values, scores, seconds)} for treeimp's settings."""
-    out = {}
+def run_forest(X, y, task, seed, n_trees, label=""):
+    """treeimp's forest out of bag: ({method name: result}, the fitted forest)."""
     t = time.perf_counter()
-    rf = forest(task, seed, cfg["trees"]).fit(X, y)
+    rf = forest(task, seed, n_trees).fit(X, y)
     res = treeimp.explain(rf, X, y, oob=True, methods=TREEIMP_MEASURES, random_state=seed,
                           n_jobs=1)
     dt = time.perf_counter() - t
-    for m in TREEIMP_MEASURES:
-        out[f"treeimp forest OOB {m}"] = _from_result(res, m, dt)
+    return {f"treeimp forest OOB{label} {m}": _from_result(res, m, dt)
+            for m in TREEIMP_MEASURES}, rf
+
+
+def run_treeimp(X, y, task, seed, cfg):
+    """{method name: (kept mask, p-values, scores, seconds)} for treeimp's settings."""
+    out, rf = run_forest(X, y, task, seed, cfg["trees"])
     train, test = _held_out_split(len(y), seed)
     t = time.perf_counter()
     gb = boosting(task, seed, cfg["rounds"]).fit(X[train], y[train])
@@ -257,6 +261,9 @@ def main(argv=None):
     ap.add_argument("--first-rep", type=int, default=0,
                     help="first repetition (seeds 100 * design + rep), to run a study in "
                          "parts")
+    ap.add_argument("--only-forest-trees", type=int, default=None,
+                    help="run only treeimp's forest out of bag, with this many trees "
+                         "(rows labelled with the count, to add to a study's CSVs)")
     ap.add_argument("--out", default=None, help="CSV of every repetition")
     ap.add_argument("--summarise", default=None,
                     help="comma-separated CSVs written by --out: print their table only")
@@ -286,11 +293,15 @@ def main(argv=None):
         for r in range(args.first_rep, args.first_rep + cfg["reps"]):
             seed = 100 * d + r
             X, y, relevant, task = make(n, np.random.default_rng(seed))
-            results, rf = run_treeimp(X, y, task, seed, cfg)
-            results["Boruta (RF depth 5)"] = run_boruta(X, y, task, seed, cfg)
-            results["permutation (RF, held-out, z-test + BH)"] = run_permutation(
-                X, y, task, seed, cfg)
-            results.update(run_rankers(X, y, rf, seed, cfg))
+            if args.only_forest_trees:
+                results, _ = run_forest(X, y, task, seed, args.only_forest_trees,
+                                        f" ({args.only_forest_trees} trees)")
+            else:
+                results, rf = run_treeimp(X, y, task, seed, cfg)
+                results["Boruta (RF depth 5)"] = run_boruta(X, y, task, seed, cfg)
+                results["permutation (RF, held-out, z-test + BH)"] = run_permutation(
+                    X, y, task, seed, cfg)
+                results.update(run_rankers(X, y, rf, seed, cfg))
             for method, (kept, p, sc, sec) in results.items():
                 rows.append({"design": f"{name} (n={n})", "rep": r, "method": method,
                              "seconds": sec,
