@@ -27,7 +27,7 @@ def cross_explain(estimator, X, y, *, cv=5, methods=DEFAULT_METHODS, sample_weig
     The rows are split into ``cv`` folds (stratified by class for classifiers). For each
     fold a clone of ``estimator`` is fitted on the other folds and explained with
     :func:`treeimp.explain` on the held-out fold (``n_blocks`` random row blocks within
-    the fold). The folds are combined as a stratified estimate:
+    the fold). The folds are combined into one estimate:
 
     - importance: the folds' importances weighted by their share of the evaluation
       weight (rows, or ``sample_weight``): sum_f w_f I_f, for mdi_oob and
