@@ -140,7 +140,7 @@ def combine_folds(parts, shares, *, n_rows, factor=None):
     for m in methods:
         total = table[m].to_numpy()
         blocks[m] = np.concatenate([pooled_replicates(total, wf, r.table[m].to_numpy(),
-                                                      r.block_values[m])
+                                                      r.block_values[m], r.block_weight)
                                     for wf, r in zip(w, parts)])
         stderr[m] = factor * jackknife_stderr(blocks[m])
         per_tree[m] = np.concatenate([r.per_tree[m] for r in parts])
@@ -157,16 +157,21 @@ def combine_folds(parts, shares, *, n_rows, factor=None):
                        dof=n_blocks - 1, groups=first.groups)
 
 
-def pooled_replicates(total, share, fold_value, fold_loo):
+def pooled_replicates(total, share, fold_value, fold_loo, block_weight=None):
     """The combined estimate with one row block of one fold left out, for each of that
     fold's blocks: the fold's ``fold_loo`` (B, features) leave-one-block-out values in
-    place of its ``fold_value``, and the left-out block's weight (share / B) taken from
-    every row's weight, not from its fold's alone. For a per-row mean (mdi_oob,
+    place of its ``fold_value``, and the left-out block's weight (its share of the fold's
+    ``block_weight`` times ``share``; share / B when the block weights are not known)
+    taken from every row's weight, not from its fold's alone. For a per-row mean (mdi_oob,
     mdi_oob_centered) this is exactly the per-row mean over all folds' rows without that
     block, the folds' models held fixed, so the jackknife over all K x B blocks sees the
     differences between the folds' means, which a jackknife within each fold does not."""
     fold_loo = np.asarray(fold_loo, dtype=np.float64)
-    share_block = share / fold_loo.shape[0]
+    if block_weight is None or not np.sum(block_weight) > 0:
+        share_block = np.full((fold_loo.shape[0], 1), share / fold_loo.shape[0])
+    else:
+        bw = np.asarray(block_weight, dtype=np.float64)
+        share_block = (share * bw / bw.sum())[:, None]
     return (total - share * fold_value + (share - share_block) * fold_loo) / (1.0 - share_block)
 
 

@@ -440,7 +440,8 @@ class Explainer:
         inflation = OOB_VARIANCE_FACTOR if settings["oob"] else 1.0
         classification = self._classification()
         return _assemble(ens, st, methods, names, classification, stats.n_rows, n_blocks,
-                         alpha, lam, inflation, extra, groups=grp)
+                         alpha, lam, inflation, extra, groups=grp,
+                         block_weight=stats.block_weight.copy())
 
     def _mdi_only(self, rows, y, sample_weight, base_margin, methods, names, n_blocks, grp):
         """Measures that read the model alone (in-sample MDI): y optional, nothing routed
