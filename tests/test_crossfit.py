@@ -34,13 +34,15 @@ def test_combination_equals_the_folds_explained_by_hand():
         table = table + len(test) / 300 * r.table
         folds.append((len(test) / 300, r))
     np.testing.assert_allclose(res.table, table, rtol=1e-12)
-    # replicate (f, b): fold f's block b left out, its 1/5 of the fold's weight taken
-    # from all rows
+    # replicate (f, b): fold f's block b left out, its share of the fold's weight (the
+    # block's row count over the fold's) taken from all rows
     for meth in reps:
         for share, r in folds:
             others = table[meth].to_numpy() - share * r.table[meth].to_numpy()
-            reps[meth].append((others + share * 0.8 * r.block_values[meth])
-                              / (1 - share / 5))
+            gone = share * (r.block_weight / r.block_weight.sum())[:, None]
+            assert r.block_weight.sum() == r.n_rows  # unweighted: row counts
+            reps[meth].append((others + (share - gone) * r.block_values[meth])
+                              / (1 - gone))
         rep = np.concatenate(reps[meth])
         jack = np.sqrt(14 / 15 * ((rep - rep.mean(axis=0)) ** 2).sum(axis=0))
         np.testing.assert_allclose(res.stderr[meth], CROSSFIT_VARIANCE_FACTOR * jack,
