@@ -97,12 +97,17 @@ class Explainer:
                                  f"{self.ensemble.n_features} features")
         self.feature_names = feature_names
         self.n_jobs = n_jobs
-        self.fingerprint = self.ensemble.fingerprint
         # random_state=None: one key per Explainer, so that its chunks agree
         self._default_key = block_key(None)
         self._lock = threading.Lock()
         self._inbag = {}
         self._pool = BufferPool()
+
+    @property
+    def fingerprint(self) -> str:
+        """The model's fingerprint (``TreeEnsemble.fingerprint``), which the statistics of
+        ``accumulate`` carry so that those of another model refuse to combine."""
+        return self.ensemble.fingerprint
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -155,7 +160,7 @@ class Explainer:
             stats = self._accumulate(rows, y, names, input_groups, positions=None, oob=oob,
                                      sample_weight=sample_weight, base_margin=base_margin,
                                      n_blocks=n_blocks, key=key, extra=extra,
-                                     progress=progress, out=out)
+                                     progress=progress, out=out, private=True)
             return self._finalize(stats, methods, alpha, lam, grp, names)
 
     def accumulate(self, X, y, *, rows=None, oob=False, sample_weight=None, base_margin=None,
@@ -299,9 +304,11 @@ class Explainer:
             return staged_stats_shape(self.ensemble, n_blocks, True)
         return forest_stats_shape(self.ensemble, n_blocks, self._layout() == ONE_HOT, True)
 
-    def _settings(self, oob, n_blocks, key, extra):
-        return {"model": self.fingerprint, "oob": oob, "n_blocks": int(n_blocks),
-                "block_key": int(key), "layout": self._layout(),
+    def _settings(self, oob, n_blocks, key, extra, private=False):
+        # private: statistics that never leave explain(), which need no fingerprint (it
+        # hashes every node array)
+        return {"model": None if private else self.fingerprint, "oob": oob,
+                "n_blocks": int(n_blocks), "block_key": int(key), "layout": self._layout(),
                 "extra": tuple(sorted(extra))}
 
     def _empty(self, X, y, rows, oob, n_blocks, key, extra, names, input_groups):
@@ -350,7 +357,7 @@ class Explainer:
         return bits
 
     def _accumulate(self, rows, y, names, input_groups, *, positions, oob, sample_weight,
-                    base_margin, n_blocks, key, extra, progress, out):
+                    base_margin, n_blocks, key, extra, progress, out, private=False):
         from . import shap_oob
 
         ens = self.ensemble
@@ -393,7 +400,8 @@ class Explainer:
                                          base_margin=offset)
                   for m in extra}
         return NodeStats(array, layout=layout, n_rows=n, block_weight=block_weight,
-                         settings=self._settings(oob, n_blocks, key, extra), extra=extras,
+                         settings=self._settings(oob, n_blocks, key, extra, private),
+                         extra=extras,
                          names=names, input_groups=input_groups)
 
     def _finalize(self, stats, methods, alpha, lam, grp, names):
@@ -405,7 +413,7 @@ class Explainer:
 
         ens = self.ensemble
         settings = stats.settings
-        if settings["model"] != self.fingerprint:
+        if settings["model"] is not None and settings["model"] != self.fingerprint:
             raise ValueError("these node statistics were accumulated for another model (or "
                              "another iteration_range / missing value); finalize them with "
                              "the Explainer that accumulated them")
