@@ -109,6 +109,18 @@ def test_one_partition_equals_brute_force(forest_classifier):
     assert np.abs(want).max() > 0.01  # the features matter: the check can fail
 
 
+def test_explainer_permutation_importance_on_dask_equals_brute_force(forest_classifier):
+    """An Explainer (model parsed once) takes the same dask path."""
+    model, X, y = forest_classifier
+    Xd, yd = da.from_array(X, chunks=(100, 5)), da.from_array(y, chunks=100)
+    ex = treeimp.Explainer(model)
+    with dask.config.set(SYNC):
+        got = ex.permutation_importance(Xd, yd, scoring="accuracy", n_repeats=2,
+                                        random_state=5)
+    want = brute_force(model.predict, _accuracy, X, y, None, [100] * (len(X) // 100), 5, 2)
+    _close(got.importances, want)
+
+
 def test_uneven_partitions_equal_brute_force_weighted_two_outputs(forest_regressor):
     """r2 and mean squared error of a two-output forest, with weights, on partitions
     of 70, 0, 1 and 129 rows, the data as a dask array and as a dask DataFrame."""

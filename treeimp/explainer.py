@@ -241,7 +241,14 @@ class Explainer:
         """Permutation importance of this model (see :func:`treeimp.permutation_importance`),
         without parsing it again."""
         from .permutation import permutation_importance_parsed
+        from .permutation_dask import dask_permutation_importance, is_dask_collection
 
+        if any(is_dask_collection(v) for v in (X, y, sample_weight, base_margin)):
+            model = self.model if is_pipeline(self.model) else self.ensemble
+            return dask_permutation_importance(
+                model, X, y, scoring=scoring, n_repeats=n_repeats, random_state=random_state,
+                n_jobs=self.n_jobs, sample_weight=sample_weight, groups=groups,
+                base_margin=base_margin)
         u = unwrap(self.model, X,
                    need_input_groups=isinstance(groups, str) and groups == "input")
         names = u.feature_names if self.feature_names is None else self.feature_names
