@@ -150,9 +150,7 @@ def permutation_importance_parsed(ens, X, y, feature_names, input_groups, *, sco
             score, baseline = _bind(ens, scoring, y, w, ens.predict_raw(rows), offset)
             scores = rerouted_permutation_scores(ens, X, columns, score, n_repeats, seed,
                                                  progress)
-        importances = baseline - scores
-        return Bunch(importances_mean=importances.mean(axis=1),
-                     importances_std=importances.std(axis=1), importances=importances)
+        return importance_bunch(baseline - scores, grp, names)
 
     Xw = _working_copy(rows)
     strict, round32 = routing_flags(ens, Xw)
@@ -190,7 +188,12 @@ def permutation_importance_parsed(ens, X, y, feature_names, input_groups, *, sco
             index.finish()
         Xw[:, j] = original
     bar.close()
-    importances = baseline - scores
+    return importance_bunch(baseline - scores, grp, names)
+
+
+def importance_bunch(importances, grp, names):
+    """scikit-learn's Bunch (importances_mean, importances_std, importances) of the
+    (columns, n_repeats) score drops; with feature groups, their names and members."""
     out = Bunch(importances_mean=importances.mean(axis=1),
                 importances_std=importances.std(axis=1), importances=importances)
     if grp is not None:

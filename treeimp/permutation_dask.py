@@ -170,13 +170,10 @@ def dask_permutation_importance(model, X, y, *, scoring=None, n_repeats=5,
         raise RuntimeError(f"partition statistics cover {total.n_rows} rows, X has {n}")
     scores = total.scores(plan)
     baseline = scores[0]
-    importances = baseline - scores[1:].reshape(len(columns), plan.n_repeats)
-    out = Bunch(importances_mean=importances.mean(axis=1),
-                importances_std=importances.std(axis=1), importances=importances)
-    if grp is not None:
-        out.group_names = list(grp.names)
-        out.groups = grp.member_names(names)
-    return out
+    from .permutation import importance_bunch
+
+    return importance_bunch(baseline - scores[1:].reshape(len(columns), plan.n_repeats),
+                            grp, names)
 
 
 class _Plan:
