@@ -306,3 +306,84 @@ def test_use_fused_takes_a_bool():
     with pytest.raises(TypeError, match="True or False"):
         ens, st, _ = _case("regression")
         measures.compute("mdi_oob", ens, st, classification=False, fused=1)
+
+
+def _reference_centered(ens, n, S):
+    """mdi_oob_centered's per-class split sums (B, T, F, C) of a forest by plain loops:
+    (v_l - v_m)(S'_l - c_t n'_l) + (v_r - v_m)(S'_r - c_t n'_r), c_t the root value."""
+    B, C, T, F = n.shape[1], S.shape[0], ens.n_trees, ens.n_features
+    v = ens.value
+    out = np.zeros((B, T, F, C))
+    for t in range(T):
+        lo, hi = ens.tree_offsets[t], ens.tree_offsets[t + 1]
+        for m in range(lo, hi):
+            l, r, f = ens.left[m], ens.right[m], ens.feature[m]
+            if l < 0:
+                continue
+            for b in range(B):
+                for c in range(C):
+                    out[b, t, f, c] += ((v[l, c] - v[m, c]) * (S[c, l, b] - v[lo, c] * n[l, b])
+                                        + (v[r, c] - v[m, c]) * (S[c, r, b] - v[lo, c] * n[r, b]))
+    return out
+
+
+def _reference_boosting(ens, st):
+    """mdi_oob, mdi_oob_centered and ufi split sums (B, T, F) of a boosted model by plain
+    loops: values as they enter the margin (tree_scale * value), unshrunk estimates
+    mu = value / learning rate, centre c_t = mu_root, Newton impurity
+    (R' - 2 mu S' + mu^2 H') / H', in-sample fractions W / W_root."""
+    n, S, H, R = st.n, st.S[0], st.H, st.R
+    B, T, F = n.shape[1], ens.n_trees, ens.n_features
+    mdi, cen, u = (np.zeros((B, T, F)) for _ in range(3))
+    mu = ens.value[:, 0] / ens.tree_learning_rate[ens.node_tree]
+
+    def newton(k, b):
+        return (R[k, b] - 2 * mu[k] * S[k, b] + mu[k] ** 2 * H[k, b]) / H[k, b]
+
+    for t in range(T):
+        lo, hi = ens.tree_offsets[t], ens.tree_offsets[t + 1]
+        v = ens.value[:, 0] * ens.tree_scale[t]
+        wf = ens.weight / ens.weight[lo]
+        for m in range(lo, hi):
+            l, r, f = ens.left[m], ens.right[m], ens.feature[m]
+            if l < 0:
+                continue
+            for b in range(B):
+                mdi[b, t, f] += (v[l] - v[m]) * S[l, b] + (v[r] - v[m]) * S[r, b]
+                cen[b, t, f] += ((v[l] - v[m]) * (S[l, b] - mu[lo] * H[l, b])
+                                 + (v[r] - v[m]) * (S[r, b] - mu[lo] * H[r, b]))
+                if min(n[l, b], n[r, b], H[l, b], H[r, b]) <= 0:
+                    continue
+                insample = (wf[l] * mu[l] ** 2 + wf[r] * mu[r] ** 2 - wf[m] * mu[m] ** 2)
+                u[b, t, f] += (wf[m] * newton(m, b) - wf[l] * newton(l, b)
+                               - wf[r] * newton(r, b) + insample)
+    return {"mdi_oob": mdi, "mdi_oob_centered": cen, "ufi": u}
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("case", ["multiclass", "regression", "multi-output",
+                                  "boosting xgboost", "boosting lightgbm",
+                                  "boosting sklearn"])
+def test_centered_and_boosting_sums_equal_split_by_split_loops(case, fused):
+    """mdi_oob_centered on forests, and all three measures' split sums on boosted models,
+    by both paths against the loops."""
+    from treeimp import measures
+
+    if case.startswith("boosting"):
+        pytest.importorskip(case.split()[-1])
+    ens, st, classification = _case(case)
+    with measures.use_fused(fused):
+        if not case.startswith("boosting"):
+            exp = _reference_centered(ens, st.n, st.S)
+            got = measures.mdi_oob_centered_class_parts(ens, st)
+            np.testing.assert_allclose(got, exp, rtol=1e-12, atol=1e-12 * np.abs(exp).max())
+            return
+        exp = _reference_boosting(ens, st)
+        got = {"mdi_oob": measures.mdi_oob_class_parts(ens, st),
+               "mdi_oob_centered": measures.mdi_oob_centered_class_parts(ens, st),
+               # every tree saw rows in every block: ufi's values are its split sums
+               "ufi": measures.ufi(ens, st, classification=False)[..., None]}
+    for name, e in exp.items():
+        assert np.abs(e).max() > 0, name
+        np.testing.assert_allclose(got[name][..., 0], e, rtol=1e-12,
+                                   atol=1e-12 * np.abs(e).max(), err_msg=name)

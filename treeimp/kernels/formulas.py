@@ -1,10 +1,13 @@
-"""Fused per-split sums for the default measures (mdi_oob, mdi_oob_centered, forest ufi).
+"""Fused per-split sums of mdi_oob, mdi_oob_centered and ufi (forests and boosting).
 
-The formulas in :mod:`treeimp.measures` read like the papers; on a forest of deep trees
-(a million nodes, ten jackknife replicates) their numpy form spends most of its time
-materialising (n_splits, B) temporaries. These kernels evaluate the same per-split terms
-in one pass and add them straight into ``out[tree * n_features + feature, b, c]`` (the
-blocks of one key side by side: the block loop is innermost).
+The formulas in :mod:`treeimp.measures` read like the papers (their numpy forms
+``mdi_oob_parts``, ``mdi_oob_centered_parts``, ``ufi_parts``, which tests/test_formulas.py
+checks these kernels against); on a forest of deep trees (a million nodes, ten jackknife
+replicates) those spend most of their time materialising (n_splits, B) temporaries. These
+kernels evaluate the same per-split terms in one pass and add them straight into
+``out[tree * n_features + feature, b, c]`` (the blocks of one key side by side: the block
+loop is innermost). Their inputs come grouped (:mod:`treeimp.kernel_inputs`: SplitIndex,
+SplitTerms, HeldOut).
 
 Threads own whole trees (splits are stored tree by tree, and a tree's keys are its own),
 so no two threads write the same output cell and no per-thread buffers are needed.
