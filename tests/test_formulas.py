@@ -387,3 +387,38 @@ def test_centered_and_boosting_sums_equal_split_by_split_loops(case, fused):
         assert np.abs(e).max() > 0, name
         np.testing.assert_allclose(got[name][..., 0], e, rtol=1e-12,
                                    atol=1e-12 * np.abs(e).max(), err_msg=name)
+
+
+def test_explain_on_the_numpy_forms_equals_the_default():
+    """An explain inside use_fused(False) (numpy forms end to end: per-block values,
+    standard errors, per-class tables) gives the default's numbers."""
+    from sklearn.ensemble import GradientBoostingRegressor
+
+    from treeimp.measures import use_fused
+
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(240, 4))
+    yc = np.digitize(X[:, 0] + rng.normal(scale=0.5, size=240), [-0.5, 0.5])
+    yr = X[:, 1] + rng.normal(scale=0.5, size=240)
+    methods = ("mdi_oob", "mdi_oob_centered", "ufi")
+    for model, y, oob in ((RandomForestClassifier(n_estimators=6, random_state=0), yc, True),
+                          (GradientBoostingRegressor(n_estimators=6, random_state=0), yr,
+                           False)):
+        model.fit(X[:160], y[:160])
+        Xe, ye = (X[:160], y[:160]) if oob else (X[160:], y[160:])
+        kw = dict(oob=oob, methods=methods, n_blocks=4, random_state=0)
+        a = treeimp.explain(model, Xe, ye, **kw)
+        with use_fused(False):
+            b = treeimp.explain(model, Xe, ye, **kw)
+        for m in methods:
+            scale = np.abs(a.per_tree[m]).max()
+            for attr in ("table", "stderr", "per_tree", "block_values"):
+                np.testing.assert_allclose(np.asarray(getattr(b, attr)[m], float),
+                                           np.asarray(getattr(a, attr)[m], float),
+                                           rtol=1e-10, atol=1e-12 * scale,
+                                           err_msg=f"{m} {attr}")
+        assert set(b.table_by_class) == set(a.table_by_class)
+        assert set(a.table_by_class) == (set(methods) if oob else set())
+        for m, t in a.table_by_class.items():
+            np.testing.assert_allclose(np.asarray(b.table_by_class[m], float),
+                                       np.asarray(t, float), rtol=1e-10, atol=1e-13)
