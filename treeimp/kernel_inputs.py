@@ -25,3 +25,19 @@ StagedTrees = namedtuple("StagedTrees", ["tree_offsets", "tree_output", "tree_sc
 
 # the loss of a boosted model: its code and parameters (losses.py) and base score
 Loss = namedtuple("Loss", ["code", "params", "base_score"])
+
+# the internal nodes of an ensemble for the formula kernels (kernels/formulas.py), split
+# by split in tree order (TreeEnsemble.splits): each split's node, its children, its
+# output key tree * n_features + feature; each tree's first split and first node
+SplitIndex = namedtuple("SplitIndex", ["node", "left", "right", "key", "tree_splits",
+                                       "tree_offsets"])
+
+# what a formula kernel reads besides the evaluation statistics: in-sample weight
+# fractions per node, node values (n_nodes, C), one extra number per split or per tree
+# and output (the measure's in-sample decrease, or mdi_oob_centered's centres)
+SplitTerms = namedtuple("SplitTerms", ["w", "v", "extra"])
+
+# the evaluation statistics (measures.NodeStats planes, (n_nodes, B) and S (C, n_nodes,
+# B)): n', Q', S', H', R' (planes a layout lacks are filled by another of the same shape
+# and not read) and whether n' is the sum of the class planes S' (one-hot class targets)
+HeldOut = namedtuple("HeldOut", ["n", "Q", "S", "H", "R", "n_from_s"])

@@ -12,16 +12,24 @@ model's scale; ``W`` training weights; primes are evaluation-row statistics.
 The measures' names, what each is defined for, their parameters and which formula here
 each runs are the table of :mod:`treeimp.registry`; :func:`compute` dispatches through it.
 
-Numpy throughout, except the per-split sums of the default measures (mdi_oob, forest
-ufi), which :mod:`treeimp.kernels.formulas` evaluates in one fused pass (the formula is
-written out in the docstrings here and in that kernel's comments).
+Numpy throughout. The per-split sums of mdi_oob, mdi_oob_centered and ufi are written
+here as readable numpy formulas (:func:`mdi_oob_parts`, :func:`mdi_oob_centered_parts`,
+:func:`ufi_parts`) and, for speed, as fused numba kernels in
+:mod:`treeimp.kernels.formulas` that evaluate the same terms in one pass without
+(n_splits, B) temporaries (tests/test_formulas.py checks each against the other). The
+measures use the fused kernels unless asked otherwise: ``use_fused(False)`` or
+``compute(..., fused=False)``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import numpy as np
 
 from .ensemble import FOREST
+from .kernel_inputs import HeldOut, SplitIndex, SplitTerms
 from .kernels.formulas import (
     MDI_OOB,
     MDI_OOB_CENTERED,
@@ -99,6 +107,9 @@ class _Splits:
          self.tree_splits) = split_arrays(ens.tree_offsets, ens.left, ens.right, ens.feature,
                                           ens.n_features)
         self.root_of_tree = ens.tree_offsets[:-1]
+        # the same arrays as the fused formula kernels take them
+        self.index = SplitIndex(self.m, self.l, self.r, self.key, self.tree_splits,
+                                ens.tree_offsets)
         self.n_trees, self.n_features = ens.n_trees, ens.n_features
         self._insample = None
         self._decrease = None
@@ -135,25 +146,62 @@ def _margin_value(ens):
     return np.ascontiguousarray(v * ens.tree_scale[ens.node_tree][:, None])
 
 
+# ---------------------------------------------------------------- fused or numpy
+# whether the measures evaluate their per-split sums with the fused kernels (the default)
+# or the numpy forms; a context variable, so a use_fused block affects only its own
+# thread (or asyncio task)
+_FUSED = contextvars.ContextVar("treeimp_measures_fused", default=True)
+
+
+@contextlib.contextmanager
+def use_fused(fused: bool):
+    """Within the ``with`` block (in this thread), mdi_oob, mdi_oob_centered, ufi and their
+    per-class parts evaluate their per-split sums with the fused numba kernels
+    (``fused=True``, the default outside any block) or with the readable numpy forms
+    (``fused=False``), which give the same numbers to float rounding."""
+    if not isinstance(fused, (bool, np.bool_)):
+        raise TypeError(f"use_fused takes True or False, got {fused!r}")
+    token = _FUSED.set(bool(fused))
+    try:
+        yield
+    finally:
+        _FUSED.reset(token)
+
+
+def using_fused() -> bool:
+    """Whether the measures currently use the fused kernels (see :func:`use_fused`)."""
+    return _FUSED.get()
+
+
 def _fused(kind, ens, sp, st, w=None, extra=None, v=None):
-    """Per-split terms of ``kind`` summed per tree and feature: (B, T, F, C). ``v``: the
-    node values the terms read, if not the model's (MDI_OOB: as they enter the margin)."""
+    """Per-split terms of ``kind`` summed per tree and feature by the fused kernel:
+    (B, T, F, C), C = 1 for the one-number terms of UFI_REGRESSION and UFI_BOOSTING.
+    ``v``: the node values the terms read, if not the model's (MDI_OOB: as they enter
+    the margin)."""
     if v is None:
         v = _margin_value(ens) if kind == MDI_OOB else np.ascontiguousarray(
             ens.value, dtype=np.float64)
-    B, C = st.n_blocks, st.S.shape[0]
+    B = st.n_blocks
+    C = 1 if kind in (UFI_REGRESSION, UFI_BOOSTING) else st.S.shape[0]
     # key-major (n_keys, B, C): a split adds to B neighbouring cells, not to B cells a
     # whole (n_keys, C) plane apart (which also fall into one L1 cache set)
     out = np.zeros((sp.n_trees * sp.n_features, B, C))
     dummy = np.zeros(1)
-    # one-hot class targets: the kernel sums n' from the class planes itself
+    terms = SplitTerms(dummy if w is None else w, v, dummy if extra is None else extra)
+    split_sums(kind, sp.index, terms, _held_out(st), out)
+    return _key_major_to_parts(out, sp)
+
+
+def _held_out(st: NodeStats, H=None):
+    """The statistics as the fused kernels take them (kernel_inputs.HeldOut): planes a
+    layout lacks are filled by n' (not read); ``H``: what the kernel reads as H, if not
+    st.H. One-hot class targets: the kernel sums n' from the class planes itself."""
     n_from_s = st.n_is_class_sum
     n = st.S[0] if n_from_s else st.n
-    split_sums(kind, sp.m, sp.l, sp.r, sp.key, sp.tree_splits, ens.tree_offsets,
-               dummy if w is None else w, v, dummy if extra is None else extra,
-               n, n if st.Q is None else st.Q, st.S, n if st.H is None else st.H,
-               n if st.R is None else st.R, n_from_s, out)
-    return _key_major_to_parts(out, sp)
+    if H is None:
+        H = n if st.H is None else st.H
+    return HeldOut(n, n if st.Q is None else st.Q, st.S, H, n if st.R is None else st.R,
+                   n_from_s)
 
 
 def _key_major_to_parts(out, sp):
@@ -236,9 +284,8 @@ def mdi_oob(ens, st: NodeStats, parts=None):
     loss attributable to the splits on each feature. ``parts``: the per-class sums of
     ``class_parts`` for these statistics, when already computed.
     """
-    sp = _splits(ens)
-    parts = _fused(MDI_OOB, ens, sp, st) if parts is None else parts
-    return _per_row(sp, st, parts.sum(axis=-1))
+    parts = mdi_oob_class_parts(ens, st) if parts is None else parts
+    return _per_row(_splits(ens), st, parts.sum(axis=-1))
 
 
 def mdi_oob_centered(ens, st: NodeStats, parts=None):
@@ -260,10 +307,8 @@ def mdi_oob_centered(ens, st: NodeStats, parts=None):
     constant is added to y. ``parts``: the per-class sums of ``class_parts`` when
     already computed.
     """
-    sp = _splits(ens)
-    if parts is None:
-        parts = _fused_centered(ens, sp, st)
-    return _per_row(sp, st, parts.sum(axis=-1))
+    parts = mdi_oob_centered_class_parts(ens, st) if parts is None else parts
+    return _per_row(_splits(ens), st, parts.sum(axis=-1))
 
 
 def _fused_centered(ens, sp, st: NodeStats):
@@ -277,11 +322,8 @@ def _fused_centered(ens, sp, st: NodeStats):
     weights = st.H if boosting else (st.S[0] if st.n_is_class_sum else st.n)
     B, C = st.n_blocks, st.S.shape[0]
     out = np.zeros((sp.n_trees * sp.n_features, B, C))
-    dummy = np.zeros(1)
-    n = st.S[0] if st.n_is_class_sum else st.n
-    split_sums(MDI_OOB_CENTERED, sp.m, sp.l, sp.r, sp.key, sp.tree_splits, ens.tree_offsets,
-               dummy, _margin_value(ens), centre, n, n if st.Q is None else st.Q, st.S,
-               weights, n if st.R is None else st.R, st.n_is_class_sum, out)
+    split_sums(MDI_OOB_CENTERED, sp.index, SplitTerms(np.zeros(1), _margin_value(ens), centre),
+               _held_out(st, H=weights), out)
     return _key_major_to_parts(out, sp)
 
 
@@ -331,21 +373,25 @@ def ufi(ens, st: NodeStats, *, classification: bool, parts=None):
 
     Splits whose children include one without evaluation rows contribute 0. Boosting:
     the regression form on the Newton pseudo-response, exact for squared error with
-    lambda = 0 and an approximation otherwise (see :func:`_ufi_boosting_terms`).
+    lambda = 0 and an approximation otherwise (see :func:`_ufi_boosting_parts`).
+    ``parts``: ``ufi_class_parts`` of a classification forest, when already computed.
     """
+    if parts is None or st.H is not None or not classification:
+        parts = (_fused_ufi if using_fused() else ufi_parts)(ens, st, classification=classification)
+    return _with_rows(_splits(ens), st, parts.sum(axis=-1))
+
+
+def _fused_ufi(ens, st: NodeStats, *, classification: bool):
+    """:func:`ufi_parts` by the fused kernel (UFI_BOOSTING, UFI_CLASSIFICATION or
+    UFI_REGRESSION of kernels/formulas.py)."""
     sp = _splits(ens)
     w = _insample_fraction(ens)
     if st.H is not None:
         mu, delta_in = _ufi_boosting_parts(ens, sp)
-        parts = _fused(UFI_BOOSTING, ens, sp, st, w=w, extra=delta_in, v=mu[:, None])
-        return _with_rows(sp, st, parts[..., 0])
+        return _fused(UFI_BOOSTING, ens, sp, st, w=w, extra=delta_in, v=mu[:, None])
     if classification:  # the constant 1 of the Gini cancels: W_m = W_l + W_r
-        if parts is None:
-            parts = _fused(UFI_CLASSIFICATION, ens, sp, st, w=w)
-    else:
-        parts = _fused(UFI_REGRESSION, ens, sp, st, w=w,
-                       extra=_insample_decrease(ens, sp, "ufi"))
-    return _with_rows(sp, st, parts.sum(axis=-1))
+        return _fused(UFI_CLASSIFICATION, ens, sp, st, w=w)
+    return _fused(UFI_REGRESSION, ens, sp, st, w=w, extra=_insample_decrease(ens, sp, "ufi"))
 
 
 def check_node_means(method, ens):
@@ -469,21 +515,117 @@ def pg_oob(ens, st: NodeStats, *, alpha: float, lam: float, classification: bool
     return _with_rows(sp, st, _per_tree(sp, term))
 
 
+# ------------------------------------------- per-split sums: the numpy forms
+# Each returns (B, n_trees, n_features, C): the measure's terms for every split m (children
+# l, r) and block b, summed over the splits of each tree on each feature. Node-indexed
+# arrays are read at the split's nodes (x[l] is x_l for every split at once); class or
+# output planes come first, (C, n_splits, B), as in NodeStats.S. The fused kernels of
+# kernels/formulas.py compute the same sums (tests/test_formulas.py).
+def mdi_oob_parts(ens, st: NodeStats):
+    """mdi_oob per class c: (v_lc - v_mc) S'_lc + (v_rc - v_mc) S'_rc, with node values v
+    as they enter the margin (:func:`_margin_value`)."""
+    sp = _splits(ens)
+    m, l, r = sp.m, sp.l, sp.r
+    v, S = _margin_value(ens).T[:, :, None], st.S  # v (C, n_nodes, 1)
+    term = (v[:, l] - v[:, m]) * S[:, l] + (v[:, r] - v[:, m]) * S[:, r]
+    return _sum_per_key(sp, term)
+
+
+def mdi_oob_centered_parts(ens, st: NodeStats):
+    """mdi_oob_centered per class c:
+    (v_lc - v_mc)(S'_lc - c_tc N'_l) + (v_rc - v_mc)(S'_rc - c_tc N'_r), c_t the root
+    value of the split's tree (boosting: unshrunk, :func:`_root_centre`), N' = n'
+    (forests) or H' (boosting)."""
+    sp = _splits(ens)
+    m, l, r = sp.m, sp.l, sp.r
+    boosting = st.H is not None
+    v, S = _margin_value(ens).T[:, :, None], st.S
+    N = st.H if boosting else _counts(st)  # (n_nodes, B)
+    c = _root_centre(ens, sp, boosting)[sp.tree].T[:, :, None]  # (C, n_splits, 1)
+    term = (v[:, l] - v[:, m]) * (S[:, l] - c * N[l]) + (v[:, r] - v[:, m]) * (S[:, r] - c * N[r])
+    return _sum_per_key(sp, term)
+
+
+def ufi_parts(ens, st: NodeStats, *, classification: bool):
+    """ufi's split sums, on splits whose children both saw evaluation rows (n'_l, n'_r > 0;
+    boosting also H'_l, H'_r > 0), in-sample weight fractions w = W / W_root:
+
+    classification forests, per class c: w_l v_lc p'_lc + w_r v_rc p'_rc - w_m v_mc p'_mc
+    with held-out class shares p' = S' / n' (the Gini's constant 1 cancels: W_m = W_l +
+    W_r); regression forests (C = 1, summed over outputs): the held-out decrease
+    w_m H'(m) - w_l H'(l) - w_r H'(r) of the mean squared error H' = (Q' - 2 v.S' +
+    |v|^2 n') / n', plus the in-sample decrease (:func:`_insample_variance_decrease`);
+    boosting (C = 1): the same with the Newton impurity H' = (R' - 2 mu S' + mu^2 H') / H'
+    of the unshrunk node estimates mu and their in-sample decrease
+    (:func:`_ufi_boosting_parts`).
+    """
+    sp = _splits(ens)
+    m, l, r = sp.m, sp.l, sp.r
+    w = _insample_fraction(ens)
+    n, S = _counts(st), st.S
+    keep = (n[l] > 0) & (n[r] > 0)  # (n_splits, B)
+    if st.H is not None:
+        mu, delta_in = _ufi_boosting_parts(ens, sp)
+        H = st.H
+        mu = mu[:, None]
+        newton = _safe_div(st.R - 2.0 * mu * S[0] + mu ** 2 * H, H)
+        keep = keep & (H[l] > 0) & (H[r] > 0)
+        term = _decrease(sp, newton, w, keep) + np.where(keep, delta_in[:, None], 0.0)
+        return _sum_per_key(sp, term[None])
+    v = np.asarray(ens.value, dtype=np.float64)
+    if classification:
+        wvp = w[:, None] * v.T[:, :, None] * _safe_div(S, n)  # w_j v_jc p'_jc
+        term = np.where(keep, wvp[:, l] + wvp[:, r] - wvp[:, m], 0.0)
+        return _sum_per_key(sp, term)
+    held_mse = _safe_div(st.Q - 2.0 * np.einsum("nc,cnb->nb", v, S)
+                         + np.einsum("nc,nc->n", v, v)[:, None] * n, n)
+    delta_in = _insample_decrease(ens, sp, "ufi")
+    term = _decrease(sp, held_mse, w, keep) + np.where(keep, delta_in[:, None], 0.0)
+    return _sum_per_key(sp, term[None])
+
+
+def _counts(st: NodeStats):
+    """n' (n_nodes, B); for one-hot class targets the sum of the class planes, built here
+    without keeping it in ``st`` (whose lean form the default measures keep)."""
+    return st.S.sum(axis=0) if st.n_is_class_sum else st.n
+
+
+def _sum_per_key(sp, term):
+    """Split terms (C, n_splits, B) summed per tree and feature: (B, n_trees, n_features,
+    C)."""
+    C, _, B = term.shape
+    size = sp.n_trees * sp.n_features
+    out = np.empty((B, sp.n_trees, sp.n_features, C))
+    for b in range(B):
+        for c in range(C):
+            out[b, :, :, c] = np.bincount(sp.key, weights=term[c, :, b],
+                                          minlength=size).reshape(sp.n_trees, sp.n_features)
+    return out
+
+
 def mdi_oob_class_parts(ens, st: NodeStats):
-    """mdi_oob's per-class split sums (B, n_trees, n_features, C) on a classification
-    forest, before the per-tree scaling (``mdi_oob(..., parts=)``, ``by_class``)."""
-    return _fused(MDI_OOB, ens, _splits(ens), st)
+    """mdi_oob's per-class split sums (B, n_trees, n_features, C) (any model; on a
+    classification forest its per-class form), before the per-tree scaling
+    (``mdi_oob(..., parts=)``, ``by_class``): :func:`mdi_oob_parts`, by the fused kernel
+    unless ``use_fused(False)``."""
+    if using_fused():
+        return _fused(MDI_OOB, ens, _splits(ens), st)
+    return mdi_oob_parts(ens, st)
 
 
 def mdi_oob_centered_class_parts(ens, st: NodeStats):
-    """mdi_oob_centered's per-class split sums (B, n_trees, n_features, C)."""
-    return _fused_centered(ens, _splits(ens), st)
+    """mdi_oob_centered's per-class split sums (B, n_trees, n_features, C):
+    :func:`mdi_oob_centered_parts`, by the fused kernel unless ``use_fused(False)``."""
+    if using_fused():
+        return _fused_centered(ens, _splits(ens), st)
+    return mdi_oob_centered_parts(ens, st)
 
 
 def ufi_class_parts(ens, st: NodeStats):
     """ufi's per-class split sums (B, n_trees, n_features, C) on a classification forest:
-    w_l p_lc p'_lc + w_r p_rc p'_rc - w_m p_mc p'_mc (the Gini's constant 1 cancels)."""
-    return _fused(UFI_CLASSIFICATION, ens, _splits(ens), st, w=_insample_fraction(ens))
+    w_l p_lc p'_lc + w_r p_rc p'_rc - w_m p_mc p'_mc (the Gini's constant 1 cancels);
+    :func:`ufi_parts`, by the fused kernel unless ``use_fused(False)``."""
+    return (_fused_ufi if using_fused() else ufi_parts)(ens, st, classification=True)
 
 
 def class_parts(method, ens, st: NodeStats):
@@ -510,13 +652,12 @@ def class_parts_both(ens, st: NodeStats):
     class statistics (the default methods read the same cells)."""
     sp = _splits(ens)
     B, C = st.n_blocks, st.S.shape[0]
-    if not st.n_is_class_sum:
+    if not st.n_is_class_sum or not using_fused():
         return {m: class_parts(m, ens, st) for m in ("mdi_oob", "ufi")}
     out = {m: np.zeros((sp.n_trees * sp.n_features, B, C)) for m in ("mdi_oob", "ufi")}
-    class_split_sums(sp.m, sp.l, sp.r, sp.key, sp.tree_splits, ens.tree_offsets,
-                     _insample_fraction(ens),
-                     _margin_value(ens), np.ascontiguousarray(ens.value, dtype=np.float64),
-                     st.S, out["mdi_oob"], out["ufi"])
+    class_split_sums(sp.index, _insample_fraction(ens), _margin_value(ens),
+                     np.ascontiguousarray(ens.value, dtype=np.float64), st.S,
+                     out["mdi_oob"], out["ufi"])
     return {m: _key_major_to_parts(o, sp) for m, o in out.items()}
 
 
@@ -552,12 +693,16 @@ def class_values_per_tree(ens, st: NodeStats, parts):
     return parts[0] * np.where(seen, 1.0, np.nan)[:, None, None]
 
 
-def compute(method, ens, st, *, classification, alpha=None, lam=None, parts=None):
+def compute(method, ens, st, *, classification, alpha=None, lam=None, parts=None,
+            fused=None):
     """The per-tree values (B, n_trees, n_features) of the node-statistics measure
     ``method``, through its registry entry (:mod:`treeimp.registry`). ``alpha``, ``lam``:
     pg_oob's parameters; ``parts``: ``class_parts(method, ens, st)`` (mdi_oob,
-    mdi_oob_centered, ufi on a classification forest)."""
+    mdi_oob_centered, ufi on a classification forest); ``fused``: True (fused kernels)
+    or False (numpy forms) for the per-split sums, None: as :func:`use_fused` says (by
+    default fused)."""
     from . import registry
 
-    return registry.compute(method, ens, st, classification=classification,
-                            params={"alpha": alpha, "lam": lam}, parts=parts)
+    with contextlib.nullcontext() if fused is None else use_fused(fused):
+        return registry.compute(method, ens, st, classification=classification,
+                                params={"alpha": alpha, "lam": lam}, parts=parts)

@@ -1,10 +1,13 @@
-"""Fused per-split sums for the default measures (mdi_oob, mdi_oob_centered, forest ufi).
+"""Fused per-split sums of mdi_oob, mdi_oob_centered and ufi (forests and boosting).
 
-The formulas in :mod:`treeimp.measures` read like the papers; on a forest of deep trees
-(a million nodes, ten jackknife replicates) their numpy form spends most of its time
-materialising (n_splits, B) temporaries. These kernels evaluate the same per-split terms
-in one pass and add them straight into ``out[tree * n_features + feature, b, c]`` (the
-blocks of one key side by side: the block loop is innermost).
+The formulas in :mod:`treeimp.measures` read like the papers (their numpy forms
+``mdi_oob_parts``, ``mdi_oob_centered_parts``, ``ufi_parts``, which tests/test_formulas.py
+checks these kernels against); on a forest of deep trees (a million nodes, ten jackknife
+replicates) those spend most of their time materialising (n_splits, B) temporaries. These
+kernels evaluate the same per-split terms in one pass and add them straight into
+``out[tree * n_features + feature, b, c]`` (the blocks of one key side by side: the block
+loop is innermost). Their inputs come grouped (:mod:`treeimp.kernel_inputs`: SplitIndex,
+SplitTerms, HeldOut).
 
 Threads own whole trees (splits are stored tree by tree, and a tree's keys are its own),
 so no two threads write the same output cell and no per-thread buffers are needed.
@@ -27,22 +30,26 @@ MDI_OOB_CENTERED = 4  # (v_l - v_m).(S'_l - c_t N'_l) + (v_r - v_m).(S'_r - c_t 
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def split_sums(kind, node, left, right, key, tree_splits, tree_offsets, w, v, extra, n, Q,
-               S, H, R, n_from_s, out):
+def split_sums(kind, splits, terms, held, out):
     """Accumulate per-split terms of measure ``kind`` into out (n_keys, B, C).
 
-    node/left/right/key: (n_splits,) split node, its children, tree * F + feature;
-    tree_splits: (n_trees + 1,) split offsets per tree, tree_offsets its nodes';
-    w: (n_nodes,) in-sample weight fractions; v: (n_nodes, C) node values (MDI_OOB on a
-    boosted model: as the tree adds them to the margin, i.e. times its DART weight;
-    UFI_BOOSTING: the unshrunk node estimates mu); extra: (n_splits,) in-sample decrease
-    (UFI_REGRESSION, UFI_BOOSTING), or (MDI_OOB_CENTERED) (n_trees * C,) the centres c_t
-    tree by tree; n, Q, H, R: (n_nodes, B); S: (C, n_nodes, B) evaluation statistics
-    (H, R: boosting; MDI_OOB_CENTERED reads its weights N' from H: the hessian sums for
-    boosting, the counts n' otherwise); ``n_from_s``: n' is not stored (one-hot class
-    targets) but the sum over c of S[c] (``n`` and, for MDI_OOB_CENTERED, ``H`` are then
-    not read).
+    splits (kernel_inputs.SplitIndex): node/left/right/key (n_splits,) the split node,
+    its children, tree * F + feature; tree_splits (n_trees + 1,) split offsets per tree,
+    tree_offsets its nodes'. terms (kernel_inputs.SplitTerms): w (n_nodes,) in-sample
+    weight fractions; v (n_nodes, C) node values (MDI_OOB on a boosted model: as the tree
+    adds them to the margin, i.e. times its DART weight; UFI_BOOSTING: the unshrunk node
+    estimates mu); extra: (n_splits,) in-sample decrease (UFI_REGRESSION, UFI_BOOSTING),
+    or (MDI_OOB_CENTERED) (n_trees * C,) the centres c_t tree by tree. held
+    (kernel_inputs.HeldOut): n, Q, H, R (n_nodes, B); S (C, n_nodes, B) evaluation
+    statistics (H, R: boosting; MDI_OOB_CENTERED reads its weights N' from H: the
+    hessian sums for boosting, the counts n' otherwise); ``n_from_s``: n' is not stored
+    (one-hot class targets) but the sum over c of S[c] (``n`` and, for
+    MDI_OOB_CENTERED, ``H`` are then not read). UFI_REGRESSION and UFI_BOOSTING, whose
+    terms are one number (summed over outputs), write column c = 0 of out.
     """
+    node, left, right, key, tree_splits, tree_offsets = splits
+    w, v, extra = terms
+    n, Q, S, H, R, n_from_s = held
     B = n.shape[1]
     C = S.shape[0]
     # mdi_oob and ufi in separate loop nests, unsigned node indices
@@ -103,13 +110,14 @@ def split_sums(kind, node, left, right, key, tree_splits, tree_offsets, w, v, ex
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def class_split_sums(node, left, right, key, tree_splits, tree_offsets, w, v_mdi, v, S,
-                     out_mdi, out_ufi):
+def class_split_sums(splits, w, v_mdi, v, S, out_mdi, out_ufi):
     """The MDI_OOB and UFI_CLASSIFICATION sums of ``split_sums`` for one-hot class targets
     in one pass over the class sums S (C, n_nodes, B) (n' is their sum): both measures
     read the same cells, which this reads once (after the same count pass as
-    ``split_sums``). v_mdi: the node values MDI_OOB reads, v those of ufi; out_mdi,
-    out_ufi: (n_keys, B, C)."""
+    ``split_sums``). splits: kernel_inputs.SplitIndex; w: in-sample weight fractions;
+    v_mdi: the node values MDI_OOB reads, v those of ufi; out_mdi, out_ufi: (n_keys, B,
+    C)."""
+    node, left, right, key, tree_splits, tree_offsets = splits
     B = S.shape[2]
     C = S.shape[0]
     for t in prange(tree_splits.size - 1):
