@@ -12,9 +12,10 @@ RandomForest (``--trees`` trees), both explained on held-out rows.
 
 Reported per model, worker count and row count: wall time of ``treeimp.explain`` (the
 partition-length pass included; dask arrays know their chunk sizes, so there is none
-here), rows per second per worker, and the peak resident memory of each worker process
-(``ru_maxrss`` of a freshly restarted worker, so its start-up memory is included; it
-should stay flat as rows grow: a worker holds a few partitions at a time). For
+here), rows per second per worker, each worker's resident memory before the run and its
+peak during the run (Linux VmHWM, reset before the run; the largest over workers). The
+peak should stay flat as rows grow: a worker holds a few partitions and at most
+``split_every`` partitions' statistics at a time. For
 comparison, the in-memory ``treeimp.explain`` on the first ``--in-memory-max`` row
 counts (numpy arrays of the same design) with 1 and 2 threads.
 
@@ -29,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import sys
 import time
 
@@ -81,9 +81,20 @@ def train_models(args):
     return models
 
 
+def _reset_peak_rss():
+    """Start a new peak-memory measurement of this process (Linux: writing 5 to
+    /proc/self/clear_refs resets VmHWM, the peak resident set size)."""
+    with open("/proc/self/clear_refs", "w") as fh:
+        fh.write("5")
+
+
 def _peak_rss_mb():
-    """Peak resident memory of this process so far (Linux ru_maxrss is in KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    """Peak resident memory of this process since the last reset (VmHWM), in MB."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    raise OSError("no VmHWM in /proc/self/status (peak memory needs Linux)")
 
 
 def run_cluster(models, n_workers, args):
@@ -96,10 +107,10 @@ def run_cluster(models, n_workers, args):
         for name, model in models.items():
             ens = treeimp.parse(model)
             for n in args.rows:
-                client.restart()  # fresh processes: ru_maxrss is this run's peak
-                # warm-up explain on one small chunk: numba's cached kernels loaded
+                # warm-up explain on small chunks: numba's cached kernels loaded
                 Xw, yw = design_dask(2 * n_workers * 1000, args.features, 7, 1000)
                 treeimp.explain(ens, Xw, yw, methods=METHODS, random_state=0)
+                client.run(_reset_peak_rss)
                 start_mb = client.run(_peak_rss_mb)
                 X, y = design_dask(n, args.features, seed=2, chunk_rows=args.chunk_rows)
                 t = time.perf_counter()
@@ -111,7 +122,7 @@ def run_cluster(models, n_workers, args):
                     + ("s" if n_workers > 1 else ""), "rows": n,
                     "wall (s)": round(wall, 2),
                     "rows/s per worker": round(n / wall / n_workers),
-                    "worker RSS after warm-up (MB)": round(max(start_mb.values())),
+                    "worker RSS at start (MB)": round(max(start_mb.values())),
                     "worker peak RSS (MB)": round(max(peak.values())),
                     "top feature": res.ranking()[0]})
                 print(rows_out[-1], flush=True)
@@ -133,7 +144,7 @@ def run_in_memory(models, args):
                                  + ("s" if threads > 1 else ""), "rows": n,
                                  "wall (s)": round(wall, 2),
                                  "rows/s per worker": round(n / wall / threads),
-                                 "worker RSS after warm-up (MB)": "",
+                                 "worker RSS at start (MB)": "",
                                  "worker peak RSS (MB)": "", "top feature": ""})
                 print(rows_out[-1], flush=True)
         del X, y

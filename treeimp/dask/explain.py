@@ -179,6 +179,7 @@ def _kernel_threads(client, n_jobs):
     within the host's cores (None: the Explainer's own n_jobs, one partition at a time)."""
     import dask
     import dask.base
+    import dask.local
 
     if client is not None:
         info = client.scheduler_info(n_workers=-1)["workers"]
