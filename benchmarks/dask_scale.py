@@ -38,6 +38,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import treeimp  # noqa: E402
+from treeimp.dask.explain import explain_dask  # noqa: E402
 
 METHODS = ("mdi_oob", "ufi")
 
@@ -114,12 +115,14 @@ def run_cluster(models, n_workers, args):
                 start_mb = client.run(_peak_rss_mb)
                 X, y = design_dask(n, args.features, seed=2, chunk_rows=args.chunk_rows)
                 t = time.perf_counter()
-                res = treeimp.explain(ens, X, y, methods=METHODS, random_state=0)
+                res = explain_dask(treeimp.Explainer(ens), X, y, methods=METHODS,
+                                   random_state=0, split_every=args.split_every)
                 wall = time.perf_counter() - t
                 peak = client.run(_peak_rss_mb)
                 rows_out.append({
                     "model": name, "where": f"dask {n_workers} worker"
-                    + ("s" if n_workers > 1 else ""), "rows": n,
+                    + ("s" if n_workers > 1 else ""), "split_every": args.split_every,
+                    "rows": n,
                     "wall (s)": round(wall, 2),
                     "rows/s per worker": round(n / wall / n_workers),
                     "worker RSS at start (MB)": round(max(start_mb.values())),
@@ -127,6 +130,25 @@ def run_cluster(models, n_workers, args):
                     "top feature": res.ranking()[0]})
                 print(rows_out[-1], flush=True)
     return rows_out
+
+
+def transfer_sizes(models, args):
+    """What travels: the pickled Explainer (scattered once to every worker) and one
+    partition's pickled statistics (what each partition sends into the reduction)."""
+    import pickle
+
+    X, y = design_numpy(args.chunk_rows, args.features, seed=3)
+    out = {}
+    for name, model in models.items():
+        ex = treeimp.Explainer(model, n_jobs=1)
+        stats = ex.accumulate(X, y, rows=range(len(X)), random_state=0)
+        out[name] = {"explainer (MB)": round(len(pickle.dumps(ex)) / 2**20, 2),
+                     "statistics per partition (MB)":
+                         round(len(pickle.dumps(stats)) / 2**20, 2),
+                     "statistics in memory (MB)": round(stats._array.nbytes / 2**20, 2),
+                     "partition rows": args.chunk_rows}
+        print(name, out[name], flush=True)
+    return out
 
 
 def run_in_memory(models, args):
@@ -141,7 +163,8 @@ def run_in_memory(models, args):
                 treeimp.explain(ens, X, y, methods=METHODS, random_state=0, n_jobs=threads)
                 wall = time.perf_counter() - t
                 rows_out.append({"model": name, "where": f"in memory, {threads} thread"
-                                 + ("s" if threads > 1 else ""), "rows": n,
+                                 + ("s" if threads > 1 else ""), "split_every": "",
+                                 "rows": n,
                                  "wall (s)": round(wall, 2),
                                  "rows/s per worker": round(n / wall / threads),
                                  "worker RSS at start (MB)": "",
@@ -171,6 +194,9 @@ def main(argv=None):
     ap.add_argument("--chunk-rows", type=int, default=250_000,
                     help="rows per partition (default 250000: 50 MB of float32; at most "
                     "1/8 of the smallest --rows)")
+    ap.add_argument("--split-every", type=int, default=4,
+                    help="fan-in of the reduction of partition statistics (default 4, "
+                    "explain_dask's)")
     ap.add_argument("--train-rows", type=int, default=20_000)
     ap.add_argument("--rounds", type=int, default=500)
     ap.add_argument("--depth", type=int, default=6)
@@ -179,20 +205,25 @@ def main(argv=None):
     ap.add_argument("--in-memory-max", type=int, default=4_000_000,
                     help="in-memory comparison up to this many rows (default 4e6)")
     ap.add_argument("--memory-limit", default="4GiB", help="per worker")
+    ap.add_argument("--no-in-memory", action="store_true",
+                    help="skip the in-memory comparison")
     ap.add_argument("--json", default=None, help="also write the rows here")
     args = ap.parse_args(argv)
     args.models = [m.strip() for m in args.models.split(",")]
     # at least 8 partitions of the smallest set, so that 2 workers share the work
     args.chunk_rows = max(1000, min(args.chunk_rows, min(args.rows) // 8))
     models = train_models(args)
+    sizes = transfer_sizes(models, args)
     rows = []
     for w in args.workers:
         rows += run_cluster(models, w, args)
-    rows += run_in_memory(models, args)
+    if not args.no_in_memory:
+        rows += run_in_memory(models, args)
     print(to_markdown(rows))
+    print(to_markdown([{"model": k, **v} for k, v in sizes.items()]))
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump(rows, fh, indent=1)
+            json.dump({"runs": rows, "sizes": sizes}, fh, indent=1)
 
 
 if __name__ == "__main__":
