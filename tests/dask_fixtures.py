@@ -10,15 +10,28 @@ import numpy as np
 import pytest
 
 
+# One cluster for every test module that imports the fixture (pytest registers an
+# imported fixture once per module): started by the first, closed after the last.
+_SHARED = {"users": 0}
+
+
 @pytest.fixture(scope="session")
 def dask_client():
     """A distributed.Client on 2 worker processes of 1 thread each, for the session."""
     from distributed import Client, LocalCluster
 
-    with LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
-                      dashboard_address=None, memory_limit="2GiB") as cluster, \
-            Client(cluster) as client:
-        yield client
+    if _SHARED["users"] == 0:
+        cluster = LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
+                               dashboard_address=None, memory_limit="2GiB")
+        _SHARED.update(cluster=cluster, client=Client(cluster))
+    _SHARED["users"] += 1
+    try:
+        yield _SHARED["client"]
+    finally:
+        _SHARED["users"] -= 1
+        if _SHARED["users"] == 0:
+            _SHARED.pop("client").close()
+            _SHARED.pop("cluster").close()
 
 
 def ensemble_fields(ens):

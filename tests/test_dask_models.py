@@ -32,7 +32,7 @@ def _dask(X, y, chunks=150):
 def test_dask_xgb_regressor_with_early_stopping(dask_client):
     X, y = _data()
     Xv, yv = _data(300, seed=1)
-    model = xgb_dask.DaskXGBRegressor(n_estimators=200, max_depth=3, learning_rate=0.3,
+    model = xgb_dask.DaskXGBRegressor(n_estimators=60, max_depth=3, learning_rate=0.5,
                                       early_stopping_rounds=3, tree_method="hist")
     model.client = dask_client
     model.fit(*_dask(X, y), eval_set=[_dask(Xv, yv)], verbose=False)
