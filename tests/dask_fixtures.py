@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-
 # One cluster for every test module that imports the fixture (pytest registers an
 # imported fixture once per module): started by the first, closed after the last.
 _SHARED = {"users": 0}
