@@ -77,7 +77,7 @@ def parse(model, *, iteration_range=None, missing=None) -> TreeEnsemble:
         from .files import load
 
         return load(model, iteration_range=iteration_range, missing=missing)
-    if isinstance(model, dict):  # what xgboost.dask.train returns
+    if isinstance(model, dict) and "booster" in model:  # what xgboost.dask.train returns
         from ..dask.models import booster_of_train_output
 
         model = booster_of_train_output(model)
