@@ -68,10 +68,10 @@ def explain_dask(explainer, X, y=None, *, oob=False, methods=DEFAULT_METHODS,
     """
     import dask
 
+    from .. import registry
     from ..api import _check_methods, _check_n_blocks
     from ..blocks import BlockKey, block_key
     from ..input_checks import check_methods_for_targets
-    from ..shap_oob import SHAP_METHODS
 
     if isinstance(split_every, bool) or not isinstance(split_every, numbers.Integral) \
             or split_every < 2:
@@ -81,11 +81,12 @@ def explain_dask(explainer, X, y=None, *, oob=False, methods=DEFAULT_METHODS,
     methods = _check_methods(methods, explainer.ensemble, alpha, lam)
     check_methods_for_targets(methods, explainer.ensemble)
     parts = split_partitions(X, y, sample_weight=sample_weight, base_margin=base_margin)
-    if all(m == "mdi" for m in methods):
+    if not any(registry.needs_rows(m) for m in methods):
         return _mdi_only(explainer, parts, methods, groups, n_blocks)
     _check_n_blocks(n_blocks, parts.n_rows)
     key = BlockKey(block_key(random_state))
-    extra = tuple(m for m in methods if m in SHAP_METHODS)
+    # per-row measures (contributions) are accumulated only when named
+    extra = tuple(registry.by_source(methods).get(registry.CONTRIBUTIONS, ()))
 
     client = _active_client()
     worker_ex = _with_n_jobs(explainer, _kernel_threads(client, explainer.n_jobs))
@@ -140,8 +141,8 @@ def _part(values, i):
 
 
 def _mdi_only(explainer, parts, methods, groups, n_blocks):
-    """In-sample MDI reads the model alone: only the first row is read, to check X's
-    columns and name the features as in memory."""
+    """Measures of the model alone (in-sample MDI): only the first row is read, to check
+    X's columns and name the features as in memory."""
     import dask
 
     nonempty = np.flatnonzero(parts.lengths)
