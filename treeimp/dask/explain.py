@@ -60,7 +60,8 @@ def explain_dask(explainer, X, y=None, *, oob=False, methods=DEFAULT_METHODS,
     a time on the Explainer's ``n_jobs``.
 
     random_state None draws one key on the client for every partition (an int gives
-    the blocks of the in-memory call with that int).
+    the blocks of the in-memory call with that int). No progress bar is shown (dask's
+    own diagnostics follow the partitions).
 
     Returns
     -------
