@@ -51,7 +51,7 @@ def _assert_close(cli, api):
                                    err_msg=key)
 
 
-@pytest.mark.parametrize("scheduler", ["synchronous", "threads", "cluster"])
+@pytest.mark.parametrize("scheduler", ["synchronous", "threads", "processes", "cluster"])
 def test_parquet_dataset_on_dask_equals_in_memory(tmp_path, capsys, dask_client,
                                                   scheduler):
     X, y, pattern = _dataset(tmp_path, classes=True)
