@@ -36,8 +36,7 @@ from scipy import stats
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import treeimp  # noqa: E402
-from treeimp.api import OOB_VARIANCE_FACTOR  # noqa: E402
-from treeimp.crossfit import CROSSFIT_VARIANCE_FACTOR  # noqa: E402
+from treeimp.defaults import CROSSFIT_VARIANCE_FACTOR, OOB_VARIANCE_FACTOR  # noqa: E402
 
 METHODS = ("mdi_oob", "mdi_oob_centered", "ufi")
 NOISE_KINDS = ("continuous", "binary", "categorical20", "row_id")
@@ -94,7 +93,10 @@ def _raw_z(res, factor):
     return {m: (res.table[m] / (res.stderr[m] / factor)).to_numpy() for m in METHODS}, res.dof
 
 
-def one_run(n, target, seed, block_counts):
+SETTINGS = ("forest OOB", "forest held-out", "boosting held-out", "boosting cross-fitted")
+
+
+def one_run(n, target, seed, block_counts, settings=SETTINGS):
     """Rows (setting, n_blocks, method, kind, z_raw, dof) of one data set."""
     rng = np.random.default_rng(seed)
     X, kinds, y = null_design(n, target, rng)
@@ -107,21 +109,26 @@ def one_run(n, target, seed, block_counts):
             for kind, v in zip(kinds, z[m]):
                 out.append((setting, B, m, kind, v, dof))
 
-    rf = _forest(target, seed).fit(X, y)
-    rf_half = _forest(target, seed).fit(X[:half], y[:half])
-    gb_half = _boosting(target, seed).fit(X[:half], y[:half])
-    for B in block_counts:
-        record("forest OOB", treeimp.explain(rf, X, y, oob=True, methods=METHODS,
-                                              n_blocks=B, random_state=seed, n_jobs=1),
-               OOB_VARIANCE_FACTOR, B)
-        record("forest held-out", treeimp.explain(rf_half, X[half:], y[half:],
-                                                  methods=METHODS, n_blocks=B,
-                                                  random_state=seed, n_jobs=1), 1.0, B)
-        record("boosting held-out", treeimp.explain(gb_half, X[half:], y[half:],
-                                                    methods=METHODS, n_blocks=B,
-                                                    random_state=seed, n_jobs=1), 1.0, B)
+    if "forest OOB" in settings:
+        rf = _forest(target, seed).fit(X, y)
+        for B in block_counts:
+            record("forest OOB", treeimp.explain(rf, X, y, oob=True, methods=METHODS,
+                                                  n_blocks=B, random_state=seed, n_jobs=1),
+                   OOB_VARIANCE_FACTOR, B)
+    if "forest held-out" in settings:
+        rf_half = _forest(target, seed).fit(X[:half], y[:half])
+        for B in block_counts:
+            record("forest held-out", treeimp.explain(rf_half, X[half:], y[half:],
+                                                      methods=METHODS, n_blocks=B,
+                                                      random_state=seed, n_jobs=1), 1.0, B)
+    if "boosting held-out" in settings:
+        gb_half = _boosting(target, seed).fit(X[:half], y[:half])
+        for B in block_counts:
+            record("boosting held-out", treeimp.explain(gb_half, X[half:], y[half:],
+                                                        methods=METHODS, n_blocks=B,
+                                                        random_state=seed, n_jobs=1), 1.0, B)
     # cross-fitting refits the folds for every block count: the first and the third only
-    for B in block_counts[::2][:2]:
+    for B in (block_counts[::2][:2] if "boosting cross-fitted" in settings else ()):
         record("boosting cross-fitted",
                treeimp.cross_explain(_boosting(target, seed), X, y, cv=5, methods=METHODS,
                                      n_blocks=B, random_state=seed, n_jobs=1),
@@ -133,13 +140,24 @@ def summarise(df, factors):
     """Fraction p < 0.05 and sd of z per (setting, n_blocks, method) for the factors
     ``factors`` (setting -> list of candidate variance factors)."""
     rows = []
+    # each noise z about the mean of its cell (size, target, noise kind): boosting's noise
+    # importances have a negative mean that differs by cell, which inflates the pooled sd
+    # without saying anything about the size of the standard errors
+    cells = [c for c in ("n", "target", "kind") if c in df]
     for (setting, B, m), g in df.groupby(["setting", "n_blocks", "method"]):
+        cell_mean = (g.groupby(cells)["z_raw"].transform("mean").to_numpy() if cells
+                     else g["z_raw"].mean())
+        n_cells = g.groupby(cells).ngroups if cells else 1
         for f in factors.get(setting, [1.0]):
             z = g["z_raw"].to_numpy() / f
-            p = stats.t.sf(z, g["dof"].to_numpy())
+            dof = g["dof"].to_numpy()
+            p = stats.t.sf(z, dof)
+            zc = (g["z_raw"].to_numpy() - cell_mean) / f
             rows.append({"setting": setting, "n_blocks": B, "method": m, "factor": round(f, 3),
                          "n_noise": len(z), "frac_p_lt_05": np.mean(p < 0.05),
-                         "z_mean": z.mean(), "z_sd": z.std(ddof=1)})
+                         "z_mean": z.mean(), "z_sd": z.std(ddof=1),
+                         "z_sd_in_cell": np.sqrt(np.sum(zc**2) / max(len(zc) - n_cells, 1)),
+                         "frac_in_cell_p_lt_05": np.mean(stats.t.sf(zc, dof) < 0.05)})
     return pd.DataFrame(rows)
 
 
@@ -150,8 +168,14 @@ def main(argv=None):
     ap.add_argument("--sizes", default=None, help="comma-separated row counts")
     ap.add_argument("--blocks", default="10,20,30,50")
     ap.add_argument("--targets", default="regression,binary,strobl")
+    ap.add_argument("--settings", default=",".join(SETTINGS),
+                    help="comma-separated subset of: " + ", ".join(SETTINGS))
     ap.add_argument("--out", default=None, help="CSV of the raw z-scores")
     args = ap.parse_args(argv)
+    settings = args.settings.split(",")
+    unknown = sorted(set(settings) - set(SETTINGS))
+    if unknown:
+        ap.error(f"unknown settings {unknown}; choose from {list(SETTINGS)}")
     sizes = [int(s) for s in (args.sizes or ("300,1000" if args.quick
                                               else "300,1000,5000")).split(",")]
     reps = args.reps or (2 if args.quick else 6)
@@ -161,7 +185,8 @@ def main(argv=None):
     for n in sizes:
         for target in args.targets.split(","):
             for r in range(reps if n < 5000 else max(1, reps // 2)):
-                rows += [(n, target, *row) for row in one_run(n, target, 1000 * n + r, blocks)]
+                rows += [(n, target, *row) for row in one_run(n, target, 1000 * n + r, blocks,
+                                                                  settings)]
             print(f"n={n} {target}: {time.perf_counter() - t0:.0f} s", file=sys.stderr,
                   flush=True)
     df = pd.DataFrame(rows, columns=["n", "target", "setting", "n_blocks", "method", "kind",

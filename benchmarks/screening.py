@@ -140,16 +140,20 @@ def _held_out_split(n, seed):
     return idx[:cut], idx[cut:]
 
 
-def run_treeimp(X, y, task, seed, cfg):
-    """{method name: (kept mask, p-values, scores, seconds)} for treeimp's settings."""
-    out = {}
+def run_forest(X, y, task, seed, n_trees, label=""):
+    """treeimp's forest out of bag: ({method name: result}, the fitted forest)."""
     t = time.perf_counter()
-    rf = forest(task, seed, cfg["trees"]).fit(X, y)
+    rf = forest(task, seed, n_trees).fit(X, y)
     res = treeimp.explain(rf, X, y, oob=True, methods=TREEIMP_MEASURES, random_state=seed,
                           n_jobs=1)
     dt = time.perf_counter() - t
-    for m in TREEIMP_MEASURES:
-        out[f"treeimp forest OOB {m}"] = _from_result(res, m, dt)
+    return {f"treeimp forest OOB{label} {m}": _from_result(res, m, dt)
+            for m in TREEIMP_MEASURES}, rf
+
+
+def run_treeimp(X, y, task, seed, cfg):
+    """{method name: (kept mask, p-values, scores, seconds)} for treeimp's settings."""
+    out, rf = run_forest(X, y, task, seed, cfg["trees"])
     train, test = _held_out_split(len(y), seed)
     t = time.perf_counter()
     gb = boosting(task, seed, cfg["rounds"]).fit(X[train], y[train])
@@ -254,8 +258,23 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="one small repetition per design")
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--designs", default=None, help="comma-separated design numbers (0-5)")
+    ap.add_argument("--first-rep", type=int, default=0,
+                    help="first repetition (seeds 100 * design + rep), to run a study in "
+                         "parts")
+    ap.add_argument("--only-forest-trees", type=int, default=None,
+                    help="run only treeimp's forest out of bag, with this many trees "
+                         "(rows labelled with the count, to add to a study's CSVs)")
     ap.add_argument("--out", default=None, help="CSV of every repetition")
+    ap.add_argument("--summarise", default=None,
+                    help="comma-separated CSVs written by --out: print their table only")
     args = ap.parse_args(argv)
+    if args.summarise:
+        df = pd.concat([pd.read_csv(f) for f in args.summarise.split(",")],
+                       ignore_index=True)
+        table = summarise(df)
+        print(to_markdown(table))
+        print(f"\n{df.groupby('design')['rep'].nunique().to_dict()} repetitions per design")
+        return table
     cfg = ({"reps": 1, "scale": 0.25, "trees": 20, "rounds": 20, "boruta_iter": 5,
             "boruta_trees": 20, "shap": False} if args.quick else
            {"reps": 3, "scale": 1.0, "trees": 100, "rounds": 100, "boruta_iter": 50,
@@ -271,14 +290,18 @@ def main(argv=None):
         d = list(DESIGNS).index(name)  # seeds follow the design, not the selection
         make, n = DESIGNS[name]
         n = max(150, int(n * cfg["scale"]))
-        for r in range(cfg["reps"]):
+        for r in range(args.first_rep, args.first_rep + cfg["reps"]):
             seed = 100 * d + r
             X, y, relevant, task = make(n, np.random.default_rng(seed))
-            results, rf = run_treeimp(X, y, task, seed, cfg)
-            results["Boruta (RF depth 5)"] = run_boruta(X, y, task, seed, cfg)
-            results["permutation (RF, held-out, z-test + BH)"] = run_permutation(
-                X, y, task, seed, cfg)
-            results.update(run_rankers(X, y, rf, seed, cfg))
+            if args.only_forest_trees:
+                results, _ = run_forest(X, y, task, seed, args.only_forest_trees,
+                                        f" ({args.only_forest_trees} trees)")
+            else:
+                results, rf = run_treeimp(X, y, task, seed, cfg)
+                results["Boruta (RF depth 5)"] = run_boruta(X, y, task, seed, cfg)
+                results["permutation (RF, held-out, z-test + BH)"] = run_permutation(
+                    X, y, task, seed, cfg)
+                results.update(run_rankers(X, y, rf, seed, cfg))
             for method, (kept, p, sc, sec) in results.items():
                 rows.append({"design": f"{name} (n={n})", "rep": r, "method": method,
                              "seconds": sec,

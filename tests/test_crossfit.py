@@ -1,14 +1,18 @@
 """cross_explain: every row evaluated once by a model that did not see it, the folds
-combined as a stratified estimate (checked against the folds' own explain results),
-screening on Zhou & Hooker's design, and input errors."""
+combined into one estimate (checked against the folds' own explain results), its
+standard error one jackknife over all folds' row blocks (checked against a brute-force
+delete-a-block jackknife of a per-row mean), screening on Zhou & Hooker's design, and
+input errors."""
 
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.ensemble import GradientBoostingRegressor, RandomForestClassifier
 from sklearn.model_selection import KFold
 
 import treeimp
-from treeimp.crossfit import CROSSFIT_VARIANCE_FACTOR
+from treeimp.crossfit import CROSSFIT_VARIANCE_FACTOR, combine_folds
+from treeimp.result import Importances
 
 
 def test_combination_equals_the_folds_explained_by_hand():
@@ -20,20 +24,79 @@ def test_combination_equals_the_folds_explained_by_hand():
     res = treeimp.cross_explain(gb, X, y, cv=cv, methods=("mdi_oob", "ufi"), n_blocks=5,
                                 random_state=0)
     seeds = np.random.default_rng(0).integers(np.iinfo(np.int32).max, size=3)
-    table, var = 0.0, 0.0
+    table, reps = 0.0, {"mdi_oob": [], "ufi": []}
+    folds = []
     for (train, test), seed in zip(cv.split(X), seeds):
         m = GradientBoostingRegressor(n_estimators=10, max_depth=2, random_state=0)
         m.fit(X[train], y[train])
         r = treeimp.explain(m, X[test], y[test], methods=("mdi_oob", "ufi"), n_blocks=5,
                             random_state=int(seed))
         table = table + len(test) / 300 * r.table
-        var = var + (len(test) / 300) ** 2 * r.stderr**2
+        folds.append((len(test) / 300, r))
     np.testing.assert_allclose(res.table, table, rtol=1e-12)
-    np.testing.assert_allclose(res.stderr, CROSSFIT_VARIANCE_FACTOR * np.sqrt(var),
-                               rtol=1e-12)
-    assert res.dof == 3 * 4 and res.n_rows == 300
+    # replicate (f, b): fold f's block b left out, its share of the fold's weight (the
+    # block's row count over the fold's) taken from all rows
+    for meth in reps:
+        for share, r in folds:
+            others = table[meth].to_numpy() - share * r.table[meth].to_numpy()
+            gone = share * (r.block_weight / r.block_weight.sum())[:, None]
+            assert r.block_weight.sum() == r.n_rows  # unweighted: row counts
+            reps[meth].append((others + (share - gone) * r.block_values[meth])
+                              / (1 - gone))
+        rep = np.concatenate(reps[meth])
+        jack = np.sqrt(14 / 15 * ((rep - rep.mean(axis=0)) ** 2).sum(axis=0))
+        np.testing.assert_allclose(res.stderr[meth], CROSSFIT_VARIANCE_FACTOR * jack,
+                                   rtol=1e-10)
+    assert res.dof == 3 * 5 - 1 and res.n_rows == 300
     assert res.per_tree["ufi"].shape == (30, 4)
     assert res.block_values["ufi"].shape == (15, 4)
+
+
+def _fold_result(terms, blocks, n_blocks):
+    """An Importances of a per-row mean: ``terms`` (rows, features) of one fold, its
+    value the mean and its leave-one-block-out values the means without each block."""
+    loo = np.array([terms[blocks != b].mean(axis=0) for b in range(n_blocks)])
+    names = [f"x{j}" for j in range(terms.shape[1])]
+    frame = lambda v: pd.DataFrame({"mdi_oob": v}, index=names)  # noqa: E731
+    return Importances(table=frame(terms.mean(axis=0)), stderr=frame(np.ones(terms.shape[1])),
+                       stderr_trees=frame(np.ones(terms.shape[1])),
+                       per_tree={"mdi_oob": terms.mean(axis=0)[None]},
+                       block_values={"mdi_oob": loo}, n_blocks=n_blocks, kind="boosting",
+                       n_rows=len(terms))
+
+
+def test_pooled_jackknife_equals_brute_force_over_all_rows():
+    """For a per-row mean with the folds' models fixed, the combined error is the
+    delete-a-block jackknife of the mean over all rows, every (fold, block) left out in
+    turn; folds of different sizes and means (a between-fold spread the error must
+    include)."""
+    rng = np.random.default_rng(4)
+    sizes, B = (60, 80, 100), 4
+    terms = [rng.normal(loc=mu, size=(k, 3)) for k, mu in zip(sizes, (-1.0, 0.0, 2.0))]
+    blocks = [rng.permutation(np.arange(k) % B) for k in sizes]
+    parts = [_fold_result(t, b, B) for t, b in zip(terms, blocks)]
+    n = sum(sizes)
+    res = combine_folds(parts, np.array(sizes) / n, n_rows=n, factor=1.0)
+    all_terms = np.concatenate(terms)
+    np.testing.assert_allclose(res.table["mdi_oob"], all_terms.mean(axis=0), rtol=1e-12)
+    keep = np.ones((len(sizes) * B, n), bool)
+    start = np.cumsum((0,) + sizes)
+    for f, b in enumerate(blocks):
+        for j in range(B):
+            keep[f * B + j, start[f]:start[f + 1]] = b != j
+    loo = np.array([all_terms[k].mean(axis=0) for k in keep])
+    np.testing.assert_allclose(res.block_values["mdi_oob"], loo, rtol=1e-12)
+    nb = len(loo)
+    jack = np.sqrt((nb - 1) / nb * ((loo - loo.mean(axis=0)) ** 2).sum(axis=0))
+    np.testing.assert_allclose(res.stderr["mdi_oob"], jack, rtol=1e-12)
+    assert res.dof == nb - 1
+    # the within-fold (stratified) error misses the folds' different means
+    within = np.sqrt(sum((k / n) ** 2 * (B - 1) / B
+                         * ((r.block_values["mdi_oob"] - r.block_values["mdi_oob"].mean(0))
+                            ** 2).sum(0) for k, r in zip(sizes, parts)))
+    assert np.all(jack > 1.1 * within), (jack, within)
+    res_default = combine_folds(parts, np.array(sizes) / n, n_rows=n)
+    np.testing.assert_allclose(res_default.stderr["mdi_oob"], CROSSFIT_VARIANCE_FACTOR * jack)
 
 
 def test_groups_are_member_sums_in_every_fold():
@@ -91,7 +154,7 @@ def test_classifier_folds_are_stratified_and_weights_reach_fit():
     y = np.where(np.arange(200) < 20, 1, 0)
     rf = RandomForestClassifier(n_estimators=5, random_state=0)
     res = treeimp.cross_explain(rf, X, y, cv=4, n_blocks=5, random_state=0)
-    assert res.n_rows == 200 and res.dof == 16
+    assert res.n_rows == 200 and res.dof == 4 * 5 - 1
     w = np.where(np.arange(200) % 2 == 0, 1.0, 0.0)
     res_w = treeimp.cross_explain(rf, X, y, cv=4, n_blocks=5, random_state=0,
                                   sample_weight=w)

@@ -154,7 +154,7 @@ def test_cross_fitted_path_evaluates_every_row():
     gb = GradientBoostingClassifier(n_estimators=20, max_depth=2, random_state=0)
     sel = ImportanceSelector(gb, cv=3, random_state=0).fit(X, y)
     assert sel.importances_.n_rows == 600  # every row, each by a model that did not see it
-    assert sel.importances_.dof == 3 * (sel.n_blocks - 1)
+    assert sel.importances_.dof == 3 * sel.n_blocks - 1  # one jackknife over all blocks
     assert sel.method_ == "mdi_oob_centered" and sel.importances_.kind == "boosting"
     # estimator_ is a clone fitted on all rows
     assert sel.estimator_.train_score_.shape == (20,)

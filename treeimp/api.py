@@ -128,7 +128,7 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
 
 
 def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alpha, lam,
-              inflation=1.0, extra=None, groups=None):
+              inflation=1.0, extra=None, groups=None, block_weight=None):
     forest = ens.kind == FOREST
     agg = _nanmean_trees if forest else _nansum_trees
     # feature groups: per-tree values (and their leave-one-block-out replicates) summed
@@ -177,7 +177,8 @@ def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alph
     return Importances(table=frame(table), stderr=frame(se), stderr_trees=frame(se_trees),
                        per_tree=per_tree, block_values=blocks, n_blocks=n_blocks,
                        kind=ens.kind, n_rows=n_rows, table_by_class=by_class,
-                       model_name=ens.model_name, groups=member_names)
+                       model_name=ens.model_name, groups=member_names,
+                       block_weight=block_weight)
 
 
 def jackknife_stderr(loo_values):

@@ -12,17 +12,10 @@ from sklearn.base import clone, is_classifier
 from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.utils import _safe_indexing
 
-from .api import DEFAULT_METHODS, DEFAULT_N_BLOCKS, explain
+from .api import DEFAULT_METHODS, DEFAULT_N_BLOCKS, explain, jackknife_stderr
+from .defaults import CROSSFIT_VARIANCE_FACTOR
 from .result import Importances
 from .targets import as_1d_target, check_sample_weight
-
-# Every row trains the other folds' models and is evaluated by its own fold's model, so
-# under the null each pair of rows in different folds enters the combined importance
-# twice (z_i against the fit to z_j in one fold, z_j against the fit to z_i in the
-# other), with positively correlated terms; the within-fold row blocks, which hold each
-# fold's model fixed, see one of the two. Measured on null designs
-# (benchmarks/calibration.py, benchmarks/README.md).
-CROSSFIT_VARIANCE_FACTOR = np.sqrt(1.5)
 
 
 def cross_explain(estimator, X, y, *, cv=5, methods=DEFAULT_METHODS, sample_weight=None,
@@ -34,17 +27,23 @@ def cross_explain(estimator, X, y, *, cv=5, methods=DEFAULT_METHODS, sample_weig
     The rows are split into ``cv`` folds (stratified by class for classifiers). For each
     fold a clone of ``estimator`` is fitted on the other folds and explained with
     :func:`treeimp.explain` on the held-out fold (``n_blocks`` random row blocks within
-    the fold). The folds are combined as a stratified estimate:
+    the fold). The folds are combined into one estimate:
 
     - importance: the folds' importances weighted by their share of the evaluation
-      weight (rows, or ``sample_weight``): sum_f w_f I_f;
-    - standard error: sqrt(sum_f w_f^2 se_f^2) times ``CROSSFIT_VARIANCE_FACTOR``
-      (sqrt(1.5)), se_f each fold's delete-a-block jackknife error. The folds have
-      different models, so each fold's error is taken about its own model; the factor
-      accounts for every row both training (other folds) and evaluating (its own fold),
-      which the fixed-model blocks do not see (measured on null designs: the fraction of
-      noise features with p < 0.05 and the z-scores' spread, benchmarks/README.md);
-    - p-values: t with sum_f (n_blocks_f - 1) degrees of freedom; q-values by
+      weight (rows, or ``sample_weight``): sum_f w_f I_f, for mdi_oob and
+      mdi_oob_centered the mean over all n rows of each row's term under its own fold's
+      model;
+    - standard error: one delete-a-block jackknife over all ``cv * n_blocks`` row
+      blocks of that combined estimate, the folds' models held fixed: leaving out block
+      b of fold f replaces I_f by the fold's leave-one-block-out value and takes the
+      block's weight from every row (for per-row means exactly the mean over the other
+      rows of all folds), so differences between the folds' means enter the error, which
+      a jackknife within each fold (about the fold's own mean) would not see. Times
+      ``CROSSFIT_VARIANCE_FACTOR`` (sqrt(1.25)): every row also trains the other folds'
+      models, which fixed-model blocks do not see. Chosen on null designs
+      (benchmarks/calibration.py; benchmarks/README.md): the noise z-scores' spread
+      about their mean is 0.87-1.10 by design and size;
+    - p-values: t with ``cv * n_blocks - 1`` degrees of freedom; q-values by
       Benjamini-Hochberg across features.
 
     This is the screening to use for boosting models: every row is evaluated (a single
@@ -80,8 +79,9 @@ def cross_explain(estimator, X, y, *, cv=5, methods=DEFAULT_METHODS, sample_weig
     -------
     Importances
         ``per_tree`` holds the fold models' trees one after another; ``block_values``
-        the combined estimate with one block of one fold left out (cv * n_blocks rows);
-        ``stderr_trees`` combines the folds' across-trees errors like ``stderr``.
+        the combined estimate with one block of one fold left out (cv * n_blocks rows,
+        fold by fold), the replicates of the jackknife; ``stderr_trees`` is
+        sqrt(sum_f w_f^2 se_trees_f^2) of the folds' across-trees errors.
 
     Examples
     --------
@@ -124,23 +124,25 @@ def cross_explain(estimator, X, y, *, cv=5, methods=DEFAULT_METHODS, sample_weig
     return combine_folds(parts, shares / shares.sum(), n_rows=n)
 
 
-def combine_folds(parts, shares, *, n_rows):
+def combine_folds(parts, shares, *, n_rows, factor=None):
     """One Importances from the folds' results ``parts`` (same features and methods),
-    weighted by ``shares`` (summing to 1); see :func:`cross_explain`."""
+    weighted by ``shares`` (the folds' shares of the evaluation weight, summing to 1);
+    see :func:`cross_explain`. ``factor``: the variance factor (default
+    ``CROSSFIT_VARIANCE_FACTOR``)."""
+    factor = CROSSFIT_VARIANCE_FACTOR if factor is None else float(factor)
     first = parts[0]
     index = first.table.index
     methods = first.methods
     w = np.asarray(shares, dtype=np.float64)
     table = sum(wf * r.table for wf, r in zip(w, parts))
-    stderr = CROSSFIT_VARIANCE_FACTOR * np.sqrt(
-        sum(wf**2 * r.stderr**2 for wf, r in zip(w, parts)))
     stderr_trees = np.sqrt(sum(wf**2 * r.stderr_trees**2 for wf, r in zip(w, parts)))
-    blocks, per_tree = {}, {}
+    blocks, per_tree, stderr = {}, {}, {}
     for m in methods:
         total = table[m].to_numpy()
-        # the combined estimate with block b of fold f left out
-        blocks[m] = np.concatenate([total - wf * (r.table[m].to_numpy() - r.block_values[m])
+        blocks[m] = np.concatenate([pooled_replicates(total, wf, r.table[m].to_numpy(),
+                                                      r.block_values[m], r.block_weight)
                                     for wf, r in zip(w, parts)])
+        stderr[m] = factor * jackknife_stderr(blocks[m])
         per_tree[m] = np.concatenate([r.per_tree[m] for r in parts])
     by_class = {}
     for m in first.table_by_class:
@@ -152,7 +154,25 @@ def combine_folds(parts, shares, *, n_rows):
                        per_tree=per_tree, block_values=blocks, n_blocks=n_blocks,
                        kind=first.kind, n_rows=n_rows, table_by_class=by_class,
                        model_name=f"{first.model_name}, cross-fitted over {len(parts)} folds",
-                       dof=sum(r.n_blocks - 1 for r in parts), groups=first.groups)
+                       dof=n_blocks - 1, groups=first.groups)
+
+
+def pooled_replicates(total, share, fold_value, fold_loo, block_weight=None):
+    """The combined estimate with one row block of one fold left out, for each of that
+    fold's blocks: the fold's ``fold_loo`` (B, features) leave-one-block-out values in
+    place of its ``fold_value``, and the left-out block's weight (its share of the fold's
+    ``block_weight`` times ``share``; share / B when the block weights are not known)
+    taken from every row's weight, not from its fold's alone. For a per-row mean (mdi_oob,
+    mdi_oob_centered) this is exactly the per-row mean over all folds' rows without that
+    block, the folds' models held fixed, so the jackknife over all K x B blocks sees the
+    differences between the folds' means, which a jackknife within each fold does not."""
+    fold_loo = np.asarray(fold_loo, dtype=np.float64)
+    if block_weight is None or not np.sum(block_weight) > 0:
+        share_block = np.full((fold_loo.shape[0], 1), share / fold_loo.shape[0])
+    else:
+        bw = np.asarray(block_weight, dtype=np.float64)
+        share_block = (share * bw / bw.sum())[:, None]
+    return (total - share * fold_value + (share - share_block) * fold_loo) / (1.0 - share_block)
 
 
 def _n_rows(X):

@@ -11,3 +11,8 @@ OOB_VARIANCE_FACTOR = math.sqrt(1.6)
 
 # the measures explain() reports when none are named
 DEFAULT_METHODS = ("mdi", "mdi_oob", "ufi")
+
+# cross-fitted (treeimp.cross_explain): the jackknife over all folds' row blocks holds
+# the folds' models fixed, and every row trains the other folds' models as well as being
+# evaluated by its own; measured on null designs (benchmarks/calibration.py)
+CROSSFIT_VARIANCE_FACTOR = math.sqrt(1.25)

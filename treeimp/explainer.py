@@ -98,12 +98,17 @@ class Explainer:
                                  f"{self.ensemble.n_features} features")
         self.feature_names = feature_names
         self.n_jobs = n_jobs
-        self.fingerprint = self.ensemble.fingerprint
         # random_state=None: one key per Explainer, so that its chunks agree
         self._default_key = block_key(None)
         self._lock = threading.Lock()
         self._inbag = {}
         self._pool = BufferPool()
+
+    @property
+    def fingerprint(self) -> str:
+        """The model's fingerprint (``TreeEnsemble.fingerprint``), which the statistics of
+        ``accumulate`` carry so that those of another model refuse to combine."""
+        return self.ensemble.fingerprint
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -163,7 +168,7 @@ class Explainer:
             stats = self._accumulate(rows, y, names, input_groups, positions=None, oob=oob,
                                      sample_weight=sample_weight, base_margin=base_margin,
                                      n_blocks=n_blocks, key=key, extra=extra,
-                                     progress=progress, out=out)
+                                     progress=progress, out=out, private=True)
             return self._finalize(stats, methods, alpha, lam, grp, names)
 
     def accumulate(self, X, y, *, rows=None, oob=False, sample_weight=None, base_margin=None,
@@ -244,7 +249,14 @@ class Explainer:
         """Permutation importance of this model (see :func:`treeimp.permutation_importance`),
         without parsing it again."""
         from .permutation import permutation_importance_parsed
+        from .permutation_dask import dask_permutation_importance, is_dask_collection
 
+        if any(is_dask_collection(v) for v in (X, y, sample_weight, base_margin)):
+            model = self.model if is_pipeline(self.model) else self.ensemble
+            return dask_permutation_importance(
+                model, X, y, scoring=scoring, n_repeats=n_repeats, random_state=random_state,
+                n_jobs=self.n_jobs, sample_weight=sample_weight, groups=groups,
+                base_margin=base_margin)
         u = unwrap(self.model, X,
                    need_input_groups=isinstance(groups, str) and groups == "input")
         names = u.feature_names if self.feature_names is None else self.feature_names
@@ -307,9 +319,11 @@ class Explainer:
             return staged_stats_shape(self.ensemble, n_blocks, True)
         return forest_stats_shape(self.ensemble, n_blocks, self._layout() == ONE_HOT, True)
 
-    def _settings(self, oob, n_blocks, key, extra):
-        return {"model": self.fingerprint, "oob": oob, "n_blocks": int(n_blocks),
-                "block_key": int(key), "layout": self._layout(),
+    def _settings(self, oob, n_blocks, key, extra, private=False):
+        # private: statistics that never leave explain(), which need no fingerprint (it
+        # hashes every node array)
+        return {"model": None if private else self.fingerprint, "oob": oob,
+                "n_blocks": int(n_blocks), "block_key": int(key), "layout": self._layout(),
                 "extra": tuple(sorted(extra))}
 
     def _empty(self, X, y, rows, oob, n_blocks, key, extra, names, input_groups):
@@ -358,7 +372,7 @@ class Explainer:
         return bits
 
     def _accumulate(self, rows, y, names, input_groups, *, positions, oob, sample_weight,
-                    base_margin, n_blocks, key, extra, progress, out):
+                    base_margin, n_blocks, key, extra, progress, out, private=False):
         from . import shap_oob
 
         ens = self.ensemble
@@ -401,7 +415,8 @@ class Explainer:
                                          base_margin=offset)
                   for m in extra}
         return NodeStats(array, layout=layout, n_rows=n, block_weight=block_weight,
-                         settings=self._settings(oob, n_blocks, key, extra), extra=extras,
+                         settings=self._settings(oob, n_blocks, key, extra, private),
+                         extra=extras,
                          names=names, input_groups=input_groups)
 
     def _finalize(self, stats, methods, alpha, lam, grp, names):
@@ -413,7 +428,7 @@ class Explainer:
 
         ens = self.ensemble
         settings = stats.settings
-        if settings["model"] != self.fingerprint:
+        if settings["model"] is not None and settings["model"] != self.fingerprint:
             raise ValueError("these node statistics were accumulated for another model (or "
                              "another iteration_range / missing value); finalize them with "
                              "the Explainer that accumulated them")
@@ -448,7 +463,8 @@ class Explainer:
         inflation = OOB_VARIANCE_FACTOR if settings["oob"] else 1.0
         classification = self._classification()
         return _assemble(ens, st, methods, names, classification, stats.n_rows, n_blocks,
-                         alpha, lam, inflation, extra, groups=grp)
+                         alpha, lam, inflation, extra, groups=grp,
+                         block_weight=stats.block_weight.copy())
 
     def _mdi_only(self, rows, y, sample_weight, base_margin, methods, names, n_blocks, grp):
         """Measures that read the model alone (in-sample MDI): y optional, nothing routed

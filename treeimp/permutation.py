@@ -28,6 +28,7 @@ from .input_checks import check_explainable, check_unique_columns
 from .leaf_index import LeafIndex
 from .offsets import check_base_margin
 from .parsers import parse
+from .permutation_dask import dask_permutation_importance, is_dask_collection
 from .pipeline import unwrap
 from .progress import progress_bar
 from .routing import _forest_scale, predict_ensemble, routing_flags
@@ -52,6 +53,11 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
         scikit-learn's ``X.copy()``); a sparse X is made dense for it, its absent
         entries read as the model's library reads them (XGBoost: missing; LightGBM,
         scikit-learn: 0).
+        A dask array or DataFrame (``pip install "treeimp[dask]"``; y, sample_weight
+        and base_margin then dask collections partitioned as X, or in-memory arrays):
+        each partition permutes its own rows with a seeded generator and returns score
+        sums, added up on the cluster (``treeimp/permutation_dask.py`` explains and
+        measures the scheme; roc_auc is refused).
     y : array-like (n_rows,)
     scoring : None or str
         None (accuracy for classifiers, r2 for regressors, as ``model.score``),
@@ -61,11 +67,12 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     random_state : int, RandomState or None
         As in scikit-learn: with the same value, the same permutations.
     n_jobs : int or None
-        Threads for routing.
+        Threads for routing (on dask: per partition task, None meaning 1).
     sample_weight : array-like (n_rows,), optional
         Weights for the score.
     progress : None, True or False
-        A tqdm bar over the features (None: only on a terminal, for long runs).
+        A tqdm bar over the features (None: only on a terminal, for long runs); not
+        shown for dask input (watch dask's dashboard).
     groups : dict or "input", optional
         As in :func:`treeimp.explain`: each group's columns are permuted jointly (the
         same permutation of rows for every member column); one row per group.
@@ -100,6 +107,11 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     >>> r.importances.shape
     (4, 3)
     """
+    if any(is_dask_collection(v) for v in (X, y, sample_weight, base_margin)):  # partitions
+        return dask_permutation_importance(
+            model, X, y, scoring=scoring, n_repeats=n_repeats, random_state=random_state,
+            n_jobs=n_jobs, sample_weight=sample_weight, groups=groups,
+            iteration_range=iteration_range, missing=missing, base_margin=base_margin)
     u = unwrap(model, X, need_input_groups=isinstance(groups, str) and groups == "input")
     check_unique_columns(u.X)
     ens = parse(u.model, iteration_range=iteration_range, missing=missing)

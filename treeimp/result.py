@@ -99,6 +99,9 @@ class Importances:
     block_values : dict
         method -> (n_blocks, n_features) the estimate without each row block
         (jackknife replicates).
+    block_weight : ndarray (n_blocks,) or None
+        The evaluation weight (row count without sample weights) of every row block
+        (blocks are drawn per row, so their sizes differ: see ``treeimp/blocks.py``).
     table_by_class : dict
         Classification forests: method with a per-class form in the registry
         (``treeimp.registry``: "mdi_oob", "mdi_oob_centered", "ufi") ->
@@ -110,8 +113,10 @@ class Importances:
     """
 
     def __init__(self, *, table, stderr, stderr_trees, per_tree, block_values, n_blocks,
-                 kind, n_rows, model_name="", table_by_class=None, groups=None, dof=None):
+                 kind, n_rows, model_name="", table_by_class=None, groups=None, dof=None,
+                 block_weight=None):
         self.table = table
+        self.block_weight = block_weight
         self.stderr = stderr
         self.stderr_trees = stderr_trees
         self.per_tree = per_tree
