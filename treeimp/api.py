@@ -41,7 +41,9 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
         then given inside the chunks), and the result equals the one-call result on
         the concatenated rows (see :class:`treeimp.Explainer`). Absent entries of a
         sparse matrix are what the model's library reads them as (XGBoost: missing;
-        LightGBM, scikit-learn: 0).
+        LightGBM, scikit-learn: 0). A dask array or DataFrame is explained where its
+        partitions lie (``pip install "treeimp[dask]"``; y, sample_weight and
+        base_margin with X's partitions): see :func:`treeimp.dask.explain.explain_dask`.
     y : array-like (n_rows,), optional
         Labels (classification, mapped to the model's classes) or values. Needed by
         every method except "mdi": ``methods=("mdi",)`` reads the model alone, routes

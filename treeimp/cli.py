@@ -8,6 +8,7 @@ from :func:`treeimp.explain` (ValueError, TypeError, OSError) are printed as one
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import textwrap
@@ -37,6 +38,11 @@ column named by --target holds the labels; every other column is a feature. When
 model stores feature names, columns are matched by name (order does not matter).
 Text columns are read as categories when the model stores its training categories, or
 when it is an XGBoost / LightGBM model with categorical splits.
+
+On a Dask cluster (--scheduler, needs pip install "treeimp[dask]"): DATA is a Parquet
+dataset, a file, a directory or a glob such as 'data/*.parquet' (quote it), read with
+dask.dataframe.read_parquet; its partitions are explained where they are read and only
+the node statistics come back. The result equals the in-memory one on the same rows.
 
 Classifiers: pickled models map labels through their classes_; model files do not
 store class labels, so for them the target must hold the class indices 0..K-1 the
@@ -135,6 +141,10 @@ def build_parser():
                     "those the model's own predict uses)")
     ex.add_argument("--missing", type=float, default=None, metavar="VALUE",
                     help="XGBoost's missing-value sentinel: VALUE is routed as missing")
+    ex.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                    help="run on Dask: ADDRESS of a distributed scheduler (tcp://host:8786), "
+                    "or processes, threads or synchronous (dask's local schedulers); DATA "
+                    "is then a Parquet dataset (file, directory or glob)")
     ex.add_argument("--trust-pickle", action="store_true",
                     help="load .pkl/.pickle/.joblib files and skops files with untrusted "
                     "types: this runs code stored in the file, use only for files you trust")
@@ -211,15 +221,23 @@ def _explain(args):
         raise ValueError("--oob needs a pickled bagged forest (RandomForest / ExtraTrees with "
                          f"bootstrap=True); {args.model!r} {what}: pass held-out rows and "
                          "leave out --oob")
-    df = read_table(args.data)
+    on_dask = args.scheduler is not None
+    if on_dask:
+        from .dask import cli_data
+
+        df = cli_data.read_parquet_dataset(args.data)
+        encode, check_labels = cli_data.encode_partitions, cli_data.check_partition_labels
+    else:
+        df = read_table(args.data)
+        encode, check_labels = encode_categories, check_class_labels
     source = f"data file {args.data!r}"
     if pipeline:  # its own steps read the input columns
         X, y = split_pipeline_target(df, args.target, model, drop=drop, source=source)
     else:
         X, y = split_target(df, args.target, ens, drop=drop, source=source,
                             by_position=args.columns_by_position)
-        X = encode_categories(X, ens, _warn)
-    y = check_class_labels(y, ens, source)
+        X = encode(X, ens, _warn)
+    y = check_labels(y, ens, source)
     screen = None
     if args.select is not None:
         from .screening import default_screening_method
@@ -229,7 +247,8 @@ def _explain(args):
                              f"{args.select}")
         screen = default_screening_method(ens.kind)
         methods = methods + [screen] if screen not in methods else methods
-    with warnings.catch_warnings():  # encode_categories has told the user already
+    run_on = cli_data.scheduler(args.scheduler) if on_dask else contextlib.nullcontext()
+    with run_on, warnings.catch_warnings():  # encode_categories has told the user already
         warnings.filterwarnings("ignore", message=".*labels the model never saw")
         # the model object itself where explain needs more than its trees (in-bag rows,
         # a Pipeline's steps): then with the rounds and sentinel chosen here

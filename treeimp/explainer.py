@@ -21,6 +21,7 @@ import numpy as np
 from . import registry
 from ._input import RowSource
 from .blocks import BlockKey, block_key, check_positions, row_blocks
+from .dask import is_dask_collection
 from .defaults import DEFAULT_METHODS, DEFAULT_N_BLOCKS, OOB_VARIANCE_FACTOR
 from .drivers import fill_internal_stats, forest_node_stats, forest_stats_shape, staged_pass
 from .drivers import stats_shape as staged_stats_shape
@@ -135,6 +136,13 @@ class Explainer:
         """
         from .api import _check_methods
 
+        if is_dask_collection(X):  # rows on a Dask cluster: statistics where they lie
+            from .dask.explain import explain_dask
+
+            return explain_dask(self, X, y, oob=oob, methods=methods,
+                                sample_weight=sample_weight, base_margin=base_margin,
+                                groups=groups, n_blocks=n_blocks, random_state=random_state,
+                                alpha=alpha, lam=lam)
         if _is_chunk_stream(X):
             return self._explain_stream(X, y, oob=oob, methods=methods,
                                         sample_weight=sample_weight, base_margin=base_margin,

@@ -65,7 +65,10 @@ def parse(model, *, iteration_range=None, missing=None) -> TreeEnsemble:
     The trees are those the model's own default ``predict`` uses: an XGBoost
     scikit-learn wrapper trained with early stopping its ``best_iteration + 1`` rounds,
     an XGBoost ``Booster`` all its trees, LightGBM its ``best_iteration`` when set,
-    scikit-learn its fitted iterations. ``iteration_range=(start, stop)`` (XGBoost's
+    scikit-learn its fitted iterations. Models trained with Dask are read as they are:
+    ``xgboost.dask.DaskXGBClassifier`` / ``DaskXGBRegressor`` and LightGBM's
+    ``DaskLGBMClassifier`` / ``DaskLGBMRegressor`` as their local wrappers, the dict
+    ``xgboost.dask.train`` returns as its Booster. ``iteration_range=(start, stop)`` (XGBoost's
     meaning, in boosting rounds; stop 0: the last) chooses them explicitly, see
     :meth:`TreeEnsemble.rounds`. ``missing``: XGBoost's ``missing``, a number routed as
     missing (default: the wrapper's ``missing`` parameter; NaN for a Booster or file).
@@ -74,6 +77,10 @@ def parse(model, *, iteration_range=None, missing=None) -> TreeEnsemble:
         from .files import load
 
         return load(model, iteration_range=iteration_range, missing=missing)
+    if isinstance(model, dict) and "booster" in model:  # what xgboost.dask.train returns
+        from ..dask.models import booster_of_train_output
+
+        model = booster_of_train_output(model)
     if isinstance(model, TreeEnsemble):
         ens, default_stop = model, None
     else:

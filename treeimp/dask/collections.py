@@ -1,0 +1,36 @@
+"""Recognising dask collections without importing dask, and asking for the extra."""
+
+from __future__ import annotations
+
+import importlib
+
+DASK_EXTRA = 'pip install "treeimp[dask]"'
+
+# dask arrays and DataFrames live in dask.array / dask.dataframe (dask-expr's collections
+# in dask.dataframe.dask_expr); the separate dask_expr package of 2024 named its own.
+_DASK_MODULES = ("dask", "dask_expr")
+
+
+def is_dask_collection(x) -> bool:
+    """True for a dask array, DataFrame, Series or Bag (anything defined by dask).
+
+    Reads ``type(x).__module__`` only, so it never imports dask and costs nothing for
+    numpy, pandas or polars inputs.
+    """
+    module = type(x).__module__ or ""
+    return module.split(".", 1)[0] in _DASK_MODULES
+
+
+def require_dask(what="a dask collection", *, modules=("dask",)):
+    """Import dask (and ``modules``), or raise ImportError naming the extra to install.
+
+    ``what`` says what needed it, e.g. "X is a dask array".
+    """
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise ImportError(f"{what}: treeimp's Dask support needs dask with its "
+                              f"dataframe and distributed parts ({name} could not be "
+                              f"imported: {exc}); install them with {DASK_EXTRA}") from exc
+    return importlib.import_module("dask")

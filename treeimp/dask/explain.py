@@ -1,0 +1,255 @@
+"""Importances of held-out rows that are a dask collection, computed where they lie.
+
+Every partition becomes node statistics on a worker (``Explainer.accumulate`` with the
+partition's global row positions), the statistics are added in a tree reduction and
+finalised on the client. Statistics are sums whose row blocks depend on each row's global
+position only, so the result is the in-memory result on the same rows (to float
+rounding), whatever the partitioning, the number of workers and the order in which
+partitions finish; a partition recomputed after a worker is lost is added once, as dask
+keeps one result per task.
+"""
+
+from __future__ import annotations
+
+import copy
+import numbers
+import os
+
+import numpy as np
+
+from ..defaults import DEFAULT_METHODS, DEFAULT_N_BLOCKS
+from .partitions import split_partitions
+
+
+def explain_dask(explainer, X, y=None, *, oob=False, methods=DEFAULT_METHODS,
+                 sample_weight=None, base_margin=None, groups=None,
+                 n_blocks=DEFAULT_N_BLOCKS, random_state=None, alpha=None, lam=None,
+                 split_every=4):
+    """:meth:`treeimp.Explainer.explain` of rows held in a dask array or DataFrame.
+
+    ``treeimp.explain`` and ``Explainer.explain`` call this when X is a dask collection;
+    every argument but ``split_every`` means what it means there.
+
+    Parameters
+    ----------
+    explainer : treeimp.Explainer
+    X : dask.array.Array (n_rows, n_features) or dask.dataframe.DataFrame
+    y, sample_weight, base_margin : dask collections with X's partitions, or in-memory
+        arrays of n_rows rows (see :func:`treeimp.dask.partitions.split_partitions`:
+        dask DataFrames' partition lengths are computed first, in a pass of their own).
+    oob : bool
+        Out-of-bag rows of a bagged forest: X, y its training rows in training order.
+    split_every : int, default 4
+        Fan-in of the tree reduction: each task adds up to ``split_every`` partitions'
+        statistics. A worker thread holds about ``split_every + 2`` statistics arrays at
+        once (each ``explainer.accumulate``'s size, independent of the partition's
+        rows: 36 MB for 500 XGBoost trees of depth 6, 195 MB for a forest of 100 trees
+        with 400,000 nodes, 20 blocks), and at most ``split_every / (split_every - 1)``
+        times every partition's statistics cross the network; 2 for the least memory.
+
+    Scheduling
+    ----------
+    With a ``distributed.Client`` active the Explainer is scattered to every worker
+    once (``broadcast=True``) and every worker first runs a warm-up task on one row
+    (numba's cached kernels loaded once per process, before the partitions arrive). The
+    kernels' threads times the dask threads of the workers on a host stay within its
+    cores: each partition's kernels run on ``max(1, cores // dask threads)`` threads
+    (the smallest over hosts; at most the Explainer's own ``n_jobs`` when set). With
+    dask's local schedulers the Explainer is one node of the graph: ``threads`` and
+    ``processes`` divide the cores the same way, ``synchronous`` runs one partition at
+    a time on the Explainer's ``n_jobs``.
+
+    random_state None draws one key on the client for every partition (an int gives
+    the blocks of the in-memory call with that int). No progress bar is shown (dask's
+    own diagnostics follow the partitions).
+
+    Returns
+    -------
+    Importances
+    """
+    import dask
+
+    from .. import registry
+    from ..api import _check_methods, _check_n_blocks
+    from ..blocks import BlockKey, block_key
+    from ..input_checks import check_methods_for_targets
+
+    if isinstance(split_every, bool) or not isinstance(split_every, numbers.Integral) \
+            or split_every < 2:
+        raise ValueError(f"split_every must be an int >= 2, got {split_every!r}")
+    if not isinstance(oob, (bool, np.bool_)):
+        raise TypeError(f"oob must be True or False, got {oob!r}")
+    methods = _check_methods(methods, explainer.ensemble, alpha, lam)
+    check_methods_for_targets(methods, explainer.ensemble)
+    parts = split_partitions(X, y, sample_weight=sample_weight, base_margin=base_margin)
+    if not any(registry.needs_rows(m) for m in methods):
+        return _mdi_only(explainer, parts, methods, groups, n_blocks)
+    _check_n_blocks(n_blocks, parts.n_rows)
+    key = BlockKey(block_key(random_state))
+    # per-row measures (contributions) are accumulated only when named
+    extra = tuple(registry.by_source(methods).get(registry.CONTRIBUTIONS, ()))
+
+    client = _active_client()
+    worker_ex = _with_n_jobs(explainer, _kernel_threads(client, explainer.n_jobs))
+    if client is not None:
+        ex_ref = client.scatter(worker_ex, broadcast=True, hash=False)
+        _warm_up(client, ex_ref, parts, oob, n_blocks, key, extra)
+    else:
+        ex_ref = dask.delayed(worker_ex, pure=False)  # one node of the graph
+    tasks = [
+        dask.delayed(_partition_stats, pure=True)(
+            ex_ref, parts.X[i], _part(parts.y, i), _part(parts.sample_weight, i),
+            _part(parts.base_margin, i), parts.rows(i), oob, n_blocks, key, extra)
+        for i in range(parts.n_partitions)]
+    (total,) = dask.compute(tree_sum(tasks, split_every))
+    if total.names is None and explainer.feature_names is None and hasattr(X, "columns"):
+        # accumulate names features only after a Pipeline's steps; in memory a
+        # DataFrame's columns name them
+        explainer = copy.copy(explainer)
+        explainer.feature_names = [str(c) for c in X.columns]
+    return explainer.finalize(total, methods, alpha=alpha, lam=lam, groups=groups)
+
+
+def tree_sum(items, split_every):
+    """A dask.delayed sum of ``items`` in a tree of fan-in ``split_every``: the pairing
+    depends on the items' order only, never on when they finish."""
+    import dask
+
+    level = list(items)
+    while len(level) > 1:
+        level = [dask.delayed(_add, pure=True)(*level[i:i + split_every])
+                 for i in range(0, len(level), split_every)]
+    return level[0]
+
+
+def _add(*stats):
+    total = stats[0]
+    for s in stats[1:]:
+        total = total + s
+    return total
+
+
+def _partition_stats(ex, X, y, sample_weight, base_margin, rows, oob, n_blocks, key,
+                     extra):
+    """Node statistics of one partition (runs on a worker)."""
+    return ex.accumulate(X, y, rows=rows, oob=oob, sample_weight=sample_weight,
+                         base_margin=base_margin, n_blocks=n_blocks, random_state=key,
+                         methods=extra or None, progress=False)
+
+
+def _part(values, i):
+    return None if values is None else values[i]
+
+
+def _mdi_only(explainer, parts, methods, groups, n_blocks):
+    """Measures of the model alone (in-sample MDI): only the first row is read, to check
+    X's columns and name the features as in memory."""
+    import dask
+
+    nonempty = np.flatnonzero(parts.lengths)
+    if len(nonempty) == 0:
+        raise ValueError("X has 0 rows; at least one row is needed")
+    i = int(nonempty[0])
+    (head,) = dask.compute(dask.delayed(_head, pure=True)(
+        parts.X[i], _part(parts.y, i), _part(parts.sample_weight, i),
+        _part(parts.base_margin, i)))
+    X, y, w, b = head
+    res = explainer.explain(X, y, methods=methods, groups=groups, n_blocks=n_blocks,
+                            sample_weight=w, base_margin=b)
+    res.n_rows = parts.n_rows  # the rows given, as in memory (none were routed)
+    return res
+
+
+# ----------------------------------------------------------------------- scheduling
+def _active_client():
+    """The distributed Client dask.compute would use now, or None (local schedulers)."""
+    import dask.base
+
+    get = dask.base.get_scheduler()
+    owner = getattr(get, "__self__", None)
+    if owner is not None and type(owner).__module__.startswith("distributed"):
+        return owner
+    return None
+
+
+def _usable_cores():
+    """Cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _kernel_threads(client, n_jobs):
+    """Numba threads per partition so that kernel threads x dask threads per host stay
+    within the host's cores (None: the Explainer's own n_jobs, one partition at a time)."""
+    import dask
+    import dask.base
+    import dask.local
+
+    if client is not None:
+        info = client.scheduler_info(n_workers=-1)["workers"]
+        cores = client.run(_usable_cores)
+        threads_on = {}
+        for w in info.values():
+            threads_on[w["host"]] = threads_on.get(w["host"], 0) + int(w["nthreads"])
+        per_worker = [max(1, cores[addr] // threads_on[w["host"]])
+                      for addr, w in info.items() if addr in cores]
+        share = min(per_worker) if per_worker else 1
+    else:
+        get = dask.base.get_scheduler()
+        if get is dask.local.get_sync:
+            return n_jobs
+        share = max(1, _usable_cores() // int(dask.config.get("num_workers", None)
+                                                  or _usable_cores()))
+    if n_jobs is None:
+        return share
+    from ..threads import resolve_n_jobs
+
+    return min(share, resolve_n_jobs(n_jobs))
+
+
+def _with_n_jobs(explainer, n_jobs):
+    """The Explainer as the workers use it: a copy running its kernels on ``n_jobs``
+    threads (the caller's Explainer is not changed)."""
+    if n_jobs == explainer.n_jobs:
+        return explainer
+    clone = copy.copy(explainer)
+    clone.n_jobs = n_jobs
+    return clone
+
+
+def _warm_up(client, ex_ref, parts, oob, n_blocks, key, extra):
+    """Accumulate one row on every worker first: numba's kernels are loaded (from the
+    cache, or compiled) once per worker process before its partitions arrive, instead
+    of by every thread that meets them first. The row is the first of the first
+    non-empty partition, read once (its partition is read again by the explain pass)."""
+    import dask
+
+    i = int(np.flatnonzero(parts.lengths)[0])
+    head = dask.delayed(_head, pure=True)(parts.X[i], _part(parts.y, i),
+                                          _part(parts.sample_weight, i),
+                                          _part(parts.base_margin, i))
+    (row,) = client.compute([head])
+    start = int(parts.starts[i])
+    warm = [client.submit(_warm_up_task, ex_ref, row, start, oob, n_blocks, key, extra,
+                          workers=[addr], allow_other_workers=False, pure=False)
+            for addr in client.scheduler_info(n_workers=-1)["workers"]]
+    client.gather(warm)
+    row.release()
+
+
+def _head(X, y, sample_weight, base_margin):
+    """The first row of a partition and its companions."""
+    def first(v):
+        if v is None:
+            return None
+        return v.iloc[:1] if hasattr(v, "iloc") else v[:1]
+
+    return first(X), first(y), first(sample_weight), first(base_margin)
+
+
+def _warm_up_task(ex, row, start, oob, n_blocks, key, extra):
+    X, y, w, b = row
+    _partition_stats(ex, X, y, w, b, range(start, start + 1), oob, n_blocks, key, extra)
+    return True
