@@ -212,8 +212,11 @@ class Explainer:
         check_unique_columns(X)
         key = self._key(random_state)
         if _n_rows(X) == 0:
+            if names is None and hasattr(X, "columns"):
+                names = [str(c) for c in X.columns]
             return self._empty(X, y, rows, oob, n_blocks, key, extra, names, input_groups)
         source = RowSource(X, self.ensemble)
+        names = source.feature_names if names is None else names
         positions = check_positions(rows, source.n_rows)
         return self._accumulate(source, y, names, input_groups, positions=positions, oob=oob,
                                 sample_weight=sample_weight, base_margin=base_margin,
@@ -249,7 +252,7 @@ class Explainer:
         """Permutation importance of this model (see :func:`treeimp.permutation_importance`),
         without parsing it again."""
         from .permutation import permutation_importance_parsed
-        from .permutation_dask import dask_permutation_importance, is_dask_collection
+        from .permutation_dask import dask_permutation_importance
 
         if any(is_dask_collection(v) for v in (X, y, sample_weight, base_margin)):
             model = self.model if is_pipeline(self.model) else self.ensemble

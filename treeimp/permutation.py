@@ -23,12 +23,13 @@ from sklearn.utils import Bunch, check_random_state
 
 from ._input import RowSource
 from .api import _feature_names
+from .dask.collections import is_dask_collection
 from .groups import resolve_groups
 from .input_checks import check_explainable, check_unique_columns
 from .leaf_index import LeafIndex
 from .offsets import check_base_margin
 from .parsers import parse
-from .permutation_dask import dask_permutation_importance, is_dask_collection
+from .permutation_dask import dask_permutation_importance
 from .pipeline import unwrap
 from .progress import progress_bar
 from .routing import _forest_scale, predict_ensemble, routing_flags

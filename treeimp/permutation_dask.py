@@ -52,6 +52,7 @@ from sklearn.utils import Bunch, check_random_state
 
 from ._input import RowSource, _check_names, _check_width
 from .api import _feature_names
+from .dask.collections import is_dask_collection, require_dask
 from .groups import resolve_groups
 from .input_checks import check_explainable, check_unique_columns
 from .leaf_index import LeafIndex
@@ -69,7 +70,6 @@ from .scoring import (
 from .targets import as_target, class_indices, n_target_columns
 from .threads import numba_threads, resolve_n_jobs
 
-DASK_EXTRA = 'pip install "treeimp[dask]"'
 # scorings that are sums over rows, computable from partition statistics
 ADDITIVE_SCORINGS = ("accuracy", "neg_log_loss", "r2", "neg_mean_squared_error",
                      "objective")
@@ -81,18 +81,6 @@ LEAF_INDEX_BYTES = 512 * 2**20
 BATCH_ROWS = 1024  # fewest rows per leaf index
 
 
-def is_dask_collection(x):
-    """Whether ``x`` is a dask collection (array, DataFrame, Series), without importing
-    dask for anything that is not one."""
-    if isinstance(x, type) or not callable(getattr(x, "__dask_graph__", None)):
-        return False
-    try:
-        import dask
-    except ImportError:  # a dask object without dask: a broken install, say how to fix
-        return type(x).__module__.split(".")[0].startswith("dask")
-    return dask.is_dask_collection(x)
-
-
 def partition_permutation(seed, repeat, column, start, n_rows):
     """The permutation of a partition's rows: ``seed`` the client's draw from
     ``random_state``, ``repeat`` and ``column`` (the column list's position) the
@@ -101,13 +89,8 @@ def partition_permutation(seed, repeat, column, start, n_rows):
 
 
 def _import_dask():
-    try:
-        import dask
-        import dask.array  # noqa: F401
-    except ImportError as exc:
-        raise ImportError(f"permutation importance of dask collections needs dask: "
-                          f"{DASK_EXTRA} ({exc})") from None
-    return dask
+    return require_dask("permutation importance of dask collections needs dask",
+                        modules=("dask", "dask.array"))
 
 
 def dask_permutation_importance(model, X, y, *, scoring=None, n_repeats=5,

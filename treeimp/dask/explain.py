@@ -102,11 +102,6 @@ def explain_dask(explainer, X, y=None, *, oob=False, methods=DEFAULT_METHODS,
             _part(parts.base_margin, i), parts.rows(i), oob, n_blocks, key, extra)
         for i in range(parts.n_partitions)]
     (total,) = dask.compute(tree_sum(tasks, split_every))
-    if total.names is None and explainer.feature_names is None and hasattr(X, "columns"):
-        # accumulate names features only after a Pipeline's steps; in memory a
-        # DataFrame's columns name them
-        explainer = copy.copy(explainer)
-        explainer.feature_names = [str(c) for c in X.columns]
     return explainer.finalize(total, methods, alpha=alpha, lam=lam, groups=groups)
 
 
