@@ -49,24 +49,45 @@ def block_key(random_state) -> int:
                     f"{type(random_state).__name__}")
 
 
+# positions hashed at a time: the temporaries stay small (a few bytes per row in all)
+_HASH_CHUNK = 1 << 16
+
+
 def row_blocks(positions, key: int, n_blocks: int) -> np.ndarray:
-    """Block (int32, 0 .. n_blocks - 1) of every row at the given global positions."""
-    pos = np.asarray(positions, dtype=np.uint64)
+    """Block (int32, 0 .. n_blocks - 1) of every row at the given global positions (an
+    array of ints, or a range: no array of positions is then made)."""
+    n = len(positions)
+    out = np.empty(n, np.int32)
+    for a in range(0, n, _HASH_CHUNK):
+        b = min(n, a + _HASH_CHUNK)
+        part = positions[a:b]
+        pos = (np.arange(part.start, part.stop, dtype=np.uint64) if isinstance(part, range)
+               else np.asarray(part).astype(np.uint64))
+        out[a:b] = _hash_blocks(pos, key, n_blocks)
+    return out
+
+
+def _hash_blocks(pos, key, n_blocks):
     with np.errstate(over="ignore"):
         z = (pos + np.uint64(1)) * _GAMMA + np.uint64(key)
-        z = (z ^ (z >> np.uint64(30))) * _M1
-        z = (z ^ (z >> np.uint64(27))) * _M2
+        z ^= z >> np.uint64(30)
+        z *= _M1
+        z ^= z >> np.uint64(27)
+        z *= _M2
         z ^= z >> np.uint64(31)
         # the top 32 bits times n_blocks, shifted down: a map onto 0 .. n_blocks - 1
         # whose bias is below n_blocks / 2**32
-        return ((z >> np.uint64(32)) * np.uint64(n_blocks) >> np.uint64(32)).astype(np.int32)
+        z >>= np.uint64(32)
+        z *= np.uint64(n_blocks)
+        z >>= np.uint64(32)
+        return z
 
 
 def check_positions(rows, n_rows):
-    """Global row positions (int64, n_rows) of a chunk: ``rows`` None (0 .. n_rows - 1), a
-    range, or integer positions."""
+    """Global row positions of a chunk: a range for ``rows`` None (0 .. n_rows - 1) or a
+    range, else an int64 array of the given integer positions."""
     if rows is None:
-        return np.arange(n_rows, dtype=np.int64)
+        return range(n_rows)
     if isinstance(rows, range):
         if rows.step != 1 or rows.start < 0:
             raise ValueError(f"rows must be a range of consecutive non-negative positions "
@@ -74,7 +95,7 @@ def check_positions(rows, n_rows):
         if len(rows) != n_rows:
             raise ValueError(f"rows has {len(rows)} positions but the chunk has {n_rows} "
                              "rows")
-        return np.arange(rows.start, rows.stop, dtype=np.int64)
+        return rows
     arr = np.asarray(rows)
     if arr.ndim != 1 or arr.dtype.kind not in "iu":
         raise TypeError(f"rows must be None, a range or a 1-D array of integer positions, "

@@ -52,7 +52,8 @@ def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, posi
     stats = np.zeros(shape) if out is None else out
     use_inbag = inbag_bits is not None
     bits = inbag_bits if use_inbag else empty_inbag()
-    pos = (np.arange(rows.n_rows, dtype=np.int64) if positions is None
+    pos = (np.zeros(0, np.int64) if not use_inbag  # read only for in-bag bits
+           else np.arange(rows.n_rows, dtype=np.int64) if positions is None
            else np.ascontiguousarray(positions, dtype=np.int64))
     rows_in = RowInputs(np.ascontiguousarray(Z, dtype=np.float64), w,
                         np.ascontiguousarray(block, dtype=np.int32), pos,

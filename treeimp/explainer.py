@@ -347,7 +347,8 @@ class Explainer:
 
     def _inbag_bits(self, n_rows, positions):
         """Packed in-bag rows of the forest's trees for rows at ``positions`` (None: the
-        whole training set 0 .. n_rows - 1), built once per Explainer."""
+        whole training set 0 .. n_rows - 1, whose size is checked), built once per
+        Explainer."""
         model = self._final
         n_train = getattr(model, "_n_samples", None)
         if positions is None:
@@ -359,7 +360,7 @@ class Explainer:
                                  f"{type(model).__name__} does not record; pass all training "
                                  "rows in one call")
             n = int(n_train)
-            top = int(positions.max())
+            top = int(max(positions))
             if top >= n:
                 raise ValueError(f"oob=True: row position {top} is beyond the forest's "
                                  f"{n} training rows")
@@ -384,8 +385,7 @@ class Explainer:
         y_arr = as_target(y, n, n_target_columns(ens))
         # no sample_weight: one weight for every row (the kernels read w[min(row, len - 1)])
         w = np.ones(1) if sample_weight is None else check_sample_weight(sample_weight, n)
-        pos = np.arange(n, dtype=np.int64) if positions is None else positions
-        block = row_blocks(pos, key, n_blocks)
+        block = row_blocks(range(n) if positions is None else positions, key, n_blocks)
         block_weight = np.bincount(block, weights=None if w.size == 1 else w,
                                    minlength=n_blocks).astype(np.float64)
         layout = self._layout()
@@ -398,6 +398,9 @@ class Explainer:
                                  "out-of-bag rows and need a held-out set: "
                                  "explain(model, X_val, y_val)")
             bits = self._inbag_bits(n, positions)
+        # the rows' positions index the in-bag bits; not needed (not made) otherwise
+        pos = None if bits is None else np.asarray(range(n) if positions is None
+                                                   else positions, dtype=np.int64)
         bar = progress_bar(progress, total=n, work=n * ens.n_trees, desc="treeimp.explain")
         try:
             with numba_threads(self.n_jobs):

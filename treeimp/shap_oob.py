@@ -65,7 +65,8 @@ def block_sums(method, ens, rows, y, w, block, n_blocks, *, inbag_bits=None, pos
 
         Z, _ = forest_targets(ens, y)
         bits = inbag_bits if oob else empty_inbag()
-        pos = (np.arange(rows.n_rows, dtype=np.int64) if positions is None
+        pos = (np.zeros(0, np.int64) if not oob  # read only for in-bag bits
+               else np.arange(rows.n_rows, dtype=np.int64) if positions is None
                else np.ascontiguousarray(positions, dtype=np.int64))
     else:
         if oob:
