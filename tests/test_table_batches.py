@@ -105,6 +105,7 @@ def test_dictionary_labels_are_pyarrows_unified_order(tmp_path):
     folder = _parquet_folder(tmp_path / "pq", df.assign(s=df["s"].fillna("v")), 3, cat="k")
     whole = pd.read_parquet(folder)
     table = open_table(folder, batch_size=50)
+    assert table.text_candidates(["a", "c", "s", "k"]) == ["c", "s"]
     text, labels = table.text_labels(["c", "s", "a"])
     assert text == ["c", "s"]
     assert list(labels["c"]) == list(whole["c"].cat.categories)
@@ -118,6 +119,7 @@ def test_csv_text_labels_and_columns_mixing_numbers_and_text(tmp_path):
     pd.DataFrame({"s": ["1", "2"] * 30 + ["b", "a"], "a": np.arange(62.0),
                   "y": 0}).to_csv(path, index=False)
     table = open_table(path, batch_size=10)
+    assert table.text_candidates(["s", "a"]) == []  # the first batch: numbers only
     text, labels = table.text_labels(["s", "a"])
     whole = pd.read_csv(path, **CSV_OPTIONS)
     assert text == ["s"]
@@ -229,6 +231,12 @@ def test_streamed_rows_encode_as_the_whole_table(tmp_path):
     assert np.array_equal(got_X["x"], want_X["x"])
     assert np.array_equal(pd.concat([c[1] for c in chunks]), want_y)
     assert len(told) == 1 and "sorted order" in told[0]
+    # numbers in the first batch, text further on: its codes cannot match one read's
+    mixed = tmp_path / "mixed.csv"
+    pd.DataFrame({"y": y, "t": np.where(np.arange(n) < 100, "1", np.sort(labels)[codes]),
+                  "x": x}).to_csv(mixed, index=False)
+    with pytest.raises(ValueError, match=r"column 't' holds text .* in rows 64\.\."):
+        list(StreamedRows(open_table(mixed, batch_size=64), ens, "y"))
     # the in-memory explain of the batches put together equals that of the whole file
     a = treeimp.explain(ens, got_X, pd.concat([c[1] for c in chunks]), random_state=0)
     b = treeimp.explain(ens, want_X, want_y, random_state=0)

@@ -343,6 +343,7 @@ class StreamedRows:
         else:
             self.features = model_features(table.columns, target, ens, drop=drop,
                                            source=source, by_position=by_position)
+        self._numeric = []  # columns read as numbers where text would need categories
         self.labels, self._raw = self._whole_table_labels()
 
     def _whole_table_labels(self):
@@ -359,7 +360,12 @@ class StreamedRows:
         dictionary = [c for c in open_ if self.table.is_dictionary(c)]
         if not (has_cat_splits and open_) and not dictionary:
             return {}, []  # text columns are refused batch by batch, as in one read
-        text, labels = self.table.text_labels(open_ if has_cat_splits else dictionary)
+        candidates = self.table.text_candidates(open_) if has_cat_splits else dictionary
+        # columns read as numbers: a batch of text in one of them cannot be coded alike
+        self._numeric = [c for c in open_ if c not in candidates] if has_cat_splits else []
+        if not candidates:
+            return {}, []
+        text, labels = self.table.text_labels(candidates)
         for c in text:
             if not self.table.is_dictionary(c):
                 self.warn(f"column {c!r} holds text and the model does not store its "
@@ -372,6 +378,15 @@ class StreamedRows:
         unseen = {}
         for X, y in self.table.batches(self.features, self.target, text=self._raw):
             if self.pipeline is None:
+                for c in self._numeric:
+                    if not (pd.api.types.is_numeric_dtype(X[c].dtype)
+                            or pd.api.types.is_bool_dtype(X[c].dtype)):
+                        raise ValueError(
+                            f"{self.source}: column {c!r} holds text (e.g. "
+                            f"{_example(X[c])!r}) in rows {X.index[0]}.. but numbers in "
+                            "the first rows; read in batches its labels cannot be coded "
+                            "as one read of the file codes them: make the column text "
+                            "throughout or numbers throughout")
                 for c, cats in self.labels.items():
                     col = X[c]
                     X[c] = (col.cat.set_categories(cats)

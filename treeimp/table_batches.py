@@ -128,6 +128,24 @@ class TableBatches:
             X, y = df[names], df[target]
             yield (X, y) if weight is None else (X, y, df[weight])
 
+    def text_candidates(self, columns):
+        """Those of ``columns`` that may hold text: a Parquet string or dictionary column
+        (by the schema), a CSV column read as text in the first batch."""
+        columns = self._check_columns(columns)
+        if self.kind == "csv":
+            first = next(self._read(columns, []), None)
+            if first is None:
+                return []
+            return [c for c in columns if not (pd.api.types.is_numeric_dtype(first[c].dtype)
+                                               or pd.api.types.is_bool_dtype(first[c].dtype))]
+        import pyarrow as pa
+
+        def texty(t):
+            return (pa.types.is_dictionary(t) or pa.types.is_string(t)
+                    or pa.types.is_large_string(t))
+
+        return [c for c in columns if texty(self._schema.field(c).type)]
+
     def text_labels(self, columns):
         """One pass over ``columns``: ``(text, labels)`` where ``text`` lists those that
         hold text or categories anywhere in the table (a CSV column with a value that is
