@@ -7,6 +7,7 @@ held-out set as large as the training set. Fixed seeds, few repetitions.
 
 import numpy as np
 import pytest
+from scipy.stats import binom
 
 import treeimp
 from tests.test_bias_forest import FEATURES, strobl_null
@@ -75,7 +76,11 @@ def test_first_order_measure_is_negative_on_noise(null_boosted):
 @pytest.mark.parametrize("method", ["mdi_oob", "ufi"])
 def test_pvalues_conservative_on_noise(null_boosted, method):
     _, p = null_boosted
-    assert np.mean(p[method] < 0.05) <= 0.05
+    # not significantly more than 5% below 0.05 (a binomial test at the 1% level: with
+    # 100 p-values, 6 or 7 below 0.05 is sampling noise, not anti-conservatism)
+    pp = np.asarray(p[method]).ravel()
+    pp = pp[np.isfinite(pp)]
+    assert binom.sf(np.sum(pp < 0.05) - 1, pp.size, 0.05) > 0.01, np.mean(pp < 0.05)
 
 
 def zhou_hooker(n, rng, regression):

@@ -8,6 +8,7 @@ recorded in the closing note.
 
 import numpy as np
 import pytest
+from scipy.stats import binom
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
 import treeimp
@@ -73,7 +74,11 @@ def test_block_z_scores_are_calibrated(null_runs, method):
     # the four cases (regression ufi, whose errors are conservative, is the exception).
     assert 0.7 <= zz.std(ddof=1) <= 1.3, zz.std(ddof=1)
     # one-sided p-values are not anti-conservative on noise
-    assert np.mean(p[method] < 0.05) <= 0.05
+    # not significantly more than 5% below 0.05 (a binomial test at the 1% level: with
+    # 100 p-values, 6 or 7 below 0.05 is sampling noise, not anti-conservatism)
+    pp = np.asarray(p[method]).ravel()
+    pp = pp[np.isfinite(pp)]
+    assert binom.sf(np.sum(pp < 0.05) - 1, pp.size, 0.05) > 0.01, np.mean(pp < 0.05)
 
 
 def test_held_out_forest_is_calibrated_without_inflation():

@@ -157,7 +157,7 @@ def test_fused_kernel_equals_the_numpy_form(kind):
     from tests.test_formulas import _forest, _stats
     from treeimp import measures
     from treeimp._input import RowSource
-    from treeimp.boosting import boosting_node_stats
+    from treeimp.drivers import staged_pass
     from treeimp.measures import MDI_OOB, NodeStats
 
     if kind == "boosting":
@@ -168,8 +168,9 @@ def test_fused_kernel_equals_the_numpy_form(kind):
                                        random_state=0).fit(X[:200], y[:200])
         ens = treeimp.parse(gb)
         block = (np.arange(100) % 4).astype(np.int32)
-        st, _ = boosting_node_stats(ens, RowSource(X[200:], ens), y[200:], np.ones(1),
-                                    block, 4)
+        arr, _ = staged_pass(ens, RowSource(X[200:], ens), y[200:], np.ones(1), block, 4,
+                             keep_margin=False)
+        st = NodeStats.from_array(arr, boosting=True)
     else:
         ens, X, y = _forest(kind.split()[0])
         arr, _ = _stats(ens, X, y)

@@ -161,8 +161,8 @@ def _brute_force_shap(ens, X):
     from math import factorial
 
     from treeimp.contributions import shap_cover
-    from treeimp.kernels.api import routing_flags
     from treeimp.kernels.route import feature_value, step
+    from treeimp.routing import routing_flags
 
     rec, _, _, c_off, c_cnt, c_codes, c_left = ens.routing_arrays()
     strict, round32 = routing_flags(ens, X)

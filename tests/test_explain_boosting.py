@@ -13,7 +13,7 @@ from sklearn.ensemble import (
 
 import treeimp
 from treeimp._input import RowSource
-from treeimp.boosting import staged_pass
+from treeimp.drivers import staged_pass
 
 xgb = pytest.importorskip("xgboost")
 lgb = pytest.importorskip("lightgbm")
@@ -450,21 +450,20 @@ def test_dart_weights_scale_mdi_oob_but_not_the_fit_ufi_reads():
     """The documented DART choice: mdi_oob sees each tree as it enters the margin
     (weight_drop * value), ufi the tree's own fit value / learning_rate. On the same
     held-out statistics, doubling every weight doubles mdi_oob and leaves ufi alone."""
-    import copy
+    import dataclasses
 
-    from treeimp.boosting import boosting_node_stats
-    from treeimp.measures import mdi_oob, ufi
+    from treeimp.drivers import staged_pass
+    from treeimp.measures import NodeStats, mdi_oob, ufi
 
     X, y = _data(kind="regression")
     m = xgb.XGBRegressor(booster="dart", n_estimators=10, max_depth=3, rate_drop=0.3,
                          skip_drop=0.0, random_state=0).fit(X[:250], y[:250])
     ens = treeimp.parse(m)
     n = 150
-    stats, _ = boosting_node_stats(ens, RowSource(X[250:], ens), y[250:], np.ones(n),
-                                   np.zeros(n, np.int32), 1)
-    doubled = copy.copy(ens)
-    doubled.tree_scale = 2.0 * ens.tree_scale
-    doubled._treeimp_splits = None
+    arr, _ = staged_pass(ens, RowSource(X[250:], ens), y[250:], np.ones(n),
+                         np.zeros(n, np.int32), 1, keep_margin=False)
+    stats = NodeStats.from_array(arr, boosting=True)
+    doubled = dataclasses.replace(ens, tree_scale=2.0 * ens.tree_scale)
     np.testing.assert_allclose(mdi_oob(doubled, stats), 2.0 * mdi_oob(ens, stats),
                                rtol=1e-12)
     np.testing.assert_allclose(ufi(doubled, stats, classification=False),

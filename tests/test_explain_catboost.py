@@ -13,7 +13,7 @@ import pytest
 
 import treeimp
 from treeimp._input import RowSource
-from treeimp.boosting import staged_pass
+from treeimp.drivers import staged_pass
 from treeimp.losses import check_target, grad_hess_array
 
 catboost = pytest.importorskip("catboost")

@@ -246,7 +246,7 @@ def test_sklearn_huber_loss_is_rejected_by_name(data):
 def test_mdi_alone_needs_no_y_and_routes_no_rows(rf, data, monkeypatch):
     """methods=("mdi",) reads the model alone: no y, no kernel; X's width is still
     checked and its columns name the features; stderr and p-values are NaN."""
-    import treeimp.api as api
+    from treeimp.explainer import Explainer
 
     X, y = data
     lgb = pytest.importorskip("lightgbm")
@@ -257,7 +257,7 @@ def test_mdi_alone_needs_no_y_and_routes_no_rows(rf, data, monkeypatch):
     def no_routing(*args, **kwargs):
         raise AssertionError("rows were routed for mdi alone")
 
-    monkeypatch.setattr(api, "_node_statistics", no_routing)
+    monkeypatch.setattr(Explainer, "_accumulate", no_routing)
     frame = pd.DataFrame(X, columns=["a", "b", "c", "d"])
     for model, ref in full.items():
         res = treeimp.explain(model, frame[:3], methods=("mdi",))

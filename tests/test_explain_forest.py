@@ -231,7 +231,9 @@ def test_block_standard_errors_are_a_delete_a_block_jackknife():
     _, rf, X, y, _ = CASES[1]
     res = treeimp.explain(rf, X, y, oob=True, n_blocks=5, random_state=1)
     held = treeimp.explain(rf, X, y, n_blocks=5, random_state=1)
-    block = np.random.default_rng(1).permutation(len(y)) % 5
+    from treeimp.blocks import block_key, row_blocks
+
+    block = row_blocks(np.arange(len(y)), block_key(1), 5)  # each row's block
     for m in ("mdi_oob", "ufi"):
         bv = res.block_values[m]
         assert bv.shape == (5, X.shape[1])

@@ -17,7 +17,7 @@ from sklearn.inspection import permutation_importance as sk_permutation_importan
 import treeimp
 from treeimp import _input
 from treeimp._input import RowSource
-from treeimp.boosting import staged_pass
+from treeimp.drivers import staged_pass
 
 xgb = pytest.importorskip("xgboost")
 lgb = pytest.importorskip("lightgbm")

@@ -7,7 +7,7 @@ from sklearn.ensemble import ExtraTreesRegressor, RandomForestClassifier
 
 import treeimp
 from treeimp._input import RowSource
-from treeimp.kernels.api import forest_node_stats
+from treeimp.drivers import forest_node_stats
 from treeimp.measures import NodeStats, by_class, class_parts, class_parts_both, mdi_oob, ufi
 from treeimp.targets import forest_targets
 
@@ -151,7 +151,8 @@ def test_leave_one_out_form_equals_block_sums(kind):
 def test_one_hot_statistics_give_the_same_measures():
     """Class sums alone (n' their sum, built only when a formula reads all of it) give
     every forest measure of the full layout (n', Q', S')."""
-    from treeimp.measures import FOREST_METHODS, compute
+    from treeimp import registry
+    from treeimp.measures import compute
 
     ens, X, y = _forest("multiclass")
     Z, classification = forest_targets(ens, y)
@@ -160,9 +161,10 @@ def test_one_hot_statistics_give_the_same_measures():
     w = np.random.default_rng(0).uniform(0.5, 2.0, size=len(X))
     full = forest_node_stats(ens, RowSource(X, ens), Z, w, block, N_BLOCKS)
     lean = forest_node_stats(ens, RowSource(X, ens), Z, w, block, N_BLOCKS, one_hot=True)
-    for method in FOREST_METHODS:
-        if method == "mdi":
-            continue
+    from_stats = [m.name for m in registry.all_measures("forest")
+                  if m.source == registry.NODE_STATS and not m.params]
+    assert {"mdi_oob", "ufi", "naive_oob", "pg1"} <= set(from_stats)
+    for method in from_stats:
         a = compute(method, ens, NodeStats.from_array(full), classification=True)
         one_hot = NodeStats.from_array(lean, one_hot=True)
         b = compute(method, ens, one_hot, classification=True)

@@ -41,17 +41,17 @@ from sklearn.metrics import mean_squared_error
 import treeimp
 from tests.edge_rows import threshold_rows
 from treeimp._input import RowSource
-from treeimp.boosting import staged_pass
+from treeimp.drivers import forest_node_stats, staged_pass
 from treeimp.ensemble import (
     NAN_AS_ZERO,
     NAN_CAT_EXACT,
     NAN_CAT_NEGATIVE_UNLISTED,
     NAN_ZERO_MISSING,
 )
-from treeimp.kernels.api import forest_node_stats, routing_flags
 from treeimp.kernels.route import add_trees_chunk
 from treeimp.losses import check_target, grad_hess_array
 from treeimp.parsers import inbag_bits
+from treeimp.routing import routing_flags
 
 xgb = pytest.importorskip("xgboost")
 lgb = pytest.importorskip("lightgbm")
@@ -488,8 +488,8 @@ def test_deep_forest_routes_in_large_row_blocks():
     """Trees of > LARGE_TREE_NODES nodes take the large-task path of predict_raw/apply."""
     from sklearn.ensemble import RandomForestClassifier
 
-    from treeimp.kernels.api import LARGE_TREE_NODES, row_block
-    from treeimp.kernels.threads import numba_threads
+    from treeimp.routing import LARGE_TREE_NODES, row_block
+    from treeimp.threads import numba_threads
 
     rng = np.random.default_rng(3)
     X = rng.normal(size=(6000, 4))
@@ -711,7 +711,7 @@ def test_numba_threads_dynamic_schedule_is_scoped():
     also when the block raises."""
     import numba
 
-    from treeimp.kernels.threads import numba_threads
+    from treeimp.threads import numba_threads
 
     before = (numba.get_num_threads(), numba.get_parallel_chunksize())
     with numba_threads(1, dynamic=True):

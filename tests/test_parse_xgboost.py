@@ -553,9 +553,9 @@ def test_unidentifiable_learning_rate_warns():
     if any(len(t["left_children"]) > 1 for t in doc["learner"]["gradient_booster"]["model"]
            ["trees"]):
         pytest.skip("xgboost grew splits")
-    with pytest.warns(UserWarning, match="learning rate"):
+    with pytest.warns(UserWarning, match="learning rate"):  # when first read
         ens = parse_xgboost_json(doc)
-    np.testing.assert_allclose(ens.tree_learning_rate, 0.3)
+        np.testing.assert_allclose(ens.tree_learning_rate, 0.3)
 
 
 # ----------------------------------------------------------------------- errors

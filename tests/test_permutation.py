@@ -8,11 +8,11 @@ from sklearn.inspection import permutation_importance as sk_permutation_importan
 
 import treeimp
 from treeimp._input import RowSource
-from treeimp.kernels.api import _forest_scale, routing_flags
-from treeimp.kernels.permute import LeafIndex
-from treeimp.kernels.threads import numba_threads
+from treeimp.leaf_index import LeafIndex
 from treeimp.permutation import _working_copy
+from treeimp.routing import _forest_scale, routing_flags
 from treeimp.scoring import make_scorer
+from treeimp.threads import numba_threads
 
 xgb = pytest.importorskip("xgboost")
 lgb = pytest.importorskip("lightgbm")
@@ -206,7 +206,7 @@ def test_exact_sums():
     """The test for order-free float64 sums of the leaf terms: float32 values of a few
     binary orders of magnitude pass; a term far below the others, full float64
     mantissas, or a bound at the limit fail."""
-    from treeimp.kernels.permute import exact_sums
+    from treeimp.leaf_index import exact_sums
 
     rng = np.random.default_rng(0)
     terms = rng.normal(scale=0.1, size=(600, 1)).astype(np.float32).astype(np.float64)

@@ -2,40 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import numbers
 
 import numpy as np
 import pandas as pd
 
-from . import measures, shap_oob
-from ._input import RowSource
-from .defaults import DEFAULT_N_BLOCKS, OOB_VARIANCE_FACTOR
+from . import registry
+from .defaults import DEFAULT_METHODS, DEFAULT_N_BLOCKS, OOB_VARIANCE_FACTOR  # noqa: F401
 from .ensemble import FOREST
-from .groups import resolve_groups
-from .input_checks import (
-    check_explainable,
-    check_methods_for_targets,
-    check_unique_columns,
-)
-from .kernels import scratch
-from .kernels.api import forest_node_stats, forest_stats_shape
-from .measures import BOOSTING_METHODS, FOREST_METHODS, NodeStats
-from .offsets import check_base_margin
-from .parsers import inbag_bits, parse
-from .pipeline import unwrap
-from .progress import progress_bar
 from .result import Importances
-from .shap_oob import SHAP_METHODS
-from .targets import (
-    as_target,
-    check_sample_weight,
-    forest_targets,
-    n_target_columns,
-    target_classes,
-)
-
-DEFAULT_METHODS = ("mdi", "mdi_oob", "ufi")
 
 
 def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weight=None,
@@ -58,10 +33,15 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
         A fitted scikit-learn Pipeline whose last step is one of these is explained on
         the columns its last step sees: the steps before transform X (in chunks of
         rows), the columns are named by their ``get_feature_names_out``.
-    X : array-like, scipy.sparse matrix or DataFrame (n_rows, n_features)
+    X : array-like, scipy.sparse matrix, DataFrame (n_rows, n_features), or chunks
         A DataFrame of pandas, polars, pyarrow (anything narwhals reads) is matched to
-        the model's feature names by name. Absent entries of a sparse matrix are what
-        the model's library reads them as (XGBoost: missing; LightGBM, scikit-learn: 0).
+        the model's feature names by name. An iterator (or list) of ``(X, y)`` or
+        ``(X, y, sample_weight)`` chunks streams held-out data larger than memory: each
+        chunk's statistics are accumulated and added (y, sample_weight, base_margin are
+        then given inside the chunks), and the result equals the one-call result on
+        the concatenated rows (see :class:`treeimp.Explainer`). Absent entries of a
+        sparse matrix are what the model's library reads them as (XGBoost: missing;
+        LightGBM, scikit-learn: 0).
     y : array-like (n_rows,), optional
         Labels (classification, mapped to the model's classes) or values. Needed by
         every method except "mdi": ``methods=("mdi",)`` reads the model alone, routes
@@ -136,108 +116,13 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
     >>> list(res.table.columns)
     ['mdi', 'mdi_oob', 'ufi']
     """
-    model, X, feature_names, input_groups = _unwrap(model, X, feature_names, groups)
-    if not isinstance(oob, (bool, np.bool_)):
-        raise TypeError(f"oob must be True or False, got {oob!r}")
-    oob = bool(oob)
-    check_unique_columns(X)
-    ens = parse(model, iteration_range=iteration_range, missing=missing)
-    check_explainable(ens)
-    methods = _check_methods(methods, ens, alpha, lam)
-    check_methods_for_targets(methods, ens)
-    rows = RowSource(X, ens)  # validates X's width and names even when no row is routed
-    n = rows.n_rows
-    offset = check_base_margin(base_margin, n, ens)
-    names = _feature_names(feature_names, rows, ens)
-    grp = resolve_groups(groups, names, input_groups)
-    held_out = [m for m in methods if m != "mdi"]
-    if not held_out:  # in-sample MDI reads the model alone: y optional, nothing routed
-        if y is not None:
-            as_target(y, n, n_target_columns(ens))
-        check_sample_weight(sample_weight, n)
-        return _assemble(ens, None, methods, names, False, n,
-                         _check_n_blocks(n_blocks, np.inf), alpha, lam, groups=grp)
-    n_blocks = _check_n_blocks(n_blocks, n)
-    y_arr = as_target(y, n, n_target_columns(ens))
-    # no sample_weight: one weight for every row (the kernels read w[min(row, len - 1)])
-    w = np.ones(1) if sample_weight is None else check_sample_weight(sample_weight, n)
-    block = _assign_blocks(n, n_blocks, random_state)
+    from .explainer import Explainer
 
-    # measures from per-row contributions (shap_oob.py), from the same row blocks
-    extra = {m: shap_oob.per_tree_values(m, ens, model, rows, y_arr, w, block, n_blocks,
-                                         oob=oob, n_jobs=n_jobs, base_margin=offset)
-             for m in held_out if m in SHAP_METHODS}
-    held_out = [m for m in held_out if m not in SHAP_METHODS]
-    if not held_out:
-        inflation = OOB_VARIANCE_FACTOR if oob else 1.0  # see below
-        return _assemble(ens, None, methods, names, False, n, n_blocks, alpha, lam,
-                         inflation, extra, groups=grp)
-    bar = progress_bar(progress, total=n, work=n * ens.n_trees, desc="treeimp.explain")
-    # the statistics live in a kept buffer (kernels/scratch.py) until the importances
-    # are computed from them; no result keeps a view of them
-    with contextlib.ExitStack() as buffers:
-        try:
-            stats, classification = _node_statistics(ens, model, rows, y_arr, w, block,
-                                                      n_blocks, oob, held_out, n_jobs, bar,
-                                                      buffers, offset)
-        finally:
-            bar.close()
-        # Out of bag, every row trains some trees and evaluates others: under the null a
-        # pair of rows can enter an importance twice (z_i against the fit to z_j in the
-        # trees where i is out of bag, the other way round in others), which resampling
-        # rows with the trees held fixed does not see. The two terms come from different
-        # trees, so they are far from perfectly correlated: the factor is measured, not
-        # the sqrt(2) of perfect correlation. Held-out rows never trained a tree: 1.
-        inflation = OOB_VARIANCE_FACTOR if oob else 1.0
-        return _assemble(ens, stats, methods, names, classification, n, n_blocks, alpha,
-                         lam, inflation, extra, groups=grp)
-
-
-def _node_statistics(ens, model, rows, y_arr, w, block, n_blocks, oob, held_out, n_jobs,
-                     bar, buffers, offset=None):
-    """(NodeStats of the evaluation rows over n_blocks + 1 blocks: the leave-one-block-out
-    replicates, then all rows; whether the targets are classes). Their array is a kept
-    buffer entered into the ExitStack ``buffers``, handed back when it closes."""
-    n = rows.n_rows
-    if ens.kind == FOREST:
-        Z, classification = forest_targets(ens, y_arr)
-        # one-hot statistics (n' the sum of the class sums) need ONE class per row: not
-        # so for the concatenated one-hot vectors of several targets
-        one_hot = classification and target_classes(ens) is None
-        bits = inbag_bits(model, n) if oob else None
-        if bits is not None and bits.shape[0] != ens.n_trees:
-            raise ValueError(f"the forest has {ens.n_trees} trees but in-bag rows for "
-                             f"{bits.shape[0]}")
-        if oob:
-            in_every_tree = np.bitwise_and.reduce(bits, axis=0)
-            if held_out and np.unpackbits(in_every_tree, bitorder="little", count=n).all():
-                raise ValueError("every row is in-bag for every tree: no out-of-bag rows")
-        # one-hot class targets: the class sums alone (n' is their sum)
-        out = buffers.enter_context(
-            scratch.zeroed(forest_stats_shape(ens, n_blocks, one_hot, True)))
-        stats = NodeStats.from_array(
-            forest_node_stats(ens, rows, Z, w, block, n_blocks, inbag_bits=bits,
-                              one_hot=one_hot, leave_one_out=True, n_jobs=n_jobs,
-                              bar=bar, out=out),
-            one_hot=one_hot)
-        return stats, classification
-    if oob:
-        raise ValueError("oob=True is for bagged forests; boosting models have no "
-                         "out-of-bag rows and need a held-out set: "
-                         "explain(model, X_val, y_val)")
-    from .boosting import boosting_node_stats, stats_shape
-
-    out = buffers.enter_context(scratch.zeroed(stats_shape(ens, n_blocks, True)))
-    return boosting_node_stats(ens, rows, y_arr, w, block, n_blocks, leave_one_out=True,
-                               n_jobs=n_jobs, bar=bar, out=out, base_margin=offset)
-
-
-def _unwrap(model, X, feature_names, groups):
-    """(model, X, feature_names, input groups): a Pipeline's last step and X through the
-    steps before it (see :mod:`treeimp.pipeline`); other models as they are."""
-    u = unwrap(model, X, need_input_groups=isinstance(groups, str) and groups == "input")
-    return u.model, u.X, (u.feature_names if feature_names is None else feature_names), \
-        u.input_groups
+    ex = Explainer(model, iteration_range=iteration_range, missing=missing,
+                   feature_names=feature_names, n_jobs=n_jobs)
+    return ex.explain(X, y, oob=oob, methods=methods, sample_weight=sample_weight,
+                      base_margin=base_margin, groups=groups, n_blocks=n_blocks,
+                      random_state=random_state, alpha=alpha, lam=lam, progress=progress)
 
 
 def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alpha, lam,
@@ -255,31 +140,24 @@ def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alph
     width = len(names)
     table, se, se_trees, per_tree, blocks = {}, {}, {}, {}, {}
     # ``stats``: NodeStats over n_blocks + 1 blocks, the leave-one-block-out replicates
-    # and last all rows, so that one pass of each formula gives both; None: "mdi" alone,
-    # no rows were routed
-    # classification forests report mdi_oob and ufi per class too, from the same sums
-    class_parts = {}
-    if forest and classification:
-        wanted = [m for m in measures.CLASS_METHODS if m in methods]
-        if "mdi_oob" in wanted and "ufi" in wanted:
-            class_parts = measures.class_parts_both(ens, stats)
-        for m in wanted:
-            if m not in class_parts:
-                class_parts[m] = measures.class_parts(m, ens, stats)
+    # and last all rows, so that one pass of each formula gives both; None: no measure
+    # from node statistics was asked for, no rows were routed for them
+    # classification forests report the measures with a per-class form per class too,
+    # from the same sums
+    class_parts = (registry.class_parts(methods, ens, stats)
+                   if forest and classification else {})
+    given = {"alpha": alpha, "lam": lam}
     for m in methods:
-        if m == "mdi":
-            pt = to_groups(measures.mdi(ens)[None])
-            bv = np.full((n_blocks, width), np.nan)
-        elif extra and m in extra:  # (n_blocks + 1, n_trees, n_features) as compute's
+        entry = registry.get(m)
+        if entry.source == registry.CONTRIBUTIONS:
+            # (n_blocks + 1, n_trees, n_features) as the formulas', from shap_oob.py
             values = to_groups(extra[m])
-            pt = values[-1:]
-            bv = agg(values[:-1])
         else:
-            values = to_groups(measures.compute(m, ens, stats, classification=classification,
-                                                alpha=alpha, lam=lam,
-                                                parts=class_parts.get(m)))
-            pt = values[-1:]
-            bv = agg(values[:-1])
+            values = to_groups(entry.formula(ens, stats, classification,
+                                             entry.params_for(given), class_parts.get(m)))
+        pt = values[-1:]
+        # read from the model alone: no evaluation rows, no row blocks
+        bv = agg(values[:-1]) if entry.needs_rows else np.full((n_blocks, width), np.nan)
         per_tree[m] = pt[0]
         table[m] = agg(pt)[0]
         blocks[m] = bv
@@ -287,7 +165,7 @@ def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alph
         se_trees[m] = _tree_stderr(pt[0], forest)
     by_class = {}
     for m, parts in class_parts.items():
-        pc = measures.by_class(m, ens, stats.blocks(slice(-1, None)), parts[-1:])
+        pc = registry.get(m).per_class.values(ens, stats.blocks(slice(-1, None)), parts[-1:])
         pc = to_groups(pc.transpose(0, 2, 1)).transpose(0, 2, 1)  # (trees, width, classes)
         by_class[m] = pd.DataFrame(
             _nanmean_trees(pc.reshape(1, ens.n_trees, -1))[0].reshape(width, -1),
@@ -339,27 +217,8 @@ def _check_methods(methods, ens, alpha, lam):
     bad = [m for m in methods if not isinstance(m, str)]
     if bad:
         raise TypeError(f"methods must be strings, got {bad[0]!r}")
-    valid = FOREST_METHODS + ("pg_oob",) if ens.kind == FOREST else BOOSTING_METHODS
-    valid = valid + tuple(SHAP_METHODS)
-    if not methods:
-        raise ValueError(f"methods is empty; choose from {list(valid)}")
-    for m in methods:
-        if m not in valid:
-            extra = (" (penalized Gini is defined for forests only)"
-                     if m in FOREST_METHODS + ("pg_oob",) else "")
-            raise ValueError(f"unknown method {m!r} for a {ens.kind} model{extra}; valid "
-                             f"methods: {list(valid)}")
-        measures.check_method_for_model(m, ens)
-    if "pg_oob" in methods:
-        if alpha is None or lam is None:
-            raise ValueError("'pg_oob' needs alpha and lam (e.g. alpha=0.5, lam=1.0)")
-        for name, v in (("alpha", alpha), ("lam", lam)):
-            if isinstance(v, bool) or not isinstance(v, numbers.Real):
-                raise TypeError(f"pg_oob's {name} must be a number, got {v!r}")
-        if not 0.0 <= float(alpha) <= 1.0 or not 0.0 <= float(lam) < np.inf:
-            raise ValueError(f"pg_oob needs 0 <= alpha <= 1 and a finite lam >= 0, got "
-                             f"alpha={alpha}, lam={lam}")
-    return methods
+    # registered, defined for this model (kind, node values, targets), parameters
+    return registry.check_methods(methods, ens, {"alpha": alpha, "lam": lam})
 
 
 def _check_n_blocks(n_blocks, n_rows):
@@ -370,16 +229,6 @@ def _check_n_blocks(n_blocks, n_rows):
     if n_blocks > n_rows:
         raise ValueError(f"n_blocks={n_blocks} is more than the {n_rows} evaluation rows")
     return int(n_blocks)
-
-
-def _assign_blocks(n, n_blocks, random_state):
-    """Random, equal-sized blocks of rows (sizes differ by at most one), shuffled in
-    place: 4 bytes per row and no temporary."""
-    rng = np.random.default_rng(random_state)
-    block = np.arange(n, dtype=np.int32)
-    block %= n_blocks
-    rng.shuffle(block)
-    return block
 
 
 def _feature_names(feature_names, rows, ens):

@@ -10,11 +10,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 import warnings
 
 import numpy as np
 import pandas as pd
 
+from . import registry
 from .defaults import DEFAULT_N_BLOCKS
 
 EXPLAIN_HELP = """\
@@ -42,6 +44,41 @@ model was trained on (0/1 for binary models).
 """
 
 
+def method_choices():
+    """The measures ``--methods`` takes: the registry's, except those needing parameters
+    the command line does not pass (pg_oob's alpha and lam)."""
+    return registry.names(passed_params=False)
+
+
+def _methods_section():
+    """The Methods part of ``treeimp explain --help``, one line per measure."""
+    lines = ["Methods (--methods):"]
+    width = max(len(n) for n in method_choices())
+    for name in method_choices():
+        m = registry.get(name)
+        only = ("" if set(m.kinds) == set(registry.KINDS)
+                else f" [{' and '.join(m.kinds)} models only]")
+        lines += textwrap.wrap(f"{m.description}{only}", 88, initial_indent=f"  {name:<{width}}  ",
+                               subsequent_indent=" " * (width + 4))
+    return "\n".join(lines) + "\n"
+
+
+def _check_method_names(methods):
+    """--methods names that the command line can pass (model-specific checks: explain)."""
+    choices = method_choices()
+    if not methods:
+        raise ValueError(f"--methods is empty; choose from {list(choices)}")
+    for name in methods:
+        if name not in choices:
+            why = ""
+            if name in registry.names():
+                m = registry.get(name)
+                why = (f" ({name!r}, {m.description}, takes {', '.join(m.params)}, "
+                       "which the command line does not pass)")
+            raise ValueError(f"unknown method {name!r} in --methods{why}; valid methods: "
+                             f"{list(choices)}")
+
+
 class UsageError(ValueError):
     """A command line argparse rejects (reported in one line, not argparse's usage text)."""
 
@@ -57,7 +94,7 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", required=True)
 
     ex = sub.add_parser("explain", help="importances of a saved model on a data file",
-                        description=EXPLAIN_HELP,
+                        description=EXPLAIN_HELP + "\n" + _methods_section(),
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     ex.add_argument("model", metavar="MODEL", help="model file: .json/.ubj (XGBoost), .txt "
                     "(LightGBM), .skops, .pkl/.pickle/.joblib (with --trust-pickle)")
@@ -65,8 +102,8 @@ def build_parser():
     ex.add_argument("--target", required=True, metavar="COL",
                     help="name of the label column in DATA")
     ex.add_argument("--methods", default="mdi,mdi_oob,ufi", metavar="LIST",
-                    help="comma-separated: mdi, mdi_oob, mdi_oob_centered, ufi, naive_oob, "
-                    "pg1, pg2, pg3 (pg*: forests only) (default: mdi,mdi_oob,ufi)")
+                    help=f"comma-separated: {', '.join(method_choices())} (see Methods "
+                    "above) (default: mdi,mdi_oob,ufi)")
     ex.add_argument("--select", type=float, default=None, metavar="ALPHA",
                     help="also screen: list the features whose importance is significantly "
                     "> 0 at false discovery rate ALPHA (Benjamini-Hochberg), by the default "
@@ -145,6 +182,7 @@ def _explain(args):
     from .pipeline import is_pipeline
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    _check_method_names(methods)
     drop = [c.strip() for c in args.drop.split(",") if c.strip()]
     # output paths are checked before the work, not after it
     if args.plot:
@@ -257,7 +295,7 @@ def format_table(res, *, model_file="", data_file="", target="", oob=False):
     with pd.option_context("display.max_rows", None, "display.max_columns", None,
                            "display.width", 200, "display.max_colwidth", 40):
         body = show.to_string()
-    first = next((m for m in res.methods if m != "mdi"), res.methods[0])
+    first = next((m for m in res.methods if registry.needs_rows(m)), res.methods[0])
     return "\n".join(head + [body, f"(sorted by {first})"])
 
 

@@ -21,8 +21,9 @@ import pandas as pd
 
 from ._input import RowSource
 from .ensemble import FOREST
-from .kernels.api import routing_flags
-from .kernels.threads import numba_threads
+from .kernels.treeshap import ROWS_PER_TASK
+from .routing import routing_flags
+from .threads import numba_threads
 
 METHODS = ("shap", "saabas")
 
@@ -45,24 +46,13 @@ def kernel_inputs(ens, method):
     per tree the most distinct features on a path (which sets its quadrature size),
     Saabas the node values of the normal form (internal nodes the weight-mean of their
     children, as mdi_oob reads them)."""
-    from .kernels.treeshap import quadrature_tables
 
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     max_depth = int(ens.routing_arrays()[1].max())
     gl_nodes, gl_weights = quadrature_tables(max_depth)
     return (method == "shap", max_depth, gl_nodes, gl_weights, shap_cover(ens),
-            np.ascontiguousarray(ens.value, dtype=np.float64), _path_features(ens))
-
-
-def _path_features(ens):
-    """Per tree, the most distinct features on a root-to-leaf path (built once)."""
-    if getattr(ens, "_path_features", None) is None:
-        from .kernels.treeshap import path_features
-
-        ens._path_features = path_features(ens.tree_offsets, ens.left, ens.right,
-                                           ens.feature, ens.n_features)
-    return ens._path_features
+            np.ascontiguousarray(ens.value, dtype=np.float64), ens.path_features)
 
 
 def expected_tree_values(ens, method):
@@ -183,7 +173,7 @@ def contributions(model, X, y=None, *, oob=False, method="shap", groups=None, n_
     phi_oob = np.zeros((n, F, K))
     phi_in = np.zeros((n, F, K))
     n_oob = np.zeros(n, np.int64)
-    from .kernels.treeshap import oob_contributions_chunk, rows_per_task
+    from .kernels.treeshap import oob_contributions_chunk
 
     with numba_threads(n_jobs):
         for start, chunk in rows.chunks():
@@ -218,7 +208,7 @@ def _grouped(grp, values, names, X):
 
 
 def _in_sample(ens, rows, inputs, n_jobs):
-    from .kernels.treeshap import contributions_chunk, rows_per_task
+    from .kernels.treeshap import contributions_chunk
 
     use_shap, max_depth, gl_nodes, gl_weights, cover, value, n_path = inputs
     out = np.zeros((rows.n_rows, ens.n_features, ens.n_outputs))
@@ -426,3 +416,22 @@ class Contributions:
         if str(f) not in self.feature_names:
             raise ValueError(f"unknown feature {f!r}; features are {self.feature_names[:10]}")
         return self.feature_names.index(str(f))
+
+
+def rows_per_task(n_rows, n_threads):
+    """ROWS_PER_TASK (kernels/treeshap.py), or fewer when there are too few rows to give
+    every thread four tasks (a few rows of a deep forest would otherwise run on one thread)."""
+    return int(max(1, min(ROWS_PER_TASK, -(-n_rows // (4 * n_threads)))))
+
+
+def quadrature_tables(max_depth):
+    """Gauss-Legendre nodes and weights on [0, 1]: row M holds the M-point rule (exact
+    for polynomials of degree <= 2M - 1), for M = 1 .. max_depth // 2 + 1."""
+    m_max = max_depth // 2 + 1
+    nodes = np.zeros((m_max + 1, m_max))
+    weights = np.zeros((m_max + 1, m_max))
+    for m in range(1, m_max + 1):
+        x, w = np.polynomial.legendre.leggauss(m)
+        nodes[m, :m] = 0.5 * (x + 1.0)
+        weights[m, :m] = 0.5 * w
+    return nodes, weights

@@ -8,3 +8,6 @@ DEFAULT_N_BLOCKS = 20
 # out of bag, every row trains some trees and evaluates others; the jackknife over row
 # blocks holds the trees fixed and misses that part of the variance (see api.explain)
 OOB_VARIANCE_FACTOR = math.sqrt(1.6)
+
+# the measures explain() reports when none are named
+DEFAULT_METHODS = ("mdi", "mdi_oob", "ufi")

@@ -24,9 +24,18 @@ Routing rules a node can express (each parser maps its library onto them):
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from .kernel_inputs import Routing
+
+if TYPE_CHECKING:
+    from .leaf_router import LeafRouter
 
 NAN_MISSING = 0
 NAN_AS_ZERO = 1
@@ -239,33 +248,115 @@ def _structure_message(t_idx, problem, bad, n, n_features):
     return f"tree {t_idx} has {bad} nodes that the root never reaches"
 
 
+@dataclass(frozen=True, eq=False, kw_only=True)
 class TreeEnsemble:
-    """A validated tree ensemble in flat-array normal form.
+    """A validated tree ensemble in flat-array normal form; immutable.
 
     Build it with :meth:`from_trees` (parsers do this) or get it from
-    :func:`treeimp.parse` / :func:`treeimp.load`.
+    :func:`treeimp.parse` / :func:`treeimp.load`; derive variants with :meth:`rounds`
+    and :meth:`with_missing_value` (``dataclasses.replace`` underneath). Every array
+    field is read-only. Equality is identity (``eq=False``: two ensembles are never
+    compared array by array); :attr:`fingerprint` tells whether two ensembles describe
+    the same model.
 
-    Node arrays (length ``n_nodes``, all trees concatenated, child indices GLOBAL):
-    ``left``, ``right``, ``feature``, ``threshold``, ``missing_left``, ``nan_mode``,
-    ``is_categorical``, ``category_offset``, ``category_count``,
-    ``category_default_left``, ``value`` (n_nodes, value_dim), ``weight``,
-    ``impurity``, ``gain``, ``cover`` (the TreeSHAP cover where a library's own TreeSHAP
-    uses another quantity than ``weight``, NaN elsewhere). Flat category arrays
-    ``category_codes`` (sorted within a node) and ``category_left``. Per tree (length
-    ``n_trees``): ``tree_offsets`` (n_trees + 1), ``tree_output``, ``tree_scale``,
-    ``tree_learning_rate``, ``tree_stage`` (boosting round: trees of one round are fit
-    to gradients taken at the same margin). ``postorder``: every node, children before
-    parents, tree by tree.
-    How input values are read: ``sparse_absent`` (what an absent sparse entry is),
-    ``missing_value`` (a number routed as missing), ``hashed_features`` with
-    ``value_hasher``, ``leaf_router``; offsets: ``offset_replaces_base``,
-    ``base_in_first_round``; ``target_classes`` (multi-output classifiers): see
-    :meth:`from_trees`, which sets every one of them.
+    Derived structures are cached properties, built on first read and kept on the
+    ensemble: :attr:`node_tree`, :attr:`postorder`, :attr:`routing`, :attr:`splits`,
+    :attr:`path_features`, :attr:`tree_learning_rate`, :attr:`fingerprint`. They are
+    ``functools.cached_property``, which stores into the instance ``__dict__`` directly
+    (not through the frozen ``__setattr__``); :meth:`_cache` is the one other place that
+    writes there. Pickles leave them out (rebuilt on first read after loading).
     """
 
-    def __init__(self, **arrays):
-        for k, v in arrays.items():
-            setattr(self, k, v)
+    # -- settings
+    kind: str  # "forest" (trees averaged) or "boosting" (trees added)
+    library: str  # "sklearn", "xgboost", "lightgbm", "catboost" or "" (built by hand)
+    n_features: int
+    n_outputs: int
+    value_dim: int  # values per node: 1, or n_outputs for vector-leaf trees
+    comparison: str  # "<" or "<=": how a numeric split sends x left of its threshold
+    round_float32: bool  # x is rounded to float32 before it is compared
+    gain_kind: str  # what ``gain`` holds: "impurity" (decrease) or "gain" (the library's)
+    impurity_kind: str  # one of IMPURITY_KINDS: what ``impurity`` measures
+    base_score: np.ndarray  # (n_outputs,) margin before the first tree
+    objective: Objective
+    feature_names: list | None
+    feature_categories: list | None  # per feature None or its category labels (code k)
+    category_as_code: np.bool_ | np.ndarray  # per feature (or one for all): whether a
+    # pandas 'category' column is read by its codes (True) or its label values (False)
+    category_values: list | None  # per feature None or the value -> code table
+    classes: np.ndarray | None  # class labels of a classifier
+    sparse_absent: float  # what an absent sparse entry is: 0.0 or NaN
+    missing_value: float  # an input value routed as missing (NaN: only NaN)
+    offset_replaces_base: bool  # a per-row offset replaces base_score (XGBoost)
+    base_in_first_round: bool  # the base score is folded into round 0's trees (LightGBM)
+    # -- per tree (length n_trees; tree_offsets n_trees + 1)
+    tree_offsets: np.ndarray  # int64: tree t is nodes tree_offsets[t]:tree_offsets[t + 1]
+    tree_output: np.ndarray  # int32: the first output the tree writes
+    tree_scale: np.ndarray  # float64: factor on the tree's values (XGBoost DART weights)
+    tree_stage: np.ndarray  # int64: boosting round (one round's trees share a margin)
+    # float64 learning rates, or a picklable zero-argument callable returning them,
+    # resolved on the first read of :attr:`tree_learning_rate` (XGBoost model files
+    # whose configuration does not state eta: ``parsers/xgb_eta.py``)
+    tree_learning_rate_source: np.ndarray | Callable[[], np.ndarray]
+    # -- per node (length n_nodes, all trees concatenated, child indices GLOBAL)
+    left: np.ndarray  # int32 child index, -1 at leaves
+    right: np.ndarray  # int32 child index, -1 at leaves
+    feature: np.ndarray  # int32 split feature, -1 at leaves
+    threshold: np.ndarray  # float64 numeric split threshold
+    missing_left: np.ndarray  # bool: where a missing value goes
+    nan_mode: np.ndarray  # uint8: NAN_* (module docstring)
+    is_categorical: np.ndarray  # bool: a categorical split
+    category_offset: np.ndarray  # int64: the node's first entry in category_codes
+    category_count: np.ndarray  # int32: the node's number of listed codes
+    category_default_left: np.ndarray  # bool: where unlisted codes go
+    value: np.ndarray  # float64 (n_nodes, value_dim); internal nodes: weight-mean of
+    # their children
+    weight: np.ndarray  # float64 training weight / cover
+    cover: np.ndarray  # float64 TreeSHAP cover where a library's own TreeSHAP uses
+    # another quantity than ``weight`` (LightGBM: row counts); NaN elsewhere
+    impurity: np.ndarray  # float64, NaN where the library does not store it
+    gain: np.ndarray  # float64, NaN where the library does not store it
+    # -- flat category arrays (codes sorted within a node)
+    category_codes: np.ndarray  # int64
+    category_left: np.ndarray  # bool: where each listed code goes
+    # -- how input values are read
+    hashed_features: tuple = ()  # features whose values go through value_hasher
+    value_hasher: Callable | None = None
+    leaf_router: LeafRouter | None = None  # rows routed by the library's leaf indices
+    target_classes: list | None = None  # multi-output classifiers: classes per target
+
+    def __post_init__(self):
+        self._freeze_arrays()
+        rates = self.tree_learning_rate_source
+        if not callable(rates) and np.shape(rates) != (self.n_trees,):
+            raise ValueError(f"tree_learning_rate has shape {np.shape(rates)}; expected one "
+                             f"rate for each of {self.n_trees} trees")
+
+    def _cache(self, name, value):
+        """Store ``value`` as the cached property ``name`` (a structure the builder
+        already has, so it is not computed again)."""
+        self.__dict__[name] = value
+
+    def _freeze_arrays(self):
+        """Make every array field (and the arrays of its list fields) read-only."""
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, np.ndarray):
+                v.setflags(write=False)
+            elif f.name in ("category_values", "target_classes") and v is not None:
+                for a in v:
+                    if isinstance(a, np.ndarray):
+                        a.setflags(write=False)
+
+    def __getstate__(self):
+        """Pickled without the cached derived structures."""
+        return {k: v for k, v in self.__dict__.items() if k not in _CACHED}
+
+    def __setstate__(self, state):
+        """Unpickled with read-only arrays again (pickle does not keep the flag), so
+        kernels see the same array types as for a parsed ensemble."""
+        self.__dict__.update(state)
+        self._freeze_arrays()
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -296,6 +387,7 @@ class TreeEnsemble:
         hashed_features=None,
         leaf_router=None,
         target_classes=None,
+        tree_learning_rate=None,
     ) -> TreeEnsemble:
         """Validate per-tree arrays and concatenate them into the normal form.
 
@@ -349,6 +441,10 @@ class TreeEnsemble:
 
         ``target_classes``: multi-output classifiers, each target's classes (a list of
         arrays; the outputs are their class probabilities side by side); None otherwise.
+
+        ``tree_learning_rate``: per-tree learning rates, or a picklable zero-argument
+        callable that returns them when they are first read (see
+        :attr:`tree_learning_rate_source`), instead of each Tree's ``learning_rate``.
         """
         _check_settings(kind, comparison, gain_kind, impurity_kind, n_features, n_outputs)
         if len(trees) == 0:
@@ -382,7 +478,8 @@ class TreeEnsemble:
             offsets, fields, [tree.categories for tree in trees],
             tree_output=np.array([t.output for t in trees], np.int32),
             tree_scale=np.array([t.scale for t in trees], np.float64),
-            tree_learning_rate=np.array([t.learning_rate for t in trees], np.float64),
+            tree_learning_rate=(np.array([t.learning_rate for t in trees], np.float64)
+                                if tree_learning_rate is None else tree_learning_rate),
             tree_stage=_stages(trees), bad_shapes=bad_shapes,
             kind=kind, n_features=n_features, n_outputs=n_outputs, comparison=comparison,
             round_float32=round_float32, base_score=base_score, objective=objective,
@@ -466,6 +563,23 @@ class TreeEnsemble:
         if np.any(weight < 0) or not np.all(np.isfinite(weight)):
             raise ValueError("node training weights must be finite and >= 0")
 
+        # internal node values are filled (in place, before the arrays become
+        # read-only) bottom up in the post-order the ensemble then keeps
+        if offsets[-1] < SERIAL_NODES:
+            order, fill = structure.postorder_serial, structure.fill_internal_values_serial
+        else:
+            order, fill = structure.postorder, structure.fill_internal_values
+        postorder = order(offsets, left, right)
+        fill(postorder, offsets, left, right, weight, value)
+        value_hasher = meta.get("value_hasher")
+        hashed = _hashed_features(meta.get("hashed_features"), value_hasher, n_features)
+        leaf_router = meta.get("leaf_router")
+        if leaf_router is not None:
+            leaf_router.check(int(offsets[-1]))
+        tc = meta.get("target_classes")
+        rates = tree_learning_rate
+        if not callable(rates):
+            rates = np.asarray(rates, np.float64)
         ens = cls(
             kind=kind,
             library=meta.get("library", ""),
@@ -485,7 +599,8 @@ class TreeEnsemble:
             category_as_code=_per_feature_flags(meta.get("category_as_code", True),
                                                 n_features),
             category_values=_category_values(meta.get("category_values"), n_features),
-            classes=None if meta.get("classes") is None else np.asarray(meta["classes"]),
+            # copied: the ensemble's arrays become read-only, the model's must not
+            classes=None if meta.get("classes") is None else np.array(meta["classes"]),
             sparse_absent=_absent_value(meta.get("sparse_absent", 0.0)),
             missing_value=_missing_value(meta.get("missing_value", np.nan)),
             offset_replaces_base=bool(meta.get("offset_replaces_base", False)),
@@ -493,7 +608,7 @@ class TreeEnsemble:
             tree_offsets=offsets,
             tree_output=np.asarray(tree_output, np.int32),
             tree_scale=np.asarray(tree_scale, np.float64),
-            tree_learning_rate=np.asarray(tree_learning_rate, np.float64),
+            tree_learning_rate_source=rates,
             tree_stage=np.asarray(tree_stage, np.int64),
             left=left,
             right=right,
@@ -512,31 +627,13 @@ class TreeEnsemble:
             cover=fields["cover"],
             impurity=impurity,
             gain=gain,
+            hashed_features=hashed,
+            value_hasher=value_hasher if hashed else None,
+            leaf_router=leaf_router,
+            target_classes=None if tc is None else [np.array(c) for c in tc],
         )
-        value_hasher = meta.get("value_hasher")
-        leaf_router = meta.get("leaf_router")
-        ens.hashed_features = _hashed_features(meta.get("hashed_features"), value_hasher,
-                                               n_features)
-        ens.value_hasher = value_hasher if ens.hashed_features else None
-        if leaf_router is not None:
-            leaf_router.check(ens.n_nodes)
-        ens.leaf_router = leaf_router
-        tc = meta.get("target_classes")
-        ens.target_classes = None if tc is None else [np.asarray(c) for c in tc]
-        ens._fill_internal_values()
+        ens._cache("postorder", _read_only(postorder))
         return ens
-
-    def _fill_internal_values(self):
-        """Internal node value := training-weight mean of its children, bottom up."""
-        from .kernels import structure
-
-        if self.n_nodes < SERIAL_NODES:
-            postorder, fill = structure.postorder_serial, structure.fill_internal_values_serial
-        else:
-            postorder, fill = structure.postorder, structure.fill_internal_values
-        self.postorder = postorder(self.tree_offsets, self.left, self.right)
-        fill(self.postorder, self.tree_offsets, self.left, self.right, self.weight,
-             self.value)
 
     # ------------------------------------------------------------------ rounds
     @property
@@ -570,10 +667,10 @@ class TreeEnsemble:
                              f"all its {self.n_rounds} rounds")
         first = np.concatenate([[0], np.flatnonzero(np.diff(self.tree_stage)) + 1,
                                 [self.n_trees]])
-        out = self._tree_slice(int(first[start]), int(first[stop]))
-        if start > 0 and self.base_in_first_round:
-            out.base_score = np.zeros_like(self.base_score)
-        return out
+        zero_base = start > 0 and self.base_in_first_round
+        return self._tree_slice(int(first[start]), int(first[stop]),
+                                **({"base_score": np.zeros_like(self.base_score)}
+                                   if zero_base else {}))
 
     def start_margin(self, offset):
         """Every row's margin before the first tree given per-row offsets (n, n_outputs):
@@ -584,37 +681,38 @@ class TreeEnsemble:
         return np.ascontiguousarray(offset + self.base_score)
 
     def with_missing_value(self, missing) -> TreeEnsemble:
-        """A copy sharing the trees whose input value ``missing`` is routed as NaN."""
-        out = TreeEnsemble(**{k: v for k, v in vars(self).items()})
-        out.missing_value = _missing_value(missing)
+        """A copy sharing the trees (and their derived structures) whose input value
+        ``missing`` is routed as NaN."""
+        out = dataclasses.replace(self, missing_value=_missing_value(missing))
+        for name in _STRUCTURE_CACHES:  # none of them reads missing_value
+            if name in self.__dict__:
+                out._cache(name, self.__dict__[name])
         return out
 
-    def _tree_slice(self, t0, t1):
-        """Trees t0 .. t1 - 1 as an ensemble of their own (node indices renumbered)."""
-        from .kernels import structure
-
+    def _tree_slice(self, t0, t1, **changes):
+        """Trees t0 .. t1 - 1 as an ensemble of their own (node indices renumbered);
+        ``changes``: other fields to replace."""
         o0, o1 = int(self.tree_offsets[t0]), int(self.tree_offsets[t1])
         c0 = int(self.category_count[:o0].sum())
         c1 = int(self.category_count[:o1].sum())
-        fields = {k: v for k, v in vars(self).items() if not k.startswith("_")}
-        for name in _NODE_ARRAYS:
-            fields[name] = fields[name][o0:o1].copy()
+        new = {name: getattr(self, name)[o0:o1].copy() for name in _NODE_ARRAYS}
         for name in ("left", "right"):
-            a = fields[name]
-            fields[name] = np.where(a >= 0, a - o0, a)
-        fields["category_offset"] = np.where(fields["is_categorical"],
-                                             fields["category_offset"] - c0, 0)
-        fields["category_codes"] = self.category_codes[c0:c1].copy()
-        fields["category_left"] = self.category_left[c0:c1].copy()
+            a = new[name]
+            new[name] = np.where(a >= 0, a - o0, a)
+        new["category_offset"] = np.where(new["is_categorical"], new["category_offset"] - c0,
+                                          0)
+        new["category_codes"] = self.category_codes[c0:c1].copy()
+        new["category_left"] = self.category_left[c0:c1].copy()
         for name in _TREE_ARRAYS:
-            fields[name] = fields[name][t0:t1].copy()
-        fields["tree_stage"] = fields["tree_stage"] - fields["tree_stage"][0]
-        fields["tree_offsets"] = self.tree_offsets[t0:t1 + 1] - o0
-        out = TreeEnsemble(**fields)
-        postorder = (structure.postorder_serial if out.n_nodes < SERIAL_NODES
-                     else structure.postorder)
-        out.postorder = postorder(out.tree_offsets, out.left, out.right)
-        return out
+            new[name] = getattr(self, name)[t0:t1].copy()
+        new["tree_stage"] = new["tree_stage"] - new["tree_stage"][0]
+        new["tree_offsets"] = self.tree_offsets[t0:t1 + 1] - o0
+        rates = self.tree_learning_rate_source
+        if callable(rates) and "tree_learning_rate" not in self.__dict__:
+            new["tree_learning_rate_source"] = RateSlice(rates, t0, t1)  # still lazy
+        else:
+            new["tree_learning_rate_source"] = self.tree_learning_rate[t0:t1].copy()
+        return dataclasses.replace(self, **new, **changes)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -629,12 +727,76 @@ class TreeEnsemble:
     def is_leaf(self) -> np.ndarray:
         return self.left < 0
 
-    @property
+    @functools.cached_property
     def node_tree(self) -> np.ndarray:
-        """Tree index of every node (built once: do not modify a built ensemble)."""
-        if getattr(self, "_node_tree", None) is None:
-            self._node_tree = np.repeat(np.arange(self.n_trees), np.diff(self.tree_offsets))
-        return self._node_tree
+        """Tree index of every node (int64, read-only)."""
+        return _read_only(np.repeat(np.arange(self.n_trees), np.diff(self.tree_offsets)))
+
+    @functools.cached_property
+    def postorder(self) -> np.ndarray:
+        """Every node, children before parents, tree by tree (int64, read-only)."""
+        from .kernels import structure
+
+        order = (structure.postorder_serial if self.n_nodes < SERIAL_NODES
+                 else structure.postorder)
+        return _read_only(order(self.tree_offsets, self.left, self.right))
+
+    @functools.cached_property
+    def routing(self) -> Routing:
+        """The routing kernels' inputs (:class:`Routing`), read-only."""
+        from .kernels.structure import tree_depths
+
+        depth, min_depth = tree_depths(self.tree_offsets, self.left, self.right)
+        return Routing(_read_only(_node_records(self)), _read_only(depth),
+                       _read_only(min_depth), self.category_offset, self.category_count,
+                       self.category_codes, self.category_left)
+
+    @functools.cached_property
+    def splits(self):
+        """The split bookkeeping the measures read (``treeimp.measures._Splits``)."""
+        from .measures import _Splits
+
+        return _Splits(self)
+
+    @functools.cached_property
+    def path_features(self) -> np.ndarray:
+        """Per tree, the most distinct features on a root-to-leaf path (TreeSHAP's
+        quadrature size), read-only."""
+        from .kernels.treeshap import path_features
+
+        return _read_only(path_features(self.tree_offsets, self.left, self.right,
+                                        self.feature, self.n_features))
+
+    @functools.cached_property
+    def tree_learning_rate(self) -> np.ndarray:
+        """Per tree, the learning rate its values were shrunk by (float64, read-only):
+        :attr:`tree_learning_rate_source`, called on first read when it is a callable."""
+        rates = self.tree_learning_rate_source
+        if not callable(rates):
+            return rates
+        out = np.array(rates(), dtype=np.float64)
+        if out.shape != (self.n_trees,):
+            raise ValueError(f"the learning-rate source returned shape {out.shape}; "
+                             f"expected one rate for each of {self.n_trees} trees")
+        bad = ~np.isfinite(out) | (out <= 0)
+        if np.any(bad):
+            raise ValueError(f"learning rate of tree {int(np.argmax(bad))} must be > 0, got "
+                             f"{out[np.argmax(bad)]}")
+        return _read_only(out)
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """A short stable hash (hex, 32 characters) of what routes rows and what the
+        trees add: the settings, the objective, base score, missing and sparse
+        handling, how input values become category codes, the classes, and every node
+        and per-tree array but the learning rates (which are recovered from the node
+        values where a model does not state them). Equal for
+        two parses of one model, in any process; statistics accumulated for one
+        ensemble are combined only with statistics of an ensemble of the same
+        fingerprint."""
+        from .fingerprint import ensemble_fingerprint
+
+        return ensemble_fingerprint(self)
 
     @property
     def model_name(self) -> str:
@@ -672,7 +834,7 @@ class TreeEnsemble:
           with ``L`` leaves has ``L - 1`` internal nodes first, so leaf ``k`` is node
           ``L - 1 + k`` (a one-leaf tree is node 0): ``k = node - (L - 1)``.
         """
-        from .kernels.api import apply_ensemble
+        from .routing import apply_ensemble
 
         return apply_ensemble(self, X, n_jobs=n_jobs)
 
@@ -688,36 +850,42 @@ class TreeEnsemble:
         the offset; XGBoost's base_margin replaces its base score, as XGBoost's
         predict does). X may be a numpy array, a scipy.sparse matrix or a DataFrame.
         """
-        from .kernels.api import predict_ensemble
+        from .routing import predict_ensemble
 
         return predict_ensemble(self, X, n_jobs=n_jobs, base_margin=base_margin)
 
-    def routing_arrays(self):
-        """What a routing kernel needs, in kernel argument order: the node records
-        (leaves are self-loops), each tree's depth and shallowest leaf depth, and the
-        flat category arrays (see ``treeimp.kernels.route.walk_batch``). Built once
-        and cached: do not modify the node arrays of a built ensemble."""
-        if getattr(self, "_records", None) is None:
-            from .kernels.structure import tree_depths
+    def routing_arrays(self) -> Routing:
+        """:attr:`routing` (a tuple in kernel argument order)."""
+        return self.routing
 
-            self._records = _node_records(self)
-            self._depths = tree_depths(self.tree_offsets, self.left, self.right)
-        return (
-            self._records,
-            self._depths[0],
-            self._depths[1],
-            self.category_offset,
-            self.category_count,
-            self.category_codes,
-            self.category_left,
-        )
+
+class RateSlice:
+    """Trees t0 .. t1 - 1 of a lazily resolved learning-rate source (picklable)."""
+
+    def __init__(self, source, t0, t1):
+        self.source, self.t0, self.t1 = source, t0, t1
+
+    def __call__(self):
+        return np.asarray(self.source(), np.float64)[self.t0:self.t1]
+
+
+# the cached properties of TreeEnsemble (left out of pickles); those that depend only
+# on the trees are shared by ``with_missing_value``
+_STRUCTURE_CACHES = ("node_tree", "postorder", "routing", "splits", "path_features",
+                     "tree_learning_rate")
+_CACHED = (*_STRUCTURE_CACHES, "fingerprint")
+
+
+def _read_only(a):
+    a.setflags(write=False)
+    return a
 
 
 # the per-node and per-tree arrays of the normal form (sliced by ``_tree_slice``)
 _NODE_ARRAYS = ("left", "right", "feature", "threshold", "missing_left", "nan_mode",
                 "is_categorical", "category_offset", "category_count",
-                "category_default_left", "value", "weight", "impurity", "gain")
-_TREE_ARRAYS = ("tree_output", "tree_scale", "tree_learning_rate", "tree_stage")
+                "category_default_left", "value", "weight", "cover", "impurity", "gain")
+_TREE_ARRAYS = ("tree_output", "tree_scale", "tree_stage")
 
 
 def check_iteration_range(iteration_range, n_rounds):
@@ -804,7 +972,7 @@ def _stages(trees):
 def _base_score(base_score, n_outputs):
     if base_score is None:
         return np.zeros(n_outputs)
-    b = np.asarray(base_score, dtype=np.float64).ravel()
+    b = np.array(base_score, dtype=np.float64).ravel()  # a copy: read-only from here
     if b.size == 1:
         b = np.repeat(b, n_outputs)
     if b.size != n_outputs:
@@ -845,7 +1013,7 @@ def _category_values(tables, n_features):
         if t is None:
             out.append(None)
             continue
-        v = np.asarray(t, dtype=np.float64)
+        v = np.array(t, dtype=np.float64)  # a copy: read-only from here
         if v.ndim != 1 or not np.all(np.isfinite(v)) or np.unique(v).size != v.size:
             raise ValueError(f"category value table of feature {j} must be a 1-D array of "
                              f"distinct finite numbers, got {t!r}")

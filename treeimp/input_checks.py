@@ -46,34 +46,10 @@ def check_unique_columns(X):
                          "its own name to be matched to the model's features")
 
 
-# measures defined on a vector target: sums over the outputs of the single-output forms
-# (mdi: scikit-learn's, impurity averaged over outputs; the held-out forms with
-# z = y_i the target vector, |.|^2 and products summed over outputs)
-VECTOR_TARGET_METHODS = ("mdi", "mdi_oob", "mdi_oob_centered", "ufi", "naive_oob", "pg1",
-                         "pg2", "pg3", "pg_oob")
-
-
-# multi-output classification forests: the measures that are sums over targets of the
-# single-target forms on each target's one-hot vector
-MULTI_CLASS_TARGET_METHODS = ("mdi", "mdi_oob", "mdi_oob_centered", "ufi", "naive_oob")
-
-
 def check_methods_for_targets(methods, ens):
-    """A multi-output regression forest is explained with the measures that are sums
-    over its targets (:data:`VECTOR_TARGET_METHODS`); the per-row contribution measures
-    (shap_oob, saabas_oob) are defined for one output."""
-    if ens.target_classes is not None:
-        n = len(ens.target_classes)
-        bad = [m for m in methods if m not in MULTI_CLASS_TARGET_METHODS]
-        if bad:
-            raise ValueError(f"{bad} not defined for a classification forest with {n} "
-                             f"targets; use methods from {list(MULTI_CLASS_TARGET_METHODS)} "
-                             "(or one forest per target)")
-        return
-    if ens.kind != FOREST or ens.objective.name == "class_probability" or ens.n_outputs == 1:
-        return
-    bad = [m for m in methods if m not in VECTOR_TARGET_METHODS]
-    if bad:
-        raise ValueError(f"{bad} not defined for a regression forest with {ens.n_outputs} "
-                         f"targets; use methods from {list(VECTOR_TARGET_METHODS)} (or one "
-                         "forest per target)")
+    """A multi-output forest is explained with the measures that are sums over its
+    targets (the registry's ``vector_targets`` / ``class_targets``); the per-row
+    contribution measures (shap_oob, saabas_oob) are defined for one output."""
+    from .registry import check_targets
+
+    check_targets(methods, ens)

@@ -9,6 +9,9 @@ Formulas: ../shared/design/measures.md (Li et al. 2019 eq. 14; Zhou & Hooker 202
 Loecher's penalized Gini). Notation: node m with children l, r; ``v`` node values on the
 model's scale; ``W`` training weights; primes are evaluation-row statistics.
 
+The measures' names, what each is defined for, their parameters and which formula here
+each runs are the table of :mod:`treeimp.registry`; :func:`compute` dispatches through it.
+
 Numpy throughout, except the per-split sums of the default measures (mdi_oob, forest
 ufi), which :mod:`treeimp.kernels.formulas` evaluates in one fused pass (the formula is
 written out in the docstrings here and in that kernel's comments).
@@ -28,13 +31,6 @@ from .kernels.formulas import (
     class_split_sums,
     split_sums,
 )
-
-FOREST_METHODS = ("mdi", "mdi_oob", "mdi_oob_centered", "ufi", "naive_oob", "pg1", "pg2",
-                  "pg3")
-BOOSTING_METHODS = ("mdi", "mdi_oob", "mdi_oob_centered", "ufi", "naive_oob")
-# methods with per-class parts on classification forests (Importances.table_by_class)
-CLASS_METHODS = ("mdi_oob", "mdi_oob_centered", "ufi")
-PG_PRESETS = {"pg1": (1.0, 1.0), "pg2": (0.5, 1.0), "pg3": (0.5, 0.5)}
 
 
 class NodeStats:
@@ -123,12 +119,8 @@ class _Splits:
 
 
 def _splits(ens) -> _Splits:
-    """The ensemble's _Splits, built once and kept on the (immutable) ensemble."""
-    sp = getattr(ens, "_treeimp_splits", None)
-    if sp is None:
-        sp = _Splits(ens)
-        ens._treeimp_splits = sp
-    return sp
+    """The ensemble's _Splits (its cached property ``splits``: built once)."""
+    return ens.splits
 
 
 def _margin_value(ens):
@@ -356,18 +348,14 @@ def ufi(ens, st: NodeStats, *, classification: bool, parts=None):
     return _with_rows(sp, st, parts.sum(axis=-1))
 
 
-# methods whose regression form needs the in-sample variance and in-sample node means
-INSAMPLE_VARIANCE_METHODS = ("ufi", "pg1", "pg2", "pg3", "pg_oob")
-
-
-def check_method_for_model(method, ens):
-    """ValueError when ``method`` is not defined for this model: ufi and penalized Gini
-    on a regression forest whose node values are medians (``impurity_kind`` "median",
-    e.g. scikit-learn's criterion="absolute_error"): their Zhou-Hooker / Loecher
-    regression forms need the in-sample variance about node means. mdi_oob and
-    naive_oob do not use in-sample impurities and stay valid."""
+def check_node_means(method, ens):
+    """ValueError when this is a regression forest whose node values are medians
+    (``impurity_kind`` "median", e.g. scikit-learn's criterion="absolute_error"):
+    ``method`` (ufi, penalized Gini) reads the in-sample variance about node means, which
+    its Zhou-Hooker / Loecher regression form needs. The registry's ``needs_node_means``
+    says which measures call this."""
     if (ens.kind == FOREST and ens.objective.name != "class_probability"
-            and method in INSAMPLE_VARIANCE_METHODS and ens.impurity_kind == "median"):
+            and ens.impurity_kind == "median"):
         raise ValueError(
             f"{method!r} needs the in-sample variance about node means, but this regression "
             f"forest was grown with criterion={ens.objective.source!r} (node values are "
@@ -378,7 +366,7 @@ def check_method_for_model(method, ens):
 def _insample_decrease(ens, sp, method):
     """:func:`_insample_variance_decrease` (kept with the splits), after checking that
     ``method`` is defined for the model."""
-    check_method_for_model(method, ens)
+    check_node_means(method, ens)
     return sp.insample_decrease(ens)
 
 
@@ -481,19 +469,40 @@ def pg_oob(ens, st: NodeStats, *, alpha: float, lam: float, classification: bool
     return _with_rows(sp, st, _per_tree(sp, term))
 
 
+def mdi_oob_class_parts(ens, st: NodeStats):
+    """mdi_oob's per-class split sums (B, n_trees, n_features, C) on a classification
+    forest, before the per-tree scaling (``mdi_oob(..., parts=)``, ``by_class``)."""
+    return _fused(MDI_OOB, ens, _splits(ens), st)
+
+
+def mdi_oob_centered_class_parts(ens, st: NodeStats):
+    """mdi_oob_centered's per-class split sums (B, n_trees, n_features, C)."""
+    return _fused_centered(ens, _splits(ens), st)
+
+
+def ufi_class_parts(ens, st: NodeStats):
+    """ufi's per-class split sums (B, n_trees, n_features, C) on a classification forest:
+    w_l p_lc p'_lc + w_r p_rc p'_rc - w_m p_mc p'_mc (the Gini's constant 1 cancels)."""
+    return _fused(UFI_CLASSIFICATION, ens, _splits(ens), st, w=_insample_fraction(ens))
+
+
 def class_parts(method, ens, st: NodeStats):
-    """The per-class split sums (B, n_trees, n_features, C) of "mdi_oob" or "ufi" on a
-    classification forest, before the per-tree scaling: computed once, they serve both
-    the measure (``compute(..., parts=)``) and ``by_class``."""
-    sp = _splits(ens)
-    if method == "mdi_oob":
-        return _fused(MDI_OOB, ens, sp, st)
-    if method == "mdi_oob_centered":
-        return _fused_centered(ens, sp, st)
-    if method == "ufi":
-        return _fused(UFI_CLASSIFICATION, ens, sp, st, w=_insample_fraction(ens))
-    raise ValueError(f"per-class values exist for {', '.join(map(repr, CLASS_METHODS))}, "
-                     f"not {method!r}")
+    """The per-class split sums (B, n_trees, n_features, C) of a measure with a per-class
+    form (mdi_oob, mdi_oob_centered, ufi) on a classification forest, before the
+    per-tree scaling: computed once, they serve both the measure (``compute(...,
+    parts=)``) and ``by_class``."""
+    return _per_class_form(method).parts(ens, st)
+
+
+def _per_class_form(method):
+    from . import registry
+
+    form = registry.get(method).per_class
+    if form is None:
+        have = [m.name for m in registry.all_measures() if m.per_class is not None]
+        raise ValueError(f"per-class values exist for {', '.join(map(repr, have))}, "
+                         f"not {method!r}")
+    return form
 
 
 def class_parts_both(ens, st: NodeStats):
@@ -521,36 +530,34 @@ def by_class(method, ens, st: NodeStats, parts=None):
     ufi: w_l p_lc p'_lc + w_r p_rc p'_rc - w_m p_mc p'_mc (its constant 1 cancels since
     W_m = W_l + W_r). ``parts``: ``class_parts(method, ens, st)`` when already computed.
     """
+    form = _per_class_form(method)
+    return form.values(ens, st, form.parts(ens, st) if parts is None else parts)
+
+
+def class_values_per_row(ens, st: NodeStats, parts):
+    """Per-class values (n_trees, n_features, C) of split sums that are divided by the
+    tree's evaluation weight n'_root (mdi_oob, mdi_oob_centered); B = 1."""
     sp = _splits(ens)
-    if parts is None:
-        parts = class_parts(method, ens, st)
     n_root = st.n_at(sp.root_of_tree)[:, 0]
     seen = n_root > 0
-    if method in ("mdi_oob", "mdi_oob_centered"):
-        scale = np.where(seen, 1.0 / np.where(seen, n_root, 1.0), np.nan)
-    else:
-        scale = np.where(seen, 1.0, np.nan)
+    scale = np.where(seen, 1.0 / np.where(seen, n_root, 1.0), np.nan)
     return parts[0] * scale[:, None, None]
 
 
+def class_values_per_tree(ens, st: NodeStats, parts):
+    """Per-class values (n_trees, n_features, C) of split sums that are the tree's value
+    as they are (ufi), NaN for a tree without evaluation rows; B = 1."""
+    sp = _splits(ens)
+    seen = st.n_at(sp.root_of_tree)[:, 0] > 0
+    return parts[0] * np.where(seen, 1.0, np.nan)[:, None, None]
+
+
 def compute(method, ens, st, *, classification, alpha=None, lam=None, parts=None):
-    """Dispatch one method name to its formula: (B, n_trees, n_features). ``parts``:
-    ``class_parts(method, ens, st)`` (mdi_oob, mdi_oob_centered, ufi on a classification
-    forest)."""
-    boosting = st.H is not None
-    if method == "mdi_oob":
-        return mdi_oob(ens, st, parts)
-    if method == "mdi_oob_centered":
-        return mdi_oob_centered(ens, st, parts)
-    if method == "ufi":
-        return ufi(ens, st, classification=classification, parts=parts)
-    if method == "naive_oob":
-        return naive_oob(ens, st)
-    if method in PG_PRESETS or method == "pg_oob":
-        if boosting:
-            raise ValueError(f"{method!r} (penalized Gini) is defined for forests only; "
-                             f"boosting models support {', '.join(BOOSTING_METHODS)}")
-        if method in PG_PRESETS:
-            alpha, lam = PG_PRESETS[method]
-        return pg_oob(ens, st, alpha=alpha, lam=lam, classification=classification)
-    raise ValueError(f"unknown method {method!r}")
+    """The per-tree values (B, n_trees, n_features) of the node-statistics measure
+    ``method``, through its registry entry (:mod:`treeimp.registry`). ``alpha``, ``lam``:
+    pg_oob's parameters; ``parts``: ``class_parts(method, ens, st)`` (mdi_oob,
+    mdi_oob_centered, ufi on a classification forest)."""
+    from . import registry
+
+    return registry.compute(method, ens, st, classification=classification,
+                            params={"alpha": alpha, "lam": lam}, parts=parts)

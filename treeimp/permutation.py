@@ -25,15 +25,15 @@ from ._input import RowSource
 from .api import _feature_names
 from .groups import resolve_groups
 from .input_checks import check_explainable, check_unique_columns
-from .kernels.api import _forest_scale, predict_ensemble, routing_flags
-from .kernels.permute import LeafIndex
-from .kernels.threads import numba_threads
+from .leaf_index import LeafIndex
 from .offsets import check_base_margin
 from .parsers import parse
 from .pipeline import unwrap
 from .progress import progress_bar
+from .routing import _forest_scale, predict_ensemble, routing_flags
 from .scoring import bind_scorer, make_scorer
 from .targets import as_target, check_sample_weight, n_target_columns
+from .threads import numba_threads
 
 
 def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_state=None,
@@ -101,10 +101,22 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     (4, 3)
     """
     u = unwrap(model, X, need_input_groups=isinstance(groups, str) and groups == "input")
-    model, X = u.model, u.X
-    check_unique_columns(X)
-    ens = parse(model, iteration_range=iteration_range, missing=missing)
+    check_unique_columns(u.X)
+    ens = parse(u.model, iteration_range=iteration_range, missing=missing)
     check_explainable(ens)
+    return permutation_importance_parsed(
+        ens, u.X, y, u.feature_names, u.input_groups, scoring=scoring, n_repeats=n_repeats,
+        random_state=random_state, n_jobs=n_jobs, sample_weight=sample_weight,
+        progress=progress, groups=groups, base_margin=base_margin)
+
+
+def permutation_importance_parsed(ens, X, y, feature_names, input_groups, *, scoring=None,
+                                  n_repeats=5, random_state=None, n_jobs=None,
+                                  sample_weight=None, progress=None, groups=None,
+                                  base_margin=None):
+    """:func:`permutation_importance` of a parsed ensemble on X as its last step sees it
+    (``feature_names``, ``input_groups``: from a Pipeline's steps, or None)."""
+    check_unique_columns(X)
     if isinstance(n_repeats, bool) or not isinstance(n_repeats, (int, np.integer)) \
             or n_repeats < 1:
         raise ValueError(f"n_repeats must be a positive integer, got {n_repeats!r}")
@@ -114,8 +126,8 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     w = None if sample_weight is None else check_sample_weight(sample_weight, n)
     offset = check_base_margin(base_margin, n, ens)
     make_scorer(ens, scoring)  # a bad scoring fails before any routing
-    names = _feature_names(u.feature_names, rows, ens)
-    grp = resolve_groups(groups, names, u.input_groups)
+    names = _feature_names(feature_names, rows, ens)
+    grp = resolve_groups(groups, names, input_groups)
     seed = check_random_state(random_state).randint(np.iinfo(np.int32).max + 1)
     columns = ([[j] for j in range(ens.n_features)] if grp is None
                else [list(m) for m in grp.members])

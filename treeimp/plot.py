@@ -9,18 +9,9 @@ import numbers
 
 import numpy as np
 
-KINDS = ("bar", "per_tree")
+from .registry import needs_rows, title
 
-_LABELS = {
-    "mdi": "MDI (in-sample)",
-    "mdi_oob": "MDI-oob",
-    "ufi": "UFI",
-    "naive_oob": "naive OOB",
-    "pg1": "penalized Gini pg1",
-    "pg2": "penalized Gini pg2",
-    "pg3": "penalized Gini pg3",
-    "pg_oob": "penalized Gini",
-}
+KINDS = ("bar", "per_tree")
 
 
 def plot_importances(res, method=None, kind="bar", top=20, ax=None):
@@ -88,7 +79,7 @@ def plot_importances(res, method=None, kind="bar", top=20, ax=None):
         raise ImportError("plotting needs matplotlib, which is not installed; install it "
                           "with the 'plot' extra: pip install treeimp[plot]") from exc
 
-    rank_by = next((m for m in methods if m != "mdi"), methods[0])
+    rank_by = next((m for m in methods if needs_rows(m)), methods[0])
     features = res.table[rank_by].sort_values(ascending=False, kind="stable").index[:top]
     rows = [res.table.index.get_loc(f) for f in features]
     fig, axes = _axes(plt, ax, len(methods), len(features))
@@ -105,7 +96,7 @@ def plot_importances(res, method=None, kind="bar", top=20, ax=None):
             a.set_xlabel("importance of each tree" + ("" if forest else
                                                        " (the total is their sum)"))
         a.axvline(0.0, color="black", linewidth=0.8, zorder=0)
-        a.set_title(_LABELS.get(m, m))
+        a.set_title(title(m))
         a.set_yticks(positions)
         a.set_yticklabels([str(f) for f in features])
         a.set_ylim(len(features) - 0.5, -0.5)  # most important at the top
@@ -115,7 +106,7 @@ def plot_importances(res, method=None, kind="bar", top=20, ax=None):
             else "boxes: the trees' values")
     name = res.model_name or res.kind
     fig.suptitle(f"{name}, {res.n_rows} evaluation rows ({what})\ntop {len(features)} of "
-                 f"{len(res.table)} features by {_LABELS.get(rank_by, rank_by)}",
+                 f"{len(res.table)} features by {title(rank_by)}",
                  fontsize="medium")
     return fig
 

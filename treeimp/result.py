@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _stats
 
+from .registry import needs_rows
+
 
 def one_sided_pvalues(value, stderr, dof):
     """P(T > value / stderr) for T ~ t(dof); value 0 with stderr 0 gives 1."""
@@ -82,7 +84,8 @@ class Importances:
         sqrt(1.6) (``treeimp.defaults.OOB_VARIANCE_FACTOR``): every row trains some trees
         and evaluates others, which resampling rows with the trees fixed does not see;
         the factor and the default of 20 blocks are measured on null designs
-        (benchmarks/calibration.py). NaN for "mdi", which uses no rows.
+        (benchmarks/calibration.py). NaN for "mdi" (and any measure the registry reads
+        from the model alone), which uses no rows.
     stderr_trees : DataFrame
         Across-trees standard error as Li et al.'s code reports it; it ignores that
         trees share data and is too small: for comparison only.
@@ -97,7 +100,8 @@ class Importances:
         method -> (n_blocks, n_features) the estimate without each row block
         (jackknife replicates).
     table_by_class : dict
-        Classification forests: method ("mdi_oob", "mdi_oob_centered", "ufi") ->
+        Classification forests: method with a per-class form in the registry
+        (``treeimp.registry``: "mdi_oob", "mdi_oob_centered", "ufi") ->
         DataFrame (features x classes) of per-class parts; each row sums to that
         method's ``table`` value.
     groups : dict or None
@@ -136,7 +140,7 @@ class Importances:
 
     def _method(self, method):
         if method is None:
-            method = next((m for m in self.methods if m != "mdi"), self.methods[0])
+            method = next((m for m in self.methods if needs_rows(m)), self.methods[0])
         if method not in self.table.columns:
             raise ValueError(f"method {method!r} was not computed; this result has "
                              f"{self.methods}")
@@ -160,9 +164,9 @@ class Importances:
             preferred = DEFAULT_SCREENING.get(self.kind)
             method = preferred if preferred in self.methods else None
         method = self._method(method)
-        if method == "mdi":
-            raise ValueError("'mdi' is measured on the training rows and has no p-values; "
-                             "select with an out-of-sample method")
+        if not needs_rows(method):
+            raise ValueError(f"{method!r} is measured on the training rows and has no "
+                             "p-values; select with an out-of-sample method")
         if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
             raise TypeError(f"alpha must be a number in (0, 1), got {alpha!r}")
         if not 0 < alpha < 1:

@@ -21,9 +21,9 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils import _safe_indexing, check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from . import registry
 from .api import DEFAULT_N_BLOCKS, explain
 from .crossfit import cross_explain
-from .measures import FOREST_METHODS
 from .screening import DEFAULT_SCREENING, default_screening_method
 
 try:  # scikit-learn >= 1.6
@@ -37,9 +37,14 @@ except ImportError:  # pragma: no cover - scikit-learn 1.4, 1.5
 
     get_tags = None
 
-SELECTION_METHODS = tuple(m for m in FOREST_METHODS if m != "mdi")
 BAGGED_FORESTS = (RandomForestClassifier, RandomForestRegressor, ExtraTreesClassifier,
                   ExtraTreesRegressor, BaggingClassifier, BaggingRegressor)
+
+
+def selection_methods():
+    """The measures a selection can test (the registry's, in its order): measured on
+    evaluation rows (p-values) and taking no parameters from the caller."""
+    return registry.names(needs_rows=True, passed_params=False)
 
 
 class ImportanceSelector(SelectorMixin, BaseEstimator):
@@ -74,10 +79,11 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
     estimator : scikit-learn, XGBoost or LightGBM tree ensemble (unfitted)
         Any model :func:`treeimp.explain` supports; it is cloned, never changed.
     method : str or None, default None
-        Out-of-sample importance used for the test: "mdi_oob", "mdi_oob_centered",
-        "ufi", "naive_oob", or (forests only) "pg1", "pg2", "pg3". Not "mdi", which has
-        no p-values. None: the most powerful at held false discovery rate in
-        benchmarks/screening.py for the model's kind
+        Out-of-sample importance used for the test (:func:`selection_methods`):
+        "mdi_oob", "mdi_oob_centered", "ufi", "naive_oob", "shap_oob", "saabas_oob", or
+        (forests only) "pg1", "pg2", "pg3". Not "mdi", which has no p-values, nor
+        "pg_oob", whose parameters the selector does not pass. None: the most powerful
+        at held false discovery rate in benchmarks/screening.py for the model's kind
         (:func:`treeimp.screening.default_screening_method`).
     alpha : float in (0, 1), default 0.05
         False discovery rate of the Benjamini-Hochberg procedure across features.
@@ -243,11 +249,12 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
         if not hasattr(self.estimator, "fit"):
             raise TypeError(f"estimator must be an unfitted tree ensemble with a fit method, "
                             f"got {self.estimator!r}")
+        valid = selection_methods()
         if self.method is not None and (not isinstance(self.method, str)
-                                        or self.method not in SELECTION_METHODS):
-            why = (" ('mdi' is measured on the training rows and has no p-values)"
-                   if self.method == "mdi" else "")
-            raise ValueError(f"method must be one of {list(SELECTION_METHODS)}, got "
+                                        or self.method not in valid):
+            why = (f" ({self.method!r} is measured on the training rows and has no p-values)"
+                   if not registry.needs_rows(self.method) else "")
+            raise ValueError(f"method must be one of {list(valid)}, got "
                              f"{self.method!r}{why}")
         for name, value in (("alpha", self.alpha),
                             ("validation_fraction", self.validation_fraction)):

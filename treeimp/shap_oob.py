@@ -17,24 +17,22 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import registry
 from .contributions import kernel_inputs
+from .drivers import rows_by_block
 from .ensemble import FOREST
-from .kernels.api import routing_flags
-from .kernels.threads import numba_threads
-
-# measure name -> the contributions it averages
-SHAP_METHODS = {"shap_oob": "shap", "saabas_oob": "saabas"}
+from .routing import routing_flags
+from .threads import numba_threads
 
 CHUNK_ROWS = 1 << 18
 
 
-def per_tree_values(method, ens, model, rows, y, w, block, n_blocks, *, oob=False,
-                    n_jobs=None, base_margin=None):
-    """(n_blocks + 1, n_trees, n_features): the leave-one-block-out values of ``method``
-    per tree, then the value on all evaluation rows (NaN for a tree without evaluation
-    rows), in the layout of ``measures.compute``."""
-    acc, n_eval = block_sums(method, ens, model, rows, y, w, block, n_blocks, oob=oob,
-                             n_jobs=n_jobs, base_margin=base_margin)
+def per_tree_values(acc, n_eval):
+    """(n_blocks + 1, n_trees, n_features): the leave-one-block-out values per tree from
+    the per-block sums of ``block_sums`` (``acc`` (n_blocks, n_trees, n_features),
+    ``n_eval`` (n_blocks, n_trees)), then the value on all evaluation rows (NaN for a
+    tree without evaluation rows), in the layout of ``measures.compute``."""
+    n_blocks = acc.shape[0]
     total, n_total = acc.sum(axis=0), n_eval.sum(axis=0)
     out = np.empty((n_blocks + 1,) + total.shape)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -45,26 +43,30 @@ def per_tree_values(method, ens, model, rows, y, w, block, n_blocks, *, oob=Fals
     return out
 
 
-def block_sums(method, ens, model, rows, y, w, block, n_blocks, *, oob=False, n_jobs=None,
-               base_margin=None):
+def block_sums(method, ens, rows, y, w, block, n_blocks, *, inbag_bits=None, positions=None,
+               n_jobs=None, base_margin=None):
     """(acc (n_blocks, n_trees, n_features): sum over block b's evaluation rows of tree t
-    of w_i z_i . phi_{t,k}(x_i); n_eval (n_blocks, n_trees): their weight).
+    of w_i z_i . phi_{t,k}(x_i); n_eval (n_blocks, n_trees): their weight). These add up
+    over chunks of rows. ``inbag_bits`` (forests out of bag): each tree's packed in-bag
+    rows, indexed by the rows' global ``positions`` (default 0 .. n-1).
     ``base_margin``: per-row offsets of a boosting model ((n, n_outputs), see
     ``offsets.check_base_margin``): held-out margins start at ``ens.start_margin``."""
     from .kernels.treeshap import forest_block_sums, staged_block_sums
 
     use_shap, max_depth, gl_nodes, gl_weights, cover, value, n_path = kernel_inputs(
-        ens, SHAP_METHODS[method])
+        ens, registry.get(method).contributions)
     acc = np.zeros((n_blocks, ens.n_trees, ens.n_features, 1))
     n_eval = np.zeros((n_blocks, ens.n_trees))
     rec, depth, min_depth, c_off, c_cnt, c_codes, c_left = ens.routing_arrays()
+    oob = inbag_bits is not None
     if ens.kind == FOREST:
-        from .kernels.node_stats import empty_inbag
-        from .parsers import inbag_bits
+        from .drivers import empty_inbag
         from .targets import forest_targets
 
         Z, _ = forest_targets(ens, y)
-        bits = inbag_bits(model, rows.n_rows) if oob else empty_inbag()
+        bits = inbag_bits if oob else empty_inbag()
+        pos = (np.arange(rows.n_rows, dtype=np.int64) if positions is None
+               else np.ascontiguousarray(positions, dtype=np.int64))
     else:
         if oob:
             raise ValueError("oob=True is for bagged forests; boosting models have no "
@@ -74,7 +76,7 @@ def block_sums(method, ens, model, rows, y, w, block, n_blocks, *, oob=False, n_
             raise ValueError(f"this model's trees have {ens.value_dim} values per leaf "
                              "(vector-leaf trees); held-out gradient importances need one "
                              "value per leaf")
-        from .boosting import _logistic_leaf_factor, stage_starts
+        from .drivers import _logistic_leaf_factor, stage_starts
         from .losses import check_target, loss_spec
 
         code, params = loss_spec(ens.objective, n_outputs=ens.n_outputs)
@@ -85,17 +87,15 @@ def block_sums(method, ens, model, rows, y, w, block, n_blocks, *, oob=False, n_
         scale = np.ascontiguousarray(ens.tree_scale, dtype=np.float64)
         row_start = (np.zeros((0, ens.n_outputs)) if base_margin is None
                      else ens.start_margin(base_margin))
+    block = np.asarray(block)
     with numba_threads(n_jobs, dynamic=True):
         for start, chunk in rows.chunks(CHUNK_ROWS, split=True):
             stop = start + chunk.shape[0]
             strict, round32 = routing_flags(ens, chunk)
-            local_block = block[start:stop]
-            order = np.argsort(local_block, kind="stable").astype(np.int64)
-            bounds = np.searchsorted(local_block[order], np.arange(n_blocks + 1)).astype(
-                np.int64)
+            order, bounds = rows_by_block(block[start:stop], n_blocks)
             if ens.kind == FOREST:
-                forest_block_sums(chunk, start, order, bounds, Z, w, bits, oob, use_shap,
-                                  max_depth, gl_nodes, gl_weights, acc, n_eval,
+                forest_block_sums(chunk, start, order, bounds, Z, w, pos, bits, oob,
+                                  use_shap, max_depth, gl_nodes, gl_weights, acc, n_eval,
                                   ens.tree_offsets, ens.tree_output, cover, value, rec, n_path,
                                   c_off, c_cnt, c_codes, c_left, strict, round32)
             else:

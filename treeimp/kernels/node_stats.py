@@ -25,17 +25,20 @@ ROW_CHUNK = 16384
 
 
 @njit(cache=True, parallel=True)
-def forest_leaf_stats(X, row0, Z, w, block, inbag_bits, use_inbag, one_hot, stats,
-                      tree_offsets, tree_output,
-                      nodes, depth, min_depth, cat_offset, cat_count, cat_codes, cat_left,
-                      strict, round32):
-    """Accumulate rows ``row0 .. row0 + len(X)`` into the leaves they reach.
+def forest_leaf_stats(X, row0, rows_in, inbag_bits, use_inbag, one_hot, stats,
+                      tree_offsets, tree_output, routing, strict, round32):
+    """Accumulate rows ``row0 .. row0 + len(X)`` of the call into the leaves they reach.
 
-    ``Z``, ``w`` and ``block`` are indexed by the global row number (``w`` may hold a
-    single weight that applies to every row). With
-    ``use_inbag``, bit ``r`` of ``inbag_bits[t]`` (little bit order) marks row ``r`` as
+    ``rows_in`` (kernel_inputs.RowInputs): target Z, weights w, block and global
+    position pos, indexed by the call's row number r = row0 + i (``w`` may hold a
+    single weight that applies to every row). With ``use_inbag``, bit ``p`` of
+    ``inbag_bits[t]`` (little bit order) marks the row at global position ``p`` as
     in-bag for tree ``t``: such rows are skipped (out-of-bag evaluation).
     """
+    Z, w, block, pos = rows_in.target, rows_in.w, rows_in.block, rows_in.pos
+    nodes, depth, min_depth = routing.nodes, routing.depth, routing.min_depth
+    cat_offset, cat_count = routing.cat_offset, routing.cat_count
+    cat_codes, cat_left = routing.cat_codes, routing.cat_left
     n = X.shape[0]
     n_trees = tree_offsets.shape[0] - 1
     s0 = 0 if one_hot else 2  # the first S' plane
@@ -52,8 +55,10 @@ def forest_leaf_stats(X, row0, Z, w, block, inbag_bits, use_inbag, one_hot, stat
             for i in range(c0, c1 + 1):
                 if i < c1:
                     r = row0 + i
-                    if use_inbag and (inbag_bits[t, r >> 3] >> (r & 7)) & 1:
-                        continue
+                    if use_inbag:
+                        p = pos[r]
+                        if (inbag_bits[t, p >> 3] >> (p & 7)) & 1:
+                            continue
                     if w[min(r, last_w)] == 0.0:
                         continue
                     rows[m] = i
@@ -117,10 +122,6 @@ def propagate_up(order, tree_offsets, left, right, stats, with_total):
             plane = stats[j]
             for node in range(tree_offsets[t], tree_offsets[t + 1]):
                 _total_and_complement(plane, node, n_sum)
-
-
-def empty_inbag():
-    return np.zeros((1, 1), np.uint8)
 
 
 @njit(cache=True, inline="always")

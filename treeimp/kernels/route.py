@@ -137,7 +137,7 @@ def leaf_term(s, value, leaf, j):
     return s * value[np.uint64(leaf), j]
 
 
-ROW_BLOCK = 512  # rows per parallel task of small trees (kernels/api.row_block)
+ROW_BLOCK = 512  # rows per parallel task of small trees (routing.row_block)
 BATCH = 64  # rows walking a tree together
 
 

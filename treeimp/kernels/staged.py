@@ -134,21 +134,27 @@ def _logistic_terms(s, pos_weight, neg_weight, n, y, w, e, t):
 
 
 @njit(cache=True, parallel=True)
-def staged_leaf_stats(X, row0, order, block_start, y, w, base_score, row_start,
-                      stage_start, loss_code, loss_params, stats, margin_out,
-                      tree_offsets, tree_output, tree_scale, value, leaf_factor,
-                      nodes, depth, min_depth, cat_offset, cat_count, cat_codes, cat_left,
-                      strict, round32):
+def staged_leaf_stats(X, row0, order, block_start, rows_in, loss, trees, routing, strict,
+                      round32, stats, margin_out):
     """Accumulate staged statistics of rows ``row0 + order[...]`` (local indices into X).
 
     ``order[block_start[b]:block_start[b + 1]]`` are the local rows of statistic block
-    b. ``stage_start`` (n_stages + 1) delimits the trees of every stage. ``y`` and ``w``
-    are indexed by the global row (``w`` may hold one weight for every row).
-    ``row_start`` (n_rows, K), indexed by the global row: each row's margin before the
-    first tree (base score + offset, ``base_margin``); a (0, K) array: ``base_score``
-    for every row. ``margin_out`` (len(X), K) receives each row's final margin (local rows); pass a
-    (0, K) array to skip that.
+    b. ``rows_in`` (kernel_inputs.RowInputs): the targets y, weights w (one weight for
+    every row, or one per row) and ``row_start``, indexed by the call's row number
+    r = row0 + i: ``row_start`` (n, K) each row's margin before the first tree (base
+    score + offset, ``base_margin``), or a (0, K) array: ``loss.base_score`` for every
+    row. ``loss`` (kernel_inputs.Loss), ``trees`` (kernel_inputs.StagedTrees: its
+    ``stage_start`` (n_stages + 1) delimits the trees of every stage), ``routing``
+    (kernel_inputs.Routing). ``margin_out`` (len(X), K) receives each row's final margin
+    (local rows); pass a (0, K) array to skip that.
     """
+    y, w, row_start = rows_in.target, rows_in.w, rows_in.row_start
+    loss_code, loss_params, base_score = loss.code, loss.params, loss.base_score
+    tree_offsets, tree_output, tree_scale = trees.tree_offsets, trees.tree_output, trees.tree_scale
+    value, leaf_factor, stage_start = trees.value, trees.leaf_factor, trees.stage_start
+    nodes, depth, min_depth = routing.nodes, routing.depth, routing.min_depth
+    cat_offset, cat_count = routing.cat_offset, routing.cat_count
+    cat_codes, cat_left = routing.cat_codes, routing.cat_left
     n_blocks = block_start.shape[0] - 1
     K = base_score.shape[0]
     n_stages = stage_start.shape[0] - 1

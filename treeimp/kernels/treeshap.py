@@ -69,12 +69,6 @@ def _tree_contribution(use_shap, X, row, root, n_path_features, nodes, cover, va
 ROWS_PER_TASK = 256  # rows a task passes through every tree (a tree stays in cache)
 
 
-def rows_per_task(n_rows, n_threads):
-    """ROWS_PER_TASK, or fewer when there are too few rows to give every thread four
-    tasks (a few rows of a deep forest would otherwise run on one thread)."""
-    return int(max(1, min(ROWS_PER_TASK, -(-n_rows // (4 * n_threads)))))
-
-
 @njit(cache=True, parallel=True)
 def contributions_chunk(X, out, use_shap, max_depth, gl_nodes, gl_weights, tree_offsets,
                         tree_output, tree_scale, cover, value, nodes, path_feats, cat_offset,
@@ -137,15 +131,16 @@ def oob_contributions_chunk(X, row0, inbag_bits, out_oob, out_in, n_oob, use_sha
 
 
 @njit(cache=True, parallel=True)
-def forest_block_sums(X, row0, order, block_start, Z, w, inbag_bits, use_inbag, use_shap,
+def forest_block_sums(X, row0, order, block_start, Z, w, pos, inbag_bits, use_inbag, use_shap,
                       max_depth, gl_nodes, gl_weights, acc, n_eval, tree_offsets, tree_output,
                       cover, value, nodes, path_feats, cat_offset, cat_count, cat_codes,
                       cat_left, strict, round32):
     """SHAP-oob sums of a forest: acc[b, t, k, 0] += w_i z_i . phi_{t,k}(x_i) and
     n_eval[b, t] += w_i over the rows i of block b that evaluate tree t (its out-of-bag
     rows with ``use_inbag``). ``order[block_start[b]:block_start[b + 1]]``: the local rows
-    of block b; ``Z`` (rows, n_outputs) and ``w`` indexed by global row (``w`` may hold
-    one weight for all). Each thread owns whole blocks."""
+    of block b; ``Z`` (rows, n_outputs), ``w`` (which may hold one weight for all) and
+    ``pos`` (each row's global position, which indexes ``inbag_bits``) indexed by the
+    call's row number row0 + i. Each thread owns whole blocks."""
     n_blocks = block_start.shape[0] - 1
     n_trees = tree_offsets.shape[0] - 1
     last_w = w.shape[0] - 1
@@ -160,8 +155,10 @@ def forest_block_sums(X, row0, order, block_start, Z, w, inbag_bits, use_inbag, 
             for q in range(block_start[b], block_start[b + 1]):
                 i = order[q]
                 r = row0 + i
-                if use_inbag and (inbag_bits[t, r >> 3] >> (r & 7)) & 1:
-                    continue
+                if use_inbag:
+                    p = pos[r]
+                    if (inbag_bits[t, p >> 3] >> (p & 7)) & 1:
+                        continue
                 wi = w[min(r, last_w)]
                 if wi == 0.0:
                     continue
@@ -251,19 +248,6 @@ def expected_values(tree_offsets, order, left, right, cover, value):
         _fill_tree(t, order, tree_offsets, left, right, cover, out)
     return out
 
-
-
-def quadrature_tables(max_depth):
-    """Gauss-Legendre nodes and weights on [0, 1]: row M holds the M-point rule (exact
-    for polynomials of degree <= 2M - 1), for M = 1 .. max_depth // 2 + 1."""
-    m_max = max_depth // 2 + 1
-    nodes = np.zeros((m_max + 1, m_max))
-    weights = np.zeros((m_max + 1, m_max))
-    for m in range(1, m_max + 1):
-        x, w = np.polynomial.legendre.leggauss(m)
-        nodes[m, :m] = 0.5 * (x + 1.0)
-        weights[m, :m] = 0.5 * w
-    return nodes, weights
 
 
 @njit(cache=True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ensemble import BOOSTING, Objective, TreeEnsemble
+from .sklearn_private import gb_init_margin
 from .sklearn_tree import check_fitted, read_tree_fields, required_attr, tree_from_fields
 
 SUPPORTED_LOSSES = ("squared_error", "absolute_error", "huber", "quantile", "log_loss",
@@ -150,19 +151,8 @@ def _init_margin(model, n_outputs) -> np.ndarray:
                          "depends on the row; treeimp supports init=None, 'zero' or a "
                          "DummyRegressor / non-stratified DummyClassifier")
     row = np.zeros((1, int(model.n_features_in_)), dtype=np.float32)
-    margin = np.asarray(_raw_predict_init(model)(row), dtype=np.float64)
+    margin = gb_init_margin(model, row)
     if margin.shape != (1, n_outputs):
-        raise ValueError(f"{name}._raw_predict_init returned shape {margin.shape}, expected "
+        raise ValueError(f"{name}'s starting margin has shape {margin.shape}, expected "
                          f"(1, {n_outputs})")
     return margin[0]
-
-
-def _raw_predict_init(model):
-    """Shim for the private ``BaseGradientBoosting._raw_predict_init`` (the init margin)."""
-    method = getattr(model, "_raw_predict_init", None)
-    if method is None:
-        import sklearn
-
-        raise ValueError(f"{type(model).__name__} has no _raw_predict_init (scikit-learn "
-                         f"{sklearn.__version__}): cannot read its starting margin")
-    return method

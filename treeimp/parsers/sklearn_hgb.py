@@ -1,7 +1,8 @@
 """scikit-learn HistGradientBoostingClassifier / Regressor -> TreeEnsemble.
 
-The trees live in private attributes; each is read through one shim below that fails
-with the scikit-learn version when it is missing. Facts checked on scikit-learn 1.9:
+The trees live in private attributes; each is read through ``sklearn_private``, which
+fails with the scikit-learn version when one is missing. Facts checked on scikit-learn
+1.9:
 
 * ``_predictors[i][k].nodes`` (structured array): ``value`` (leaves already multiplied
   by the learning rate), ``count`` (training rows, early-stopping validation rows
@@ -39,11 +40,13 @@ does (``category_as_code`` False); categorical features by label (True).
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 
 import numpy as np
 
 from ..ensemble import BOOSTING, NAN_CAT_EXACT, NAN_MISSING, Objective, Tree, TreeEnsemble
+from . import sklearn_private as private
 from .sklearn_tree import check_fitted, required_attr
 
 NODE_FIELDS = ("value", "count", "feature_idx", "num_threshold", "missing_go_to_left",
@@ -94,8 +97,9 @@ def parse_sklearn_hgb(model) -> TreeEnsemble:
     n_features = int(required_attr(model, "n_features_in_"))
     n_outputs = int(required_attr(model, "n_trees_per_iteration_"))
     learning_rate = float(required_attr(model, "learning_rate"))
-    baseline = np.asarray(_baseline_prediction(model), dtype=np.float64).ravel()
-    if baseline.size != n_outputs:
+    baseline = private.hgb_baseline_prediction(model)  # None: read publicly below
+    baseline = None if baseline is None else np.asarray(baseline, np.float64).ravel()
+    if baseline is not None and baseline.size != n_outputs:
         raise ValueError(f"{name}._baseline_prediction has {baseline.size} values but the "
                          f"model has {n_outputs} trees per iteration")
     to_original, category_codes, feature_categories, category_values = _feature_layout(
@@ -131,7 +135,7 @@ def parse_sklearn_hgb(model) -> TreeEnsemble:
 
     names = getattr(model, "feature_names_in_", None)
     classes = getattr(model, "classes_", None)
-    return TreeEnsemble.from_trees(
+    ens = TreeEnsemble.from_trees(
         trees,
         kind=BOOSTING,
         n_features=n_features,
@@ -148,6 +152,9 @@ def parse_sklearn_hgb(model) -> TreeEnsemble:
         library="sklearn",
         gain_kind="gain",
     )
+    if baseline is None:
+        ens = dataclasses.replace(ens, base_score=private.hgb_public_baseline(model, ens))
+    return ens
 
 
 # ---------------------------------------------------------------- objective
@@ -302,35 +309,10 @@ def _column_transformer_parts(preprocessor, name):
     return parts
 
 
-# ---------------------------------------------------------------- private-attribute shims
-def _private(model, attr):
-    if not hasattr(model, attr):
-        import sklearn
-
-        raise ValueError(f"{type(model).__name__} has no {attr} (scikit-learn "
-                         f"{sklearn.__version__}); treeimp reads the trees of "
-                         "HistGradientBoosting through it")
-    return getattr(model, attr)
-
-
-def _predictors(model):
-    """Shim: ``_predictors``, one list of TreePredictor per iteration."""
-    return _private(model, "_predictors")
-
-
-def _baseline_prediction(model):
-    """Shim: ``_baseline_prediction``, the starting margin (1, n_trees_per_iteration)."""
-    return _private(model, "_baseline_prediction")
-
-
-def _preprocessor(model):
-    """Shim: ``_preprocessor``, None or the ColumnTransformer that encodes categories."""
-    return _private(model, "_preprocessor")
-
-
-def _bin_mapper(model):
-    """Shim: ``_bin_mapper``, which knows each categorical feature's known categories."""
-    return _private(model, "_bin_mapper")
+# ---------------------------------------------------------------- private state
+_predictors = private.hgb_predictors
+_preprocessor = private.hgb_preprocessor
+_bin_mapper = private.hgb_bin_mapper
 
 
 def _nodes(predictor, owner):

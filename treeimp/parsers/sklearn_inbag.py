@@ -10,12 +10,12 @@ tree and otherwise falls back to ``estimators_samples_``.
 
 from __future__ import annotations
 
-import inspect
 from numbers import Integral
 
 import numpy as np
 from numba import njit, prange
 
+from . import sklearn_private as private
 from .mt19937 import N, mt19937_block, mt19937_seed, range_mask
 
 
@@ -28,12 +28,11 @@ def sklearn_inbag_bits(model, n_rows):
     number of training rows; it is checked against the forest's own record.
     """
     from sklearn.ensemble import BaggingClassifier, BaggingRegressor
-    from sklearn.ensemble._forest import BaseForest
 
     name = type(model).__name__
     if isinstance(model, (BaggingClassifier, BaggingRegressor)):
         return _bagging_inbag_bits(model, n_rows)
-    if not isinstance(model, BaseForest):
+    if not private.is_forest(model):
         raise ValueError(f"oob=True needs a bagged forest (RandomForest or ExtraTrees with "
                          f"bootstrap=True); {name} has no out-of-bag rows. Pass held-out "
                          "rows instead (oob=False)")
@@ -41,7 +40,7 @@ def sklearn_inbag_bits(model, n_rows):
         raise ValueError(f"oob=True needs bootstrap=True, but this {name} was fit with "
                          "bootstrap=False: every tree saw every row. Pass held-out rows "
                          "instead (oob=False)")
-    n_train = getattr(model, "_n_samples", None)
+    n_train = private.n_training_rows(model)
     if n_train is not None and int(n_train) != n_rows:
         raise ValueError(f"oob=True needs the training rows: the forest was fit on {n_train} "
                          f"rows but X has {n_rows}")
@@ -55,7 +54,7 @@ def _bagging_inbag_bits(model, n_rows):
     """In-bag rows of a Bagging model: its rows drawn per estimator (with or without
     replacement; ``max_samples`` < 1 leaves out-of-bag rows even without bootstrap)."""
     name = type(model).__name__
-    n_train = getattr(model, "_n_samples", None)
+    n_train = private.n_training_rows(model)
     if n_train is not None and int(n_train) != n_rows:
         raise ValueError(f"oob=True needs the training rows: the {name} was fit on "
                          f"{n_train} rows but X has {n_rows}")
@@ -117,41 +116,30 @@ def _regenerated_bits(model, n_rows):
     rows for the first tree, so a change of that generator in a later scikit-learn falls
     back to the public path.
     """
-    from sklearn.ensemble._forest import BaseForest
-
-    if getattr(model, "_sample_weight", None) is not None:  # weighted: ``choice`` with p
+    if private.bootstrap_weighted(model) is not False:  # weighted: ``choice`` with p
         return None
-    for name in ("estimators_samples_", "_get_estimators_indices"):
-        if inspect.getattr_static(type(model), name, None) is not BaseForest.__dict__.get(name):
-            return None
-    n_train = getattr(model, "_n_samples", None)
-    n_draws = getattr(model, "_n_samples_bootstrap", None)
+    if private.overrides_samples(model):
+        return None
+    n_train = private.n_training_rows(model)
+    n_draws = private.bootstrap_draws(model)
     trees = getattr(model, "estimators_", None)
     if (not _is_int(n_rows, 1, 2**31 - 1) or not _is_int(n_train, n_rows, n_rows)
             or not _is_int(n_draws, 1, np.iinfo(np.int64).max) or not trees):
         return None
-    try:
-        seeds = [tree.random_state for tree in trees]
-        if not all(_is_int(s, 0, 2**32 - 1) for s in seeds):
-            return None
-        from sklearn.ensemble._forest import _generate_sample_indices
-
-        args = (seeds[0], model._n_samples, model._n_samples_bootstrap)
-        try:
-            first = _generate_sample_indices(*args, model._sample_weight)
-        except TypeError:  # scikit-learn < 1.9: no sample_weight (same randint stream)
-            first = _generate_sample_indices(*args)
-        first = np.asarray(first)
-        if first.ndim != 1 or not np.issubdtype(first.dtype, np.integer):
-            return None
-        first_bits = np.zeros((n_rows + 7) // 8, np.uint8)
-        if set_bits(first, n_rows, first_bits) >= 0:
-            return None
-    except Exception:  # the private generator is missing or changed: use the public path
+    seeds = [getattr(tree, "random_state", None) for tree in trees]
+    if not all(_is_int(s, 0, 2**32 - 1) for s in seeds):
+        return None
+    first = private.generated_sample_indices(model, seeds[0])
+    if first is None:
+        return None
+    first_bits = np.zeros((n_rows + 7) // 8, np.uint8)
+    if set_bits(first, n_rows, first_bits) >= 0:
+        private.regenerated_rows_differ()
         return None
     bits = np.zeros((len(seeds), (n_rows + 7) // 8), np.uint8)
     bootstrap_bits(np.array([int(s) for s in seeds], np.uint32), n_rows, int(n_draws), bits)
     if not np.array_equal(bits[0], first_bits):
+        private.regenerated_rows_differ()
         return None
     return bits
 

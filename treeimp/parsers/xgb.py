@@ -40,14 +40,13 @@ booster's ``save_config()`` (divided by ``num_parallel_tree``, as XGBoost applie
 for a file it is derived from the stored node weights
 (``xgb_shrinkage.derive_learning_rate``), with a warning and XGBoost's default 0.3 when
 the model does not identify it (e.g. every tree a single leaf). A learning-rate
-schedule is recognised from the node weights in both cases.
+schedule is recognised from the node weights in both cases. Both happen only when a
+measure first reads ``tree_learning_rate`` (``xgb_eta``): parsing does not pay for them.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import warnings
 
 import numpy as np
 
@@ -62,8 +61,8 @@ from ..ensemble import (
 )
 from ..kernels.structure import children_partition
 from .xgb_categories import stored_categories
-
-XGB_DEFAULT_ETA = 0.3
+from .xgb_eta import XGBoostEta, shrinkage_input
+from .xgb_eta import shrinkage_input as _shrinkage_input  # noqa: F401  (tests)
 
 _TREE_KEYS = (
     "left_children", "right_children", "split_indices", "split_conditions", "default_left",
@@ -307,25 +306,9 @@ def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None,
     adaptive = objective.source in _ADAPTIVE_LEAVES
     npt = int(_get(model, ("gbtree_model_param", "num_parallel_tree"), version,
                    where="gradient_booster.model"))
-    if (learning_rate is not None and regularization is not None
-            and _constant_eta_fits(raw, float(learning_rate) / max(npt, 1), regularization,
-                                   adaptive_leaves=adaptive)):
-        derived = None  # the configured eta holds for the trees: no schedule to look for
-    else:
-        derived = _derived_eta(raw, adaptive_leaves=adaptive)
-    if learning_rate is None:
-        if derived is None:
-            warnings.warn("the learning rate of this XGBoost model file cannot be recovered "
-                          "from its node weights (e.g. trees without splits); assuming "
-                          f"XGBoost's default eta={XGB_DEFAULT_ETA}. Parse the live Booster "
-                          "to use its configured eta", UserWarning, stacklevel=2)
-            eta = np.full(n_trees, XGB_DEFAULT_ETA)
-        else:
-            eta = derived[0]
-    elif derived is not None and derived[1]["schedule"]:
-        eta = derived[0]  # a learning-rate schedule: the config only keeps the last eta
-    else:  # XGBoost shrinks each of the num_parallel_tree trees of a round by eta / npt
-        eta = np.full(n_trees, float(learning_rate) / max(npt, 1))
+    # resolved when a measure first reads tree_learning_rate (xgb_eta)
+    eta = XGBoostEta(shrinkage_input(raw, adaptive), n_trees=n_trees, num_parallel_tree=npt,
+                     learning_rate=learning_rate, regularization=regularization)
 
     names, categorical = _features(learner, n_features, version)
     meta = dict(
@@ -353,17 +336,15 @@ def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None,
         if k > 1 and k != n_outputs:
             raise ValueError(f"XGBoost tree {i} has leaf vectors of size {k} but the model "
                              f"has {n_outputs} outputs")
-        trees.append(_to_tree(r, output=output, eta=float(eta[i]), stage=int(stages[i]),
+        trees.append(_to_tree(r, output=output, stage=int(stages[i]),
                               scale=1.0 if weight_drop is None else float(weight_drop[i])))
-    return TreeEnsemble.from_trees(trees, **meta)
+    return TreeEnsemble.from_trees(trees, tree_learning_rate=eta, **meta)
 
 
 def _flat_ensemble(flat, tree_info, eta, stages, weight_drop, meta):
     """The normal form of trees gathered by ``xgb_flat`` (one output each): the arrays
-    :func:`_to_tree` would give every tree, built for all trees at once."""
-    bad = ~np.isfinite(eta) | (eta <= 0)
-    if np.any(bad):
-        raise ValueError(f"XGBoost learning rate must be > 0, got {eta[np.argmax(bad)]}")
+    :func:`_to_tree` would give every tree, built for all trees at once; ``eta``: the
+    per-tree learning rates or their lazy source."""
     internal = flat.left >= 0
     split = internal
     nan_mode = np.zeros(internal.size, np.uint8)
@@ -392,7 +373,7 @@ def _flat_ensemble(flat, tree_info, eta, stages, weight_drop, meta):
         tree_output=tree_info.astype(np.int32),
         tree_scale=(np.ones(flat.n_trees) if weight_drop is None
                     else weight_drop.astype(np.float64)),
-        tree_learning_rate=np.asarray(eta, np.float64),
+        tree_learning_rate=eta,
         tree_stage=np.asarray(stages, np.int64), **meta)
 
 
@@ -625,51 +606,7 @@ def _drop_unreachable(r, i):
     return out
 
 
-def _derived_eta(raw, *, adaptive_leaves):
-    from .xgb_flat import FlatTrees
-    from .xgb_shrinkage import derive_learning_rate
-
-    trees = _shrinkage_input(raw, adaptive_leaves)
-    if isinstance(raw, FlatTrees):  # the derivation also looks at trees one by one
-        cut = raw.offsets[1:-1]
-        trees = list(zip(*(np.split(a, cut) for a in (trees.left, trees.right,
-                                                       trees.steps[:, None], trees.hess))))
-    return derive_learning_rate(trees)
-
-
-def _constant_eta_fits(raw, eta, regularization, *, adaptive_leaves):
-    from .xgb_shrinkage import constant_rate_fits
-
-    return constant_rate_fits(_shrinkage_input(raw, adaptive_leaves), eta, *regularization)
-
-
-def _shrinkage_input(raw, adaptive_leaves):
-    """Per tree (left, right, node weights, hessians); trees gathered by ``xgb_flat``
-    as one :class:`xgb_shrinkage.ConcatenatedTrees`."""
-    from .xgb_flat import FlatTrees
-    from .xgb_shrinkage import ConcatenatedTrees
-
-    if isinstance(raw, FlatTrees):
-        return ConcatenatedTrees(np.diff(raw.offsets), raw.left, raw.right,
-                                 _newton_steps(vars(raw), adaptive_leaves)[:, 0], raw.hess)
-    return [(r["left"], r["right"], _newton_steps(r, adaptive_leaves), r["hess"])
-            for r in raw]
-
-
-def _newton_steps(r, adaptive_leaves):
-    """Node weights for the learning-rate identity: internal nodes unshrunk, leaves shrunk.
-
-    A leaf's base_weight is its shrunk Newton step, except for leaves made by pruning
-    (``exact`` with ``gamma``), which keep the unshrunk weight of the split they were;
-    their applied value is the shrunk step. Objectives that refit leaves (absolute
-    error) apply a value that is not a Newton step, while base_weight still is one.
-    """
-    if adaptive_leaves:
-        return r["base_weights"]
-    return np.where((r["left"] < 0)[:, None], r["value"], r["base_weights"])
-
-
-def _to_tree(r, *, output, eta, stage, scale):
+def _to_tree(r, *, output, stage, scale):
     """A normal-form :class:`Tree` of one tree read by :func:`_read_tree`; arrays that
     from_trees converts anyway (left, feature, value, cover) are passed as read."""
     internal = r["left"] >= 0
@@ -678,8 +615,6 @@ def _to_tree(r, *, output, eta, stage, scale):
         cat_nodes = np.zeros(internal.size, dtype=bool)
         cat_nodes[list(r["categories"])] = True
         split = internal & ~cat_nodes
-    if not math.isfinite(eta) or eta <= 0:
-        raise ValueError(f"XGBoost learning rate must be > 0, got {eta}")
     return Tree(
         left=r["left"],
         right=np.where(internal, r["right"], -1),
@@ -695,6 +630,5 @@ def _to_tree(r, *, output, eta, stage, scale):
         categories=r["categories"],
         output=output,
         scale=scale,
-        learning_rate=eta,
         stage=stage,
     )

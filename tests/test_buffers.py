@@ -1,5 +1,5 @@
-"""The kept statistics buffer (treeimp/kernels/scratch.py): reused zero-filled, never
-shared by two users at once, never aliased by a result."""
+"""The kept statistics buffer of an Explainer (treeimp/buffers.py): reused zero-filled,
+never shared by two users at once, never aliased by a result, freed with its Explainer."""
 
 import copy
 
@@ -8,7 +8,7 @@ import pytest
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
 import treeimp
-from treeimp.kernels import scratch
+from treeimp.buffers import BufferPool
 
 
 def _data(seed=0, n=400):
@@ -38,35 +38,48 @@ def _assert_same(a, b):
 def test_a_kept_buffer_is_refilled_with_zeros_and_results_do_not_alias_it():
     X, y = _data()
     rf = RandomForestClassifier(n_estimators=15, random_state=0).fit(X, y)
-    scratch.release()
-    first = treeimp.explain(rf, X, y, oob=True, random_state=0)
+    ex = treeimp.Explainer(rf)
+    first = ex.explain(X, y, oob=True, random_state=0)
     snapshot = _arrays(first)
-    kept = scratch._idle
+    kept = ex._pool._idle
     assert kept is not None  # the statistics buffer was kept for the next call
     kept[:] = np.nan  # garbage where the next call's statistics will go
-    second = treeimp.explain(rf, X, y, oob=True, random_state=0)
-    assert scratch._idle is kept  # reused, not reallocated
+    second = ex.explain(X, y, oob=True, random_state=0)
+    assert ex._pool._idle is kept  # reused, not reallocated
     _assert_same(_arrays(second), snapshot)  # zero-filled before use
     _assert_same(_arrays(first), snapshot)  # the first result kept no view of it
 
 
-def test_models_of_other_sizes_share_the_buffer_without_changing_results():
+def test_calls_of_other_sizes_share_the_buffer_without_changing_results():
     X, y = _data(1)
-    small = RandomForestClassifier(n_estimators=5, max_depth=3, random_state=0).fit(X, y)
     big = RandomForestRegressor(n_estimators=20, random_state=0).fit(X, X[:, 0])
-    scratch.release()
-    want_small = _arrays(treeimp.explain(small, X, y, oob=True, random_state=0))
-    scratch.release()
-    want_big = _arrays(treeimp.explain(big, X, X[:, 0], oob=True, random_state=0))
-    # big first: the small model then uses a prefix of the big buffer, and back
-    for model, target, want in ((big, X[:, 0], want_big), (small, y, want_small),
-                                (big, X[:, 0], want_big)):
-        _assert_same(_arrays(treeimp.explain(model, X, target, oob=True, random_state=0)),
-                     want)
+    want = {b: _arrays(treeimp.explain(big, X, X[:, 0], oob=True, n_blocks=b,
+                                       random_state=0)) for b in (5, 30)}
+    ex = treeimp.Explainer(big)
+    # many blocks first: the smaller statistics then use a prefix of the buffer, and back
+    for b in (30, 5, 30):
+        _assert_same(_arrays(ex.explain(X, X[:, 0], oob=True, n_blocks=b, random_state=0)),
+                     want[b])
+
+
+def test_explainers_do_not_share_buffers_and_free_them_with_themselves():
+    import gc
+    import weakref
+
+    X, y = _data(2)
+    rf = RandomForestClassifier(n_estimators=5, random_state=0).fit(X, y)
+    a, b = treeimp.Explainer(rf), treeimp.Explainer(rf)
+    a.explain(X, y, oob=True, random_state=0)
+    b.explain(X, y, oob=True, random_state=0)
+    assert a._pool._idle is not None and not np.shares_memory(a._pool._idle, b._pool._idle)
+    kept = weakref.ref(a._pool._idle)
+    del a
+    gc.collect()
+    assert kept() is None
 
 
 def test_nested_users_get_separate_buffers():
-    scratch.release()
+    scratch = BufferPool()
     with scratch.zeroed((3, 4)) as a:
         a[:] = 1.0
         with scratch.zeroed((3, 4)) as b:  # the kept one is in use: a fresh one
@@ -77,7 +90,7 @@ def test_nested_users_get_separate_buffers():
 
 
 def test_keep_limit_from_the_environment(monkeypatch):
-    scratch.release()
+    scratch = BufferPool()
     monkeypatch.setenv("TREEIMP_KEEP_MB", "0")
     with scratch.zeroed((10,)):
         pass

@@ -1,0 +1,175 @@
+"""The two accumulation drivers: evaluation rows -> per-node, per-block statistics.
+
+Forests (``forest_node_stats``): every tree against the rows' own target (y, or one-hot
+classes), optionally on each tree's out-of-bag rows only. Boosting (``staged_pass``):
+tree t against -g, the negative gradient of the model's own loss at the held-out margin
+before t's stage (measures.md, "The per-tree target"). Both add rows into the leaves
+they reach; ``fill_internal_stats`` then sums leaves up the trees (and forms the
+leave-one-block-out replicates). :meth:`treeimp.Explainer.accumulate` calls them with
+``propagate=False`` and keeps leaf sums, which add up across chunks of rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .kernel_inputs import Loss, RowInputs, StagedTrees
+from .kernels.node_stats import forest_leaf_stats, propagate_up
+from .kernels.staged import N_TERMS, staged_leaf_stats
+from .losses import LOGISTIC, check_target, loss_spec
+from .routing import routing_flags
+from .threads import numba_threads
+
+# rows per staged kernel call: the per-call sort of rows by block stays small, and the
+# per-block buffers (4 x n_nodes) are flushed rarely enough not to matter
+CHUNK_ROWS = 1 << 18
+
+
+# ------------------------------------------------------------------------ forests
+def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, positions=None,
+                      one_hot=False, leave_one_out=False, propagate=True, n_jobs=None,
+                      bar=None, out=None):
+    """Node statistics (2 + value_dim, n_nodes, n_blocks) of the forest targets ``Z``
+    ((n, value_dim); the class sums alone for one-hot rows of ``Z``: ``one_hot=True``,
+    see kernels/node_stats.py).
+
+    ``inbag_bits`` (packed, one row per tree) restricts each tree to its out-of-bag rows;
+    ``positions`` (n,) are the rows' global positions that index it (default 0 .. n-1).
+    ``leave_one_out``: n_blocks + 1 blocks instead, blocks b < n_blocks the
+    leave-one-block-out statistics and the last the total, see ``propagate_up``.
+    ``propagate=False``: leaf sums only (internal nodes stay zero; a spare last block
+    with ``leave_one_out`` stays zero). ``out``: a zero-filled float64 array of the
+    statistics' shape to fill instead of a new one (``forest_stats_shape``).
+    """
+    one_hot = bool(one_hot)
+    if one_hot and ens.value_dim != ens.n_outputs:
+        raise ValueError(f"one_hot statistics need trees that score every class (value_dim "
+                         f"{ens.value_dim} == n_outputs {ens.n_outputs}): the class sums "
+                         "of a node then add up to its row count")
+    shape = forest_stats_shape(ens, n_blocks, one_hot, leave_one_out)
+    if out is not None and out.shape != shape:
+        raise ValueError(f"out has shape {out.shape}, the statistics need {shape}")
+    stats = np.zeros(shape) if out is None else out
+    use_inbag = inbag_bits is not None
+    bits = inbag_bits if use_inbag else empty_inbag()
+    pos = (np.arange(rows.n_rows, dtype=np.int64) if positions is None
+           else np.ascontiguousarray(positions, dtype=np.int64))
+    rows_in = RowInputs(np.ascontiguousarray(Z, dtype=np.float64), w,
+                        np.ascontiguousarray(block, dtype=np.int32), pos,
+                        np.zeros((0, 1)))
+    routing = ens.routing_arrays()
+    with numba_threads(n_jobs):
+        for start, chunk in rows.chunks(split=bar is not None and bar.enabled):
+            strict, round32 = routing_flags(ens, chunk)
+            forest_leaf_stats(chunk, start, rows_in, bits, use_inbag, one_hot, stats,
+                              ens.tree_offsets, ens.tree_output, routing, strict, round32)
+            if bar is not None:
+                bar.update(chunk.shape[0])
+        if propagate:
+            fill_internal_stats(ens, stats, leave_one_out)
+    return stats
+
+
+def forest_stats_shape(ens, n_blocks, one_hot, leave_one_out):
+    """Shape of ``forest_node_stats``'s statistics."""
+    return ((0 if one_hot else 2) + ens.value_dim, ens.n_nodes,
+            n_blocks + bool(leave_one_out))
+
+
+def fill_internal_stats(ens, stats, leave_one_out):
+    """Sum leaf statistics up the trees, in place, and return them; ``leave_one_out``:
+    ``stats`` has a last, spare block, which receives the total, and the blocks before
+    it become leave-one-block-out statistics (see ``propagate_up``)."""
+    propagate_up(ens.postorder, ens.tree_offsets, ens.left, ens.right, stats,
+                 bool(leave_one_out))
+    return stats
+
+
+# ------------------------------------------------------------------------ boosting
+def stage_starts(ens):
+    """(n_stages + 1,) index of the first tree of every stage."""
+    change = np.flatnonzero(np.diff(ens.tree_stage) != 0) + 1
+    return np.concatenate([[0], change, [ens.n_trees]]).astype(np.int64)
+
+
+def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
+                keep_margin=True, leave_one_out=False, propagate=True, out=None,
+                base_margin=None):
+    """Run the staged kernel: (stats (4, n_nodes, n_blocks), final margin (n, n_outputs),
+    or None without ``keep_margin``). ``w``: one weight per row, or one for all.
+    ``leave_one_out``: stats has n_blocks + 1 blocks, the leave-one-block-out
+    statistics and last the total (see ``kernels.node_stats.propagate_up``).
+    ``propagate=False``: leaf sums only. ``out``: a zero-filled float64 array of shape
+    ``stats_shape`` to fill instead of a new one. ``base_margin``: per-row offsets
+    ((n, n_outputs), ``offsets.check_base_margin``): every row's held-out margin starts
+    at ``ens.start_margin(base_margin)`` (base score + offset; XGBoost: the offset), so
+    the gradients are the deployed model's."""
+    if ens.value_dim != 1:
+        raise ValueError(f"this model's trees have {ens.value_dim} values per leaf (vector-"
+                         "leaf trees); held-out gradient importances need one value per leaf")
+    code, params = loss_spec(ens.objective, n_outputs=ens.n_outputs)
+    y_t = np.ascontiguousarray(check_target(ens.objective, y, ens.classes), dtype=np.float64)
+    shape = stats_shape(ens, n_blocks, leave_one_out)
+    if out is not None and out.shape != shape:
+        raise ValueError(f"out has shape {out.shape}, the statistics need {shape}")
+    stats = np.zeros(shape) if out is None else out
+    margin = np.empty((rows.n_rows if keep_margin else 0, ens.n_outputs))
+    row_start = (np.zeros((0, ens.n_outputs)) if base_margin is None
+                 else ens.start_margin(base_margin))
+    block = np.asarray(block)
+    rows_in = RowInputs(y_t, w, np.zeros(0, np.int32), np.zeros(0, np.int64), row_start)
+    loss = Loss(code, params, ens.base_score)
+    trees = staged_trees(ens, code, params)
+    routing = ens.routing_arrays()
+    # dynamic: the statistic blocks are few, long and equal; a thread slowed by another
+    # process leaves its remaining blocks to the other (see numba_threads)
+    with numba_threads(n_jobs, dynamic=True):
+        for start, chunk in rows.chunks(CHUNK_ROWS, split=True):
+            stop = start + chunk.shape[0]
+            strict, round32 = routing_flags(ens, chunk)
+            order, bounds = rows_by_block(block[start:stop], n_blocks)
+            staged_leaf_stats(chunk, start, order, bounds, rows_in, loss, trees, routing,
+                              strict, round32, stats,
+                              margin[start:stop] if keep_margin else margin)
+            if bar is not None:
+                bar.update(chunk.shape[0])
+    if propagate:
+        with numba_threads(n_jobs):  # many short iterations: equal shares up front
+            fill_internal_stats(ens, stats, leave_one_out)
+    return stats, (margin if keep_margin else None)
+
+
+def rows_by_block(local_block, n_blocks):
+    """(order, bounds): the chunk's local rows sorted by block (stable), and where each
+    block's run starts (n_blocks + 1), for kernels whose threads own whole blocks."""
+    order = np.argsort(local_block, kind="stable").astype(np.int64)
+    bounds = np.searchsorted(local_block[order], np.arange(n_blocks + 1)).astype(np.int64)
+    return order, bounds
+
+
+def staged_trees(ens, code, params):
+    """The per-tree arrays of the staged kernels (kernel_inputs.StagedTrees)."""
+    return StagedTrees(ens.tree_offsets, ens.tree_output,
+                       np.ascontiguousarray(ens.tree_scale, dtype=np.float64), ens.value,
+                       _logistic_leaf_factor(ens, code, params), stage_starts(ens))
+
+
+def stats_shape(ens, n_blocks, leave_one_out):
+    """Shape of the staged statistics."""
+    return (N_TERMS, ens.n_nodes, n_blocks + bool(leave_one_out))
+
+
+def _logistic_leaf_factor(ens, code, params):
+    """Binary logistic loss: exp(-s * scale * value) per node, the factor by which a row
+    reaching that leaf changes exp(-s m). The staged kernel keeps exp(-s m) of every row
+    up to date with one product per tree instead of one exp per round (relative error
+    grows by at most ~1e-16 per tree); other losses: an empty array."""
+    if code != LOGISTIC or ens.n_outputs != 1:
+        return np.empty(0)
+    scaled = ens.tree_scale[ens.node_tree] * ens.value[:, 0]
+    return np.exp(-params[0] * scaled)
+
+
+def empty_inbag():
+    """The in-bag bits argument of a kernel that evaluates every row (not read)."""
+    return np.zeros((1, 1), np.uint8)

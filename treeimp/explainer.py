@@ -1,0 +1,534 @@
+"""The Explainer: parse a model once; accumulate node statistics of rows, add them up,
+finalize them into importances.
+
+    ex = treeimp.Explainer(model)
+    stats = sum(ex.accumulate(X, y, rows=range(a, b), random_state=0) for ... in chunks)
+    res = ex.finalize(stats, methods=("mdi_oob", "ufi"))
+
+``ex.explain(X, y, ...)`` is ``ex.finalize(ex.accumulate(X, y, ...), methods=...)`` in
+one call (the statistics then live in a buffer the Explainer keeps for its next call).
+Every row's statistic block is fixed by its global position (:mod:`treeimp.blocks`),
+so chunking, the order of chunks and the process that reads them never change a result.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import threading
+
+import numpy as np
+
+from . import registry
+from ._input import RowSource
+from .blocks import BlockKey, block_key, check_positions, row_blocks
+from .defaults import DEFAULT_METHODS, DEFAULT_N_BLOCKS, OOB_VARIANCE_FACTOR
+from .drivers import fill_internal_stats, forest_node_stats, forest_stats_shape, staged_pass
+from .drivers import stats_shape as staged_stats_shape
+from .ensemble import FOREST
+from .groups import resolve_groups
+from .input_checks import check_explainable, check_methods_for_targets, check_unique_columns
+from .offsets import check_base_margin
+from .parsers import inbag_bits, parse
+from .pipeline import is_pipeline, unwrap
+from .progress import progress_bar
+from .stats import BOOSTING, ONE_HOT, REGRESSION, NodeStats
+from .targets import (
+    as_target,
+    check_sample_weight,
+    forest_targets,
+    n_target_columns,
+    target_classes,
+)
+from .threads import numba_threads, resolve_n_jobs
+
+
+class Explainer:
+    """A fitted tree ensemble, parsed once, ready to explain rows.
+
+    Parameters
+    ----------
+    model : fitted scikit-learn / XGBoost / LightGBM / CatBoost model, Pipeline,
+        TreeEnsemble or model file
+        As in :func:`treeimp.explain`. A Pipeline's last step is parsed; X is
+        transformed by the steps before it at every call.
+    iteration_range : (start, stop), optional
+        Boosting rounds to explain (see :func:`treeimp.parse`).
+    missing : float, optional
+        XGBoost's missing-value sentinel for a Booster or model file.
+    feature_names : list of str, optional
+        Names for the results' index (default: the DataFrame's columns, the model's
+        names, or x0, x1, ...).
+    n_jobs : int or None
+        Threads for the kernels (None: all).
+
+    An Explainer may be used from several threads at once: every call has its own
+    buffers, and what is shared (the parsed model, its derived structures, the in-bag
+    rows of a forest) is read-only once built. It pickles without its buffers.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_regression
+    >>> from sklearn.ensemble import RandomForestRegressor
+    >>> import treeimp
+    >>> X, y = make_regression(n_samples=400, n_features=4, random_state=0)
+    >>> rf = RandomForestRegressor(n_estimators=20, random_state=0).fit(X[:200], y[:200])
+    >>> ex = treeimp.Explainer(rf)
+    >>> a = ex.accumulate(X[200:300], y[200:300], rows=range(0, 100), random_state=0)
+    >>> b = ex.accumulate(X[300:], y[300:], rows=range(100, 200), random_state=0)
+    >>> res = ex.finalize(a + b, methods=("mdi_oob", "ufi"))
+    >>> same = ex.explain(X[200:], y[200:], methods=("mdi_oob", "ufi"), random_state=0)
+    >>> bool(np.allclose(res.table, same.table))
+    True
+    """
+
+    def __init__(self, model, *, iteration_range=None, missing=None, feature_names=None,
+                 n_jobs=None):
+        from .buffers import BufferPool
+
+        resolve_n_jobs(n_jobs)  # a bad n_jobs fails here, not at the first call
+        self.model = model
+        self._final = _last_step(model)
+        self.ensemble = parse(self._final, iteration_range=iteration_range, missing=missing)
+        check_explainable(self.ensemble)
+        if feature_names is not None:
+            feature_names = [str(f) for f in feature_names]
+            if len(feature_names) != self.ensemble.n_features:
+                raise ValueError(f"{len(feature_names)} feature_names for "
+                                 f"{self.ensemble.n_features} features")
+        self.feature_names = feature_names
+        self.n_jobs = n_jobs
+        self.fingerprint = self.ensemble.fingerprint
+        # random_state=None: one key per Explainer, so that its chunks agree
+        self._default_key = block_key(None)
+        self._lock = threading.Lock()
+        self._inbag = {}
+        self._pool = BufferPool()
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        del state["_lock"]
+        state["_inbag"] = {}
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Explainer({self.ensemble!r})"
+
+    # ------------------------------------------------------------------ public API
+    def explain(self, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weight=None,
+                base_margin=None, groups=None, n_blocks=DEFAULT_N_BLOCKS, random_state=None,
+                alpha=None, lam=None, progress=None):
+        """Importances of the rows X, y (see :func:`treeimp.explain` for every argument).
+
+        X may also be an iterable of ``(X, y)`` or ``(X, y, sample_weight)`` chunks
+        (then y, sample_weight and base_margin are not given separately): their
+        statistics are accumulated one chunk at a time and added, so the rows never
+        need to be in memory at once; the result equals the one-call result.
+        """
+        from .api import _check_methods
+
+        if _is_chunk_stream(X):
+            return self._explain_stream(X, y, oob=oob, methods=methods,
+                                        sample_weight=sample_weight, base_margin=base_margin,
+                                        groups=groups, n_blocks=n_blocks,
+                                        random_state=random_state, alpha=alpha, lam=lam,
+                                        progress=progress)
+        oob = _check_oob(oob)
+        methods = _check_methods(methods, self.ensemble, alpha, lam)
+        check_methods_for_targets(methods, self.ensemble)
+        X, names, input_groups = self._unwrap(X, groups)
+        check_unique_columns(X)
+        rows = RowSource(X, self.ensemble)
+        names = self._names(rows.feature_names if names is None else names)
+        grp = resolve_groups(groups, names, input_groups)
+        if not any(registry.needs_rows(m) for m in methods):
+            return self._mdi_only(rows, y, sample_weight, base_margin, methods, names,
+                                  n_blocks, grp)
+        _check_n_blocks(n_blocks, rows.n_rows)
+        y = as_target(y, rows.n_rows, n_target_columns(self.ensemble))
+        key = self._key(random_state)
+        extra = _extra_methods(methods)
+        with self._pool.zeroed(self._stats_shape(n_blocks)) as out:
+            stats = self._accumulate(rows, y, names, input_groups, positions=None, oob=oob,
+                                     sample_weight=sample_weight, base_margin=base_margin,
+                                     n_blocks=n_blocks, key=key, extra=extra,
+                                     progress=progress, out=out)
+            return self._finalize(stats, methods, alpha, lam, grp, names)
+
+    def accumulate(self, X, y, *, rows=None, oob=False, sample_weight=None, base_margin=None,
+                   n_blocks=DEFAULT_N_BLOCKS, random_state=None, methods=None,
+                   progress=None) -> NodeStats:
+        """Node statistics of one chunk of evaluation rows; they add up (``a + b``,
+        ``sum(...)``) and :meth:`finalize` turns them into importances.
+
+        Parameters
+        ----------
+        X, y, oob, sample_weight, base_margin, n_blocks
+            As in :meth:`explain`, for this chunk's rows (``oob=True``: X, y are training
+            rows of the forest, ``rows`` their positions in the training set).
+        rows : None, range or array of int
+            The chunk's global row positions (default 0 .. len(X) - 1). They fix each
+            row's statistic block and, out of bag, which trees had the row in bag; give
+            every chunk its own positions (e.g. ``range(start, start + len(X))``).
+        random_state : int, Generator or None
+            Keys the row blocks. Chunks can only be added when their keys agree: pass
+            the same int to every chunk (None: this Explainer's own key, the same for
+            all of its calls).
+        methods : sequence of str, optional
+            Only needed for the per-row measures ("shap_oob", "saabas_oob"): they are
+            accumulated only when named here.
+        progress : None, True or False
+            A progress bar over the chunk's rows.
+
+        Returns
+        -------
+        NodeStats
+            A chunk without rows gives zero statistics.
+        """
+        oob = _check_oob(oob)
+        _check_n_blocks(n_blocks, None)
+        extra = ()
+        if methods is not None:
+            from .api import _check_methods
+
+            extra = _extra_methods(_check_methods(methods, self.ensemble, None, None))
+        X, names, input_groups = self._unwrap(X, None)
+        check_unique_columns(X)
+        key = self._key(random_state)
+        if _n_rows(X) == 0:
+            return self._empty(X, y, rows, oob, n_blocks, key, extra, names, input_groups)
+        source = RowSource(X, self.ensemble)
+        positions = check_positions(rows, source.n_rows)
+        return self._accumulate(source, y, names, input_groups, positions=positions, oob=oob,
+                                sample_weight=sample_weight, base_margin=base_margin,
+                                n_blocks=n_blocks, key=key, extra=extra, progress=progress,
+                                out=None)
+
+    def finalize(self, stats, methods=DEFAULT_METHODS, *, alpha=None, lam=None,
+                 groups=None):
+        """Importances (an :class:`treeimp.Importances`) from accumulated statistics.
+
+        ``methods``, ``alpha``, ``lam``, ``groups`` as in :func:`treeimp.explain`.
+        ``stats`` is not modified (it can be finalised again, or added to)."""
+        from .api import _check_methods
+
+        if not isinstance(stats, NodeStats):
+            raise TypeError(f"finalize needs the NodeStats of accumulate, got "
+                            f"{type(stats).__name__}")
+        methods = _check_methods(methods, self.ensemble, alpha, lam)
+        check_methods_for_targets(methods, self.ensemble)
+        names = self._names(stats.names)
+        grp = resolve_groups(groups, names, stats.input_groups)
+        with self._pool.zeroed(stats._array.shape) as out:
+            out[...] = stats._array
+            private = NodeStats(out, layout=stats.layout, n_rows=stats.n_rows,
+                                block_weight=stats.block_weight, settings=stats.settings,
+                                extra=stats.extra, names=stats.names,
+                                input_groups=stats.input_groups)
+            return self._finalize(private, methods, alpha, lam, grp, names)
+
+    def permutation_importance(self, X, y, *, scoring=None, n_repeats=5, random_state=None,
+                               sample_weight=None, progress=None, groups=None,
+                               base_margin=None):
+        """Permutation importance of this model (see :func:`treeimp.permutation_importance`),
+        without parsing it again."""
+        from .permutation import permutation_importance_parsed
+
+        u = unwrap(self.model, X,
+                   need_input_groups=isinstance(groups, str) and groups == "input")
+        names = u.feature_names if self.feature_names is None else self.feature_names
+        return permutation_importance_parsed(
+            self.ensemble, u.X, y, names, u.input_groups, scoring=scoring,
+            n_repeats=n_repeats, random_state=random_state, n_jobs=self.n_jobs,
+            sample_weight=sample_weight, progress=progress, groups=groups,
+            base_margin=base_margin)
+
+    def predict_raw(self, X, *, base_margin=None):
+        """The model's raw margin on X (see :meth:`TreeEnsemble.predict_raw`)."""
+        X, _, _ = self._unwrap(X, None)
+        return self.ensemble.predict_raw(X, n_jobs=self.n_jobs, base_margin=base_margin)
+
+    def apply(self, X):
+        """The leaf every row reaches in every tree (see :meth:`TreeEnsemble.apply`)."""
+        X, _, _ = self._unwrap(X, None)
+        return self.ensemble.apply(X, n_jobs=self.n_jobs)
+
+    # ------------------------------------------------------------------ internals
+    def _unwrap(self, X, groups):
+        """(X through a Pipeline's steps, their feature names or None, input groups)."""
+        if not is_pipeline(self.model):
+            return X, None, None
+        u = unwrap(self.model, X,
+                   need_input_groups=isinstance(groups, str) and groups == "input")
+        return u.X, u.feature_names, u.input_groups
+
+    def _names(self, from_data):
+        if self.feature_names is not None:
+            return self.feature_names
+        if from_data is not None:
+            return list(from_data)
+        if self.ensemble.feature_names is not None:
+            return list(self.ensemble.feature_names)
+        return [f"x{j}" for j in range(self.ensemble.n_features)]
+
+    def _key(self, random_state):
+        return self._default_key if random_state is None else block_key(random_state)
+
+    def _classification(self):
+        """Whether a forest's per-tree targets are one-hot classes (forest_targets)."""
+        ens = self.ensemble
+        return ens.kind == FOREST and (ens.objective.name == "class_probability"
+                                       or target_classes(ens) is not None)
+
+    def _layout(self):
+        if self.ensemble.kind != FOREST:
+            return BOOSTING
+        # one-hot statistics (n' the sum of the class sums) need ONE class per row: not
+        # so for the concatenated one-hot vectors of several targets
+        if self._classification() and target_classes(self.ensemble) is None:
+            return ONE_HOT
+        return REGRESSION
+
+    def _stats_shape(self, n_blocks):
+        """(planes, nodes, n_blocks + 1): the spare last block receives the totals when
+        finalising (``propagate_up``)."""
+        if self.ensemble.kind != FOREST:
+            return staged_stats_shape(self.ensemble, n_blocks, True)
+        return forest_stats_shape(self.ensemble, n_blocks, self._layout() == ONE_HOT, True)
+
+    def _settings(self, oob, n_blocks, key, extra):
+        return {"model": self.fingerprint, "oob": oob, "n_blocks": int(n_blocks),
+                "block_key": int(key), "layout": self._layout(),
+                "extra": tuple(sorted(extra))}
+
+    def _empty(self, X, y, rows, oob, n_blocks, key, extra, names, input_groups):
+        """Zero statistics of a chunk without rows (its width is still checked)."""
+        shape = getattr(X, "shape", None)
+        if shape is not None and len(shape) == 2 and shape[1] != self.ensemble.n_features:
+            raise ValueError(f"X has {shape[1]} columns but the model has "
+                             f"{self.ensemble.n_features} features")
+        check_positions(rows, 0)
+        if y is not None and len(np.asarray(y)) != 0:
+            raise ValueError(f"X has 0 rows but y has {len(np.asarray(y))}")
+        extras = {m: (np.zeros((n_blocks, self.ensemble.n_trees, self.ensemble.n_features)),
+                      np.zeros((n_blocks, self.ensemble.n_trees))) for m in extra}
+        return NodeStats(np.zeros(self._stats_shape(n_blocks)), layout=self._layout(),
+                         n_rows=0, block_weight=np.zeros(n_blocks),
+                         settings=self._settings(oob, n_blocks, key, extra), extra=extras,
+                         names=names, input_groups=input_groups)
+
+    def _inbag_bits(self, n_rows, positions):
+        """Packed in-bag rows of the forest's trees for rows at ``positions`` (None: the
+        whole training set 0 .. n_rows - 1), built once per Explainer."""
+        model = self._final
+        n_train = getattr(model, "_n_samples", None)
+        if positions is None:
+            n = n_rows
+        else:
+            if n_train is None:
+                raise ValueError("chunked out-of-bag statistics (oob=True with rows=) need "
+                                 "the forest's number of training rows, which this "
+                                 f"{type(model).__name__} does not record; pass all training "
+                                 "rows in one call")
+            n = int(n_train)
+            top = int(positions.max())
+            if top >= n:
+                raise ValueError(f"oob=True: row position {top} is beyond the forest's "
+                                 f"{n} training rows")
+        with self._lock:
+            bits = self._inbag.get(n)
+        if bits is None:
+            bits = inbag_bits(model, n)
+            if bits.shape[0] != self.ensemble.n_trees:
+                raise ValueError(f"the forest has {self.ensemble.n_trees} trees but in-bag "
+                                 f"rows for {bits.shape[0]}")
+            with self._lock:
+                self._inbag[n] = bits
+        return bits
+
+    def _accumulate(self, rows, y, names, input_groups, *, positions, oob, sample_weight,
+                    base_margin, n_blocks, key, extra, progress, out):
+        from . import shap_oob
+
+        ens = self.ensemble
+        n = rows.n_rows
+        offset = check_base_margin(base_margin, n, ens)
+        y_arr = as_target(y, n, n_target_columns(ens))
+        # no sample_weight: one weight for every row (the kernels read w[min(row, len - 1)])
+        w = np.ones(1) if sample_weight is None else check_sample_weight(sample_weight, n)
+        pos = np.arange(n, dtype=np.int64) if positions is None else positions
+        block = row_blocks(pos, key, n_blocks)
+        block_weight = np.bincount(block, weights=None if w.size == 1 else w,
+                                   minlength=n_blocks).astype(np.float64)
+        layout = self._layout()
+        shape = self._stats_shape(n_blocks)
+        array = np.zeros(shape) if out is None else out
+        bits = None
+        if oob:
+            if ens.kind != FOREST:
+                raise ValueError("oob=True is for bagged forests; boosting models have no "
+                                 "out-of-bag rows and need a held-out set: "
+                                 "explain(model, X_val, y_val)")
+            bits = self._inbag_bits(n, positions)
+        bar = progress_bar(progress, total=n, work=n * ens.n_trees, desc="treeimp.explain")
+        try:
+            with numba_threads(self.n_jobs):
+                if ens.kind == FOREST:
+                    Z, _ = forest_targets(ens, y_arr)
+                    forest_node_stats(ens, rows, Z, w, block, n_blocks, inbag_bits=bits,
+                                      positions=pos, one_hot=layout == ONE_HOT,
+                                      leave_one_out=True, propagate=False,
+                                      n_jobs=self.n_jobs, bar=bar, out=array)
+                else:
+                    staged_pass(ens, rows, y_arr, w, block, n_blocks, n_jobs=self.n_jobs,
+                                bar=bar, keep_margin=False, leave_one_out=True,
+                                propagate=False, out=array, base_margin=offset)
+        finally:
+            bar.close()
+        extras = {m: shap_oob.block_sums(m, ens, rows, y_arr, w, block, n_blocks,
+                                         inbag_bits=bits, positions=pos, n_jobs=self.n_jobs,
+                                         base_margin=offset)
+                  for m in extra}
+        return NodeStats(array, layout=layout, n_rows=n, block_weight=block_weight,
+                         settings=self._settings(oob, n_blocks, key, extra), extra=extras,
+                         names=names, input_groups=input_groups)
+
+    def _finalize(self, stats, methods, alpha, lam, grp, names):
+        """Importances from statistics whose array may be turned into leave-one-block-out
+        sums in place."""
+        from . import measures
+        from .api import _assemble
+        from .shap_oob import per_tree_values
+
+        ens = self.ensemble
+        settings = stats.settings
+        if settings["model"] != self.fingerprint:
+            raise ValueError("these node statistics were accumulated for another model (or "
+                             "another iteration_range / missing value); finalize them with "
+                             "the Explainer that accumulated them")
+        n_blocks = stats.n_blocks
+        per_row = _extra_methods(methods)
+        missing = [m for m in per_row if m not in stats.extra]
+        if missing:
+            raise ValueError(f"{missing} are per-row measures: name them in accumulate's "
+                             f"methods= so that they are accumulated")
+        if stats.n_rows < n_blocks:
+            raise ValueError(f"n_blocks={n_blocks} is more than the {stats.n_rows} "
+                             "evaluation rows")
+        array = stats._array
+        with numba_threads(self.n_jobs):
+            fill_internal_stats(ens, array, True)
+        layout = settings["layout"]
+        st = measures.NodeStats.from_array(array, boosting=layout == BOOSTING,
+                                           one_hot=layout == ONE_HOT)
+        roots = ens.tree_offsets[:-1]
+        if not np.any(st.n_at(roots)[:, -1] > 0):
+            if settings["oob"]:
+                raise ValueError("no tree has out-of-bag rows among these rows (every row "
+                                 "is in-bag for every tree)")
+            raise ValueError("no evaluation row has a positive weight")
+        extra = {m: per_tree_values(*stats.extra[m]) for m in per_row}
+        # Out of bag, every row trains some trees and evaluates others: under the null a
+        # pair of rows can enter an importance twice (z_i against the fit to z_j in the
+        # trees where i is out of bag, the other way round in others), which resampling
+        # rows with the trees held fixed does not see. The two terms come from different
+        # trees, so they are far from perfectly correlated: the factor is measured, not
+        # the sqrt(2) of perfect correlation. Held-out rows never trained a tree: 1.
+        inflation = OOB_VARIANCE_FACTOR if settings["oob"] else 1.0
+        classification = self._classification()
+        return _assemble(ens, st, methods, names, classification, stats.n_rows, n_blocks,
+                         alpha, lam, inflation, extra, groups=grp)
+
+    def _mdi_only(self, rows, y, sample_weight, base_margin, methods, names, n_blocks, grp):
+        """Measures that read the model alone (in-sample MDI): y optional, nothing routed
+        (X, y and the weights are still checked)."""
+        from .api import _assemble
+
+        n = rows.n_rows
+        check_base_margin(base_margin, n, self.ensemble)
+        if y is not None:
+            as_target(y, n, n_target_columns(self.ensemble))
+        check_sample_weight(sample_weight, n)
+        return _assemble(self.ensemble, None, methods, names, False, n,
+                         _check_n_blocks(n_blocks, None), None, None, groups=grp)
+
+    def _explain_stream(self, chunks, y, *, oob, methods, sample_weight, base_margin, groups,
+                        n_blocks, random_state, alpha, lam, progress):
+        from .api import _check_methods
+
+        for name, value in (("y", y), ("sample_weight", sample_weight),
+                            ("base_margin", base_margin)):
+            if value is not None:
+                raise ValueError(f"X is an iterable of (X, y) chunks: give {name} inside "
+                                 "the chunks ((X, y) or (X, y, sample_weight)), not "
+                                 "separately")
+        methods = _check_methods(methods, self.ensemble, alpha, lam)
+        check_methods_for_targets(methods, self.ensemble)
+        key = self._key(random_state)
+        total, start = None, 0
+        bar = progress_bar(progress, total=None, work=np.inf if progress else 0,
+                           desc="treeimp.explain")
+        try:
+            for i, chunk in enumerate(chunks):
+                Xc, yc, wc = _unpack_chunk(chunk, i)
+                n = _n_rows(Xc)
+                stats = self.accumulate(Xc, yc, rows=range(start, start + n), oob=oob,
+                                        sample_weight=wc, n_blocks=n_blocks,
+                                        random_state=BlockKey(key), methods=methods,
+                                        progress=False)
+                total = stats if total is None else total + stats
+                start += n
+                bar.update(n)
+        finally:
+            bar.close()
+        if total is None:
+            raise ValueError("X is an empty iterable of chunks: no evaluation rows")
+        return self.finalize(total, methods, alpha=alpha, lam=lam, groups=groups)
+
+
+def _last_step(model):
+    return model.steps[-1][1] if is_pipeline(model) else model
+
+
+def _is_chunk_stream(X):
+    """An iterator of chunks, or a list/tuple of (X, y[, w]) tuples (not a 2-D array)."""
+    if isinstance(X, (str, bytes)) or hasattr(X, "shape") or hasattr(X, "__array__"):
+        return False
+    if isinstance(X, collections.abc.Iterator):
+        return True
+    if isinstance(X, (list, tuple)) and X and all(isinstance(c, tuple) for c in X):
+        return all(len(c) in (2, 3) and hasattr(c[0], "shape") for c in X)
+    return False
+
+
+def _unpack_chunk(chunk, i):
+    if not isinstance(chunk, tuple) or len(chunk) not in (2, 3):
+        raise TypeError(f"chunk {i} must be a tuple (X, y) or (X, y, sample_weight), got "
+                        f"{type(chunk).__name__}"
+                        + (f" of length {len(chunk)}" if isinstance(chunk, tuple) else ""))
+    return chunk[0], chunk[1], (chunk[2] if len(chunk) == 3 else None)
+
+
+def _n_rows(X):
+    shape = getattr(X, "shape", None)
+    return int(shape[0]) if shape is not None else len(X)
+
+
+def _check_oob(oob):
+    if not isinstance(oob, (bool, np.bool_)):
+        raise TypeError(f"oob must be True or False, got {oob!r}")
+    return bool(oob)
+
+
+def _extra_methods(methods):
+    """The per-row measures among ``methods`` (accumulated from contributions)."""
+    return tuple(registry.by_source(methods).get(registry.CONTRIBUTIONS, ()))
+
+
+def _check_n_blocks(n_blocks, n_rows):
+    from .api import _check_n_blocks as check
+
+    return check(n_blocks, np.inf if n_rows is None else n_rows)

@@ -1,0 +1,27 @@
+"""Grouped kernel inputs: named tuples of arrays that numba compiles (and caches) as one
+argument each, instead of long positional argument lists."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+# how rows find their leaves (kernels/route.py walk_batch), TreeEnsemble.routing: the
+# node records (leaves are self-loops), each tree's depth and shallowest leaf depth in
+# edges, the flat category arrays
+Routing = namedtuple("Routing", ["nodes", "depth", "min_depth", "cat_offset", "cat_count",
+                                 "cat_codes", "cat_left"])
+
+# the rows of one accumulate call (indexed by the call's row number r = row0 + i): the
+# targets (forests: Z (n, C); boosting: y (n,)), weights (one, or one per row), each
+# row's statistic block, its global position (for in-bag bits), its starting margin
+# (boosting with offsets; (0, K) otherwise)
+RowInputs = namedtuple("RowInputs", ["target", "w", "block", "pos", "row_start"])
+
+# per-tree arrays of a boosted model for the staged kernels: tree offsets and outputs,
+# scales, node values, the logistic leaf factors (empty for other losses), the first tree
+# of every stage
+StagedTrees = namedtuple("StagedTrees", ["tree_offsets", "tree_output", "tree_scale",
+                                         "value", "leaf_factor", "stage_start"])
+
+# the loss of a boosted model: its code and parameters (losses.py) and base score
+Loss = namedtuple("Loss", ["code", "params", "base_score"])
