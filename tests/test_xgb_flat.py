@@ -188,3 +188,50 @@ def test_index_values_locates_every_value():
     assert data[start[10]:start[10] + count[10]] == b"hi"
     assert end[0] == len(data) and end[13] == len(data) - 1
     assert read_ubjson(data)["c"]["h"] == "x"
+
+
+def test_index_values_restarts_with_a_larger_table():
+    """A document of one-byte values has more of them than the first guess of the
+    table's size (one row per 256 bytes): the walk restarts larger and finds all."""
+    data = b"[" + b"Z" * 3000 + b"T" * 2000 + b"]"
+    status, marker, *_, parent, _, _, end = index_values(np.frombuffer(data, np.uint8),
+                                                         MAX_DEPTH)
+    assert status == 0 and marker.size == 5001
+    assert bytes(marker[1:]) == b"Z" * 3000 + b"T" * 2000
+    assert np.all(parent[1:] == 0) and end[0] == len(data)
+
+
+def test_gather_numbers_undoes_the_byte_order_of_every_size():
+    from treeimp.kernels.ubjson_index import gather_numbers
+
+    rng = np.random.default_rng(0)
+    data = rng.integers(0, 256, 4000).astype(np.uint8)
+    dtypes = [np.dtype(t) for t in (">i1", ">u2", ">f4", ">i8", ">f8")]
+    start = rng.integers(0, 3000, (3, len(dtypes)))
+    count = rng.integers(0, 40, (3, len(dtypes)))
+    itemsize = np.array([d.itemsize for d in dtypes])
+    *words, at = gather_numbers(data, start, count, itemsize)
+    words = dict(zip((1, 2, 4, 8), words))
+    for j, d in enumerate(dtypes):
+        got = words[d.itemsize][at[j]:at[j] + count[:, j].sum()]
+        if d.itemsize > 1 and np.little_endian:
+            got = got.byteswap()
+        want = np.concatenate([np.frombuffer(data.tobytes(), d, int(count[t, j]),
+                                             int(start[t, j])) for t in range(3)])
+        assert np.array_equal(got.view(d.newbyteorder("=")), want, equal_nan=True)
+
+
+def test_member_rows_finds_each_key_once_per_object():
+    from treeimp.kernels.ubjson_index import member_rows
+    from treeimp.parsers.xgb_flat import _encoded
+
+    data = b"[{U\x01ai\x01U\x02bbi\x02U\x01ci\x03}{U\x02bbi\x04}{U\x01ai\x05U\x01ai\x06}]"
+    _, _, _, _, _, parent, key_start, key_len, _ = index_values(
+        np.frombuffer(data, np.uint8), MAX_DEPTH)
+    buf = np.frombuffer(data, np.uint8)
+    ok, found = member_rows(buf, parent, key_start, key_len, np.array([1, 5]),
+                            *_encoded(("a", "bb", "x")))
+    assert ok and found.tolist() == [[2, 3, -1], [-1, 6, -1]]
+    ok, _ = member_rows(buf, parent, key_start, key_len, np.array([1, 5, 7]),
+                        *_encoded(("a",)))
+    assert not ok  # the third object holds "a" twice

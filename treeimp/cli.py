@@ -19,6 +19,7 @@ import pandas as pd
 
 from . import registry
 from .defaults import DEFAULT_N_BLOCKS
+from .table_batches import DEFAULT_BATCH_ROWS
 
 EXPLAIN_HELP = """\
 Out-of-sample feature importances of a saved tree ensemble on held-out rows.
@@ -32,10 +33,13 @@ unpickling runs code stored in the file. A scikit-learn Pipeline ending in a tre
 (skops or pickle) is explained on the columns its last step sees, DATA holding its input
 columns.
 
-DATA is a CSV or Parquet file (Parquet needs pyarrow) of rows the model was NOT trained
-on (or, with --oob, the training rows of a pickled bagged forest in training order). The
-column named by --target holds the labels; every other column is a feature. When the
-model stores feature names, columns are matched by name (order does not matter).
+DATA is a CSV or Parquet file, a folder of Parquet files or a quoted glob pattern of
+them (Parquet needs pyarrow) of rows the model was NOT trained on (or, with --oob, the
+training rows of a pickled bagged forest in training order). It is read in batches of
+--batch-rows rows, so it need not fit in memory (--oob reads it whole); the result is
+the same as from reading it at once. The column named by --target holds the labels;
+every other column is a feature. When the model stores feature names, columns are
+matched by name (order does not matter).
 Text columns are read as categories when the model stores its training categories, or
 when it is an XGBoost / LightGBM model with categorical splits.
 
@@ -104,7 +108,8 @@ def build_parser():
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     ex.add_argument("model", metavar="MODEL", help="model file: .json/.ubj (XGBoost), .txt "
                     "(LightGBM), .skops, .pkl/.pickle/.joblib (with --trust-pickle)")
-    ex.add_argument("data", metavar="DATA", help="held-out rows: .csv or .parquet")
+    ex.add_argument("data", metavar="DATA", help="held-out rows: .csv, .parquet, a folder "
+                    "of .parquet files or a quoted glob pattern of them")
     ex.add_argument("--target", required=True, metavar="COL",
                     help="name of the label column in DATA")
     ex.add_argument("--methods", default="mdi,mdi_oob,ufi", metavar="LIST",
@@ -132,6 +137,12 @@ def build_parser():
                     help="comma-separated columns of DATA to ignore (e.g. an ID column)")
     ex.add_argument("--n-jobs", type=int, default=None, metavar="N",
                     help="threads (default: all cores)")
+    ex.add_argument("--batch-rows", type=int, default=DEFAULT_BATCH_ROWS, metavar="N",
+                    help="rows of DATA read at a time (default "
+                    f"{DEFAULT_BATCH_ROWS}): memory grows with N, not with DATA's size")
+    ex.add_argument("--progress", action="store_true",
+                    help="show a progress bar in rows of DATA (needs tqdm; default: shown "
+                    "when standard error is a terminal and the run is long)")
     ex.add_argument("--columns-by-position", action="store_true",
                     help="the model stores no feature names: take DATA's feature columns "
                     "in their order as the model's features (without this flag such a "
@@ -182,14 +193,16 @@ def _demo(args):
 def _explain(args):
     from .api import explain
     from .cli_inputs import (
+        StreamedRows,
         check_class_labels,
         encode_categories,
         load_model,
-        read_table,
         split_pipeline_target,
         split_target,
     )
     from .pipeline import is_pipeline
+    from .progress import progress_bar
+    from .table_batches import open_table
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     _check_method_names(methods)
@@ -222,22 +235,39 @@ def _explain(args):
                          f"bootstrap=True); {args.model!r} {what}: pass held-out rows and "
                          "leave out --oob")
     on_dask = args.scheduler is not None
-    if on_dask:
+    if args.batch_rows < 1:
+        raise ValueError(f"--batch-rows must be >= 1, got {args.batch_rows}")
+    if args.progress:
+        from importlib.util import find_spec
+
+        if find_spec("tqdm") is None:
+            raise ValueError("--progress needs tqdm: pip install tqdm")
+    source = f"data file {args.data!r}"
+    if on_dask:  # a Parquet dataset read by dask, explained where its partitions lie
         from .dask import cli_data
 
         df = cli_data.read_parquet_dataset(args.data)
-        encode, check_labels = cli_data.encode_partitions, cli_data.check_partition_labels
-    else:
-        df = read_table(args.data)
-        encode, check_labels = encode_categories, check_class_labels
-    source = f"data file {args.data!r}"
-    if pipeline:  # its own steps read the input columns
-        X, y = split_pipeline_target(df, args.target, model, drop=drop, source=source)
-    else:
-        X, y = split_target(df, args.target, ens, drop=drop, source=source,
-                            by_position=args.columns_by_position)
-        X = encode(X, ens, _warn)
-    y = check_labels(y, ens, source)
+        if pipeline:  # its own steps read the input columns
+            X, y = split_pipeline_target(df, args.target, model, drop=drop, source=source)
+        else:
+            X, y = split_target(df, args.target, ens, drop=drop, source=source,
+                                by_position=args.columns_by_position)
+            X = cli_data.encode_partitions(X, ens, _warn)
+        y = cli_data.check_partition_labels(y, ens, source)
+    elif args.oob:  # the forest's in-bag rows are counted over the whole training set
+        df = pd.concat(list(open_table(args.data, batch_size=args.batch_rows).frames()))
+        if pipeline:  # its own steps read the input columns
+            X, y = split_pipeline_target(df, args.target, model, drop=drop, source=source)
+        else:
+            X, y = split_target(df, args.target, ens, drop=drop, source=source,
+                                by_position=args.columns_by_position)
+            X = encode_categories(X, ens, _warn)
+        y = check_class_labels(y, ens, source)
+    else:  # streamed: (X, y) chunks of --batch-rows rows
+        rows = StreamedRows(open_table(args.data, batch_size=args.batch_rows), ens,
+                            args.target, drop=drop, source=source,
+                            by_position=args.columns_by_position,
+                            pipeline=model if pipeline else None, warn=_warn)
     screen = None
     if args.select is not None:
         from .screening import default_screening_method
@@ -253,10 +283,24 @@ def _explain(args):
         # the model object itself where explain needs more than its trees (in-bag rows,
         # a Pipeline's steps): then with the rounds and sentinel chosen here
         whole = args.oob or pipeline
-        res = explain(model if whole else ens, X, y, oob=args.oob, methods=methods,
-                      n_blocks=args.n_blocks, random_state=args.seed, n_jobs=args.n_jobs,
-                      iteration_range=rounds if whole else None,
-                      missing=args.missing if whole else None)
+        kw = dict(oob=args.oob, methods=methods, n_blocks=args.n_blocks,
+                  random_state=args.seed, n_jobs=args.n_jobs,
+                  iteration_range=rounds if whole else None,
+                  missing=args.missing if whole else None)
+        if args.oob or on_dask:
+            res = explain(model if whole else ens, X, y, **kw)
+        else:  # (X, y) chunks, read as explain takes them
+            bar = progress_bar(True if args.progress else None, total=rows.n_rows,
+                               work=(rows.n_rows or np.inf) * ens.n_trees, desc="rows")
+            try:
+                # chunks carry no names to the result: a model without stored names
+                # (--columns-by-position) takes the table's
+                names = (rows.features if not pipeline and ens.feature_names is None
+                         else None)
+                res = explain(model if whole else ens, _counted(rows, bar), progress=False,
+                              feature_names=names, **kw)
+            finally:
+                bar.close()
     if args.format == "json":
         text = res.to_json() + "\n"
     elif args.format == "csv":
@@ -277,6 +321,13 @@ def _explain(args):
         sys.stdout.write(text)
         sys.stdout.flush()
     return 0
+
+
+def _counted(chunks, bar):
+    """The chunks, each one's rows added to the progress bar as it is handed on."""
+    for chunk in chunks:
+        yield chunk
+        bar.update(len(chunk[0]))
 
 
 def _iteration_range(text):

@@ -13,17 +13,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .table_batches import CSV_OPTIONS, CSV_SUFFIXES, PARQUET_SUFFIXES
+
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib")
 SKOPS_SUFFIXES = (".skops",)
 MODEL_FILE_SUFFIXES = (".json", ".ubj", ".txt")
-CSV_SUFFIXES = (".csv", ".csv.gz", ".csv.bz2", ".csv.zip", ".csv.xz")
-PARQUET_SUFFIXES = (".parquet", ".pq")
 CLASSIFIER_OBJECTIVES = ("logistic", "softmax", "ova_logistic")
-
-# Floats must come back bit for bit: pandas < 3.1 needs the round-trip converter for that
-# (3.1 uses it always and deprecates the option).
-CSV_OPTIONS = ({} if tuple(int(p) for p in pd.__version__.split(".")[:2]) >= (3, 1)
-               else {"float_precision": "round_trip"})
 
 # What can go wrong inside pickle.load besides a corrupt stream: classes that no longer
 # exist (ImportError / AttributeError), version mismatches (TypeError, KeyError, ...).
@@ -161,10 +156,10 @@ def read_table(path):
     return df
 
 
-def _feature_columns(df, target, drop, source):
-    """The columns of ``df`` besides the target and ``drop``, after checking that both
-    name columns it has."""
-    cols = list(df.columns)
+def _feature_columns(columns, target, drop, source):
+    """The ``columns`` besides the target and ``drop``, after checking that both name
+    columns the table has."""
+    cols = list(columns)
     if target not in cols:
         raise ValueError(f"{source} has no target column {target!r}; its columns are "
                          f"{_short(cols)}")
@@ -177,14 +172,15 @@ def _feature_columns(df, target, drop, source):
     return [c for c in cols if c != target and c not in set(drop)]
 
 
-def split_target(df, target, ens, *, drop=(), source="data file", by_position=False):
-    """(X, y): the target column out, ``drop`` columns removed, features in model order.
+def model_features(columns, target, ens, *, drop=(), source="data file",
+                   by_position=False):
+    """The table's feature columns (of ``columns``, its column names) in the model's
+    order: the target and ``drop`` columns out.
 
     A model without stored feature names cannot match the table's named columns: it is
     refused unless ``by_position`` (``--columns-by-position``) says to take the feature
     columns in their order."""
-    features = _feature_columns(df, target, drop, source)
-    y = df[target]
+    features = _feature_columns(columns, target, drop, source)
     if ens.feature_names is not None:
         expected = list(ens.feature_names)
         missing = [c for c in expected if c not in features]
@@ -197,24 +193,39 @@ def split_target(df, target, ens, *, drop=(), source="data file", by_position=Fa
             raise ValueError(f"{source} has {_count(extra, 'column')} the model does not use: "
                              f"{_short(extra)}; remove them or pass --drop "
                              f"{','.join(extra[:3])}{',...' if len(extra) > 3 else ''}")
-        features = expected
-    elif not by_position:
+        return expected
+    if not by_position:
         raise ValueError(f"the model stores no feature names, so the {len(features)} named "
                          f"columns of {source} cannot be matched to its {ens.n_features} "
                          "features by name; if the columns (besides the target and --drop) "
                          "are in the model's feature order, pass --columns-by-position")
-    elif len(features) != ens.n_features:
+    if len(features) != ens.n_features:
         raise ValueError(f"{source} has {len(features)} feature columns besides the target "
                          f"{target!r} but the model was trained on {ens.n_features} features "
                          "(--columns-by-position: columns are taken in order)")
-    return df[features], y
+    return features
+
+
+def split_target(df, target, ens, *, drop=(), source="data file", by_position=False):
+    """(X, y): the target column out, ``drop`` columns removed, features in model order
+    (see :func:`model_features`)."""
+    features = model_features(df.columns, target, ens, drop=drop, source=source,
+                              by_position=by_position)
+    return df[features], df[target]
 
 
 def split_pipeline_target(df, target, pipeline, *, drop=(), source="data file"):
     """(X, y) for a fitted Pipeline: the target out, ``drop`` columns removed, and the
     columns the Pipeline was fit on (``feature_names_in_``) in its order; the Pipeline's
     own steps encode them."""
-    features = _feature_columns(df, target, drop, source)
+    features = pipeline_features(df.columns, target, pipeline, drop=drop, source=source)
+    return df[features], df[target]
+
+
+def pipeline_features(columns, target, pipeline, *, drop=(), source="data file"):
+    """The input columns of a fitted Pipeline (``feature_names_in_``, in its order; else
+    the table's columns besides the target and ``drop``)."""
+    features = _feature_columns(columns, target, drop, source)
     expected = getattr(pipeline, "feature_names_in_", None)
     if expected is not None:
         expected = [str(c) for c in expected]
@@ -223,10 +234,10 @@ def split_pipeline_target(df, target, pipeline, *, drop=(), source="data file"):
             raise ValueError(f"{source} lacks {len(missing)} of the Pipeline's "
                              f"{len(expected)} input columns: {_short(missing)}")
         features = expected
-    return df[features], df[target]
+    return features
 
 
-def encode_categories(X, ens, warn):
+def encode_categories(X, ens, warn, *, unseen=None):
     """Text columns -> pandas 'category' where the model can route categories.
 
     A feature whose training categories the model stores (``ens.feature_categories``) is
@@ -249,7 +260,7 @@ def encode_categories(X, ens, warn):
         if j in hashed:
             out[name] = col
         elif levels[j] is not None:
-            out[name] = _as_stored_categories(col, levels[j], name, warn)
+            out[name] = _as_stored_categories(col, levels[j], name, warn, unseen)
         elif isinstance(dtype, pd.CategoricalDtype):
             out[name] = col
         elif pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype):
@@ -270,7 +281,7 @@ def encode_categories(X, ens, warn):
     return pd.DataFrame(out, index=X.index)
 
 
-def _as_stored_categories(col, levels, name, warn):
+def _as_stored_categories(col, levels, name, warn, unseen=None):
     """Column as 'category' with labels of the same type as the stored levels."""
     values = col.astype(object)
     if all(isinstance(v, str) for v in levels):
@@ -283,18 +294,108 @@ def _as_stored_categories(col, levels, name, warn):
                              f"categories for it are numbers: {_short(levels)}")
         values = numeric
     cat = values.astype("category")
-    unseen = [c for c in cat.cat.categories if c not in set(levels)]
-    if unseen:
-        n = int(cat.isin(unseen).sum())
-        warn(f"column {name!r}: {n} rows have labels the model never saw "
-             f"({_short(unseen)}); they are routed as missing")
+    new = [c for c in cat.cat.categories if c not in set(levels)]
+    if new:
+        n = int(cat.isin(new).sum())
+        if unseen is None:
+            _warn_unseen(warn, name, n, new)
+        elif n:
+            count, labels = unseen.get(name, (0, {}))
+            unseen[name] = (count + n, {**labels, **dict.fromkeys(new)})
     return cat
+
+
+def _warn_unseen(warn, name, n, labels):
+    warn(f"column {name!r}: {n} rows have labels the model never saw "
+         f"({_short(labels)}); they are routed as missing")
 
 
 def _label_str(v):
     if isinstance(v, (float, np.floating)) and float(v).is_integer():
         return str(int(v))
     return str(v)
+
+
+class StreamedRows:
+    """The rows of a table read in batches (``table_batches.open_table``), as
+    :func:`treeimp.explain` takes held-out rows that need not fit in memory: iterating
+    gives ``(X, y)`` per batch, X in the model's feature order and encoded as
+    :func:`split_target` + :func:`encode_categories` + :func:`check_class_labels` encode
+    the whole table read at once, so that the importances are the same.
+
+    Category codes must not depend on the batch: a column the model gives no stored
+    categories (an XGBoost / LightGBM model with categorical splits and text columns, a
+    Parquet dictionary column) is read once beforehand for its labels (only that column,
+    memory: its distinct labels), and every batch is coded with the labels of the whole
+    table. ``n_rows``: the table's row count when its files state it (Parquet), else
+    None. Labels the model never saw are reported once, for all batches, when the
+    iteration ends.
+    """
+
+    def __init__(self, table, ens, target, *, drop=(), source="data file",
+                 by_position=False, pipeline=None, warn=None):
+        self.table, self.ens, self.target, self.source = table, ens, target, source
+        self.pipeline, self.warn = pipeline, warn or (lambda message: None)
+        self.n_rows = table.n_rows
+        if pipeline is not None:  # its own steps encode the input columns
+            self.features = pipeline_features(table.columns, target, pipeline, drop=drop,
+                                              source=source)
+        else:
+            self.features = model_features(table.columns, target, ens, drop=drop,
+                                           source=source, by_position=by_position)
+        self._numeric = []  # columns read as numbers where text would need categories
+        self.labels, self._raw = self._whole_table_labels()
+
+    def _whole_table_labels(self):
+        """({column: categories of the whole table}, CSV columns to read as text)."""
+        if self.pipeline is not None:
+            return {}, []
+        ens = self.ens
+        levels = ens.feature_categories or [None] * ens.n_features
+        hashed = set(ens.hashed_features)
+        open_ = [c for j, c in enumerate(self.features) if levels[j] is None
+                 and j not in hashed]
+        has_cat_splits = ens.library in ("xgboost", "lightgbm") and bool(
+            np.any(ens.is_categorical))
+        dictionary = [c for c in open_ if self.table.is_dictionary(c)]
+        if not (has_cat_splits and open_) and not dictionary:
+            return {}, []  # text columns are refused batch by batch, as in one read
+        candidates = self.table.text_candidates(open_) if has_cat_splits else dictionary
+        # columns read as numbers: a batch of text in one of them cannot be coded alike
+        self._numeric = [c for c in open_ if c not in candidates] if has_cat_splits else []
+        if not candidates:
+            return {}, []
+        text, labels = self.table.text_labels(candidates)
+        for c in text:
+            if not self.table.is_dictionary(c):
+                self.warn(f"column {c!r} holds text and the model does not store its "
+                          "training categories: labels are coded 0, 1, ... in sorted order "
+                          "of the labels in this file, which matches training only if "
+                          "training saw the same labels")
+        return labels, (text if self.table.kind == "csv" else [])
+
+    def __iter__(self):
+        unseen = {}
+        for X, y in self.table.batches(self.features, self.target, text=self._raw):
+            if self.pipeline is None:
+                for c in self._numeric:
+                    if not (pd.api.types.is_numeric_dtype(X[c].dtype)
+                            or pd.api.types.is_bool_dtype(X[c].dtype)):
+                        raise ValueError(
+                            f"{self.source}: column {c!r} holds text (e.g. "
+                            f"{_example(X[c])!r}) in rows {X.index[0]}.. but numbers in "
+                            "the first rows; read in batches its labels cannot be coded "
+                            "as one read of the file codes them: make the column text "
+                            "throughout or numbers throughout")
+                for c, cats in self.labels.items():
+                    col = X[c]
+                    X[c] = (col.cat.set_categories(cats)
+                            if isinstance(col.dtype, pd.CategoricalDtype)
+                            else pd.Categorical(col.astype(object), categories=cats))
+                X = encode_categories(X, self.ens, self.warn, unseen=unseen)
+            yield X, check_class_labels(y, self.ens, self.source)
+        for name, (n, labels) in unseen.items():
+            _warn_unseen(self.warn, name, n, list(labels))
 
 
 def check_class_labels(y, ens, source):

@@ -27,7 +27,7 @@ _ARRAY_OPEN, _ARRAY_CLOSE, _OBJECT_OPEN, _OBJECT_CLOSE = 91, 93, 123, 125
 _TYPE, _COUNT = 36, 35  # $ #
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def number_size(m):
     """Payload size in bytes of a numeric marker, 0 for anything else."""
     if m == _INT8 or m == _UINT8:
@@ -41,7 +41,7 @@ def number_size(m):
     return 0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _integer(data, pos, m):
     """The big-endian integer of marker ``m`` at ``pos`` (bounds checked by the
     caller)."""
@@ -58,7 +58,7 @@ def _integer(data, pos, m):
     return v
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _length(data, pos):
     """(length, position after it) of an integer-marked length at ``pos``; length -1
     when it is not one, is truncated or negative."""
@@ -91,8 +91,19 @@ def index_values(data, max_depth):
     its container (-1 for the root); ``key_start``/``key_len`` its key's bytes inside
     an object (-1 / 0 elsewhere); ``end`` the offset just after the value.
     """
+    cap = 64 + data.shape[0] // 256
+    while True:
+        got = _walk(data, max_depth, cap)
+        if got[0] != -1:
+            return got
+        cap *= 4  # more values than the table's rows (at most one per byte)
+
+
+@njit(cache=True)
+def _walk(data, max_depth, cap):
+    """:func:`index_values` into a table of ``cap`` rows; status -1 when the document
+    has more values than that."""
     n = data.shape[0]
-    cap = 64 + n // 256  # grown by doubling when a document has more values
     marker = np.zeros(cap, np.uint8)
     elem = np.zeros(cap, np.uint8)
     start = np.zeros(cap, np.int64)
@@ -144,16 +155,8 @@ def index_values(data, max_depth):
                 pos += 1
         if pos >= n:
             return pos + 1, marker, elem, start, count, parent, key_start, key_len, end
-        if rows == cap:  # grow the table
-            cap *= 2
-            marker = _grow_u8(marker, cap)
-            elem = _grow_u8(elem, cap)
-            start = _grow_i64(start, cap)
-            count = _grow_i64(count, cap)
-            parent = _grow_i64(parent, cap)
-            key_start = _grow_i64(key_start, cap)
-            key_len = _grow_i64(key_len, cap)
-            end = _grow_i64(end, cap)
+        if rows == cap:
+            return -1, marker, elem, start, count, parent, key_start, key_len, end
         r = rows
         rows += 1
         m = data[pos]
@@ -224,33 +227,100 @@ def index_values(data, max_depth):
 
 
 @njit(cache=True)
-def _grow_u8(a, cap):
-    out = np.zeros(cap, np.uint8)
-    out[:a.shape[0]] = a
-    return out
+def gather_numbers(data, start, count, itemsize):
+    """The typed arrays at ``start[t, j]`` (``count[t, j]`` elements of ``itemsize[j]``
+    bytes: 1, 2, 4 or 8) gathered field by field, field j's arrays of every t in turn,
+    into one array per element size whose elements hold the bytes as they are
+    (big-endian): the caller swaps them to the host's order.
+
+    Returns ``(u8, u16, u32, u64, at)``: field j's elements are
+    ``u<8 * itemsize[j]>[at[j]:at[j] + count[:, j].sum()]``. One call for all per-node
+    fields of all trees."""
+    n_rows, n_fields = start.shape
+    totals = np.zeros(9, np.int64)
+    at = np.zeros(n_fields, np.int64)
+    for j in range(n_fields):
+        at[j] = totals[itemsize[j]]
+        for t in range(n_rows):
+            totals[itemsize[j]] += count[t, j]
+    u8 = np.empty(totals[1], np.uint8)
+    u16 = np.empty(totals[2], np.uint16)
+    u32 = np.empty(totals[4], np.uint32)
+    u64 = np.empty(totals[8], np.uint64)
+    b16, b32, b64 = u16.view(np.uint8), u32.view(np.uint8), u64.view(np.uint8)
+    for j in range(n_fields):
+        k = itemsize[j]
+        out = u8 if k == 1 else b16 if k == 2 else b32 if k == 4 else b64
+        o = at[j] * k
+        for t in range(n_rows):
+            nbytes = count[t, j] * k
+            out[o:o + nbytes] = data[start[t, j]:start[t, j] + nbytes]
+            o += nbytes
+    return u8, u16, u32, u64, at
 
 
 @njit(cache=True)
-def _grow_i64(a, cap):
-    out = np.zeros(cap, np.int64)
-    out[:a.shape[0]] = a
-    return out
+def integers_at(data, marker, start, rows):
+    """The integers (markers i U I l L) at ``rows`` of the table as int64; ok False
+    when a row holds anything else."""
+    out = np.empty(rows.shape[0], np.int64)
+    for i in range(rows.shape[0]):
+        m = marker[rows[i]]
+        if m != _INT8 and m != _UINT8 and m != _INT16 and m != _INT32 and m != _INT64:
+            return False, out
+        out[i] = _integer(data, start[rows[i]], m)
+    return True, out
 
 
 @njit(cache=True)
-def gather_bytes(data, start, count, itemsize):
-    """The typed arrays whose ``count[i]`` elements of ``itemsize`` bytes start at
-    ``start[i]``, their bytes concatenated as they are (big-endian)."""
-    total = 0
-    for i in range(start.shape[0]):
-        total += count[i]
-    out = np.empty(total * itemsize, np.uint8)
-    o = 0
-    for i in range(start.shape[0]):
-        nbytes = count[i] * itemsize
-        out[o:o + nbytes] = data[start[i]:start[i] + nbytes]
-        o += nbytes
-    return out
+def member_rows(data, parent, key_start, key_len, containers, keys, key_offsets):
+    """Per object of ``containers`` (rows, ascending) and per wanted key (``keys`` the
+    keys' bytes concatenated, key j being ``keys[key_offsets[j]:key_offsets[j + 1]]``):
+    the row of its member with that key, -1 when it has none. ``(ok, rows)``; ok False
+    when an object holds a wanted key twice."""
+    n_keys = key_offsets.shape[0] - 1
+    found = np.full((containers.shape[0], n_keys), -1, np.int64)
+    if containers.shape[0] == 0:
+        return True, found
+    # the wanted keys by length: a member is compared only with keys of its key's length
+    longest = 0
+    for j in range(n_keys):
+        longest = max(longest, key_offsets[j + 1] - key_offsets[j])
+    by_len = np.zeros(longest + 2, np.int64)  # keys of length L: order[by_len[L]:by_len[L+1]]
+    for j in range(n_keys):
+        by_len[key_offsets[j + 1] - key_offsets[j] + 1] += 1
+    for L in range(longest + 1):
+        by_len[L + 1] += by_len[L]
+    order = np.empty(n_keys, np.int64)
+    filled = by_len.copy()
+    for j in range(n_keys):
+        L = key_offsets[j + 1] - key_offsets[j]
+        order[filled[L]] = j
+        filled[L] += 1
+    slot = np.full(parent.shape[0], -1, np.int64)
+    for i in range(containers.shape[0]):
+        slot[containers[i]] = i
+    for r in range(containers[0] + 1, parent.shape[0]):
+        p = parent[r]
+        if p < 0 or slot[p] < 0:
+            continue
+        n = key_len[r]
+        if n > longest:
+            continue
+        for q in range(by_len[n], by_len[n + 1]):
+            j = order[q]
+            lo = key_offsets[j]
+            same = True
+            for b in range(n):
+                if data[key_start[r] + b] != keys[lo + b]:
+                    same = False
+                    break
+            if same:
+                if found[slot[p], j] >= 0:
+                    return False, found
+                found[slot[p], j] = r
+                break
+    return True, found
 
 
 @njit(cache=True)

@@ -19,19 +19,25 @@ from the root).
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..kernels.structure import children_partitions
-from ..kernels.ubjson_index import gather_bytes, index_values, key_ids
+from ..kernels.ubjson_index import (
+    gather_numbers,
+    index_values,
+    integers_at,
+    key_ids,
+    member_rows,
+)
 from .ubjson import MAX_DEPTH, read_ubjson
 
 # number marker -> big-endian dtype
 _DTYPES = {ord(m): np.dtype(dt) for m, dt in (("i", ">i1"), ("U", ">u1"), ("I", ">i2"),
                                               ("l", ">i4"), ("L", ">i8"), ("d", ">f4"),
                                               ("D", ">f8"))}
-_INTEGERS = tuple(ord(m) for m in "iUIlL")
 # per-node fields: key -> (name, dtype as the per-tree reader converts it)
 _NODE_KEYS = (
     ("left_children", "left", np.int64),
@@ -82,7 +88,7 @@ class FlatTrees:
 def read_model(data: bytes):
     """``(document, FlatTrees)`` of an XGBoost UBJSON model (the document's ``trees``
     list is :data:`ubjson.SKIPPED`), or None when the per-tree path must read it (see
-    the module docstring)."""
+    the module docstring). ``data``: bytes or a bytearray (read in place)."""
     buf = np.frombuffer(data, np.uint8)
     status, marker, elem, start, count, parent, key_start, key_len, end = index_values(
         buf, MAX_DEPTH)
@@ -92,21 +98,20 @@ def read_model(data: bytes):
     model_row = table.find_model()
     if model_row is None:
         return None
-    members = np.flatnonzero(parent == model_row)
-    ids = table.ids(members, ("trees",) + _MODEL_LISTS)
-    rows = [members[ids == j] for j in range(1 + len(_MODEL_LISTS))]
-    if rows[0].size != 1 or marker[rows[0][0]] != ord("[") or elem[rows[0][0]]:
+    found = table.members(np.array([model_row]), ("trees",) + _MODEL_LISTS)
+    if found is None:
         return None
-    trees_row = int(rows[0][0])
+    trees_row = int(found[0, 0])
+    if trees_row < 0 or marker[trees_row] != ord("[") or elem[trees_row]:
+        return None
     flat = _gather_trees(table, trees_row)
     if flat is None:
         return None
     skip = {int(start[trees_row]): int(end[trees_row])}
     lists = {}
-    for name, found in zip(_MODEL_LISTS, rows[1:]):
-        values = table.integer_list(found)
+    for name, r in zip(_MODEL_LISTS, found[0, 1:].tolist()):
+        values = table.integer_list(r)
         if values is not None:
-            r = int(found[0])
             skip[int(start[r])] = int(end[r])
             lists[name] = values
     doc = read_ubjson(data, skip=skip)
@@ -126,11 +131,14 @@ class _Table:
 
     def ids(self, rows, keys):
         """Per row of ``rows``: the index of its key in ``keys``, -1 for other keys."""
-        encoded = [k.encode() for k in keys]
-        offsets = np.zeros(len(keys) + 1, np.int64)
-        np.cumsum([len(k) for k in encoded], out=offsets[1:])
-        return key_ids(self.buf, rows, self.key_start, self.key_len,
-                       np.frombuffer(b"".join(encoded), np.uint8), offsets)
+        return key_ids(self.buf, rows, self.key_start, self.key_len, *_encoded(keys))
+
+    def members(self, objects, keys):
+        """Per object row of ``objects`` (ascending) and per key of ``keys``: the row of
+        its member with that key (-1: none); None when an object repeats one."""
+        ok, found = member_rows(self.buf, self.parent, self.key_start, self.key_len,
+                                objects, *_encoded(keys))
+        return found if ok else None
 
     def key(self, row):
         s = int(self.key_start[row])
@@ -152,23 +160,28 @@ class _Table:
             r = int(self.parent[r])
         return tuple(reversed(path)) if r == 0 else None
 
-    def integer_list(self, rows):
-        """The values of the array at ``rows`` (exactly one row) as an int64 array
-        when it is an untyped array of integers, else None."""
-        if rows.size != 1 or self.marker[rows[0]] != ord("[") or self.elem[rows[0]]:
+    def integer_list(self, row):
+        """The values of the array at ``row`` as an int64 array when it is an untyped
+        array of integers, else None (also for row -1: no such member)."""
+        if row < 0 or self.marker[row] != ord("[") or self.elem[row]:
             return None
-        items = np.flatnonzero(self.parent == rows[0])
-        markers = self.marker[items]
-        out = np.empty(items.size, np.int64)
-        for m in np.unique(markers).tolist():
-            if m not in _INTEGERS:
-                return None
-            sel = markers == m
-            dtype = _DTYPES[m]
-            raw = gather_bytes(self.buf, self.start[items[sel]],
-                               np.ones(int(sel.sum()), np.int64), dtype.itemsize)
-            out[sel] = raw.view(dtype)
-        return out
+        ok, values = integers_at(self.buf, self.marker, self.start,
+                                 np.flatnonzero(self.parent == row))
+        return values if ok else None
+
+
+def _encoded(keys):
+    """``keys`` as the kernels take them: their UTF-8 bytes concatenated and the
+    offsets of each."""
+    encoded = [k.encode() for k in keys]
+    offsets = np.zeros(len(keys) + 1, np.int64)
+    np.cumsum([len(k) for k in encoded], out=offsets[1:])
+    return np.frombuffer(b"".join(encoded), np.uint8), offsets
+
+
+# the gathered fields: the per-node ones, then the category lists
+_FIELDS = tuple(k for k, _, _ in _NODE_KEYS) + _CATEGORY_KEYS
+_N_NODE = len(_NODE_KEYS)
 
 
 def _gather_trees(table, trees_row):
@@ -176,45 +189,36 @@ def _gather_trees(table, trees_row):
     n_trees = trees.size
     if n_trees == 0 or np.any(table.marker[trees] != _OBJECT):
         return None
-    tree_of = np.full(table.parent.size + 1, -1, np.int64)  # index -1: no parent
-    tree_of[trees] = np.arange(n_trees)
-    members = np.flatnonzero(tree_of[table.parent] >= 0)
-    keys = tuple(k for k, _, _ in _NODE_KEYS) + _CATEGORY_KEYS + ("tree_param",)
-    ids = table.ids(members, keys)
-    every_tree = np.arange(n_trees)
-
-    def one_per_tree(key):
-        rows = members[ids == keys.index(key)]
-        if rows.size != n_trees or np.any(tree_of[table.parent[rows]] != every_tree):
-            return None
-        return rows
-
+    found = table.members(trees, _FIELDS + ("tree_param",))
+    if found is None or np.any(found < 0):
+        return None  # a key repeated or missing in some tree
+    rows = found[:, :len(_FIELDS)]
+    elem = table.elem[rows]
+    if np.any(elem[0] == 0) or np.any(elem != elem[0]):
+        return None  # untyped, or typed differently from tree to tree
+    counts = table.count[rows]
+    sizes = counts[:, 0]
+    if np.any(sizes == 0) or np.any(counts[:, 1:_N_NODE] != sizes[:, None]):
+        return None  # a field's length is not the node count (or a vector leaf)
+    cat = counts[:, _N_NODE:]
+    if np.any(cat[:, 2:] != cat[:, 1:2]):  # categories_nodes, _segments, _sizes
+        return None
+    if not _single_output(table, found[:, -1]):
+        return None
+    types = [_DTYPES[m].newbyteorder("=") for m in elem[0].tolist()]
+    itemsize = np.array([t.itemsize for t in types], np.int64)
+    *words, at = gather_numbers(table.buf, table.start[rows], counts, itemsize)
+    if sys.byteorder == "little":
+        for w in words[1:]:
+            w.byteswap(inplace=True)  # big-endian bytes -> the host's numbers
+    words = dict(zip((1, 2, 4, 8), words))
     out = {}
-    sizes = None
-    for key, name, dtype in _NODE_KEYS + tuple((k, k, np.int64) for k in _CATEGORY_KEYS):
-        rows = one_per_tree(key)
-        if rows is None:
-            return None
-        elem = table.elem[rows]
-        if elem[0] == 0 or np.any(elem != elem[0]):
-            return None  # untyped, or typed differently from tree to tree
-        big = _DTYPES[int(elem[0])]
-        counts = table.count[rows]
-        values = gather_bytes(table.buf, table.start[rows], counts, big.itemsize).view(big)
+    for j, (key, t, n) in enumerate(zip(_FIELDS, types, counts.sum(axis=0).tolist())):
+        values = words[t.itemsize][at[j]:at[j] + n].view(t)
+        name, dtype = (_NODE_KEYS[j][1:] if j < _N_NODE else (key, np.int64))
         if name in _FLAGS and np.any((values != 0) & (values != 1)):
             return None  # the per-tree path judges flags other than 0 / 1
-        out[name] = values.astype(dtype)
-        if key in _CATEGORY_KEYS:
-            out[name + "_counts"] = counts
-        elif sizes is None:
-            sizes = counts
-        elif not np.array_equal(counts, sizes):
-            return None  # a field's length is not the node count (or a vector leaf)
-    n_sets = out["categories_nodes_counts"]
-    if np.any(sizes == 0) or not _single_output(table, one_per_tree("tree_param")) \
-            or not np.array_equal(n_sets, out["categories_segments_counts"]) \
-            or not np.array_equal(n_sets, out["categories_sizes_counts"]):
-        return None
+        out[name] = values.astype(dtype, copy=False)
     offsets = np.zeros(n_trees + 1, np.int64)
     np.cumsum(sizes, out=offsets[1:])
     left, right = out["left"], out["right"]
@@ -228,6 +232,8 @@ def _gather_trees(table, trees_row):
         value=np.where(leaf, out["cond"], np.float32(0.0))[:, None],
         categories=[{}] * n_trees)
     if out["categories_nodes"].size or flat.split_type.any():
+        for k, n in zip(_CATEGORY_KEYS, cat.T):
+            out[k + "_counts"] = n
         flat.categories = _tree_categories(flat, out)
     return flat
 
@@ -235,12 +241,12 @@ def _gather_trees(table, trees_row):
 def _single_output(table, params):
     """Whether every tree's ``tree_param`` (an object, as the per-tree reader needs)
     gives ``size_leaf_vector`` "0" or "1", or none (read as 1)."""
-    if params is None or np.any(table.marker[params] != _OBJECT):
+    if np.any(table.marker[params] != _OBJECT):
         return False
-    is_param = np.zeros(table.parent.size + 1, bool)
-    is_param[params] = True
-    inside = np.flatnonzero(is_param[table.parent])
-    rows = inside[table.ids(inside, ("size_leaf_vector",)) == 0]
+    found = table.members(params, ("size_leaf_vector",))
+    if found is None:
+        return False
+    rows = found[found >= 0]
     if rows.size == 0:
         return True
     first = table.buf[np.minimum(table.start[rows], table.buf.size - 1)]
