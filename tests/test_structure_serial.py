@@ -57,3 +57,36 @@ def test_serial_passes_equal_parallel_passes(seed):
             val[np.flatnonzero(gl < 0)[-1], 1] = np.inf
         assert (structure.check_values_thresholds_serial(gl, val, th, is_cat)
                 == structure.check_values_thresholds(gl, val, th, is_cat))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_serial_routing_structures_equal_parallel_ones(seed):
+    """tree_depths and fill_node_records on one thread (TreeEnsemble.routing below
+    SERIAL_NODES) against their parallel forms and, for depths, a plain recursion."""
+    from treeimp.kernels import route
+
+    rng = np.random.default_rng(100 + seed)
+    trees = _forest(rng, int(rng.integers(1, 12)), corrupt=False)
+    offsets, left, right, feature = _concatenated(trees)
+    gl = np.where(left >= 0, left + np.repeat(offsets[:-1], np.diff(offsets)), -1)
+    gr = np.where(right >= 0, right + np.repeat(offsets[:-1], np.diff(offsets)), -1)
+    got = structure.tree_depths_serial(offsets, gl, gr)
+    want = structure.tree_depths(offsets, gl, gr)
+    assert all(np.array_equal(g, w) for g, w in zip(got, want))
+
+    def depths(node, d):
+        if gl[node] < 0:
+            return [d]
+        return depths(gl[node], d + 1) + depths(gr[node], d + 1)
+
+    for t in range(len(trees)):
+        leaf_depths = depths(offsets[t], 0)
+        assert (got[0][t], got[1][t]) == (max(leaf_depths), min(leaf_depths))
+    n = offsets[-1]
+    args = (gl, gr, feature, rng.normal(size=n), rng.random(n) < 0.5,
+            rng.integers(0, 3, n).astype(np.uint8), rng.random(n) < 0.2, rng.random(n) < 0.5)
+    a = np.zeros(n, dtype=route.NODE_DTYPE)
+    b = np.zeros(n, dtype=route.NODE_DTYPE)
+    structure.fill_node_records_serial(*args, a)
+    structure.fill_node_records(*args, b)
+    assert a.tobytes() == b.tobytes() and np.any(a["flags"] != 0)

@@ -744,9 +744,11 @@ class TreeEnsemble:
     @functools.cached_property
     def routing(self) -> Routing:
         """The routing kernels' inputs (:class:`Routing`), read-only."""
-        from .kernels.structure import tree_depths
+        from .kernels import structure
 
-        depth, min_depth = tree_depths(self.tree_offsets, self.left, self.right)
+        depths = (structure.tree_depths_serial if self.n_nodes < SERIAL_NODES
+                  else structure.tree_depths)
+        depth, min_depth = depths(self.tree_offsets, self.left, self.right)
         return Routing(_read_only(_node_records(self)), _read_only(depth),
                        _read_only(min_depth), self.category_offset, self.category_count,
                        self.category_codes, self.category_left)
@@ -927,9 +929,11 @@ def _missing_value(v):
 def _node_records(ens):
     """Pack each node's routing fields into one record (one cache line per visit). With
     a leaf router, nodes compare the router's numbers (plain numeric splits)."""
-    from .kernels import route
-    from .kernels.structure import fill_node_records
+    from .kernels import route, structure
 
+    # small ensembles on one thread: a thread-pool launch costs more than the pass
+    fill_node_records = (structure.fill_node_records_serial if ens.n_nodes < SERIAL_NODES
+                         else structure.fill_node_records)
     rec = np.zeros(ens.n_nodes, dtype=route.NODE_DTYPE)
     router = ens.leaf_router
     if router is None:

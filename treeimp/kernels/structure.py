@@ -278,34 +278,53 @@ def _fill_tree(t, order, tree_offsets, left, right, weight, value):
 
 @njit(cache=True, parallel=True)
 def tree_depths(tree_offsets, left, right):
-    """Per tree: (depth = longest root-to-leaf path, shallowest leaf depth), in edges."""
+    """Per tree: (depth = longest root-to-leaf path, shallowest leaf depth), in edges
+    (trees in parallel; :func:`tree_depths_serial`: the same, one thread)."""
     n_trees = tree_offsets.shape[0] - 1
     deepest = np.zeros(n_trees, np.int64)
     shallowest = np.zeros(n_trees, np.int64)
     node_depth = np.zeros(left.shape[0], np.int64)
     for t in prange(n_trees):
-        stack = np.empty(tree_offsets[t + 1] - tree_offsets[t] + 1, np.int64)
-        top = 1
-        stack[0] = tree_offsets[t]
-        node_depth[tree_offsets[t]] = 0
-        lo = np.iinfo(np.int64).max
-        hi = 0
-        while top > 0:
-            top -= 1
-            node = stack[top]
-            d = node_depth[node]
-            if left[node] < 0:
-                lo = min(lo, d)
-                hi = max(hi, d)
-            else:
-                node_depth[left[node]] = d + 1
-                node_depth[right[node]] = d + 1
-                stack[top] = left[node]
-                stack[top + 1] = right[node]
-                top += 2
-        deepest[t] = hi
-        shallowest[t] = lo
+        _tree_depth(t, tree_offsets, left, right, node_depth, deepest, shallowest)
     return deepest, shallowest
+
+
+@njit(cache=True)
+def tree_depths_serial(tree_offsets, left, right):
+    """:func:`tree_depths` on one thread (small ensembles: no thread-pool launch)."""
+    n_trees = tree_offsets.shape[0] - 1
+    deepest = np.zeros(n_trees, np.int64)
+    shallowest = np.zeros(n_trees, np.int64)
+    node_depth = np.zeros(left.shape[0], np.int64)
+    for t in range(n_trees):
+        _tree_depth(t, tree_offsets, left, right, node_depth, deepest, shallowest)
+    return deepest, shallowest
+
+
+@njit(cache=True, inline="always")
+def _tree_depth(t, tree_offsets, left, right, node_depth, deepest, shallowest):
+    """Tree t's deepest and shallowest leaf depth, by a depth-first walk."""
+    stack = np.empty(tree_offsets[t + 1] - tree_offsets[t] + 1, np.int64)
+    top = 1
+    stack[0] = tree_offsets[t]
+    node_depth[tree_offsets[t]] = 0
+    lo = np.iinfo(np.int64).max
+    hi = 0
+    while top > 0:
+        top -= 1
+        node = stack[top]
+        d = node_depth[node]
+        if left[node] < 0:
+            lo = min(lo, d)
+            hi = max(hi, d)
+        else:
+            node_depth[left[node]] = d + 1
+            node_depth[right[node]] = d + 1
+            stack[top] = left[node]
+            stack[top + 1] = right[node]
+            top += 2
+    deepest[t] = hi
+    shallowest[t] = lo
 
 
 @njit(cache=True, parallel=True)
@@ -313,32 +332,49 @@ def fill_node_records(left, right, feature, threshold, missing_left, nan_mode, i
                       cat_default_left, rec):
     """Pack each node's routing fields into ``rec`` (route.NODE_DTYPE): leaves become
     self-loops with feature 0, and the flag bits of kernels/route.py are set from the
-    normal form's per-node fields."""
+    normal form's per-node fields (nodes in parallel; :func:`fill_node_records_serial`:
+    the same, one thread)."""
     for i in prange(left.shape[0]):
-        leaf = left[i] < 0
-        rec[i].left = i if leaf else left[i]
-        rec[i].right = i if leaf else right[i]
-        rec[i].feature = max(feature[i], 0)
-        rec[i].threshold = threshold[i]
-        mode = nan_mode[i]
-        f = 0
-        if missing_left[i]:
-            f |= route.MISSING_LEFT
-        if mode == NAN_AS_ZERO:
-            f |= route.NAN_AS_ZERO
-        if mode == NAN_ZERO_MISSING:
-            f |= route.NAN_ZERO_MISSING
-        if is_cat[i]:
-            f |= route.CATEGORICAL
-            if mode == NAN_CAT_EXACT:
-                f |= route.CATEGORY_EXACT
-            if mode == NAN_CAT_NEGATIVE_UNLISTED:
-                f |= route.CATEGORY_NEGATIVE_UNLISTED
-        if cat_default_left[i]:
-            f |= route.CATEGORY_DEFAULT_LEFT
-        if leaf:
-            f |= route.LEAF
-        rec[i].flags = f
+        _node_record(i, left, right, feature, threshold, missing_left, nan_mode, is_cat,
+                     cat_default_left, rec)
+
+
+@njit(cache=True)
+def fill_node_records_serial(left, right, feature, threshold, missing_left, nan_mode,
+                             is_cat, cat_default_left, rec):
+    """:func:`fill_node_records` on one thread (small ensembles)."""
+    for i in range(left.shape[0]):
+        _node_record(i, left, right, feature, threshold, missing_left, nan_mode, is_cat,
+                     cat_default_left, rec)
+
+
+@njit(cache=True, inline="always")
+def _node_record(i, left, right, feature, threshold, missing_left, nan_mode, is_cat,
+                 cat_default_left, rec):
+    leaf = left[i] < 0
+    rec[i].left = i if leaf else left[i]
+    rec[i].right = i if leaf else right[i]
+    rec[i].feature = max(feature[i], 0)
+    rec[i].threshold = threshold[i]
+    mode = nan_mode[i]
+    f = 0
+    if missing_left[i]:
+        f |= route.MISSING_LEFT
+    if mode == NAN_AS_ZERO:
+        f |= route.NAN_AS_ZERO
+    if mode == NAN_ZERO_MISSING:
+        f |= route.NAN_ZERO_MISSING
+    if is_cat[i]:
+        f |= route.CATEGORICAL
+        if mode == NAN_CAT_EXACT:
+            f |= route.CATEGORY_EXACT
+        if mode == NAN_CAT_NEGATIVE_UNLISTED:
+            f |= route.CATEGORY_NEGATIVE_UNLISTED
+    if cat_default_left[i]:
+        f |= route.CATEGORY_DEFAULT_LEFT
+    if leaf:
+        f |= route.LEAF
+    rec[i].flags = f
 
 
 @njit(cache=True)
