@@ -167,10 +167,15 @@ def _load_xgboost(data: bytes, kind: str):
 
     if kind == "json":
         doc = _json_document(data, parse_int=_int64)
-    else:
-        from .ubjson import read_ubjson
+        return parse_xgboost_json(doc), stored_best_iteration(doc)
+    from .ubjson import read_ubjson
+    from .xgb_flat import read_model
 
-        doc = read_ubjson(data)
+    got = read_model(data)  # all trees at once, as for a live booster
+    if got is not None:
+        doc, flat = got
+        return parse_xgboost_json(doc, flat_trees=flat), stored_best_iteration(doc)
+    doc = read_ubjson(data)  # layouts the all-trees reader leaves to the per-tree path
     return parse_xgboost_json(doc), stored_best_iteration(doc)
 
 
