@@ -448,7 +448,9 @@ class Explainer:
             raise ValueError(f"n_blocks={n_blocks} is more than the {stats.n_rows} "
                              "evaluation rows")
         array = stats._array
-        with numba_threads(self.n_jobs):
+        # small statistics on one thread: waking the thread pool costs more than the work
+        threads = 1 if array.size < SERIAL_CELLS else self.n_jobs
+        with numba_threads(threads):
             fill_internal_stats(ens, array, True)
         layout = settings["layout"]
         st = measures.NodeStats.from_array(array, boosting=layout == BOOSTING,
@@ -468,9 +470,10 @@ class Explainer:
         # the sqrt(2) of perfect correlation. Held-out rows never trained a tree: 1.
         inflation = OOB_VARIANCE_FACTOR if settings["oob"] else 1.0
         classification = self._classification()
-        return _assemble(ens, st, methods, names, classification, stats.n_rows, n_blocks,
-                         alpha, lam, inflation, extra, groups=grp,
-                         block_weight=stats.block_weight.copy())
+        with numba_threads(threads):
+            return _assemble(ens, st, methods, names, classification, stats.n_rows,
+                             n_blocks, alpha, lam, inflation, extra, groups=grp,
+                             block_weight=stats.block_weight.copy())
 
     def _mdi_only(self, rows, y, sample_weight, base_margin, methods, names, n_blocks, grp):
         """Measures that read the model alone (in-sample MDI): y optional, nothing routed
@@ -517,6 +520,10 @@ class Explainer:
         if total is None:
             raise ValueError("X is an empty iterable of chunks: no evaluation rows")
         return self.finalize(total, methods, alpha=alpha, lam=lam, groups=groups)
+
+
+# statistics cells (planes x nodes x blocks) below which finalising runs on one thread
+SERIAL_CELLS = 1 << 22
 
 
 def _last_step(model):
