@@ -282,18 +282,9 @@ def _tree_sum(dask, parts):
     if isinstance(split_every, dict) or int(split_every) < 2:
         raise ValueError(f"dask's split_every must be an integer >= 2 for "
                          f"permutation_importance, got {split_every!r}")
-    split_every = int(split_every)
-    add = dask.delayed(_add_all, pure=False)
-    while len(parts) > 1:
-        parts = [add(*parts[i:i + split_every]) for i in range(0, len(parts), split_every)]
-    return parts[0]
+    from .dask.explain import tree_sum
 
-
-def _add_all(*sums):
-    total = sums[0]
-    for s in sums[1:]:
-        total = total + s
-    return total
+    return tree_sum(parts, int(split_every))
 
 
 # ------------------------------------------------------------------ on the workers
