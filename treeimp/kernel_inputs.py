@@ -25,3 +25,11 @@ StagedTrees = namedtuple("StagedTrees", ["tree_offsets", "tree_output", "tree_sc
 
 # the loss of a boosted model: its code and parameters (losses.py) and base score
 Loss = namedtuple("Loss", ["code", "params", "base_score"])
+
+# what the contribution kernels (kernels/treeshap.py) read besides the routing: whether
+# they compute TreeSHAP (else Saabas), the deepest tree's depth (scratch sizes), the
+# Gauss-Legendre nodes and weights (row M: the M-point rule on [0, 1]), the node covers
+# (internal nodes: sums of their children's), the node values (float64) and per tree the
+# most distinct features on a root-to-leaf path (contributions.kernel_inputs)
+ShapTables = namedtuple("ShapTables", ["use_shap", "max_depth", "gl_nodes", "gl_weights",
+                                       "cover", "value", "path_features"])

@@ -67,7 +67,7 @@ class LeafIndex:
         self.divisor = float(divisor)
         self.strict = bool(strict)
         self.round32 = bool(round32)
-        self.routing = ens.routing_arrays()
+        self.routing = ens.routing
         (self.preorder, self.pre_pos, self.size, self.height, self.low, self.parent,
          self.same_up, self.first_leaf, self.n_leaves, self.leaf_off,
          self.leaf_node) = tree_layout(ens.tree_offsets, ens.left, ens.right, ens.feature,
@@ -84,7 +84,7 @@ class LeafIndex:
         block = max(1, 2**22 // T)  # rows routed at a time (16 MB of node indices)
         for r0 in range(0, n, block):
             local = np.empty((min(n, r0 + block) - r0, T), np.int32)
-            apply_chunk(X[r0:r0 + block], local, ens.tree_offsets, *self.routing,
+            apply_chunk(X[r0:r0 + block], local, ens.tree_offsets, self.routing,
                         self.strict, self.round32)
             leaf_ranks(local, roots, self.first_leaf, self.L[r0:r0 + block])
         self.order = np.empty((T, n), np.int32)
@@ -170,7 +170,7 @@ class LeafIndex:
             self.add_deltas, self.L, self.order, self.lstart, self.lend, self.leaf_off,
             self.leaf_node, self.first_leaf, self.n_leaves, self.pre_pos, self.height, self.low,
             self.jabove, self.same_up, ens.base_score, ens.tree_output, self.terms,
-            self.terms1, self.divisor, *self.routing, self.strict, self.round32)
+            self.terms1, self.divisor, self.routing, self.strict, self.round32)
 
     def finish(self):
         """Put the original leaves back in L."""

@@ -251,8 +251,8 @@ EXITS = 64  # rows that left their path, walked on together
 
 @njit(cache=True, inline="always")
 def _walk_exits(X, rows, cur, where, old, m, t, L, order, changed, deltas, add_deltas,
-                leaf_off, tree_output, terms, height, low, first_leaf, nodes, cat_offset,
-                cat_count, cat_codes, cat_left, strict, round32):
+                leaf_off, tree_output, terms, height, low, first_leaf, routing, strict,
+                round32):
     """Walk the m rows on from the nodes ``cur`` they went to, record their new leaves
     in L and mark them (negative entries of the row order, at positions ``where``).
     ``add_deltas``: also add each row's change of tree t's term (new leaf's minus its
@@ -262,8 +262,7 @@ def _walk_exits(X, rows, cur, where, old, m, t, L, order, changed, deltas, add_d
     for q in range(m):
         h = max(h, height[cur[q]])
         lo = min(lo, low[cur[q]])
-    descend(X, rows, m, h, lo, nodes, cat_offset, cat_count, cat_codes, cat_left, strict,
-            round32, cur)
+    descend(X, rows, m, h, lo, routing, strict, round32, cur)
     tid = get_thread_id() if add_deltas else 0
     for q in range(m):
         r = rows[q]
@@ -290,7 +289,7 @@ def _back_on_leaf(back, back_rank, b, t, L, order):
 
 @njit(cache=True, inline="always")
 def _resolve(xj, rows, cur, where, old, m0, m, chain, on_path, c, rank, back, back_rank, b,
-             t, L, order, nodes, cat_offset, cat_count, cat_codes, cat_left, strict):
+             t, L, order, routing, strict):
     """Test the candidates rows[m0:m] of one leaf (rank ``rank``; j-nodes ``chain``, the
     path's children ``on_path``) node by node: keep in rows/cur/where/old those that
     leave the path (cur: the child of the highest j-node that sends them the other way,
@@ -302,8 +301,7 @@ def _resolve(xj, rows, cur, where, old, m0, m, chain, on_path, c, rank, back, ba
         x = xj[r]
         exit_to = -1
         for e in range(c):
-            go = step(x, chain[e], nodes, cat_offset, cat_count, cat_codes, cat_left,
-                      strict)
+            go = step(x, chain[e], routing, strict)
             exit_to = go if go != on_path[e] else exit_to
         if exit_to >= 0:
             rows[k] = r
@@ -325,8 +323,7 @@ def _resolve(xj, rows, cur, where, old, m0, m, chain, on_path, c, rank, back, ba
 def permuted_margin(X, j, tops, top_tree, task_start, margin, out, changed, deltas, add_deltas,
                     L, order, lstart, lend, leaf_off, leaf_node, first_leaf, n_leaves,
                     pre_pos, height, low, jabove, same_up, base, tree_output, terms, terms1,
-                    divisor, nodes, depth, min_depth, cat_offset, cat_count, cat_codes,
-                    cat_left, strict, round32):
+                    divisor, routing, strict, round32):
     """out := the margin of X, whose column j differs from the rows' original values,
     given ``margin``, the margin of the original rows. ``tops`` are the topmost j-nodes
     (with their trees ``top_tree``); parallel task k takes
@@ -340,7 +337,8 @@ def permuted_margin(X, j, tops, top_tree, task_start, margin, out, changed, delt
     original margin plus the changes of its trees' terms, gathered per thread in
     ``deltas`` (zeros, threads x rows x outputs; left zeroed), instead of the full sum
     over every tree again: bitwise the same number. Returns the number of rows whose
-    margin was recomputed."""
+    margin was recomputed. ``routing``: kernel_inputs.Routing."""
+    nodes = routing.nodes
     n = X.shape[0]
     xj = np.empty(n)
     for i in prange(n):
@@ -349,7 +347,7 @@ def permuted_margin(X, j, tops, top_tree, task_start, margin, out, changed, delt
     #    have disjoint row ranges, so the tasks write disjoint entries of L and order;
     #    ``changed`` may be set to 1 by several tasks at once (all store the same byte).
     n_tasks = task_start.shape[0] - 1
-    deepest = depth.max()
+    deepest = routing.depth.max()
     for task in prange(n_tasks):
         # scratch allocated once per task
         chain = np.empty(deepest, np.int64)  # the j-nodes on a leaf's path, bottom up
@@ -413,24 +411,22 @@ def permuted_margin(X, j, tops, top_tree, task_start, margin, out, changed, delt
                         b = 0
                     if m == EXITS:
                         m, b = _resolve(xj, rows, cur, where, old, m0, m, chain, on_path, c,
-                                        rank, back, back_rank, b, t, L, order, nodes,
-                                        cat_offset, cat_count, cat_codes, cat_left, strict)
+                                        rank, back, back_rank, b, t, L, order, routing,
+                                        strict)
                         if m == EXITS:
                             _walk_exits(X, rows, cur, where, old, m, t, L, order, changed,
                                         deltas, add_deltas, leaf_off, tree_output, terms,
-                                        height, low, first_leaf, nodes, cat_offset,
-                                        cat_count, cat_codes, cat_left, strict, round32)
+                                        height, low, first_leaf, routing, strict,
+                                        round32)
                             m = 0
                         m0 = m
                 m, b = _resolve(xj, rows, cur, where, old, m0, m, chain, on_path, c, rank,
-                                back, back_rank, b, t, L, order, nodes, cat_offset,
-                                cat_count, cat_codes, cat_left, strict)
+                                back, back_rank, b, t, L, order, routing, strict)
                 m0 = m
             if m > 0:
                 _walk_exits(X, rows, cur, where, old, m, t, L, order, changed, deltas,
                             add_deltas, leaf_off, tree_output, terms, height, low,
-                            first_leaf, nodes, cat_offset, cat_count, cat_codes, cat_left,
-                            strict, round32)
+                            first_leaf, routing, strict, round32)
             _back_on_leaf(back, back_rank, b, t, L, order)
     # 2. rows that reached a different leaf somewhere: full ordered sum (or the changes
     #    added to the original margin); others: as before

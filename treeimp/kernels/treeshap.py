@@ -29,17 +29,17 @@ from .structure import _fill_tree
 
 
 @njit(cache=True)
-def saabas(X, row, root, nodes, value, cat_offset, cat_count, cat_codes, cat_left, strict,
-           round32, col, scale, proj, out):
+def saabas(X, row, root, routing, value, strict, round32, col, scale, proj, out):
     """Add ``scale`` x the Saabas contributions (v_child - v_node of every split on the
     row's path, to the split's feature) of the tree at ``root`` to ``out``."""
+    nodes = routing.nodes
     vdim = value.shape[1]
     project = proj.shape[0] > 0
     node = root
     while not nodes[np.uint64(node)].flags & LEAF:
         nd = nodes[np.uint64(node)]
         x = feature_value(X, row, nd.feature, round32)
-        child = step(x, node, nodes, cat_offset, cat_count, cat_codes, cat_left, strict)
+        child = step(x, node, routing, strict)
         f = np.uint64(nd.feature)
         if project:
             acc = 0.0
@@ -54,36 +54,33 @@ def saabas(X, row, root, nodes, value, cat_offset, cat_count, cat_codes, cat_lef
 
 
 @njit(cache=True, inline="always")
-def _tree_contribution(use_shap, X, row, root, n_path_features, nodes, cover, value, cat_offset,
-                       cat_count, cat_codes, cat_left, strict, round32, col, scale, proj, out,
-                       scratch, gl_nodes, gl_weights):
-    if use_shap:
-        linear_tree_shap(X, row, root, n_path_features, nodes, cover, value, cat_offset,
-                         cat_count, cat_codes, cat_left, strict, round32, col, scale, proj,
-                         out, scratch, gl_nodes, gl_weights)
+def _tree_contribution(tables, X, row, root, t, routing, strict, round32, col, scale, proj,
+                       out, scratch):
+    """TreeSHAP or Saabas (``tables.use_shap``) of tree ``t`` (root node ``root``)."""
+    if tables.use_shap:
+        linear_tree_shap(X, row, root, tables.path_features[t], tables, routing, strict,
+                         round32, col, scale, proj, out, scratch)
     else:
-        saabas(X, row, root, nodes, value, cat_offset, cat_count, cat_codes, cat_left,
-               strict, round32, col, scale, proj, out)
+        saabas(X, row, root, routing, tables.value, strict, round32, col, scale, proj, out)
 
 
 ROWS_PER_TASK = 256  # rows a task passes through every tree (a tree stays in cache)
 
 
 @njit(cache=True, parallel=True)
-def contributions_chunk(X, out, use_shap, max_depth, gl_nodes, gl_weights, tree_offsets,
-                        tree_output, tree_scale, cover, value, nodes, path_feats, cat_offset,
-                        cat_count, cat_codes, cat_left, strict, round32,
-                        rows_per_task=ROWS_PER_TASK):
+def contributions_chunk(X, out, tables, tree_offsets, tree_output, tree_scale, routing,
+                        strict, round32, rows_per_task=ROWS_PER_TASK):
     """out[i, k, :] += sum over trees of scale x contribution of feature k for row i
     (``out`` (n_rows, n_features, n_outputs), zeroed by the caller); rows in parallel
-    tasks, each passing its rows through one tree after the other."""
+    tasks, each passing its rows through one tree after the other. ``tables``
+    (kernel_inputs.ShapTables), ``routing`` (kernel_inputs.Routing)."""
     n = X.shape[0]
     n_trees = tree_offsets.shape[0] - 1
     n_tasks = (n + rows_per_task - 1) // rows_per_task
     no_proj = np.empty(0)
-    vdim = value.shape[1]
+    vdim = tables.value.shape[1]
     for task in prange(n_tasks):
-        scratch = new_linear_scratch(max_depth, vdim, X.shape[1])
+        scratch = new_linear_scratch(tables.max_depth, vdim, X.shape[1])
         r0 = task * rows_per_task
         r1 = min(n, r0 + rows_per_task)
         for t in range(n_trees):
@@ -91,17 +88,14 @@ def contributions_chunk(X, out, use_shap, max_depth, gl_nodes, gl_weights, tree_
             col = tree_output[t]
             s = tree_scale[t]
             for i in range(r0, r1):
-                _tree_contribution(use_shap, X, i, root, path_feats[t], nodes, cover, value,
-                                   cat_offset,
-                                   cat_count, cat_codes, cat_left, strict, round32, col, s,
-                                   no_proj, out[i], scratch, gl_nodes, gl_weights)
+                _tree_contribution(tables, X, i, root, t, routing, strict, round32, col, s,
+                                   no_proj, out[i], scratch)
 
 
 @njit(cache=True, parallel=True)
-def oob_contributions_chunk(X, row0, inbag_bits, out_oob, out_in, n_oob, use_shap, max_depth,
-                            gl_nodes, gl_weights, tree_offsets, tree_output, cover, value,
-                            nodes, path_feats, cat_offset, cat_count, cat_codes, cat_left,
-                            strict, round32, rows_per_task=ROWS_PER_TASK):
+def oob_contributions_chunk(X, row0, inbag_bits, out_oob, out_in, n_oob, tables,
+                            tree_offsets, tree_output, routing, strict, round32,
+                            rows_per_task=ROWS_PER_TASK):
     """Forests out of bag: out_oob[i] += the (unscaled) contributions of the trees for
     which global row ``row0 + i`` is out of bag, out_in[i] += those of the trees it is
     in-bag for, n_oob[i] += the number of out-of-bag trees (all zeroed by the caller)."""
@@ -109,9 +103,9 @@ def oob_contributions_chunk(X, row0, inbag_bits, out_oob, out_in, n_oob, use_sha
     n_trees = tree_offsets.shape[0] - 1
     n_tasks = (n + rows_per_task - 1) // rows_per_task
     no_proj = np.empty(0)
-    vdim = value.shape[1]
+    vdim = tables.value.shape[1]
     for task in prange(n_tasks):
-        scratch = new_linear_scratch(max_depth, vdim, X.shape[1])
+        scratch = new_linear_scratch(tables.max_depth, vdim, X.shape[1])
         r0 = task * rows_per_task
         r1 = min(n, r0 + rows_per_task)
         for t in range(n_trees):
@@ -124,29 +118,27 @@ def oob_contributions_chunk(X, row0, inbag_bits, out_oob, out_in, n_oob, use_sha
                 else:
                     dest = out_oob[i]
                     n_oob[i] += 1
-                _tree_contribution(use_shap, X, i, root, path_feats[t], nodes, cover, value,
-                                   cat_offset,
-                                   cat_count, cat_codes, cat_left, strict, round32, col, 1.0,
-                                   no_proj, dest, scratch, gl_nodes, gl_weights)
+                _tree_contribution(tables, X, i, root, t, routing, strict, round32, col, 1.0,
+                                   no_proj, dest, scratch)
 
 
 @njit(cache=True, parallel=True)
-def forest_block_sums(X, row0, order, block_start, Z, w, pos, inbag_bits, use_inbag, use_shap,
-                      max_depth, gl_nodes, gl_weights, acc, n_eval, tree_offsets, tree_output,
-                      cover, value, nodes, path_feats, cat_offset, cat_count, cat_codes,
-                      cat_left, strict, round32):
+def forest_block_sums(X, row0, order, block_start, rows_in, inbag_bits, use_inbag, tables,
+                      acc, n_eval, tree_offsets, tree_output, routing, strict, round32):
     """SHAP-oob sums of a forest: acc[b, t, k, 0] += w_i z_i . phi_{t,k}(x_i) and
     n_eval[b, t] += w_i over the rows i of block b that evaluate tree t (its out-of-bag
     rows with ``use_inbag``). ``order[block_start[b]:block_start[b + 1]]``: the local rows
-    of block b; ``Z`` (rows, n_outputs), ``w`` (which may hold one weight for all) and
-    ``pos`` (each row's global position, which indexes ``inbag_bits``) indexed by the
-    call's row number row0 + i. Each thread owns whole blocks."""
+    of block b; ``rows_in`` (kernel_inputs.RowInputs): the targets Z (rows, n_outputs),
+    weights w (which may hold one weight for all) and ``pos`` (each row's global
+    position, which indexes ``inbag_bits``), indexed by the call's row number row0 + i.
+    Each thread owns whole blocks."""
+    Z, w, pos = rows_in.target, rows_in.w, rows_in.pos
     n_blocks = block_start.shape[0] - 1
     n_trees = tree_offsets.shape[0] - 1
     last_w = w.shape[0] - 1
-    vdim = value.shape[1]
+    vdim = tables.value.shape[1]
     for b in prange(n_blocks):
-        scratch = new_linear_scratch(max_depth, 1, X.shape[1])
+        scratch = new_linear_scratch(tables.max_depth, 1, X.shape[1])
         proj = np.empty(vdim)
         for t in range(n_trees):
             root = tree_offsets[t]
@@ -165,33 +157,32 @@ def forest_block_sums(X, row0, order, block_start, Z, w, pos, inbag_bits, use_in
                 n_eval[b, t] += wi
                 for j in range(vdim):
                     proj[j] = wi * Z[r, col + j]
-                _tree_contribution(use_shap, X, i, root, path_feats[t], nodes, cover, value,
-                                   cat_offset,
-                                   cat_count, cat_codes, cat_left, strict, round32, 0, 1.0,
-                                   proj, dest, scratch, gl_nodes, gl_weights)
+                _tree_contribution(tables, X, i, root, t, routing, strict, round32, 0, 1.0,
+                                   proj, dest, scratch)
 
 
 @njit(cache=True, parallel=True)
-def staged_block_sums(X, row0, order, block_start, y, w, base_score, row_start, stage_start,
-                      loss_code,
-                      loss_params, leaf_factor, use_shap, max_depth, gl_nodes, gl_weights,
-                      acc, n_eval,
-                      tree_offsets, tree_output, tree_scale, cover, value, nodes, depth,
-                      min_depth, path_feats, cat_offset, cat_count, cat_codes, cat_left,
-                      strict, round32):
+def staged_block_sums(X, row0, order, block_start, rows_in, loss, trees, tables, acc, n_eval,
+                      routing, strict, round32):
     """SHAP-oob sums of a boosted model on held-out rows: acc[b, t, k, 0] += w_i (-g_i) .
     phi_{t,k}(x_i) with g the gradient of the model's loss at the margin before tree t's
     stage (as the staged node statistics, ``kernels/staged.py``, which computes the
     per-row terms), phi of the tree's values as they enter the margin (times its scale),
     and n_eval[b, t] += w_i. Rows travel in groups carrying their margin; threads own
-    whole blocks. ``row_start`` (n_rows, K), indexed by the global row: each row's margin
-    before the first tree (base score + offset); a (0, K) array: ``base_score`` for
-    every row."""
+    whole blocks. ``rows_in``, ``loss`` and ``trees`` as ``staged_leaf_stats`` reads
+    them: ``rows_in.row_start`` (n_rows, K), indexed by the global row, each row's
+    margin before the first tree (base score + offset), or a (0, K) array:
+    ``loss.base_score`` for every row. The margins add ``trees.value``, the
+    contributions read ``tables.value`` (the same numbers)."""
+    y, w, row_start = rows_in.target, rows_in.w, rows_in.row_start
+    loss_code, loss_params, base_score = loss.code, loss.params, loss.base_score
+    tree_offsets, tree_output, tree_scale = trees.tree_offsets, trees.tree_output, trees.tree_scale
+    value, leaf_factor, stage_start = trees.value, trees.leaf_factor, trees.stage_start
     n_blocks = block_start.shape[0] - 1
     K = base_score.shape[0]
     n_stages = stage_start.shape[0] - 1
     for b in prange(n_blocks):
-        scratch = new_linear_scratch(max_depth, 1, X.shape[1])
+        scratch = new_linear_scratch(tables.max_depth, 1, X.shape[1])
         margin = np.empty((GROUP, K))
         leaves = np.empty(BATCH, np.int64)
         g = np.empty((GROUP, K))
@@ -220,16 +211,12 @@ def staged_block_sums(X, row0, order, block_start, y, w, base_score, row_start, 
                             continue
                         n_eval[b, t] += terms[col, 0, r]
                         proj[0] = terms[col, 1, r]
-                        _tree_contribution(use_shap, X, rows[r], root, path_feats[t], nodes,
-                                           cover, value, cat_offset, cat_count, cat_codes,
-                                           cat_left,
-                                           strict, round32, 0, sc, proj, dest, scratch,
-                                           gl_nodes, gl_weights)
+                        _tree_contribution(tables, X, rows[r], root, t, routing, strict,
+                                           round32, 0, sc, proj, dest, scratch)
                     for q0 in range(0, ng, BATCH):
                         m = min(BATCH, ng - q0)
-                        walk_batch(X, rows[q0:], m, root, depth[t], min_depth[t], nodes,
-                                   cat_offset, cat_count, cat_codes, cat_left, strict,
-                                   round32, leaves)
+                        walk_batch(X, rows[q0:], m, root, t, routing, strict, round32,
+                                   leaves)
                         for q in range(m):
                             leaf = np.uint64(leaves[q])
                             margin[q0 + q, col] += sc * value[leaf, 0]
@@ -264,9 +251,8 @@ def new_linear_scratch(max_depth, vdim, n_features):
 
 
 @njit(cache=True)
-def linear_tree_shap(X, row, root, n_path_features, nodes, cover, value, cat_offset, cat_count,
-                     cat_codes, cat_left, strict, round32, col, scale, proj, out, scratch,
-                     gl_nodes, gl_weights):
+def linear_tree_shap(X, row, root, n_path_features, tables, routing, strict, round32, col,
+                     scale, proj, out, scratch):
     """Add ``scale`` x the path-dependent TreeSHAP values of the tree at ``root`` for row
     ``row`` of X to ``out`` (see the module docstring for ``col`` and ``proj``), in
     O(nodes x depth) instead of Algorithm 2's O(leaves x depth^2).
@@ -284,9 +270,10 @@ def linear_tree_shap(X, row, root, n_path_features, nodes, cover, value, cat_off
     edge above adds for the leaves below it (the same quadrature sum, so it cancels
     exactly), and each leaf keeps the term of its deepest edge on i."""
     Pm, H, inv_new, inv_old, ints, edge, hot_of, cum = scratch
+    nodes, cover, value = routing.nodes, tables.cover, tables.value
     M = n_path_features // 2 + 1
-    tq = gl_nodes[M]
-    wq = gl_weights[M]
+    tq = tables.gl_nodes[M]
+    wq = tables.gl_weights[M]
     project = proj.shape[0] > 0
     vdim = value.shape[1]
     hd = 1 if project else vdim
@@ -318,8 +305,7 @@ def linear_tree_shap(X, row, root, n_path_features, nodes, cover, value, cat_off
         elif ints[lvl, 1] < 2:
             if ints[lvl, 1] == 0:
                 x = feature_value(X, row, nd.feature, round32)
-                hot_of[lvl] = step(x, node, nodes, cat_offset, cat_count, cat_codes,
-                                   cat_left, strict)
+                hot_of[lvl] = step(x, node, routing, strict)
             child = nd.left if ints[lvl, 1] == 0 else nd.right
             ints[lvl, 1] += 1
             f = nd.feature
