@@ -33,3 +33,26 @@ Loss = namedtuple("Loss", ["code", "params", "base_score"])
 # most distinct features on a root-to-leaf path (contributions.kernel_inputs)
 ShapTables = namedtuple("ShapTables", ["use_shap", "max_depth", "gl_nodes", "gl_weights",
                                        "cover", "value", "path_features"])
+
+# permutation kernels (kernels/permute.py, leaf_index.LeafIndex): the indexed rows' leaves
+# (L: each row's leaf rank per tree; per tree the rows sorted by leaf, ``order``, and
+# each leaf slot's range lstart:lend of it), rewritten by permuted_margin and
+# restore_leaves
+RowLeaves = namedtuple("RowLeaves", ["L", "order", "lstart", "lend"])
+
+# the trees' layout (kernels/permute.tree_layout): leaf slots of each tree, the node in
+# each slot, per node its first leaf slot, leaf count, pre-order position, height,
+# shallowest-leaf depth below it and nearest ancestor on the same feature
+LeafLayout = namedtuple("LeafLayout", ["leaf_off", "leaf_node", "first_leaf", "n_leaves",
+                                       "pre_pos", "height", "low", "same_up"])
+
+# what a margin adds up (permute.rows_margin): base score, leaf slots of each tree, each
+# tree's first output, each slot's terms (and the first output's, contiguous), the
+# final divisor (averaged forests; 1 otherwise)
+MarginTerms = namedtuple("MarginTerms", ["base", "leaf_off", "tree_output", "terms",
+                                         "terms1", "divisor"])
+
+# the column being permuted: its index, its topmost nodes (that rows reach) and their
+# trees, the bounds of the parallel tasks over them, and per node the nearest ancestor
+# splitting on it (permute.mark_paths)
+ColumnTops = namedtuple("ColumnTops", ["j", "tops", "top_tree", "task_start", "jabove"])
