@@ -164,6 +164,7 @@ def _brute_force_shap(ens, X):
     from treeimp.kernels.route import feature_value, step
     from treeimp.routing import routing_flags
 
+    rec, _, _, c_off, c_cnt, c_codes, c_left = ens.routing_arrays()
     strict, round32 = routing_flags(ens, X)
     cover = shap_cover(ens)
     F = ens.n_features
@@ -174,7 +175,7 @@ def _brute_force_shap(ens, X):
         f = ens.feature[node]
         if f in S:
             x = feature_value(X, row, f, round32)
-            return expect(step(x, node, ens.routing, strict), row, S)
+            return expect(step(x, node, rec, c_off, c_cnt, c_codes, c_left, strict), row, S)
         lc, rc = ens.left[node], ens.right[node]
         return (cover[lc] * expect(lc, row, S) + cover[rc] * expect(rc, row, S)) / cover[node]
 

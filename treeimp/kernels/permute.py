@@ -173,14 +173,12 @@ def mark_paths(j, tops, preorder, pre_pos, size, parent, feature, jabove):
 
 
 @njit(cache=True)
-def rows_margin(out, i0, i1, i2, i3, L, sums):
+def rows_margin(out, i0, i1, i2, i3, L, base, leaf_off, tree_output, terms, divisor):
     """out[i] := base + the ordered sum over all trees of the term of row i's leaf
     (scale * leaf value, ``leaf_terms``; leaf ranks from L), divided by ``divisor`` when
     it is not 1, for rows i0..i3 (may repeat): the arithmetic of ``predict_ensemble``
     (routing.py; add_trees_chunk with sign = 1). One output at a time, four rows at
-    once: the sums stay in registers. ``sums``: kernel_inputs.MarginTerms."""
-    base, leaf_off, tree_output = sums.base, sums.leaf_off, sums.tree_output
-    terms, divisor = sums.terms, sums.divisor
+    once: the sums stay in registers."""
     vdim = terms.shape[1]
     for c in range(out.shape[1]):
         a0 = a1 = a2 = a3 = base[c]
@@ -204,13 +202,12 @@ def rows_margin(out, i0, i1, i2, i3, L, sums):
 
 
 @njit(cache=True)
-def rows_margin1(out, rows, k, last, L, sums):
+def rows_margin1(out, rows, k, last, L, base, leaf_off, terms1, divisor):
     """``rows_margin`` for a single-output model (``terms1``: the one term of each
     slot, contiguous), for the eight
     rows rows[k], ..., rows[k + 7] (the last one, rows[last], repeated past the end).
     Each row's sum is a chain of dependent additions: eight interleaved chains keep
     the adder busy (one row at a time waits on each addition's latency)."""
-    base, leaf_off, terms1, divisor = sums.base, sums.leaf_off, sums.terms1, sums.divisor
     i0 = rows[k]
     i1 = rows[min(k + 1, last)]
     i2 = rows[min(k + 2, last)]
@@ -253,21 +250,20 @@ EXITS = 64  # rows that left their path, walked on together
 
 
 @njit(cache=True, inline="always")
-def _walk_exits(X, rows, cur, where, old, m, t, leaves, layout, sums, changed, deltas,
-                add_deltas, routing, strict, round32):
+def _walk_exits(X, rows, cur, where, old, m, t, L, order, changed, deltas, add_deltas,
+                leaf_off, tree_output, terms, height, low, first_leaf, nodes, cat_offset,
+                cat_count, cat_codes, cat_left, strict, round32):
     """Walk the m rows on from the nodes ``cur`` they went to, record their new leaves
     in L and mark them (negative entries of the row order, at positions ``where``).
     ``add_deltas``: also add each row's change of tree t's term (new leaf's minus its
     original leaf's, rank ``old``) to the calling thread's ``deltas``."""
-    L, order = leaves.L, leaves.order
-    height, low, first_leaf = layout.height, layout.low, layout.first_leaf
-    leaf_off, tree_output, terms = sums.leaf_off, sums.tree_output, sums.terms
     h = 0
     lo = height[cur[0]]
     for q in range(m):
         h = max(h, height[cur[q]])
         lo = min(lo, low[cur[q]])
-    descend(X, rows, m, h, lo, routing, strict, round32, cur)
+    descend(X, rows, m, h, lo, nodes, cat_offset, cat_count, cat_codes, cat_left, strict,
+            round32, cur)
     tid = get_thread_id() if add_deltas else 0
     for q in range(m):
         r = rows[q]
@@ -294,20 +290,20 @@ def _back_on_leaf(back, back_rank, b, t, L, order):
 
 @njit(cache=True, inline="always")
 def _resolve(xj, rows, cur, where, old, m0, m, chain, on_path, c, rank, back, back_rank, b,
-             t, leaves, routing, strict):
+             t, L, order, nodes, cat_offset, cat_count, cat_codes, cat_left, strict):
     """Test the candidates rows[m0:m] of one leaf (rank ``rank``; j-nodes ``chain``, the
     path's children ``on_path``) node by node: keep in rows/cur/where/old those that
     leave the path (cur: the child of the highest j-node that sends them the other way,
     old: the leaf's rank), move those that stay and are marked to ``back``. Returns the
     new m and b."""
-    L, order = leaves.L, leaves.order
     k = m0
     for q in range(m0, m):
         r = rows[q]
         x = xj[r]
         exit_to = -1
         for e in range(c):
-            go = step(x, chain[e], routing, strict)
+            go = step(x, chain[e], nodes, cat_offset, cat_count, cat_codes, cat_left,
+                      strict)
             exit_to = go if go != on_path[e] else exit_to
         if exit_to >= 0:
             rows[k] = r
@@ -334,21 +330,28 @@ def permuted_margin(X, column, margin, out, changed, deltas, add_deltas, leaves,
     ``top_tree``); parallel task k takes tops[task_start[k]:task_start[k + 1]]
     (``LeafIndex._tasks``); ``jabove`` as ``mark_paths`` leaves it for j.
     ``leaves`` (kernel_inputs.RowLeaves): order, lstart, lend describe the original
-    leaves; ``layout`` (kernel_inputs.LeafLayout), ``sums`` (kernel_inputs.MarginTerms).
-    L is left holding the leaves of X and the entries of ``order`` of the rows whose leaf
-    changed are marked (-1 - row); the next call for the same j, or ``restore_leaves``,
-    undoes both. ``changed`` (zeros, one byte per row) is scratch and left zeroed.
+    leaves; ``layout`` (kernel_inputs.LeafLayout), ``sums`` (kernel_inputs.MarginTerms),
+    ``routing`` (kernel_inputs.Routing): unpacked here, the inlined helpers take arrays
+    (a named tuple passed into an inlined helper slows the walks down). L is left
+    holding the leaves of X and the entries of ``order`` of the rows whose leaf changed
+    are marked (-1 - row); the next call for the same j, or ``restore_leaves``, undoes
+    both. ``changed`` (zeros, one byte per row) is scratch and left zeroed.
     ``add_deltas`` (only when every sum of the margins is exact, ``exact_sums``; divisor
     1): a moved row's margin is its original margin plus the changes of its trees'
     terms, gathered per thread in ``deltas`` (zeros, threads x rows x outputs; left
     zeroed), instead of the full sum over every tree again: bitwise the same number.
-    Returns the number of rows whose margin was recomputed. ``routing``: kernel_inputs.Routing."""
-    nodes = routing.nodes
+    Returns the number of rows whose margin was recomputed."""
     j, tops, top_tree = column.j, column.tops, column.top_tree
     task_start, jabove = column.task_start, column.jabove
     L, order, lstart, lend = leaves.L, leaves.order, leaves.lstart, leaves.lend
     leaf_off, leaf_node, first_leaf = layout.leaf_off, layout.leaf_node, layout.first_leaf
-    n_leaves, pre_pos, same_up = layout.n_leaves, layout.pre_pos, layout.same_up
+    n_leaves, pre_pos, height = layout.n_leaves, layout.pre_pos, layout.height
+    low, same_up = layout.low, layout.same_up
+    base, tree_output, terms = sums.base, sums.tree_output, sums.terms
+    terms1, divisor = sums.terms1, sums.divisor
+    nodes, depth = routing.nodes, routing.depth
+    cat_offset, cat_count = routing.cat_offset, routing.cat_count
+    cat_codes, cat_left = routing.cat_codes, routing.cat_left
     n = X.shape[0]
     xj = np.empty(n)
     for i in prange(n):
@@ -357,7 +360,7 @@ def permuted_margin(X, column, margin, out, changed, deltas, add_deltas, leaves,
     #    have disjoint row ranges, so the tasks write disjoint entries of L and order;
     #    ``changed`` may be set to 1 by several tasks at once (all store the same byte).
     n_tasks = task_start.shape[0] - 1
-    deepest = routing.depth.max()
+    deepest = depth.max()
     for task in prange(n_tasks):
         # scratch allocated once per task
         chain = np.empty(deepest, np.int64)  # the j-nodes on a leaf's path, bottom up
@@ -421,20 +424,24 @@ def permuted_margin(X, column, margin, out, changed, deltas, add_deltas, leaves,
                         b = 0
                     if m == EXITS:
                         m, b = _resolve(xj, rows, cur, where, old, m0, m, chain, on_path, c,
-                                        rank, back, back_rank, b, t, leaves, routing,
-                                        strict)
+                                        rank, back, back_rank, b, t, L, order, nodes,
+                                        cat_offset, cat_count, cat_codes, cat_left, strict)
                         if m == EXITS:
-                            _walk_exits(X, rows, cur, where, old, m, t, leaves, layout,
-                                        sums, changed, deltas, add_deltas, routing, strict,
-                                        round32)
+                            _walk_exits(X, rows, cur, where, old, m, t, L, order, changed,
+                                        deltas, add_deltas, leaf_off, tree_output, terms,
+                                        height, low, first_leaf, nodes, cat_offset,
+                                        cat_count, cat_codes, cat_left, strict, round32)
                             m = 0
                         m0 = m
                 m, b = _resolve(xj, rows, cur, where, old, m0, m, chain, on_path, c, rank,
-                                back, back_rank, b, t, leaves, routing, strict)
+                                back, back_rank, b, t, L, order, nodes, cat_offset,
+                                cat_count, cat_codes, cat_left, strict)
                 m0 = m
             if m > 0:
-                _walk_exits(X, rows, cur, where, old, m, t, leaves, layout, sums, changed,
-                            deltas, add_deltas, routing, strict, round32)
+                _walk_exits(X, rows, cur, where, old, m, t, L, order, changed, deltas,
+                            add_deltas, leaf_off, tree_output, terms, height, low,
+                            first_leaf, nodes, cat_offset, cat_count, cat_codes, cat_left,
+                            strict, round32)
             _back_on_leaf(back, back_rank, b, t, L, order)
     # 2. rows that reached a different leaf somewhere: full ordered sum (or the changes
     #    added to the original margin); others: as before
@@ -457,13 +464,15 @@ def permuted_margin(X, column, margin, out, changed, deltas, add_deltas, leaves,
                 out[i, c] = a
     elif out.shape[1] == 1:
         for g in prange((n_moved + 7) // 8):
-            rows_margin1(out, moved, 8 * g, n_moved - 1, L, sums)
+            rows_margin1(out, moved, 8 * g, n_moved - 1, L, base, leaf_off, terms1,
+                         divisor)
     else:
         for g in prange((n_moved + 3) // 4):
             k = 4 * g
             last = n_moved - 1
             rows_margin(out, moved[k], moved[min(k + 1, last)], moved[min(k + 2, last)],
-                        moved[min(k + 3, last)], L, sums)
+                        moved[min(k + 3, last)], L, base, leaf_off, tree_output, terms,
+                        divisor)
     return n_moved
 
 
@@ -472,16 +481,18 @@ def all_margins(out, L, sums):
     """out := the margin of every row, from its leaves L (the arithmetic of
     ``predict_ensemble``, as ``permuted_margin`` recomputes a row); ``sums``:
     kernel_inputs.MarginTerms."""
+    base, leaf_off, tree_output = sums.base, sums.leaf_off, sums.tree_output
+    terms, terms1, divisor = sums.terms, sums.terms1, sums.divisor
     n = L.shape[0]
     if out.shape[1] == 1:
         rows = np.arange(n)
         for g in prange((n + 7) // 8):
-            rows_margin1(out, rows, 8 * g, n - 1, L, sums)
+            rows_margin1(out, rows, 8 * g, n - 1, L, base, leaf_off, terms1, divisor)
     else:
         for g in prange((n + 3) // 4):
             k = 4 * g
             rows_margin(out, k, min(k + 1, n - 1), min(k + 2, n - 1), min(k + 3, n - 1), L,
-                        sums)
+                        base, leaf_off, tree_output, terms, divisor)
 
 
 @njit(cache=True, parallel=True)

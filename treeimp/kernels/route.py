@@ -3,7 +3,9 @@
 ``step`` is the single place that knows how a node sends a row left or right;
 ``walk_batch`` moves a batch of rows down one tree with it (``descend``: from any nodes),
 and every other kernel (prediction, node statistics, staged gradients, permutation)
-calls ``walk_batch`` or ``descend``.
+calls ``walk_batch`` or ``descend``. The kernels take the routing arrays grouped
+(kernel_inputs.Routing) and unpack them before their loops: these inlined helpers take
+the arrays: passing the named tuple into them slowed the walks down (commit message).
 
 Leaves are self-loops in the node records (left = right = the leaf itself), so a batch
 walks level by level with no per-row exit test: every row of the batch advances one
@@ -35,10 +37,9 @@ NODE_DTYPE = np.dtype([("left", np.int32), ("right", np.int32), ("feature", np.i
 
 
 @njit(cache=True, inline="always")
-def step(x, node, routing, strict):
-    """The child of ``node`` that value ``x`` goes to (a leaf returns itself);
-    ``routing``: kernel_inputs.Routing."""
-    nd = routing.nodes[node]
+def step(x, node, nodes, cat_offset, cat_count, cat_codes, cat_left, strict):
+    """The child of ``node`` that value ``x`` goes to (a leaf returns itself)."""
+    nd = nodes[node]
     flags = nd.flags
     go_left = False
     if flags & CATEGORICAL:
@@ -54,14 +55,13 @@ def step(x, node, routing, strict):
             go_left = (flags & CATEGORY_DEFAULT_LEFT) != 0
             if x < _MAX_CODE and not (flags & CATEGORY_EXACT and x != np.floor(x)):
                 code = np.int64(x)
-                cat_codes = routing.cat_codes
-                lo = routing.cat_offset[node]
-                hi = lo + routing.cat_count[node]
+                lo = cat_offset[node]
+                hi = lo + cat_count[node]
                 while lo < hi:
                     mid = (lo + hi) >> 1
                     c = cat_codes[mid]
                     if c == code:
-                        go_left = routing.cat_left[mid]
+                        go_left = cat_left[mid]
                         break
                     elif c < code:
                         lo = mid + 1
@@ -97,26 +97,27 @@ def feature_value(X, row, feature, round32):
 
 
 @njit(cache=True, inline="always")
-def walk_batch(X, rows, m, root, t, routing, strict, round32, out):
-    """out[k] := global leaf index reached by row ``rows[k]`` of X in tree ``t`` (whose
-    root is node ``root``), for k < m; ``routing``: kernel_inputs.Routing."""
+def walk_batch(X, rows, m, root, depth, min_depth, nodes, cat_offset, cat_count, cat_codes,
+               cat_left, strict, round32, out):
+    """out[k] := global leaf index reached by row ``rows[k]`` of X, for k < m."""
     for k in range(m):
         out[k] = root
-    descend(X, rows, m, routing.depth[t], routing.min_depth[t], routing, strict, round32,
-            out)
+    descend(X, rows, m, depth, min_depth, nodes, cat_offset, cat_count, cat_codes, cat_left,
+            strict, round32, out)
 
 
 @njit(cache=True, inline="always")
-def descend(X, rows, m, depth, min_depth, routing, strict, round32, out):
+def descend(X, rows, m, depth, min_depth, nodes, cat_offset, cat_count, cat_codes,
+            cat_left, strict, round32, out):
     """Move row ``rows[k]`` of X on from node out[k] to the leaf below it, for k < m:
     ``depth`` levels at most, and from level ``min_depth`` on, stop as soon as every
-    row sits at a leaf. ``routing``: kernel_inputs.Routing (its nodes and categories)."""
-    nodes = routing.nodes
+    row sits at a leaf."""
     for level in range(depth):
         for k in range(m):
             node = np.uint64(out[k])
             x = feature_value(X, rows[k], nodes[node].feature, round32)
-            out[k] = step(x, node, routing, strict)
+            out[k] = step(x, node, nodes, cat_offset, cat_count, cat_codes, cat_left,
+                          strict)
         if level + 1 >= min_depth and level + 1 < depth:
             done = True
             for k in range(m):
@@ -148,6 +149,9 @@ def add_trees_chunk(X, out, trees, sign, tree_offsets, tree_output, tree_scale, 
     """out[i, :] += sign * (sum over the listed trees, in order, of scale * leaf value),
     rows in parallel blocks of ``row_block`` rows (each block passes one tree after the
     other). ``routing``: kernel_inputs.Routing."""
+    nodes, depth, min_depth = routing.nodes, routing.depth, routing.min_depth
+    cat_offset, cat_count = routing.cat_offset, routing.cat_count
+    cat_codes, cat_left = routing.cat_codes, routing.cat_left
     n = X.shape[0]
     vdim = value.shape[1]
     n_blocks = (n + row_block - 1) // row_block
@@ -162,7 +166,8 @@ def add_trees_chunk(X, out, trees, sign, tree_offsets, tree_output, tree_scale, 
             s = sign * tree_scale[t]
             for g0 in range(0, r1 - r0, BATCH):
                 m = min(BATCH, r1 - r0 - g0)
-                walk_batch(X, rows[g0:], m, tree_offsets[t], t, routing, strict, round32,
+                walk_batch(X, rows[g0:], m, tree_offsets[t], depth[t], min_depth[t], nodes,
+                           cat_offset, cat_count, cat_codes, cat_left, strict, round32,
                            leaves)
                 for q in range(m):
                     for j in range(vdim):
@@ -173,6 +178,9 @@ def add_trees_chunk(X, out, trees, sign, tree_offsets, tree_output, tree_scale, 
 def apply_chunk(X, out, tree_offsets, routing, strict, round32, row_block=ROW_BLOCK):
     """out[i, t] = leaf reached by row i in tree t, as a node index local to the tree
     (rows in parallel blocks of ``row_block``); ``routing``: kernel_inputs.Routing."""
+    nodes, depth, min_depth = routing.nodes, routing.depth, routing.min_depth
+    cat_offset, cat_count = routing.cat_offset, routing.cat_count
+    cat_codes, cat_left = routing.cat_codes, routing.cat_left
     n = X.shape[0]
     n_trees = tree_offsets.shape[0] - 1
     n_blocks = (n + row_block - 1) // row_block
@@ -185,6 +193,8 @@ def apply_chunk(X, out, tree_offsets, routing, strict, round32, row_block=ROW_BL
             root = tree_offsets[t]
             for g0 in range(0, r1 - r0, BATCH):
                 m = min(BATCH, r1 - r0 - g0)
-                walk_batch(X, rows[g0:], m, root, t, routing, strict, round32, leaves)
+                walk_batch(X, rows[g0:], m, root, depth[t], min_depth[t], nodes,
+                           cat_offset, cat_count, cat_codes, cat_left, strict, round32,
+                           leaves)
                 for q in range(m):
                     out[r0 + g0 + q, t] = leaves[q] - root

@@ -29,17 +29,17 @@ from .structure import _fill_tree
 
 
 @njit(cache=True)
-def saabas(X, row, root, routing, value, strict, round32, col, scale, proj, out):
+def saabas(X, row, root, nodes, value, cat_offset, cat_count, cat_codes, cat_left, strict,
+           round32, col, scale, proj, out):
     """Add ``scale`` x the Saabas contributions (v_child - v_node of every split on the
     row's path, to the split's feature) of the tree at ``root`` to ``out``."""
-    nodes = routing.nodes
     vdim = value.shape[1]
     project = proj.shape[0] > 0
     node = root
     while not nodes[np.uint64(node)].flags & LEAF:
         nd = nodes[np.uint64(node)]
         x = feature_value(X, row, nd.feature, round32)
-        child = step(x, node, routing, strict)
+        child = step(x, node, nodes, cat_offset, cat_count, cat_codes, cat_left, strict)
         f = np.uint64(nd.feature)
         if project:
             acc = 0.0
@@ -54,14 +54,16 @@ def saabas(X, row, root, routing, value, strict, round32, col, scale, proj, out)
 
 
 @njit(cache=True, inline="always")
-def _tree_contribution(tables, X, row, root, t, routing, strict, round32, col, scale, proj,
-                       out, scratch):
-    """TreeSHAP or Saabas (``tables.use_shap``) of tree ``t`` (root node ``root``)."""
-    if tables.use_shap:
-        linear_tree_shap(X, row, root, tables.path_features[t], tables, routing, strict,
-                         round32, col, scale, proj, out, scratch)
+def _tree_contribution(use_shap, X, row, root, n_path_features, nodes, cover, value, cat_offset,
+                       cat_count, cat_codes, cat_left, strict, round32, col, scale, proj, out,
+                       scratch, gl_nodes, gl_weights):
+    if use_shap:
+        linear_tree_shap(X, row, root, n_path_features, nodes, cover, value, cat_offset,
+                         cat_count, cat_codes, cat_left, strict, round32, col, scale, proj,
+                         out, scratch, gl_nodes, gl_weights)
     else:
-        saabas(X, row, root, routing, tables.value, strict, round32, col, scale, proj, out)
+        saabas(X, row, root, nodes, value, cat_offset, cat_count, cat_codes, cat_left,
+               strict, round32, col, scale, proj, out)
 
 
 ROWS_PER_TASK = 256  # rows a task passes through every tree (a tree stays in cache)
@@ -73,14 +75,21 @@ def contributions_chunk(X, out, tables, tree_offsets, tree_output, tree_scale, r
     """out[i, k, :] += sum over trees of scale x contribution of feature k for row i
     (``out`` (n_rows, n_features, n_outputs), zeroed by the caller); rows in parallel
     tasks, each passing its rows through one tree after the other. ``tables``
-    (kernel_inputs.ShapTables), ``routing`` (kernel_inputs.Routing)."""
+    (kernel_inputs.ShapTables) and ``routing`` (kernel_inputs.Routing) are unpacked
+    here: the helpers take arrays (see kernels/route.py)."""
+    use_shap, max_depth, gl_nodes, gl_weights = (tables.use_shap, tables.max_depth,
+                                                 tables.gl_nodes, tables.gl_weights)
+    cover, value, path_feats = tables.cover, tables.value, tables.path_features
+    nodes = routing.nodes
+    cat_offset, cat_count = routing.cat_offset, routing.cat_count
+    cat_codes, cat_left = routing.cat_codes, routing.cat_left
     n = X.shape[0]
     n_trees = tree_offsets.shape[0] - 1
     n_tasks = (n + rows_per_task - 1) // rows_per_task
     no_proj = np.empty(0)
-    vdim = tables.value.shape[1]
+    vdim = value.shape[1]
     for task in prange(n_tasks):
-        scratch = new_linear_scratch(tables.max_depth, vdim, X.shape[1])
+        scratch = new_linear_scratch(max_depth, vdim, X.shape[1])
         r0 = task * rows_per_task
         r1 = min(n, r0 + rows_per_task)
         for t in range(n_trees):
@@ -88,8 +97,10 @@ def contributions_chunk(X, out, tables, tree_offsets, tree_output, tree_scale, r
             col = tree_output[t]
             s = tree_scale[t]
             for i in range(r0, r1):
-                _tree_contribution(tables, X, i, root, t, routing, strict, round32, col, s,
-                                   no_proj, out[i], scratch)
+                _tree_contribution(use_shap, X, i, root, path_feats[t], nodes, cover, value,
+                                   cat_offset,
+                                   cat_count, cat_codes, cat_left, strict, round32, col, s,
+                                   no_proj, out[i], scratch, gl_nodes, gl_weights)
 
 
 @njit(cache=True, parallel=True)
@@ -98,14 +109,21 @@ def oob_contributions_chunk(X, row0, inbag_bits, out_oob, out_in, n_oob, tables,
                             rows_per_task=ROWS_PER_TASK):
     """Forests out of bag: out_oob[i] += the (unscaled) contributions of the trees for
     which global row ``row0 + i`` is out of bag, out_in[i] += those of the trees it is
-    in-bag for, n_oob[i] += the number of out-of-bag trees (all zeroed by the caller)."""
+    in-bag for, n_oob[i] += the number of out-of-bag trees (all zeroed by the caller).
+    ``tables``: kernel_inputs.ShapTables, ``routing``: kernel_inputs.Routing."""
+    use_shap, max_depth, gl_nodes, gl_weights = (tables.use_shap, tables.max_depth,
+                                                 tables.gl_nodes, tables.gl_weights)
+    cover, value, path_feats = tables.cover, tables.value, tables.path_features
+    nodes = routing.nodes
+    cat_offset, cat_count = routing.cat_offset, routing.cat_count
+    cat_codes, cat_left = routing.cat_codes, routing.cat_left
     n = X.shape[0]
     n_trees = tree_offsets.shape[0] - 1
     n_tasks = (n + rows_per_task - 1) // rows_per_task
     no_proj = np.empty(0)
-    vdim = tables.value.shape[1]
+    vdim = value.shape[1]
     for task in prange(n_tasks):
-        scratch = new_linear_scratch(tables.max_depth, vdim, X.shape[1])
+        scratch = new_linear_scratch(max_depth, vdim, X.shape[1])
         r0 = task * rows_per_task
         r1 = min(n, r0 + rows_per_task)
         for t in range(n_trees):
@@ -118,8 +136,10 @@ def oob_contributions_chunk(X, row0, inbag_bits, out_oob, out_in, n_oob, tables,
                 else:
                     dest = out_oob[i]
                     n_oob[i] += 1
-                _tree_contribution(tables, X, i, root, t, routing, strict, round32, col, 1.0,
-                                   no_proj, dest, scratch)
+                _tree_contribution(use_shap, X, i, root, path_feats[t], nodes, cover, value,
+                                   cat_offset,
+                                   cat_count, cat_codes, cat_left, strict, round32, col, 1.0,
+                                   no_proj, dest, scratch, gl_nodes, gl_weights)
 
 
 @njit(cache=True, parallel=True)
@@ -128,17 +148,24 @@ def forest_block_sums(X, row0, order, block_start, rows_in, inbag_bits, use_inba
     """SHAP-oob sums of a forest: acc[b, t, k, 0] += w_i z_i . phi_{t,k}(x_i) and
     n_eval[b, t] += w_i over the rows i of block b that evaluate tree t (its out-of-bag
     rows with ``use_inbag``). ``order[block_start[b]:block_start[b + 1]]``: the local rows
-    of block b; ``rows_in`` (kernel_inputs.RowInputs): the targets Z (rows, n_outputs),
-    weights w (which may hold one weight for all) and ``pos`` (each row's global
-    position, which indexes ``inbag_bits``), indexed by the call's row number row0 + i.
-    Each thread owns whole blocks."""
+    of block b; ``rows_in`` (kernel_inputs.RowInputs): ``Z`` (rows, n_outputs), ``w``
+    (which may hold one weight for all) and ``pos`` (each row's global position, which
+    indexes ``inbag_bits``) indexed by the call's row number row0 + i. ``tables``:
+    kernel_inputs.ShapTables, ``routing``: kernel_inputs.Routing. Each thread owns whole
+    blocks."""
     Z, w, pos = rows_in.target, rows_in.w, rows_in.pos
+    use_shap, max_depth, gl_nodes, gl_weights = (tables.use_shap, tables.max_depth,
+                                                 tables.gl_nodes, tables.gl_weights)
+    cover, value, path_feats = tables.cover, tables.value, tables.path_features
+    nodes = routing.nodes
+    cat_offset, cat_count = routing.cat_offset, routing.cat_count
+    cat_codes, cat_left = routing.cat_codes, routing.cat_left
     n_blocks = block_start.shape[0] - 1
     n_trees = tree_offsets.shape[0] - 1
     last_w = w.shape[0] - 1
-    vdim = tables.value.shape[1]
+    vdim = value.shape[1]
     for b in prange(n_blocks):
-        scratch = new_linear_scratch(tables.max_depth, 1, X.shape[1])
+        scratch = new_linear_scratch(max_depth, 1, X.shape[1])
         proj = np.empty(vdim)
         for t in range(n_trees):
             root = tree_offsets[t]
@@ -157,8 +184,10 @@ def forest_block_sums(X, row0, order, block_start, rows_in, inbag_bits, use_inba
                 n_eval[b, t] += wi
                 for j in range(vdim):
                     proj[j] = wi * Z[r, col + j]
-                _tree_contribution(tables, X, i, root, t, routing, strict, round32, 0, 1.0,
-                                   proj, dest, scratch)
+                _tree_contribution(use_shap, X, i, root, path_feats[t], nodes, cover, value,
+                                   cat_offset,
+                                   cat_count, cat_codes, cat_left, strict, round32, 0, 1.0,
+                                   proj, dest, scratch, gl_nodes, gl_weights)
 
 
 @njit(cache=True, parallel=True)
@@ -170,19 +199,24 @@ def staged_block_sums(X, row0, order, block_start, rows_in, loss, trees, tables,
     per-row terms), phi of the tree's values as they enter the margin (times its scale),
     and n_eval[b, t] += w_i. Rows travel in groups carrying their margin; threads own
     whole blocks. ``rows_in``, ``loss`` and ``trees`` as ``staged_leaf_stats`` reads
-    them: ``rows_in.row_start`` (n_rows, K), indexed by the global row, each row's
-    margin before the first tree (base score + offset), or a (0, K) array:
-    ``loss.base_score`` for every row. The margins add ``trees.value``, the
-    contributions read ``tables.value`` (the same numbers)."""
+    them: ``rows_in.row_start`` (n_rows, K), indexed by the global row, each row's margin
+    before the first tree (base score + offset), or a (0, K) array: ``loss.base_score``
+    for every row. The margins add ``tables.value`` (the node values, as before)."""
     y, w, row_start = rows_in.target, rows_in.w, rows_in.row_start
     loss_code, loss_params, base_score = loss.code, loss.params, loss.base_score
     tree_offsets, tree_output, tree_scale = trees.tree_offsets, trees.tree_output, trees.tree_scale
-    value, leaf_factor, stage_start = trees.value, trees.leaf_factor, trees.stage_start
+    leaf_factor, stage_start = trees.leaf_factor, trees.stage_start
+    use_shap, max_depth, gl_nodes, gl_weights = (tables.use_shap, tables.max_depth,
+                                                 tables.gl_nodes, tables.gl_weights)
+    cover, value, path_feats = tables.cover, tables.value, tables.path_features
+    nodes, depth, min_depth = routing.nodes, routing.depth, routing.min_depth
+    cat_offset, cat_count = routing.cat_offset, routing.cat_count
+    cat_codes, cat_left = routing.cat_codes, routing.cat_left
     n_blocks = block_start.shape[0] - 1
     K = base_score.shape[0]
     n_stages = stage_start.shape[0] - 1
     for b in prange(n_blocks):
-        scratch = new_linear_scratch(tables.max_depth, 1, X.shape[1])
+        scratch = new_linear_scratch(max_depth, 1, X.shape[1])
         margin = np.empty((GROUP, K))
         leaves = np.empty(BATCH, np.int64)
         g = np.empty((GROUP, K))
@@ -211,12 +245,16 @@ def staged_block_sums(X, row0, order, block_start, rows_in, loss, trees, tables,
                             continue
                         n_eval[b, t] += terms[col, 0, r]
                         proj[0] = terms[col, 1, r]
-                        _tree_contribution(tables, X, rows[r], root, t, routing, strict,
-                                           round32, 0, sc, proj, dest, scratch)
+                        _tree_contribution(use_shap, X, rows[r], root, path_feats[t], nodes,
+                                           cover, value, cat_offset, cat_count, cat_codes,
+                                           cat_left,
+                                           strict, round32, 0, sc, proj, dest, scratch,
+                                           gl_nodes, gl_weights)
                     for q0 in range(0, ng, BATCH):
                         m = min(BATCH, ng - q0)
-                        walk_batch(X, rows[q0:], m, root, t, routing, strict, round32,
-                                   leaves)
+                        walk_batch(X, rows[q0:], m, root, depth[t], min_depth[t], nodes,
+                                   cat_offset, cat_count, cat_codes, cat_left, strict,
+                                   round32, leaves)
                         for q in range(m):
                             leaf = np.uint64(leaves[q])
                             margin[q0 + q, col] += sc * value[leaf, 0]
@@ -251,8 +289,9 @@ def new_linear_scratch(max_depth, vdim, n_features):
 
 
 @njit(cache=True)
-def linear_tree_shap(X, row, root, n_path_features, tables, routing, strict, round32, col,
-                     scale, proj, out, scratch):
+def linear_tree_shap(X, row, root, n_path_features, nodes, cover, value, cat_offset, cat_count,
+                     cat_codes, cat_left, strict, round32, col, scale, proj, out, scratch,
+                     gl_nodes, gl_weights):
     """Add ``scale`` x the path-dependent TreeSHAP values of the tree at ``root`` for row
     ``row`` of X to ``out`` (see the module docstring for ``col`` and ``proj``), in
     O(nodes x depth) instead of Algorithm 2's O(leaves x depth^2).
@@ -270,10 +309,9 @@ def linear_tree_shap(X, row, root, n_path_features, tables, routing, strict, rou
     edge above adds for the leaves below it (the same quadrature sum, so it cancels
     exactly), and each leaf keeps the term of its deepest edge on i."""
     Pm, H, inv_new, inv_old, ints, edge, hot_of, cum = scratch
-    nodes, cover, value = routing.nodes, tables.cover, tables.value
     M = n_path_features // 2 + 1
-    tq = tables.gl_nodes[M]
-    wq = tables.gl_weights[M]
+    tq = gl_nodes[M]
+    wq = gl_weights[M]
     project = proj.shape[0] > 0
     vdim = value.shape[1]
     hd = 1 if project else vdim
@@ -305,7 +343,8 @@ def linear_tree_shap(X, row, root, n_path_features, tables, routing, strict, rou
         elif ints[lvl, 1] < 2:
             if ints[lvl, 1] == 0:
                 x = feature_value(X, row, nd.feature, round32)
-                hot_of[lvl] = step(x, node, routing, strict)
+                hot_of[lvl] = step(x, node, nodes, cat_offset, cat_count, cat_codes,
+                                   cat_left, strict)
             child = nd.left if ints[lvl, 1] == 0 else nd.right
             ints[lvl, 1] += 1
             f = nd.feature
