@@ -520,7 +520,7 @@ def test_add_trees_chunk_random_subset(case, tiles):
             out = start.copy()
             extra = () if row_block is None else (row_block,)
             add_trees_chunk(X, out, trees, sign, ens.tree_offsets, ens.tree_output,
-                            ens.tree_scale, ens.value, *ens.routing_arrays(), strict,
+                            ens.tree_scale, ens.value, ens.routing, strict,
                             round32, *extra)
             np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
 

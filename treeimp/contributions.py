@@ -21,6 +21,7 @@ import pandas as pd
 
 from ._input import RowSource
 from .ensemble import FOREST
+from .kernel_inputs import ShapTables
 from .kernels.treeshap import ROWS_PER_TASK
 from .routing import routing_flags
 from .threads import numba_threads
@@ -41,18 +42,18 @@ def shap_cover(ens):
 
 
 def kernel_inputs(ens, method):
-    """(use_shap, max_depth, gl_nodes, gl_weights, cover, value, path_features) for the
-    contribution kernels: TreeSHAP reads the leaves, the covers, the quadrature tables and
-    per tree the most distinct features on a path (which sets its quadrature size),
+    """The contribution kernels' :class:`~treeimp.kernel_inputs.ShapTables`: TreeSHAP
+    reads the leaves, the covers, the quadrature tables and per tree the most distinct
+    features on a path (which sets its quadrature size),
     Saabas the node values of the normal form (internal nodes the weight-mean of their
     children, as mdi_oob reads them)."""
 
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    max_depth = int(ens.routing_arrays()[1].max())
+    max_depth = int(ens.routing.depth.max())
     gl_nodes, gl_weights = quadrature_tables(max_depth)
-    return (method == "shap", max_depth, gl_nodes, gl_weights, shap_cover(ens),
-            np.ascontiguousarray(ens.value, dtype=np.float64), ens.path_features)
+    return ShapTables(method == "shap", max_depth, gl_nodes, gl_weights, shap_cover(ens),
+                      np.ascontiguousarray(ens.value, dtype=np.float64), ens.path_features)
 
 
 def expected_tree_values(ens, method):
@@ -169,7 +170,6 @@ def contributions(model, X, y=None, *, oob=False, method="shap", groups=None, n_
     if bits.shape[0] != ens.n_trees:
         raise ValueError(f"the forest has {ens.n_trees} trees but in-bag rows for "
                          f"{bits.shape[0]}")
-    use_shap, max_depth, gl_nodes, gl_weights, cover, value, n_path = inputs
     phi_oob = np.zeros((n, F, K))
     phi_in = np.zeros((n, F, K))
     n_oob = np.zeros(n, np.int64)
@@ -179,12 +179,10 @@ def contributions(model, X, y=None, *, oob=False, method="shap", groups=None, n_
         for start, chunk in rows.chunks():
             stop = start + chunk.shape[0]
             strict, round32 = routing_flags(ens, chunk)
-            rec, _, _, c_off, c_cnt, c_codes, c_left = ens.routing_arrays()
             oob_contributions_chunk(chunk, start, bits, phi_oob[start:stop],
-                                    phi_in[start:stop], n_oob[start:stop], use_shap,
-                                    max_depth, gl_nodes, gl_weights, ens.tree_offsets,
-                                    ens.tree_output, cover, value, rec, n_path, c_off, c_cnt,
-                                    c_codes, c_left, strict, round32,
+                                    phi_in[start:stop], n_oob[start:stop], inputs,
+                                    ens.tree_offsets, ens.tree_output, ens.routing, strict,
+                                    round32,
                                     rows_per_task(chunk.shape[0], numba.get_num_threads()))
     # per-row base values: mean of the out-of-bag (in-bag) trees' expected values
     base_oob, base_in = _oob_bases(ens, bits, n, per_tree)
@@ -210,17 +208,14 @@ def _grouped(grp, values, names, X):
 def _in_sample(ens, rows, inputs, n_jobs):
     from .kernels.treeshap import contributions_chunk
 
-    use_shap, max_depth, gl_nodes, gl_weights, cover, value, n_path = inputs
     out = np.zeros((rows.n_rows, ens.n_features, ens.n_outputs))
-    rec, _, _, c_off, c_cnt, c_codes, c_left = ens.routing_arrays()
     scale = np.ascontiguousarray(ens.tree_scale, dtype=np.float64)
     with numba_threads(n_jobs):
         for start, chunk in rows.chunks():
             strict, round32 = routing_flags(ens, chunk)
-            contributions_chunk(chunk, out[start:start + chunk.shape[0]], use_shap,
-                                max_depth, gl_nodes, gl_weights, ens.tree_offsets,
-                                ens.tree_output, scale, cover, value, rec, n_path, c_off,
-                                c_cnt, c_codes, c_left, strict, round32,
+            contributions_chunk(chunk, out[start:start + chunk.shape[0]], inputs,
+                                ens.tree_offsets, ens.tree_output, scale, ens.routing,
+                                strict, round32,
                                 rows_per_task(chunk.shape[0], numba.get_num_threads()))
     return out
 

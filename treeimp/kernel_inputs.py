@@ -41,3 +41,34 @@ SplitTerms = namedtuple("SplitTerms", ["w", "v", "extra"])
 # B)): n', Q', S', H', R' (planes a layout lacks are filled by another of the same shape
 # and not read) and whether n' is the sum of the class planes S' (one-hot class targets)
 HeldOut = namedtuple("HeldOut", ["n", "Q", "S", "H", "R", "n_from_s"])
+
+# what the contribution kernels (kernels/treeshap.py) read besides the routing: whether
+# they compute TreeSHAP (else Saabas), the deepest tree's depth (scratch sizes), the
+# Gauss-Legendre nodes and weights (row M: the M-point rule on [0, 1]), the node covers
+# (internal nodes: sums of their children's), the node values (float64) and per tree the
+# most distinct features on a root-to-leaf path (contributions.kernel_inputs)
+ShapTables = namedtuple("ShapTables", ["use_shap", "max_depth", "gl_nodes", "gl_weights",
+                                       "cover", "value", "path_features"])
+
+# permutation kernels (kernels/permute.py, leaf_index.LeafIndex): the indexed rows' leaves
+# (L: each row's leaf rank per tree; per tree the rows sorted by leaf, ``order``, and
+# each leaf slot's range lstart:lend of it), rewritten by permuted_margin and
+# restore_leaves
+RowLeaves = namedtuple("RowLeaves", ["L", "order", "lstart", "lend"])
+
+# the trees' layout (kernels/permute.tree_layout): leaf slots of each tree, the node in
+# each slot, per node its first leaf slot, leaf count, pre-order position, height,
+# shallowest-leaf depth below it and nearest ancestor on the same feature
+LeafLayout = namedtuple("LeafLayout", ["leaf_off", "leaf_node", "first_leaf", "n_leaves",
+                                       "pre_pos", "height", "low", "same_up"])
+
+# what a margin adds up (permute.rows_margin): base score, leaf slots of each tree, each
+# tree's first output, each slot's terms (and the first output's, contiguous), the
+# final divisor (averaged forests; 1 otherwise)
+MarginTerms = namedtuple("MarginTerms", ["base", "leaf_off", "tree_output", "terms",
+                                         "terms1", "divisor"])
+
+# the column being permuted: its index, its topmost nodes (that rows reach) and their
+# trees, the bounds of the parallel tasks over them, and per node the nearest ancestor
+# splitting on it (permute.mark_paths)
+ColumnTops = namedtuple("ColumnTops", ["j", "tops", "top_tree", "task_start", "jabove"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 from numba import get_num_threads
 
+from .kernel_inputs import ColumnTops, LeafLayout, MarginTerms, RowLeaves
 from .kernels.permute import (
     all_margins,
     leaf_ranks,
@@ -67,7 +68,7 @@ class LeafIndex:
         self.divisor = float(divisor)
         self.strict = bool(strict)
         self.round32 = bool(round32)
-        self.routing = ens.routing_arrays()
+        self.routing = ens.routing
         (self.preorder, self.pre_pos, self.size, self.height, self.low, self.parent,
          self.same_up, self.first_leaf, self.n_leaves, self.leaf_off,
          self.leaf_node) = tree_layout(ens.tree_offsets, ens.left, ens.right, ens.feature,
@@ -84,13 +85,20 @@ class LeafIndex:
         block = max(1, 2**22 // T)  # rows routed at a time (16 MB of node indices)
         for r0 in range(0, n, block):
             local = np.empty((min(n, r0 + block) - r0, T), np.int32)
-            apply_chunk(X[r0:r0 + block], local, ens.tree_offsets, *self.routing,
+            apply_chunk(X[r0:r0 + block], local, ens.tree_offsets, self.routing,
                         self.strict, self.round32)
             leaf_ranks(local, roots, self.first_leaf, self.L[r0:r0 + block])
         self.order = np.empty((T, n), np.int32)
         self.lstart = np.empty(self.leaf_node.shape[0], np.int64)
         self.lend = np.empty(self.leaf_node.shape[0], np.int64)
         sort_rows_by_leaf(self.L, self.leaf_off, self.order, self.lstart, self.lend)
+        # the kernels' grouped inputs (the same arrays)
+        self.row_leaves = RowLeaves(self.L, self.order, self.lstart, self.lend)
+        self.layout = LeafLayout(self.leaf_off, self.leaf_node, self.first_leaf,
+                                 self.n_leaves, self.pre_pos, self.height, self.low,
+                                 self.same_up)
+        self.sums = MarginTerms(ens.base_score, self.leaf_off, ens.tree_output, self.terms,
+                                self.terms1, self.divisor)
         # topmost nodes grouped by feature (then by node index: tree order); nodes that
         # no row reaches are left out, they move nothing
         tree = ens.node_tree
@@ -114,8 +122,7 @@ class LeafIndex:
         """The raw margin of the indexed rows (n_rows, n_outputs), bitwise
         ``predict_ensemble``'s (the leaves of L, each tree's term added in tree order)."""
         out = np.empty((self.L.shape[0], self.ens.n_outputs))
-        all_margins(out, self.L, self.ens.base_score, self.leaf_off, self.ens.tree_output,
-                    self.terms, self.terms1, self.divisor)
+        all_margins(out, self.L, self.sums)
         return out
 
     def leaves(self):
@@ -130,6 +137,11 @@ class LeafIndex:
     def _tops(self, j):
         a, b = self.top_ptr[j], self.top_ptr[j + 1]
         return self.tops[a:b], self.top_tree[a:b]
+
+    def _column(self, j):
+        """The kernels' ColumnTops of column j (after ``begin(j)``)."""
+        tops, top_tree = self._tops(j)
+        return ColumnTops(j, tops, top_tree, self.task_start, self.jabove)
 
     def begin(self, j):
         """Prepare permutations of column j."""
@@ -161,22 +173,16 @@ class LeafIndex:
         ens, j = self.ens, self.feature
         if j is None:
             raise RuntimeError("call begin(j) first")
-        tops, top_tree = self._tops(j)
         threads = get_num_threads()
         if self.add_deltas and self.deltas.shape[0] < threads:
             self.deltas = np.zeros((threads, self.L.shape[0], ens.n_outputs))
-        return permuted_margin(
-            X, j, tops, top_tree, self.task_start, margin, out, self.changed, self.deltas,
-            self.add_deltas, self.L, self.order, self.lstart, self.lend, self.leaf_off,
-            self.leaf_node, self.first_leaf, self.n_leaves, self.pre_pos, self.height, self.low,
-            self.jabove, self.same_up, ens.base_score, ens.tree_output, self.terms,
-            self.terms1, self.divisor, *self.routing, self.strict, self.round32)
+        return permuted_margin(X, self._column(j), margin, out, self.changed, self.deltas,
+                               self.add_deltas, self.row_leaves, self.layout, self.sums,
+                               self.routing, self.strict, self.round32)
 
     def finish(self):
         """Put the original leaves back in L."""
         if self.feature is None:
             return
-        tops, top_tree = self._tops(self.feature)
-        restore_leaves(tops, top_tree, self.L, self.order, self.lstart, self.lend,
-                       self.leaf_off, self.first_leaf, self.n_leaves)
+        restore_leaves(self._column(self.feature), self.row_leaves, self.layout)
         self.feature = None

@@ -50,7 +50,7 @@ def predict_ensemble(ens, X, *, n_jobs=None, base_margin=None):
             strict, round32 = routing_flags(ens, chunk)
             add_trees_chunk(chunk, out[start:start + chunk.shape[0]], all_trees, 1.0,
                             ens.tree_offsets, ens.tree_output, scale, ens.value,
-                            *ens.routing_arrays(), strict, round32,
+                            ens.routing, strict, round32,
                             row_block(ens, chunk.shape[0]))
     if divisor != 1.0:
         out /= divisor
@@ -73,6 +73,6 @@ def apply_ensemble(ens, X, *, n_jobs=None):
         for start, chunk in rows.chunks():
             strict, round32 = routing_flags(ens, chunk)
             apply_chunk(chunk, out[start:start + chunk.shape[0]], ens.tree_offsets,
-                        *ens.routing_arrays(), strict, round32,
+                        ens.routing, strict, round32,
                         row_block(ens, chunk.shape[0]))
     return out

@@ -21,6 +21,7 @@ from . import registry
 from .contributions import kernel_inputs
 from .drivers import rows_by_block
 from .ensemble import FOREST
+from .kernel_inputs import Loss, RowInputs
 from .routing import routing_flags
 from .threads import numba_threads
 
@@ -53,11 +54,9 @@ def block_sums(method, ens, rows, y, w, block, n_blocks, *, inbag_bits=None, pos
     ``offsets.check_base_margin``): held-out margins start at ``ens.start_margin``."""
     from .kernels.treeshap import forest_block_sums, staged_block_sums
 
-    use_shap, max_depth, gl_nodes, gl_weights, cover, value, n_path = kernel_inputs(
-        ens, registry.get(method).contributions)
+    tables = kernel_inputs(ens, registry.get(method).contributions)
     acc = np.zeros((n_blocks, ens.n_trees, ens.n_features, 1))
     n_eval = np.zeros((n_blocks, ens.n_trees))
-    rec, depth, min_depth, c_off, c_cnt, c_codes, c_left = ens.routing_arrays()
     oob = inbag_bits is not None
     if ens.kind == FOREST:
         from .drivers import empty_inbag
@@ -68,6 +67,7 @@ def block_sums(method, ens, rows, y, w, block, n_blocks, *, inbag_bits=None, pos
         pos = (np.zeros(0, np.int64) if not oob  # read only for in-bag bits
                else np.arange(rows.n_rows, dtype=np.int64) if positions is None
                else np.ascontiguousarray(positions, dtype=np.int64))
+        rows_in = RowInputs(Z, w, np.zeros(0, np.int32), pos, np.zeros((0, 1)))
     else:
         if oob:
             raise ValueError("oob=True is for bagged forests; boosting models have no "
@@ -77,17 +77,17 @@ def block_sums(method, ens, rows, y, w, block, n_blocks, *, inbag_bits=None, pos
             raise ValueError(f"this model's trees have {ens.value_dim} values per leaf "
                              "(vector-leaf trees); held-out gradient importances need one "
                              "value per leaf")
-        from .drivers import _logistic_leaf_factor, stage_starts
+        from .drivers import staged_trees
         from .losses import check_target, loss_spec
 
         code, params = loss_spec(ens.objective, n_outputs=ens.n_outputs)
         y_t = np.ascontiguousarray(check_target(ens.objective, y, ens.classes),
                                    dtype=np.float64)
-        starts = stage_starts(ens)
-        leaf_factor = _logistic_leaf_factor(ens, code, params)
-        scale = np.ascontiguousarray(ens.tree_scale, dtype=np.float64)
         row_start = (np.zeros((0, ens.n_outputs)) if base_margin is None
                      else ens.start_margin(base_margin))
+        rows_in = RowInputs(y_t, w, np.zeros(0, np.int32), np.zeros(0, np.int64), row_start)
+        loss = Loss(code, params, ens.base_score)
+        trees = staged_trees(ens, code, params)
     block = np.asarray(block)
     with numba_threads(n_jobs, dynamic=True):
         for start, chunk in rows.chunks(CHUNK_ROWS, split=True):
@@ -95,15 +95,10 @@ def block_sums(method, ens, rows, y, w, block, n_blocks, *, inbag_bits=None, pos
             strict, round32 = routing_flags(ens, chunk)
             order, bounds = rows_by_block(block[start:stop], n_blocks)
             if ens.kind == FOREST:
-                forest_block_sums(chunk, start, order, bounds, Z, w, pos, bits, oob,
-                                  use_shap, max_depth, gl_nodes, gl_weights, acc, n_eval,
-                                  ens.tree_offsets, ens.tree_output, cover, value, rec, n_path,
-                                  c_off, c_cnt, c_codes, c_left, strict, round32)
+                forest_block_sums(chunk, start, order, bounds, rows_in, bits, oob, tables,
+                                  acc, n_eval, ens.tree_offsets, ens.tree_output,
+                                  ens.routing, strict, round32)
             else:
-                staged_block_sums(chunk, start, order, bounds, y_t, w, ens.base_score,
-                                  row_start, starts, code, params, leaf_factor, use_shap, max_depth,
-                                  gl_nodes, gl_weights, acc, n_eval, ens.tree_offsets,
-                                  ens.tree_output, scale, cover, value, rec, depth,
-                                  min_depth, n_path, c_off, c_cnt, c_codes, c_left, strict,
-                                  round32)
+                staged_block_sums(chunk, start, order, bounds, rows_in, loss, trees, tables,
+                                  acc, n_eval, ens.routing, strict, round32)
     return acc[..., 0], n_eval

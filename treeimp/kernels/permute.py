@@ -322,25 +322,36 @@ def _resolve(xj, rows, cur, where, old, m0, m, chain, on_path, c, rank, back, ba
 
 
 @njit(cache=True, parallel=True)
-def permuted_margin(X, j, tops, top_tree, task_start, margin, out, changed, deltas, add_deltas,
-                    L, order, lstart, lend, leaf_off, leaf_node, first_leaf, n_leaves,
-                    pre_pos, height, low, jabove, same_up, base, tree_output, terms, terms1,
-                    divisor, nodes, depth, min_depth, cat_offset, cat_count, cat_codes,
-                    cat_left, strict, round32):
+def permuted_margin(X, column, margin, out, changed, deltas, add_deltas, leaves, layout, sums,
+                    routing, strict, round32):
     """out := the margin of X, whose column j differs from the rows' original values,
-    given ``margin``, the margin of the original rows. ``tops`` are the topmost j-nodes
-    (with their trees ``top_tree``); parallel task k takes
-    tops[task_start[k]:task_start[k + 1]] (``LeafIndex._tasks``); ``jabove`` as
-    ``mark_paths`` leaves it for j.
-    order, lstart, lend describe the original leaves. L is left holding the leaves of X
-    and the entries of ``order`` of the rows whose leaf changed are marked (-1 - row);
-    the next call for the same j, or ``restore_leaves``, undoes both. ``changed`` (zeros,
-    one byte per row) is scratch and left zeroed. ``add_deltas`` (only when every sum of
-    the margins is exact, ``exact_sums``; divisor 1): a moved row's margin is its
-    original margin plus the changes of its trees' terms, gathered per thread in
-    ``deltas`` (zeros, threads x rows x outputs; left zeroed), instead of the full sum
-    over every tree again: bitwise the same number. Returns the number of rows whose
-    margin was recomputed."""
+    given ``margin``, the margin of the original rows. ``column``
+    (kernel_inputs.ColumnTops): j, the topmost j-nodes ``tops`` (with their trees
+    ``top_tree``); parallel task k takes tops[task_start[k]:task_start[k + 1]]
+    (``LeafIndex._tasks``); ``jabove`` as ``mark_paths`` leaves it for j.
+    ``leaves`` (kernel_inputs.RowLeaves): order, lstart, lend describe the original
+    leaves; ``layout`` (kernel_inputs.LeafLayout), ``sums`` (kernel_inputs.MarginTerms),
+    ``routing`` (kernel_inputs.Routing): unpacked here, the inlined helpers take arrays
+    (a named tuple passed into an inlined helper slows the walks down). L is left
+    holding the leaves of X and the entries of ``order`` of the rows whose leaf changed
+    are marked (-1 - row); the next call for the same j, or ``restore_leaves``, undoes
+    both. ``changed`` (zeros, one byte per row) is scratch and left zeroed.
+    ``add_deltas`` (only when every sum of the margins is exact, ``exact_sums``; divisor
+    1): a moved row's margin is its original margin plus the changes of its trees'
+    terms, gathered per thread in ``deltas`` (zeros, threads x rows x outputs; left
+    zeroed), instead of the full sum over every tree again: bitwise the same number.
+    Returns the number of rows whose margin was recomputed."""
+    j, tops, top_tree = column.j, column.tops, column.top_tree
+    task_start, jabove = column.task_start, column.jabove
+    L, order, lstart, lend = leaves.L, leaves.order, leaves.lstart, leaves.lend
+    leaf_off, leaf_node, first_leaf = layout.leaf_off, layout.leaf_node, layout.first_leaf
+    n_leaves, pre_pos, height = layout.n_leaves, layout.pre_pos, layout.height
+    low, same_up = layout.low, layout.same_up
+    base, tree_output, terms = sums.base, sums.tree_output, sums.terms
+    terms1, divisor = sums.terms1, sums.divisor
+    nodes, depth = routing.nodes, routing.depth
+    cat_offset, cat_count = routing.cat_offset, routing.cat_count
+    cat_codes, cat_left = routing.cat_codes, routing.cat_left
     n = X.shape[0]
     xj = np.empty(n)
     for i in prange(n):
@@ -466,9 +477,12 @@ def permuted_margin(X, j, tops, top_tree, task_start, margin, out, changed, delt
 
 
 @njit(cache=True, parallel=True)
-def all_margins(out, L, base, leaf_off, tree_output, terms, terms1, divisor):
+def all_margins(out, L, sums):
     """out := the margin of every row, from its leaves L (the arithmetic of
-    ``predict_ensemble``, as ``permuted_margin`` recomputes a row)."""
+    ``predict_ensemble``, as ``permuted_margin`` recomputes a row); ``sums``:
+    kernel_inputs.MarginTerms."""
+    base, leaf_off, tree_output = sums.base, sums.leaf_off, sums.tree_output
+    terms, terms1, divisor = sums.terms, sums.terms1, sums.divisor
     n = L.shape[0]
     if out.shape[1] == 1:
         rows = np.arange(n)
@@ -482,9 +496,13 @@ def all_margins(out, L, base, leaf_off, tree_output, terms, terms1, divisor):
 
 
 @njit(cache=True, parallel=True)
-def restore_leaves(tops, top_tree, L, order, lstart, lend, leaf_off, first_leaf,
-                   n_leaves):
-    """Undo what ``permuted_margin`` left in L and order for the rows under ``tops``."""
+def restore_leaves(column, leaves, layout):
+    """Undo what ``permuted_margin`` left in L and order for the rows under the topmost
+    nodes of ``column`` (kernel_inputs.ColumnTops; ``leaves``: RowLeaves, ``layout``:
+    LeafLayout)."""
+    tops, top_tree = column.tops, column.top_tree
+    L, order, lstart, lend = leaves.L, leaves.order, leaves.lstart, leaves.lend
+    leaf_off, first_leaf, n_leaves = layout.leaf_off, layout.first_leaf, layout.n_leaves
     for k in prange(tops.shape[0]):
         t = top_tree[k]
         g0 = leaf_off[t] + first_leaf[tops[k]]

@@ -3,7 +3,9 @@
 ``step`` is the single place that knows how a node sends a row left or right;
 ``walk_batch`` moves a batch of rows down one tree with it (``descend``: from any nodes),
 and every other kernel (prediction, node statistics, staged gradients, permutation)
-calls ``walk_batch`` or ``descend``.
+calls ``walk_batch`` or ``descend``. The kernels take the routing arrays grouped
+(kernel_inputs.Routing) and unpack them before their loops: these inlined helpers take
+the arrays: passing the named tuple into them slowed the walks down (commit message).
 
 Leaves are self-loops in the node records (left = right = the leaf itself), so a batch
 walks level by level with no per-row exit test: every row of the batch advances one
@@ -143,11 +145,13 @@ BATCH = 64  # rows walking a tree together
 
 @njit(cache=True, parallel=True)
 def add_trees_chunk(X, out, trees, sign, tree_offsets, tree_output, tree_scale, value,
-                    nodes, depth, min_depth, cat_offset, cat_count, cat_codes, cat_left,
-                    strict, round32, row_block=ROW_BLOCK):
+                    routing, strict, round32, row_block=ROW_BLOCK):
     """out[i, :] += sign * (sum over the listed trees, in order, of scale * leaf value),
     rows in parallel blocks of ``row_block`` rows (each block passes one tree after the
-    other)."""
+    other). ``routing``: kernel_inputs.Routing."""
+    nodes, depth, min_depth = routing.nodes, routing.depth, routing.min_depth
+    cat_offset, cat_count = routing.cat_offset, routing.cat_count
+    cat_codes, cat_left = routing.cat_codes, routing.cat_left
     n = X.shape[0]
     vdim = value.shape[1]
     n_blocks = (n + row_block - 1) // row_block
@@ -171,11 +175,12 @@ def add_trees_chunk(X, out, trees, sign, tree_offsets, tree_output, tree_scale, 
 
 
 @njit(cache=True, parallel=True)
-def apply_chunk(X, out, tree_offsets,
-                nodes, depth, min_depth, cat_offset, cat_count, cat_codes, cat_left,
-                strict, round32, row_block=ROW_BLOCK):
+def apply_chunk(X, out, tree_offsets, routing, strict, round32, row_block=ROW_BLOCK):
     """out[i, t] = leaf reached by row i in tree t, as a node index local to the tree
-    (rows in parallel blocks of ``row_block``)."""
+    (rows in parallel blocks of ``row_block``); ``routing``: kernel_inputs.Routing."""
+    nodes, depth, min_depth = routing.nodes, routing.depth, routing.min_depth
+    cat_offset, cat_count = routing.cat_offset, routing.cat_count
+    cat_codes, cat_left = routing.cat_codes, routing.cat_left
     n = X.shape[0]
     n_trees = tree_offsets.shape[0] - 1
     n_blocks = (n + row_block - 1) // row_block

@@ -70,13 +70,19 @@ ROWS_PER_TASK = 256  # rows a task passes through every tree (a tree stays in ca
 
 
 @njit(cache=True, parallel=True)
-def contributions_chunk(X, out, use_shap, max_depth, gl_nodes, gl_weights, tree_offsets,
-                        tree_output, tree_scale, cover, value, nodes, path_feats, cat_offset,
-                        cat_count, cat_codes, cat_left, strict, round32,
-                        rows_per_task=ROWS_PER_TASK):
+def contributions_chunk(X, out, tables, tree_offsets, tree_output, tree_scale, routing,
+                        strict, round32, rows_per_task=ROWS_PER_TASK):
     """out[i, k, :] += sum over trees of scale x contribution of feature k for row i
     (``out`` (n_rows, n_features, n_outputs), zeroed by the caller); rows in parallel
-    tasks, each passing its rows through one tree after the other."""
+    tasks, each passing its rows through one tree after the other. ``tables``
+    (kernel_inputs.ShapTables) and ``routing`` (kernel_inputs.Routing) are unpacked
+    here: the helpers take arrays (see kernels/route.py)."""
+    use_shap, max_depth, gl_nodes, gl_weights = (tables.use_shap, tables.max_depth,
+                                                 tables.gl_nodes, tables.gl_weights)
+    cover, value, path_feats = tables.cover, tables.value, tables.path_features
+    nodes = routing.nodes
+    cat_offset, cat_count = routing.cat_offset, routing.cat_count
+    cat_codes, cat_left = routing.cat_codes, routing.cat_left
     n = X.shape[0]
     n_trees = tree_offsets.shape[0] - 1
     n_tasks = (n + rows_per_task - 1) // rows_per_task
@@ -98,13 +104,19 @@ def contributions_chunk(X, out, use_shap, max_depth, gl_nodes, gl_weights, tree_
 
 
 @njit(cache=True, parallel=True)
-def oob_contributions_chunk(X, row0, inbag_bits, out_oob, out_in, n_oob, use_shap, max_depth,
-                            gl_nodes, gl_weights, tree_offsets, tree_output, cover, value,
-                            nodes, path_feats, cat_offset, cat_count, cat_codes, cat_left,
-                            strict, round32, rows_per_task=ROWS_PER_TASK):
+def oob_contributions_chunk(X, row0, inbag_bits, out_oob, out_in, n_oob, tables,
+                            tree_offsets, tree_output, routing, strict, round32,
+                            rows_per_task=ROWS_PER_TASK):
     """Forests out of bag: out_oob[i] += the (unscaled) contributions of the trees for
     which global row ``row0 + i`` is out of bag, out_in[i] += those of the trees it is
-    in-bag for, n_oob[i] += the number of out-of-bag trees (all zeroed by the caller)."""
+    in-bag for, n_oob[i] += the number of out-of-bag trees (all zeroed by the caller).
+    ``tables``: kernel_inputs.ShapTables, ``routing``: kernel_inputs.Routing."""
+    use_shap, max_depth, gl_nodes, gl_weights = (tables.use_shap, tables.max_depth,
+                                                 tables.gl_nodes, tables.gl_weights)
+    cover, value, path_feats = tables.cover, tables.value, tables.path_features
+    nodes = routing.nodes
+    cat_offset, cat_count = routing.cat_offset, routing.cat_count
+    cat_codes, cat_left = routing.cat_codes, routing.cat_left
     n = X.shape[0]
     n_trees = tree_offsets.shape[0] - 1
     n_tasks = (n + rows_per_task - 1) // rows_per_task
@@ -131,16 +143,23 @@ def oob_contributions_chunk(X, row0, inbag_bits, out_oob, out_in, n_oob, use_sha
 
 
 @njit(cache=True, parallel=True)
-def forest_block_sums(X, row0, order, block_start, Z, w, pos, inbag_bits, use_inbag, use_shap,
-                      max_depth, gl_nodes, gl_weights, acc, n_eval, tree_offsets, tree_output,
-                      cover, value, nodes, path_feats, cat_offset, cat_count, cat_codes,
-                      cat_left, strict, round32):
+def forest_block_sums(X, row0, order, block_start, rows_in, inbag_bits, use_inbag, tables,
+                      acc, n_eval, tree_offsets, tree_output, routing, strict, round32):
     """SHAP-oob sums of a forest: acc[b, t, k, 0] += w_i z_i . phi_{t,k}(x_i) and
     n_eval[b, t] += w_i over the rows i of block b that evaluate tree t (its out-of-bag
     rows with ``use_inbag``). ``order[block_start[b]:block_start[b + 1]]``: the local rows
-    of block b; ``Z`` (rows, n_outputs), ``w`` (which may hold one weight for all) and
-    ``pos`` (each row's global position, which indexes ``inbag_bits``) indexed by the
-    call's row number row0 + i. Each thread owns whole blocks."""
+    of block b; ``rows_in`` (kernel_inputs.RowInputs): ``Z`` (rows, n_outputs), ``w``
+    (which may hold one weight for all) and ``pos`` (each row's global position, which
+    indexes ``inbag_bits``) indexed by the call's row number row0 + i. ``tables``:
+    kernel_inputs.ShapTables, ``routing``: kernel_inputs.Routing. Each thread owns whole
+    blocks."""
+    Z, w, pos = rows_in.target, rows_in.w, rows_in.pos
+    use_shap, max_depth, gl_nodes, gl_weights = (tables.use_shap, tables.max_depth,
+                                                 tables.gl_nodes, tables.gl_weights)
+    cover, value, path_feats = tables.cover, tables.value, tables.path_features
+    nodes = routing.nodes
+    cat_offset, cat_count = routing.cat_offset, routing.cat_count
+    cat_codes, cat_left = routing.cat_codes, routing.cat_left
     n_blocks = block_start.shape[0] - 1
     n_trees = tree_offsets.shape[0] - 1
     last_w = w.shape[0] - 1
@@ -172,21 +191,27 @@ def forest_block_sums(X, row0, order, block_start, Z, w, pos, inbag_bits, use_in
 
 
 @njit(cache=True, parallel=True)
-def staged_block_sums(X, row0, order, block_start, y, w, base_score, row_start, stage_start,
-                      loss_code,
-                      loss_params, leaf_factor, use_shap, max_depth, gl_nodes, gl_weights,
-                      acc, n_eval,
-                      tree_offsets, tree_output, tree_scale, cover, value, nodes, depth,
-                      min_depth, path_feats, cat_offset, cat_count, cat_codes, cat_left,
-                      strict, round32):
+def staged_block_sums(X, row0, order, block_start, rows_in, loss, trees, tables, acc, n_eval,
+                      routing, strict, round32):
     """SHAP-oob sums of a boosted model on held-out rows: acc[b, t, k, 0] += w_i (-g_i) .
     phi_{t,k}(x_i) with g the gradient of the model's loss at the margin before tree t's
     stage (as the staged node statistics, ``kernels/staged.py``, which computes the
     per-row terms), phi of the tree's values as they enter the margin (times its scale),
     and n_eval[b, t] += w_i. Rows travel in groups carrying their margin; threads own
-    whole blocks. ``row_start`` (n_rows, K), indexed by the global row: each row's margin
-    before the first tree (base score + offset); a (0, K) array: ``base_score`` for
-    every row."""
+    whole blocks. ``rows_in``, ``loss`` and ``trees`` as ``staged_leaf_stats`` reads
+    them: ``rows_in.row_start`` (n_rows, K), indexed by the global row, each row's margin
+    before the first tree (base score + offset), or a (0, K) array: ``loss.base_score``
+    for every row. The margins add ``tables.value`` (the node values, as before)."""
+    y, w, row_start = rows_in.target, rows_in.w, rows_in.row_start
+    loss_code, loss_params, base_score = loss.code, loss.params, loss.base_score
+    tree_offsets, tree_output, tree_scale = trees.tree_offsets, trees.tree_output, trees.tree_scale
+    leaf_factor, stage_start = trees.leaf_factor, trees.stage_start
+    use_shap, max_depth, gl_nodes, gl_weights = (tables.use_shap, tables.max_depth,
+                                                 tables.gl_nodes, tables.gl_weights)
+    cover, value, path_feats = tables.cover, tables.value, tables.path_features
+    nodes, depth, min_depth = routing.nodes, routing.depth, routing.min_depth
+    cat_offset, cat_count = routing.cat_offset, routing.cat_count
+    cat_codes, cat_left = routing.cat_codes, routing.cat_left
     n_blocks = block_start.shape[0] - 1
     K = base_score.shape[0]
     n_stages = stage_start.shape[0] - 1
