@@ -15,7 +15,7 @@ pytest.importorskip("lightgbm")
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "run.py"
 
 MAIN_COLUMNS = ["model", "task", "rows", "trees", "predict (s)", "explain",
-                "explain, parsed model", "parse", "predict_raw",
+                "explain, Explainer", "parse", "predict_raw",
                 "treeimp TreeSHAP*", "lib TreeSHAP*", "shap*", "perm. rows",
                 "perm. predict (s)",
                 "perm. sklearn", "perm. treeimp", "perm. speed-up", "perm. max diff"]
