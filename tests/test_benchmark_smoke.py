@@ -24,7 +24,8 @@ STARTUP_COLUMNS = ["fresh process", "import (s)", "empty cache: first call (s)",
                    "warm overhead (s)"]
 SMALL_DATA_COLUMNS = ["small data", "task", "held-out rows", "trees", "predict (s)",
                       "explain (parse included)", "parse (ms)", "load_model (ms)",
-                      "parse / load_model"]
+                      "parse / load_model", "parse of the file (ms)",
+                      "parse of the file / load_model"]
 MEMORY_COLUMNS = ["explain, fresh process", "model", "rows x features", "input (MB)",
                   "peak RSS growth (MB)", "allocated during explain (MB)",
                   "allocated / input"]
@@ -73,7 +74,8 @@ def test_benchmark_small_run(tmp_path):
     assert [(r["task"], r["rows"], r["trees"]) for r in small] == [
         ("binary", 500, 20), ("regression", 500, 20)]
     for r in small:
-        for key in ("library_predict_s", "explain_s", "parse_s", "load_model_s"):
+        for key in ("library_predict_s", "explain_s", "parse_s", "parse_file_s",
+                    "load_model_s"):
             assert r[key] > 0, (key, r)
 
     startup = report["startup"]
