@@ -123,7 +123,7 @@ def run_cluster(models, n_workers, args):
                     "model": name, "where": f"dask {n_workers} worker"
                     + ("s" if n_workers > 1 else ""), "split_every": args.split_every,
                     "rows": n,
-                    "wall (s)": round(wall, 2),
+                    "wall (s)": round(wall, 4),
                     "rows/s per worker": round(n / wall / n_workers),
                     "worker RSS at start (MB)": round(max(start_mb.values())),
                     "worker peak RSS (MB)": round(max(peak.values())),
@@ -165,7 +165,7 @@ def run_in_memory(models, args):
                 rows_out.append({"model": name, "where": f"in memory, {threads} thread"
                                  + ("s" if threads > 1 else ""), "split_every": "",
                                  "rows": n,
-                                 "wall (s)": round(wall, 2),
+                                 "wall (s)": round(wall, 4),
                                  "rows/s per worker": round(n / wall / threads),
                                  "worker RSS at start (MB)": "",
                                  "worker peak RSS (MB)": "", "top feature": ""})
