@@ -29,7 +29,7 @@ from .ensemble import FOREST
 from .groups import resolve_groups
 from .input_checks import check_explainable, check_methods_for_targets, check_unique_columns
 from .offsets import check_base_margin
-from .parsers import inbag_bits, parse
+from .parsers import inbag_bits, parse, training_rows
 from .pipeline import is_pipeline, unwrap
 from .progress import progress_bar
 from .stats import BOOSTING, ONE_HOT, REGRESSION, NodeStats
@@ -350,10 +350,10 @@ class Explainer:
         whole training set 0 .. n_rows - 1, whose size is checked), built once per
         Explainer."""
         model = self._final
-        n_train = getattr(model, "_n_samples", None)
         if positions is None:
             n = n_rows
         else:
+            n_train = training_rows(model)
             if n_train is None:
                 raise ValueError("chunked out-of-bag statistics (oob=True with rows=) need "
                                  "the forest's number of training rows, which this "

@@ -149,6 +149,17 @@ def _default_stop(model):
     return None
 
 
+def training_rows(model):
+    """The number of rows a bagged forest was trained on (what chunked out-of-bag
+    statistics index), or None when the model does not record it."""
+    if type(model).__module__.split(".")[0] == "sklearn":
+        from .sklearn_private import n_training_rows
+
+        n = n_training_rows(model)
+        return None if n is None else int(n)
+    return None
+
+
 def inbag_bits(model, n_rows):
     """Packed in-bag indicator per tree of a bagged forest (for ``oob=True``)."""
     if isinstance(model, TreeEnsemble) or isinstance(model, (str, os.PathLike)):
