@@ -36,6 +36,7 @@ from .stats import BOOSTING, ONE_HOT, REGRESSION, NodeStats
 from .targets import (
     as_target,
     check_sample_weight,
+    forest_class_targets,
     forest_targets,
     n_target_columns,
     target_classes,
@@ -301,10 +302,7 @@ class Explainer:
         return self._default_key if random_state is None else block_key(random_state)
 
     def _classification(self):
-        """Whether a forest's per-tree targets are one-hot classes (forest_targets)."""
-        ens = self.ensemble
-        return ens.kind == FOREST and (ens.objective.name == "class_probability"
-                                       or target_classes(ens) is not None)
+        return forest_class_targets(self.ensemble)
 
     def _layout(self):
         if self.ensemble.kind != FOREST:

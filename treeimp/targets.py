@@ -104,6 +104,13 @@ def regression_target(y, what="y"):
     return arr
 
 
+def forest_class_targets(ens) -> bool:
+    """Whether a forest's per-tree targets are one-hot classes (classifiers, also with
+    several targets) rather than the regression values."""
+    return ens.kind == "forest" and (ens.objective.name == "class_probability"
+                                     or target_classes(ens) is not None)
+
+
 def forest_targets(ens, y):
     """Per-row target matrix Z for a forest: one-hot classes or the regression value."""
     per_target = target_classes(ens)
