@@ -164,7 +164,9 @@ def _brute_force_shap(ens, X):
     from treeimp.kernels.route import feature_value, step
     from treeimp.routing import routing_flags
 
-    rec, _, _, c_off, c_cnt, c_codes, c_left = ens.routing_arrays()
+    r = ens.routing_arrays()
+    nodes = (r.left, r.right, r.threshold, r.flags)
+    c_off, c_cnt, c_codes, c_left = r.cat_offset, r.cat_count, r.cat_codes, r.cat_left
     strict, round32 = routing_flags(ens, X)
     cover = shap_cover(ens)
     F = ens.n_features
@@ -175,7 +177,7 @@ def _brute_force_shap(ens, X):
         f = ens.feature[node]
         if f in S:
             x = feature_value(X, row, f, round32)
-            return expect(step(x, node, rec, c_off, c_cnt, c_codes, c_left, strict), row, S)
+            return expect(step(x, node, *nodes, c_off, c_cnt, c_codes, c_left, strict), row, S)
         lc, rc = ens.left[node], ens.right[node]
         return (cover[lc] * expect(lc, row, S) + cover[rc] * expect(rc, row, S)) / cover[node]
 

@@ -63,8 +63,10 @@ def test_derived_structures_are_cached_properties(boosters):
         assert getattr(ens, name) is getattr(ens, name), name
     assert isinstance(ens.routing, Routing)
     assert ens.routing_arrays() is ens.routing  # the tuple the kernels splat, same order
-    rec, depth, min_depth, *cats = ens.routing_arrays()
-    assert rec.shape == (ens.n_nodes,) and depth.shape == min_depth.shape == (ens.n_trees,)
+    *fields, plain, depth, min_depth = ens.routing_arrays()[:8]
+    cats = ens.routing_arrays()[8:]
+    assert all(a.shape == (ens.n_nodes,) for a in fields)
+    assert plain.shape == depth.shape == min_depth.shape == (ens.n_trees,)
     assert all(a is b for a, b in zip(cats, (ens.category_offset, ens.category_count,
                                              ens.category_codes, ens.category_left)))
     assert measures._splits(ens) is ens.splits

@@ -61,7 +61,7 @@ def test_serial_passes_equal_parallel_passes(seed):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_serial_routing_structures_equal_parallel_ones(seed):
-    """tree_depths and fill_node_records on one thread (TreeEnsemble.routing below
+    """tree_depths and fill_node_arrays on one thread (TreeEnsemble.routing below
     SERIAL_NODES) against their parallel forms and, for depths, a plain recursion."""
     from treeimp.kernels import route
 
@@ -85,8 +85,13 @@ def test_serial_routing_structures_equal_parallel_ones(seed):
     n = offsets[-1]
     args = (gl, gr, feature, rng.normal(size=n), rng.random(n) < 0.5,
             rng.integers(0, 3, n).astype(np.uint8), rng.random(n) < 0.2, rng.random(n) < 0.5)
-    a = np.zeros(n, dtype=route.NODE_DTYPE)
-    b = np.zeros(n, dtype=route.NODE_DTYPE)
-    structure.fill_node_records_serial(*args, a)
-    structure.fill_node_records(*args, b)
-    assert a.tobytes() == b.tobytes() and np.any(a["flags"] != 0)
+    def arrays():
+        return (np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64),
+                np.empty(n), np.empty(n, route.FLAGS_DTYPE))
+
+    for strict in (False, True):
+        a, b = arrays(), arrays()
+        structure.fill_node_arrays_serial(*args, strict, *a)
+        structure.fill_node_arrays(*args, strict, *b)
+        assert all(x.tobytes() == y.tobytes() for x, y in zip(a, b))
+        assert np.any(a[-1] != 0)

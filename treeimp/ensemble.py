@@ -749,7 +749,8 @@ class TreeEnsemble:
         depths = (structure.tree_depths_serial if self.n_nodes < SERIAL_NODES
                   else structure.tree_depths)
         depth, min_depth = depths(self.tree_offsets, self.left, self.right)
-        return Routing(_read_only(_node_records(self)), _read_only(depth),
+        nodes = tuple(_read_only(a) for a in _node_arrays(self))
+        return Routing(*nodes, _read_only(_plain_trees(self, nodes[-1])), _read_only(depth),
                        _read_only(min_depth), self.category_offset, self.category_count,
                        self.category_codes, self.category_left)
 
@@ -926,27 +927,40 @@ def _missing_value(v):
     return v
 
 
-def _node_records(ens):
-    """Pack each node's routing fields into one record (one cache line per visit). With
-    a leaf router, nodes compare the router's numbers (plain numeric splits)."""
+def _node_arrays(ens):
+    """The routing's node arrays (left, right, feature, threshold, flags; see
+    kernel_inputs.Routing). With a leaf router, nodes compare the router's numbers (plain
+    numeric splits)."""
     from .kernels import route, structure
 
     # small ensembles on one thread: a thread-pool launch costs more than the pass
-    fill_node_records = (structure.fill_node_records_serial if ens.n_nodes < SERIAL_NODES
-                         else structure.fill_node_records)
-    rec = np.zeros(ens.n_nodes, dtype=route.NODE_DTYPE)
+    fill = (structure.fill_node_arrays_serial if ens.n_nodes < SERIAL_NODES
+            else structure.fill_node_arrays)
+    n = ens.n_nodes
+    out = (np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64),
+           np.empty(n, np.float64), np.empty(n, route.FLAGS_DTYPE))
+    strict = ens.comparison == "<"
     router = ens.leaf_router
     if router is None:
-        fill_node_records(ens.left, ens.right, ens.feature, ens.threshold,
-                          ens.missing_left, ens.nan_mode, ens.is_categorical,
-                          ens.category_default_left, rec)
+        fill(ens.left, ens.right, ens.feature, ens.threshold, ens.missing_left,
+             ens.nan_mode, ens.is_categorical, ens.category_default_left, strict, *out)
     else:
-        off = np.zeros(ens.n_nodes, np.bool_)
-        fill_node_records(ens.left, ens.right,
-                          np.where(ens.left < 0, -1, router.column).astype(ens.feature.dtype),
-                          np.asarray(router.threshold, np.float64), off,
-                          np.zeros(ens.n_nodes, np.uint8), off, off, rec)
-    return rec
+        off = np.zeros(n, np.bool_)
+        fill(ens.left, ens.right,
+             np.where(ens.left < 0, -1, router.column).astype(ens.feature.dtype),
+             np.asarray(router.threshold, np.float64), off, np.zeros(n, np.uint8), off,
+             off, strict, *out)
+    return out
+
+
+def _plain_trees(ens, flags):
+    """Per tree, whether none of its nodes is in route.NOT_PLAIN (bool)."""
+    from .kernels import route
+
+    if ens.n_trees == 0:
+        return np.zeros(0, np.bool_)
+    any_flag = np.bitwise_or.reduceat(flags, ens.tree_offsets[:-1])
+    return (any_flag & route.NOT_PLAIN) == 0
 
 
 def _hashed_features(features, hasher, n_features):

@@ -6,9 +6,12 @@ from __future__ import annotations
 from collections import namedtuple
 
 # how rows find their leaves (kernels/route.py walk_batch), TreeEnsemble.routing: the
-# node records (leaves are self-loops), each tree's depth and shallowest leaf depth in
+# nodes as one array per field (left, right, feature: int64, leaves are self-loops with
+# feature 0; threshold: float64; flags: uint16 bits of kernels/route.py), per tree
+# whether it is plain (no node in route.NOT_PLAIN), its depth and shallowest leaf depth in
 # edges, the flat category arrays
-Routing = namedtuple("Routing", ["nodes", "depth", "min_depth", "cat_offset", "cat_count",
+Routing = namedtuple("Routing", ["left", "right", "feature", "threshold", "flags", "plain",
+                                 "depth", "min_depth", "cat_offset", "cat_count",
                                  "cat_codes", "cat_left"])
 
 # the rows of one accumulate call (indexed by the call's row number r = row0 + i): the

@@ -36,9 +36,8 @@ def forest_leaf_stats(X, row0, rows_in, inbag_bits, use_inbag, one_hot, stats,
     in-bag for tree ``t``: such rows are skipped (out-of-bag evaluation).
     """
     Z, w, block, pos = rows_in.target, rows_in.w, rows_in.block, rows_in.pos
-    nodes, depth, min_depth = routing.nodes, routing.depth, routing.min_depth
-    cat_offset, cat_count = routing.cat_offset, routing.cat_count
-    cat_codes, cat_left = routing.cat_codes, routing.cat_left
+    (left, right, feature, threshold, flags, plain, depth, min_depth, cat_offset,
+     cat_count, cat_codes, cat_left) = routing
     n = X.shape[0]
     n_trees = tree_offsets.shape[0] - 1
     s0 = 0 if one_hot else 2  # the first S' plane
@@ -67,8 +66,9 @@ def forest_leaf_stats(X, row0, rows_in, inbag_bits, use_inbag, one_hot, stats,
                         continue
                 if m == 0:
                     continue
-                walk_batch(X, rows, m, root, depth[t], min_depth[t], nodes, cat_offset,
-                           cat_count, cat_codes, cat_left, strict, round32, leaves)
+                walk_batch(X, rows, m, root, depth[t], min_depth[t], plain[t], left, right,
+                           feature, threshold, flags, cat_offset, cat_count, cat_codes,
+                           cat_left, strict, round32, leaves)
                 for q in range(m):
                     # unsigned indices: no negative-index wraparound arithmetic
                     r = row0 + rows[q]

@@ -251,8 +251,9 @@ EXITS = 64  # rows that left their path, walked on together
 
 @njit(cache=True, inline="always")
 def _walk_exits(X, rows, cur, where, old, m, t, L, order, changed, deltas, add_deltas,
-                leaf_off, tree_output, terms, height, low, first_leaf, nodes, cat_offset,
-                cat_count, cat_codes, cat_left, strict, round32):
+                leaf_off, tree_output, terms, height, low, first_leaf, plain, left, right,
+                feature, threshold, flags, cat_offset, cat_count, cat_codes, cat_left,
+                strict, round32):
     """Walk the m rows on from the nodes ``cur`` they went to, record their new leaves
     in L and mark them (negative entries of the row order, at positions ``where``).
     ``add_deltas``: also add each row's change of tree t's term (new leaf's minus its
@@ -262,8 +263,8 @@ def _walk_exits(X, rows, cur, where, old, m, t, L, order, changed, deltas, add_d
     for q in range(m):
         h = max(h, height[cur[q]])
         lo = min(lo, low[cur[q]])
-    descend(X, rows, m, h, lo, nodes, cat_offset, cat_count, cat_codes, cat_left, strict,
-            round32, cur)
+    descend(X, rows, m, h, lo, plain[t], left, right, feature, threshold, flags, cat_offset,
+            cat_count, cat_codes, cat_left, strict, round32, cur)
     tid = get_thread_id() if add_deltas else 0
     for q in range(m):
         r = rows[q]
@@ -290,7 +291,8 @@ def _back_on_leaf(back, back_rank, b, t, L, order):
 
 @njit(cache=True, inline="always")
 def _resolve(xj, rows, cur, where, old, m0, m, chain, on_path, c, rank, back, back_rank, b,
-             t, L, order, nodes, cat_offset, cat_count, cat_codes, cat_left, strict):
+             t, L, order, left, right, threshold, flags, cat_offset, cat_count, cat_codes,
+             cat_left, strict):
     """Test the candidates rows[m0:m] of one leaf (rank ``rank``; j-nodes ``chain``, the
     path's children ``on_path``) node by node: keep in rows/cur/where/old those that
     leave the path (cur: the child of the highest j-node that sends them the other way,
@@ -302,8 +304,8 @@ def _resolve(xj, rows, cur, where, old, m0, m, chain, on_path, c, rank, back, ba
         x = xj[r]
         exit_to = -1
         for e in range(c):
-            go = step(x, chain[e], nodes, cat_offset, cat_count, cat_codes, cat_left,
-                      strict)
+            go = step(x, chain[e], left, right, threshold, flags, cat_offset, cat_count,
+                      cat_codes, cat_left, strict)
             exit_to = go if go != on_path[e] else exit_to
         if exit_to >= 0:
             rows[k] = r
@@ -349,9 +351,8 @@ def permuted_margin(X, column, margin, out, changed, deltas, add_deltas, leaves,
     low, same_up = layout.low, layout.same_up
     base, tree_output, terms = sums.base, sums.tree_output, sums.terms
     terms1, divisor = sums.terms1, sums.divisor
-    nodes, depth = routing.nodes, routing.depth
-    cat_offset, cat_count = routing.cat_offset, routing.cat_count
-    cat_codes, cat_left = routing.cat_codes, routing.cat_left
+    (left, right, feature, threshold, flags, plain, depth, _, cat_offset, cat_count,
+     cat_codes, cat_left) = routing
     n = X.shape[0]
     xj = np.empty(n)
     for i in prange(n):
@@ -393,16 +394,15 @@ def permuted_margin(X, column, margin, out, changed, deltas, add_deltas, leaves,
                 v = jabove[leaf]
                 while v >= 0:
                     chain[c] = v
-                    nd = nodes[v]
-                    goes_left = pre_pos[leaf] < pre_pos[nd.right]
-                    on_path[c] = nd.left if goes_left else nd.right
-                    if nd.flags & (CATEGORICAL | NAN_ZERO_MISSING):
+                    goes_left = pre_pos[leaf] < pre_pos[right[v]]
+                    on_path[c] = left[v] if goes_left else right[v]
+                    if flags[v] & (CATEGORICAL | NAN_ZERO_MISSING):
                         lo = np.inf
                         hi = -np.inf
                     elif goes_left:
-                        hi = min(hi, nd.threshold)
+                        hi = min(hi, threshold[v])
                     else:
-                        lo = max(lo, nd.threshold)
+                        lo = max(lo, threshold[v])
                     c += 1
                     v = same_up[v]
                 rank = g - leaf_off[t]
@@ -424,24 +424,26 @@ def permuted_margin(X, column, margin, out, changed, deltas, add_deltas, leaves,
                         b = 0
                     if m == EXITS:
                         m, b = _resolve(xj, rows, cur, where, old, m0, m, chain, on_path, c,
-                                        rank, back, back_rank, b, t, L, order, nodes,
-                                        cat_offset, cat_count, cat_codes, cat_left, strict)
+                                        rank, back, back_rank, b, t, L, order, left, right,
+                                        threshold, flags, cat_offset, cat_count, cat_codes,
+                                        cat_left, strict)
                         if m == EXITS:
                             _walk_exits(X, rows, cur, where, old, m, t, L, order, changed,
                                         deltas, add_deltas, leaf_off, tree_output, terms,
-                                        height, low, first_leaf, nodes, cat_offset,
-                                        cat_count, cat_codes, cat_left, strict, round32)
+                                        height, low, first_leaf, plain, left, right,
+                                        feature, threshold, flags, cat_offset, cat_count,
+                                        cat_codes, cat_left, strict, round32)
                             m = 0
                         m0 = m
                 m, b = _resolve(xj, rows, cur, where, old, m0, m, chain, on_path, c, rank,
-                                back, back_rank, b, t, L, order, nodes, cat_offset,
-                                cat_count, cat_codes, cat_left, strict)
+                                back, back_rank, b, t, L, order, left, right, threshold,
+                                flags, cat_offset, cat_count, cat_codes, cat_left, strict)
                 m0 = m
             if m > 0:
                 _walk_exits(X, rows, cur, where, old, m, t, L, order, changed, deltas,
                             add_deltas, leaf_off, tree_output, terms, height, low,
-                            first_leaf, nodes, cat_offset, cat_count, cat_codes, cat_left,
-                            strict, round32)
+                            first_leaf, plain, left, right, feature, threshold, flags,
+                            cat_offset, cat_count, cat_codes, cat_left, strict, round32)
             _back_on_leaf(back, back_rank, b, t, L, order)
     # 2. rows that reached a different leaf somewhere: full ordered sum (or the changes
     #    added to the original margin); others: as before

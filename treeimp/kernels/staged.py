@@ -152,9 +152,8 @@ def staged_leaf_stats(X, row0, order, block_start, rows_in, loss, trees, routing
     loss_code, loss_params, base_score = loss.code, loss.params, loss.base_score
     tree_offsets, tree_output, tree_scale = trees.tree_offsets, trees.tree_output, trees.tree_scale
     value, leaf_factor, stage_start = trees.value, trees.leaf_factor, trees.stage_start
-    nodes, depth, min_depth = routing.nodes, routing.depth, routing.min_depth
-    cat_offset, cat_count = routing.cat_offset, routing.cat_count
-    cat_codes, cat_left = routing.cat_codes, routing.cat_left
+    (left, right, feature, threshold, flags, plain, depth, min_depth, cat_offset,
+     cat_count, cat_codes, cat_left) = routing
     n_blocks = block_start.shape[0] - 1
     K = base_score.shape[0]
     n_stages = stage_start.shape[0] - 1
@@ -200,11 +199,13 @@ def staged_leaf_stats(X, row0, order, block_start, rows_in, loss, trees, routing
                         m = min(BATCH, ng - q0)
                         if copy_rows:
                             walk_batch(xg, group_rows[q0:], m, tree_offsets[t], depth[t],
-                                       min_depth[t], nodes, cat_offset, cat_count,
+                                       min_depth[t], plain[t], left, right, feature,
+                                       threshold, flags, cat_offset, cat_count,
                                        cat_codes, cat_left, strict, round32, leaves)
                         else:
                             walk_batch(X, rows[q0:], m, tree_offsets[t], depth[t],
-                                       min_depth[t], nodes, cat_offset, cat_count,
+                                       min_depth[t], plain[t], left, right, feature,
+                                       threshold, flags, cat_offset, cat_count,
                                        cat_codes, cat_left, strict, round32, leaves)
                         # the margin updates, then the statistics, in loops of their
                         # own (short loops the compiler vectorises)

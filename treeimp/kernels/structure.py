@@ -328,40 +328,52 @@ def _tree_depth(t, tree_offsets, left, right, node_depth, deepest, shallowest):
 
 
 @njit(cache=True, parallel=True)
-def fill_node_records(left, right, feature, threshold, missing_left, nan_mode, is_cat,
-                      cat_default_left, rec):
-    """Pack each node's routing fields into ``rec`` (route.NODE_DTYPE): leaves become
-    self-loops with feature 0, and the flag bits of kernels/route.py are set from the
-    normal form's per-node fields (nodes in parallel; :func:`fill_node_records_serial`:
-    the same, one thread)."""
+def fill_node_arrays(left, right, feature, threshold, missing_left, nan_mode, is_cat,
+                     cat_default_left, strict, o_left, o_right, o_feature, o_threshold,
+                     o_flags):
+    """The routing's node arrays (``o_``: left, right, feature, threshold, flags) of
+    kernel_inputs.Routing from the normal form's per-node fields: leaves become
+    self-loops with feature 0, and the flag bits of kernels/route.py are set (``strict``:
+    splits compare x < t, which decides where a NaN read as zero goes; nodes in parallel;
+    :func:`fill_node_arrays_serial`: the same, one thread). The outputs are separate
+    arguments: numba 0.68 lost the writes to arrays unpacked from a tuple argument in a
+    parallel loop."""
     for i in prange(left.shape[0]):
-        _node_record(i, left, right, feature, threshold, missing_left, nan_mode, is_cat,
-                     cat_default_left, rec)
+        _node_fields(i, left, right, feature, threshold, missing_left, nan_mode, is_cat,
+                     cat_default_left, strict, o_left, o_right, o_feature, o_threshold,
+                     o_flags)
 
 
 @njit(cache=True)
-def fill_node_records_serial(left, right, feature, threshold, missing_left, nan_mode,
-                             is_cat, cat_default_left, rec):
-    """:func:`fill_node_records` on one thread (small ensembles)."""
+def fill_node_arrays_serial(left, right, feature, threshold, missing_left, nan_mode,
+                            is_cat, cat_default_left, strict, o_left, o_right, o_feature,
+                            o_threshold, o_flags):
+    """:func:`fill_node_arrays` on one thread (small ensembles)."""
     for i in range(left.shape[0]):
-        _node_record(i, left, right, feature, threshold, missing_left, nan_mode, is_cat,
-                     cat_default_left, rec)
+        _node_fields(i, left, right, feature, threshold, missing_left, nan_mode, is_cat,
+                     cat_default_left, strict, o_left, o_right, o_feature, o_threshold,
+                     o_flags)
 
 
 @njit(cache=True, inline="always")
-def _node_record(i, left, right, feature, threshold, missing_left, nan_mode, is_cat,
-                 cat_default_left, rec):
+def _node_fields(i, left, right, feature, threshold, missing_left, nan_mode, is_cat,
+                 cat_default_left, strict, o_left, o_right, o_feature, o_threshold, o_flags):
     leaf = left[i] < 0
-    rec[i].left = i if leaf else left[i]
-    rec[i].right = i if leaf else right[i]
-    rec[i].feature = max(feature[i], 0)
-    rec[i].threshold = threshold[i]
+    o_left[i] = i if leaf else left[i]
+    o_right[i] = i if leaf else right[i]
+    o_feature[i] = max(feature[i], 0)
+    t = threshold[i]
+    o_threshold[i] = t
     mode = nan_mode[i]
     f = 0
     if missing_left[i]:
         f |= route.MISSING_LEFT
     if mode == NAN_AS_ZERO:
         f |= route.NAN_AS_ZERO
+        if (0.0 < t) if strict else (0.0 <= t):
+            f |= route.NAN_LEFT
+    elif missing_left[i]:
+        f |= route.NAN_LEFT
     if mode == NAN_ZERO_MISSING:
         f |= route.NAN_ZERO_MISSING
     if is_cat[i]:
@@ -374,7 +386,7 @@ def _node_record(i, left, right, feature, threshold, missing_left, nan_mode, is_
         f |= route.CATEGORY_DEFAULT_LEFT
     if leaf:
         f |= route.LEAF
-    rec[i].flags = f
+    o_flags[i] = f
 
 
 @njit(cache=True)

@@ -32,15 +32,17 @@ from .structure import _fill_tree
 def saabas(X, row, root, nodes, value, cat_offset, cat_count, cat_codes, cat_left, strict,
            round32, col, scale, proj, out):
     """Add ``scale`` x the Saabas contributions (v_child - v_node of every split on the
-    row's path, to the split's feature) of the tree at ``root`` to ``out``."""
+    row's path, to the split's feature) of the tree at ``root`` to ``out``. ``nodes``:
+    the routing's node arrays (left, right, feature, threshold, flags)."""
+    left, right, feature, threshold, flags = nodes
     vdim = value.shape[1]
     project = proj.shape[0] > 0
     node = root
-    while not nodes[np.uint64(node)].flags & LEAF:
-        nd = nodes[np.uint64(node)]
-        x = feature_value(X, row, nd.feature, round32)
-        child = step(x, node, nodes, cat_offset, cat_count, cat_codes, cat_left, strict)
-        f = np.uint64(nd.feature)
+    while not flags[np.uint64(node)] & LEAF:
+        f = np.uint64(feature[np.uint64(node)])
+        x = feature_value(X, row, f, round32)
+        child = step(x, node, left, right, threshold, flags, cat_offset, cat_count,
+                     cat_codes, cat_left, strict)
         if project:
             acc = 0.0
             for j in range(vdim):
@@ -80,7 +82,7 @@ def contributions_chunk(X, out, tables, tree_offsets, tree_output, tree_scale, r
     use_shap, max_depth, gl_nodes, gl_weights = (tables.use_shap, tables.max_depth,
                                                  tables.gl_nodes, tables.gl_weights)
     cover, value, path_feats = tables.cover, tables.value, tables.path_features
-    nodes = routing.nodes
+    nodes = (routing.left, routing.right, routing.feature, routing.threshold, routing.flags)
     cat_offset, cat_count = routing.cat_offset, routing.cat_count
     cat_codes, cat_left = routing.cat_codes, routing.cat_left
     n = X.shape[0]
@@ -114,7 +116,7 @@ def oob_contributions_chunk(X, row0, inbag_bits, out_oob, out_in, n_oob, tables,
     use_shap, max_depth, gl_nodes, gl_weights = (tables.use_shap, tables.max_depth,
                                                  tables.gl_nodes, tables.gl_weights)
     cover, value, path_feats = tables.cover, tables.value, tables.path_features
-    nodes = routing.nodes
+    nodes = (routing.left, routing.right, routing.feature, routing.threshold, routing.flags)
     cat_offset, cat_count = routing.cat_offset, routing.cat_count
     cat_codes, cat_left = routing.cat_codes, routing.cat_left
     n = X.shape[0]
@@ -157,7 +159,7 @@ def forest_block_sums(X, row0, order, block_start, rows_in, inbag_bits, use_inba
     use_shap, max_depth, gl_nodes, gl_weights = (tables.use_shap, tables.max_depth,
                                                  tables.gl_nodes, tables.gl_weights)
     cover, value, path_feats = tables.cover, tables.value, tables.path_features
-    nodes = routing.nodes
+    nodes = (routing.left, routing.right, routing.feature, routing.threshold, routing.flags)
     cat_offset, cat_count = routing.cat_offset, routing.cat_count
     cat_codes, cat_left = routing.cat_codes, routing.cat_left
     n_blocks = block_start.shape[0] - 1
@@ -209,9 +211,9 @@ def staged_block_sums(X, row0, order, block_start, rows_in, loss, trees, tables,
     use_shap, max_depth, gl_nodes, gl_weights = (tables.use_shap, tables.max_depth,
                                                  tables.gl_nodes, tables.gl_weights)
     cover, value, path_feats = tables.cover, tables.value, tables.path_features
-    nodes, depth, min_depth = routing.nodes, routing.depth, routing.min_depth
-    cat_offset, cat_count = routing.cat_offset, routing.cat_count
-    cat_codes, cat_left = routing.cat_codes, routing.cat_left
+    (left, right, feature, threshold, flags, plain, depth, min_depth, cat_offset,
+     cat_count, cat_codes, cat_left) = routing
+    nodes = (left, right, feature, threshold, flags)
     n_blocks = block_start.shape[0] - 1
     K = base_score.shape[0]
     n_stages = stage_start.shape[0] - 1
@@ -252,7 +254,8 @@ def staged_block_sums(X, row0, order, block_start, rows_in, loss, trees, tables,
                                            gl_nodes, gl_weights)
                     for q0 in range(0, ng, BATCH):
                         m = min(BATCH, ng - q0)
-                        walk_batch(X, rows[q0:], m, root, depth[t], min_depth[t], nodes,
+                        walk_batch(X, rows[q0:], m, root, depth[t], min_depth[t],
+                                   plain[t], left, right, feature, threshold, flags,
                                    cat_offset, cat_count, cat_codes, cat_left, strict,
                                    round32, leaves)
                         for q in range(m):
@@ -294,7 +297,8 @@ def linear_tree_shap(X, row, root, n_path_features, nodes, cover, value, cat_off
                      gl_nodes, gl_weights):
     """Add ``scale`` x the path-dependent TreeSHAP values of the tree at ``root`` for row
     ``row`` of X to ``out`` (see the module docstring for ``col`` and ``proj``), in
-    O(nodes x depth) instead of Algorithm 2's O(leaves x depth^2).
+    O(nodes x depth) instead of Algorithm 2's O(leaves x depth^2). ``nodes``: the
+    routing's node arrays (left, right, feature, threshold, flags).
 
     For a leaf v whose path has unique features with zero fractions Z_j (products of
     cover ratios) and one fractions O_j (0 or 1), the path-dependent SHAP value of
@@ -309,6 +313,7 @@ def linear_tree_shap(X, row, root, n_path_features, nodes, cover, value, cat_off
     edge above adds for the leaves below it (the same quadrature sum, so it cancels
     exactly), and each leaf keeps the term of its deepest edge on i."""
     Pm, H, inv_new, inv_old, ints, edge, hot_of, cum = scratch
+    left, right, feature, threshold, flags = nodes
     M = n_path_features // 2 + 1
     tq = gl_nodes[M]
     wq = gl_weights[M]
@@ -325,9 +330,9 @@ def linear_tree_shap(X, row, root, n_path_features, nodes, cover, value, cat_off
     lvl = 0
     while True:
         node = ints[lvl, 0]
-        nd = nodes[np.uint64(node)]
+        un = np.uint64(node)
         finished = False
-        if nd.flags & LEAF:
+        if flags[un] & LEAF:
             if project:
                 v = 0.0
                 for j in range(vdim):
@@ -342,12 +347,12 @@ def linear_tree_shap(X, row, root, n_path_features, nodes, cover, value, cat_off
             finished = True
         elif ints[lvl, 1] < 2:
             if ints[lvl, 1] == 0:
-                x = feature_value(X, row, nd.feature, round32)
-                hot_of[lvl] = step(x, node, nodes, cat_offset, cat_count, cat_codes,
-                                   cat_left, strict)
-            child = nd.left if ints[lvl, 1] == 0 else nd.right
+                x = feature_value(X, row, feature[un], round32)
+                hot_of[lvl] = step(x, node, left, right, threshold, flags, cat_offset,
+                                   cat_count, cat_codes, cat_left, strict)
+            child = left[un] if ints[lvl, 1] == 0 else right[un]
             ints[lvl, 1] += 1
-            f = nd.feature
+            f = feature[un]
             c = cover[np.uint64(node)]
             z_e = cover[np.uint64(child)] / c if c > 0.0 else 0.0
             zp = cum[f, 0]
