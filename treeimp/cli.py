@@ -270,12 +270,12 @@ def _explain(args):
                             pipeline=model if pipeline else None, warn=_warn)
     screen = None
     if args.select is not None:
-        from .screening import default_screening_method
+        from .screening import default_screening_method, model_task, objective_name
 
         if not 0.0 < args.select < 1.0:
             raise ValueError(f"--select needs a false discovery rate in (0, 1), got "
                              f"{args.select}")
-        screen = default_screening_method(ens.kind)
+        screen = default_screening_method(ens.kind, model_task(ens), objective_name(ens))
         methods = methods + [screen] if screen not in methods else methods
     run_on = cli_data.scheduler(args.scheduler) if on_dask else contextlib.nullcontext()
     with run_on, warnings.catch_warnings():  # encode_categories has told the user already
