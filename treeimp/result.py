@@ -173,8 +173,11 @@ class Importances:
         if method is None:
             from .screening import default_screening_method
 
-            preferred = (default_screening_method(self.kind, self.task, self.objective)
-                         if self.task is not None else None)
+            # results pickled before task and objective were recorded have neither
+            task = getattr(self, "task", None)
+            preferred = (default_screening_method(self.kind, task,
+                                                  getattr(self, "objective", None))
+                         if task is not None else None)
             method = preferred if preferred in self.methods else None
         method = self._method(method)
         if not needs_rows(method):
