@@ -4,7 +4,8 @@
 Methods (every one sees the same data set in each repetition):
 
 - treeimp, forest out of bag: RandomForest on all rows, ``explain(oob=True)``, each
-  out-of-sample measure, Benjamini-Hochberg q < 0.05;
+  out-of-sample measure, Benjamini-Hochberg q < 0.05; the study's forest (100 trees,
+  min_samples_leaf 3) and screening forests with min_samples_leaf 10 (100 and 300 trees);
 - treeimp, boosting held-out: XGBoost on 60% of the rows, explained on the other 40%;
 - treeimp, boosting cross-fitted: ``cross_explain`` of XGBoost, 5 folds;
 - Boruta (the ``boruta`` package; a RandomForest of depth 5, as its documentation
