@@ -118,7 +118,8 @@ def build_parser():
     ex.add_argument("--select", type=float, default=None, metavar="ALPHA",
                     help="also screen: list the features whose importance is significantly "
                     "> 0 at false discovery rate ALPHA (Benjamini-Hochberg), by the default "
-                    "screening measure of the model's kind (added to --methods if absent)")
+                    "screening measure of the model's kind and task: ufi for boosting "
+                    "regression, mdi_oob_centered otherwise (added to --methods if absent)")
     ex.add_argument("--format", choices=("table", "csv", "json"), default="table",
                     help="table (readable, default), csv or json (one record per feature "
                     "and method: importance, stderr, pvalue, qvalue)")
