@@ -71,13 +71,19 @@ def null_design(n, target, rng):
     return X, kinds, y
 
 
+# the forests' size and leaf size (--forest-trees, --forest-leaf): None keeps the
+# defaults below
+FOREST_OVERRIDES = {}
+
+
 def _forest(target, seed):
     from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
     cls = RandomForestRegressor if target == "regression" else RandomForestClassifier
     # Strobl's design: fully grown trees, as in the paper
-    return cls(n_estimators=100, max_features="sqrt",
-               min_samples_leaf=1 if target == "strobl" else 5, random_state=seed, n_jobs=1)
+    kw = {"n_estimators": 100, "min_samples_leaf": 1 if target == "strobl" else 5}
+    kw.update(FOREST_OVERRIDES)
+    return cls(max_features="sqrt", random_state=seed, n_jobs=1, **kw)
 
 
 def _boosting(target, seed):
@@ -170,8 +176,18 @@ def main(argv=None):
     ap.add_argument("--targets", default="regression,binary,strobl")
     ap.add_argument("--settings", default=",".join(SETTINGS),
                     help="comma-separated subset of: " + ", ".join(SETTINGS))
+    ap.add_argument("--forest-trees", type=int, default=None,
+                    help="trees of every forest (default 100)")
+    ap.add_argument("--forest-leaf", type=int, default=None,
+                    help="min_samples_leaf of every forest, Strobl's included (default 5, "
+                         "Strobl's 1)")
     ap.add_argument("--out", default=None, help="CSV of the raw z-scores")
     args = ap.parse_args(argv)
+    FOREST_OVERRIDES.clear()
+    if args.forest_trees is not None:
+        FOREST_OVERRIDES["n_estimators"] = args.forest_trees
+    if args.forest_leaf is not None:
+        FOREST_OVERRIDES["min_samples_leaf"] = args.forest_leaf
     settings = args.settings.split(",")
     unknown = sorted(set(settings) - set(SETTINGS))
     if unknown:

@@ -128,7 +128,7 @@ def _zhou_hooker(n, rng):
 
 
 def test_cross_fitted_screening_on_zhou_hooker_design():
-    """Boosting, 5 folds, the default screening measure (mdi_oob_centered): the
+    """Boosting, 5 folds, the default screening measure of boosting regression (ufi): the
     informative binary X_1 kept in every repetition, at most 5% of the 9 noise features
     kept on average. The design is hard on purpose (X_1 explains 1% of the variance of
     y): at n = 5,000 X_1's cross-fitted z-score was 2.2-4.1 (kept in 3 of 4 runs); at
@@ -140,7 +140,7 @@ def test_cross_fitted_screening_on_zhou_hooker_design():
         model = xgb.XGBRegressor(n_estimators=40, max_depth=2, learning_rate=0.1,
                                  n_jobs=1, random_state=rep)
         sel = treeimp.ImportanceSelector(model, random_state=rep).fit(X, y)
-        assert sel.method_ == "mdi_oob_centered"
+        assert sel.method_ == "ufi"
         assert sel.importances_.n_rows == 10_000  # cross-fitted: every row evaluated
         kept_signal.append(sel.support_[0])
         kept_noise.append(sel.support_[1:].mean())

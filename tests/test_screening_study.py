@@ -28,3 +28,17 @@ def test_quick_screening_study_runs(capsys):
     for col in ("power", "FDR", "FWER", "noise p<.05", "auc"):
         v = table[col].dropna()
         assert ((v >= 0) & (v <= 1)).all(), col
+
+
+def test_quick_screening_levers_runs(capsys):
+    """benchmarks/screening_levers.py --quick: every forest, block count and reference,
+    rates in [0, 1]."""
+    path = SCRIPT.parent / "screening_levers.py"
+    spec = importlib.util.spec_from_file_location("screening_levers", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    table = mod.main(["--quick"])
+    assert len(table) == 2 * 2 * 2 * 2  # measures x forests x block counts x references
+    assert set(table["reference"]) == {"t", "normal"}
+    for col in ("power", "fdp", "noise_p05"):
+        assert ((table[col] >= 0) & (table[col] <= 1)).all(), col

@@ -11,6 +11,7 @@ from . import registry
 from .defaults import DEFAULT_METHODS, DEFAULT_N_BLOCKS, OOB_VARIANCE_FACTOR  # noqa: F401
 from .ensemble import FOREST
 from .result import Importances
+from .screening import model_task, objective_name
 
 
 def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weight=None,
@@ -178,7 +179,8 @@ def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alph
                        per_tree=per_tree, block_values=blocks, n_blocks=n_blocks,
                        kind=ens.kind, n_rows=n_rows, table_by_class=by_class,
                        model_name=ens.model_name, groups=member_names,
-                       block_weight=block_weight)
+                       block_weight=block_weight, task=model_task(ens),
+                       objective=objective_name(ens))
 
 
 def jackknife_stderr(loo_values):

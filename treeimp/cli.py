@@ -118,7 +118,8 @@ def build_parser():
     ex.add_argument("--select", type=float, default=None, metavar="ALPHA",
                     help="also screen: list the features whose importance is significantly "
                     "> 0 at false discovery rate ALPHA (Benjamini-Hochberg), by the default "
-                    "screening measure of the model's kind (added to --methods if absent)")
+                    "screening measure of the model's kind and task: ufi for boosting "
+                    "regression, mdi_oob_centered otherwise (added to --methods if absent)")
     ex.add_argument("--format", choices=("table", "csv", "json"), default="table",
                     help="table (readable, default), csv or json (one record per feature "
                     "and method: importance, stderr, pvalue, qvalue)")
@@ -270,12 +271,12 @@ def _explain(args):
                             pipeline=model if pipeline else None, warn=_warn)
     screen = None
     if args.select is not None:
-        from .screening import default_screening_method
+        from .screening import default_screening_method, model_task, objective_name
 
         if not 0.0 < args.select < 1.0:
             raise ValueError(f"--select needs a false discovery rate in (0, 1), got "
                              f"{args.select}")
-        screen = default_screening_method(ens.kind)
+        screen = default_screening_method(ens.kind, model_task(ens), objective_name(ens))
         methods = methods + [screen] if screen not in methods else methods
     run_on = cli_data.scheduler(args.scheduler) if on_dask else contextlib.nullcontext()
     with run_on, warnings.catch_warnings():  # encode_categories has told the user already

@@ -154,7 +154,8 @@ def combine_folds(parts, shares, *, n_rows, factor=None):
                        per_tree=per_tree, block_values=blocks, n_blocks=n_blocks,
                        kind=first.kind, n_rows=n_rows, table_by_class=by_class,
                        model_name=f"{first.model_name}, cross-fitted over {len(parts)} folds",
-                       dof=n_blocks - 1, groups=first.groups)
+                       dof=n_blocks - 1, groups=first.groups, task=first.task,
+                       objective=first.objective)
 
 
 def pooled_replicates(total, share, fold_value, fold_loo, block_weight=None):

@@ -110,12 +110,19 @@ class Importances:
     groups : dict or None
         With ``explain(..., groups=...)``: {group name: [its member features]}; the
         index of every table then holds the group names.
+    task : str or None
+        "classification" or "regression" (``treeimp.screening.model_task``); with
+        ``kind`` and ``objective`` it picks the default screening measure of ``select``.
+    objective : str or None
+        The model's canonical objective name (``treeimp.losses``).
     """
 
     def __init__(self, *, table, stderr, stderr_trees, per_tree, block_values, n_blocks,
                  kind, n_rows, model_name="", table_by_class=None, groups=None, dof=None,
-                 block_weight=None):
+                 block_weight=None, task=None, objective=None):
         self.table = table
+        self.task = task
+        self.objective = objective
         self.block_weight = block_weight
         self.stderr = stderr
         self.stderr_trees = stderr_trees
@@ -160,13 +167,17 @@ class Importances:
         """Features whose importance is significantly positive at false discovery rate
         ``alpha`` (Benjamini-Hochberg q-value < alpha), most important first.
 
-        ``method=None``: the default screening measure of the model's kind
+        ``method=None``: the default screening measure of the model's kind and task
         (:func:`treeimp.screening.default_screening_method`) when it was computed, else
         the first out-of-sample method."""
         if method is None:
-            from .screening import DEFAULT_SCREENING
+            from .screening import default_screening_method
 
-            preferred = DEFAULT_SCREENING.get(self.kind)
+            # results pickled before task and objective were recorded have neither
+            task = getattr(self, "task", None)
+            preferred = (default_screening_method(self.kind, task,
+                                                  getattr(self, "objective", None))
+                         if task is not None else None)
             method = preferred if preferred in self.methods else None
         method = self._method(method)
         if not needs_rows(method):

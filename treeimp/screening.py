@@ -1,24 +1,78 @@
-"""The default screening measure per model kind (ImportanceSelector, Importances.select,
-the command line): the measure benchmarks/screening.py found most powerful at a held
-false discovery rate (numbers and designs in benchmarks/README.md)."""
+"""The default screening measure per model kind and task (ImportanceSelector,
+Importances.select, the command line): the measure benchmarks/screening.py found to
+hold the false discovery rate with the most power (numbers and designs in
+benchmarks/README.md, "Default screening measure")."""
 
 from __future__ import annotations
 
 from .ensemble import BOOSTING, FOREST
 
+CLASSIFICATION = "classification"
+REGRESSION = "regression"
+TASKS = (CLASSIFICATION, REGRESSION)
+
 DEFAULT_SCREENING = {
-    FOREST: "mdi_oob_centered",
-    # not ufi, although ufi alone held FDR <= 0.05 on every design of the study (boosting
-    # mdi_oob_centered: 0.12-0.13 on Friedman #1, heavy-tailed z of rarely used noise
-    # features): on overconfident classifiers (e.g. XGBClassifier's defaults) its Newton
-    # pseudo-response -g/h is unbounded and its standard errors swamp every feature
-    BOOSTING: "mdi_oob_centered",
+    (FOREST, CLASSIFICATION): "mdi_oob_centered",
+    (FOREST, REGRESSION): "mdi_oob_centered",
+    # on overconfident classifiers (e.g. XGBClassifier's defaults) ufi's Newton
+    # pseudo-response -g/h is unbounded (h = p(1 - p) near 0) and its standard errors
+    # swamp every feature; mdi_oob_centered held FDR cross-fitted on every
+    # classification design of the study
+    (BOOSTING, CLASSIFICATION): "mdi_oob_centered",
+    # the only boosting measure that held FDR <= 0.05 on both regression designs
+    # (mdi_oob_centered: 0.12-0.13 on Friedman #1, from the heavy-tailed z of rarely used
+    # noise features), with the same power
+    (BOOSTING, REGRESSION): "ufi",
 }
 
+# boosting regression objectives whose hessian is bounded away from zero, so that ufi's
+# pseudo-response -g/h is as bounded as the gradient; the others (poisson, gamma,
+# tweedie: h proportional to the predicted mean; pseudo_huber, log_cosh: h -> 0 for large
+# residuals; CatBoost's huber: h = 0 beyond delta) share the classifiers' failure and
+# keep mdi_oob_centered
+BOUNDED_HESSIAN = frozenset({"squared_error", "absolute_error", "quantile", "expectile"})
+UNBOUNDED_HESSIAN_DEFAULT = "mdi_oob_centered"
 
-def default_screening_method(kind):
-    """The default screening measure for a model of ``kind`` ("forest" or "boosting")."""
-    if kind not in DEFAULT_SCREENING:
-        raise ValueError(f"kind must be one of {sorted(DEFAULT_SCREENING)}, got {kind!r}")
-    return DEFAULT_SCREENING[kind]
+# the measures any default can be: computed together when the kind or task is not yet
+# known (ImportanceSelector parses the model only after fitting it)
+SCREENING_CANDIDATES = tuple(dict.fromkeys(DEFAULT_SCREENING.values()))
 
+
+def model_task(ens):
+    """``"classification"`` or ``"regression"`` for a parsed ensemble: classification
+    for forest classifiers (also with several targets) and classification objectives
+    (logistic, softmax, one-vs-all, exponential), regression otherwise."""
+    from .scoring import CLASSIFICATION_OBJECTIVES
+    from .targets import target_classes
+
+    name = objective_name(ens)
+    classification = (ens.classes is not None or target_classes(ens) is not None
+                      or name in CLASSIFICATION_OBJECTIVES)
+    return CLASSIFICATION if classification else REGRESSION
+
+
+def objective_name(ens):
+    """The ensemble's canonical objective name, or None if it has none."""
+    objective = getattr(ens, "objective", None)
+    return None if objective is None else objective.name
+
+
+def default_screening_method(kind, task, objective=None):
+    """The default screening measure for a model of ``kind`` ("forest" or "boosting")
+    fitted for ``task`` ("classification" or "regression").
+
+    ``objective``: the model's canonical objective name (``Ensemble.objective.name``),
+    if known; boosting regression objectives whose hessian can approach zero (Poisson,
+    gamma, Tweedie, pseudo-Huber, log-cosh, Huber) get "mdi_oob_centered" rather than
+    "ufi" (see :data:`BOUNDED_HESSIAN`)."""
+    if kind not in (FOREST, BOOSTING):
+        raise ValueError(f"kind must be one of {[FOREST, BOOSTING]}, got {kind!r}")
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {list(TASKS)}, got {task!r}")
+    if objective is not None and not isinstance(objective, str):
+        raise TypeError(f"objective must be None or an objective name (str), got "
+                        f"{type(objective).__name__}")
+    if (kind == BOOSTING and task == REGRESSION and objective is not None
+            and objective not in BOUNDED_HESSIAN):
+        return UNBOUNDED_HESSIAN_DEFAULT
+    return DEFAULT_SCREENING[(kind, task)]

@@ -24,7 +24,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import registry
 from .api import DEFAULT_N_BLOCKS, explain
 from .crossfit import cross_explain
-from .screening import DEFAULT_SCREENING, default_screening_method
+from .screening import SCREENING_CANDIDATES, default_screening_method
 
 try:  # scikit-learn >= 1.6
     from sklearn.utils import get_tags
@@ -71,6 +71,11 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
       on a held-out part of ``validation_fraction`` of the rows (stratified by class for
       classifiers); the fitted estimator has then seen only the training part.
 
+    For screening with a random forest, grow it with larger leaves than for prediction:
+    in benchmarks/screening.py ``min_samples_leaf=10`` instead of 3 raised the power on
+    Li et al.'s hard design from 0.10 to 0.14 with no false selection in 10 runs (see
+    benchmarks/README.md for what larger leaves do with correlated features).
+
     If no feature passes, a UserWarning is issued and no feature is kept: ``transform``
     returns zero columns (and warns again), as every scikit-learn selector does.
 
@@ -82,9 +87,11 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
         Out-of-sample importance used for the test (:func:`selection_methods`):
         "mdi_oob", "mdi_oob_centered", "ufi", "naive_oob", "shap_oob", "saabas_oob", or
         (forests only) "pg1", "pg2", "pg3". Not "mdi", which has no p-values, nor
-        "pg_oob", whose parameters the selector does not pass. None: the most powerful
-        at held false discovery rate in benchmarks/screening.py for the model's kind
-        (:func:`treeimp.screening.default_screening_method`).
+        "pg_oob", whose parameters the selector does not pass. None: the measure that
+        held the false discovery rate with the most power in benchmarks/screening.py for
+        the model's kind and task (:func:`treeimp.screening.default_screening_method`):
+        "ufi" for boosting regression (objectives with a hessian bounded away from 0,
+        e.g. squared error), "mdi_oob_centered" otherwise.
     alpha : float in (0, 1), default 0.05
         False discovery rate of the Benjamini-Hochberg procedure across features.
     validation_fraction : float in (0, 1), default 0.25
@@ -217,7 +224,8 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
             res = explain(est, _safe_indexing(data, val), y[val], methods=methods,
                           sample_weight=sw[1], feature_names=names, n_blocks=self.n_blocks,
                           random_state=block_seed, groups=self.groups)
-        method = self.method if self.method is not None else default_screening_method(res.kind)
+        method = (self.method if self.method is not None
+                  else default_screening_method(res.kind, res.task, res.objective))
         self.estimator_ = est
         self.importances_ = res
         self.method_ = method
@@ -277,11 +285,11 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
             raise ValueError(f"n_blocks must be an integer >= 2, got {self.n_blocks!r}")
 
     def _methods(self):
-        """The measures to compute: ``method``, or every kind's default (the model's
-        kind is known once it is parsed; see ``fit``)."""
+        """The measures to compute: ``method``, or every default the model could have
+        (its kind, task and objective are known once it is parsed; see ``fit``)."""
         if self.method is not None:
             return (self.method,)
-        return tuple(dict.fromkeys(DEFAULT_SCREENING.values()))
+        return SCREENING_CANDIDATES
 
     def _use_oob(self):
         bagged = (isinstance(self.estimator, BAGGED_FORESTS)
