@@ -128,16 +128,22 @@ def timed(fn, repeats, warmup=None):
     return float(np.median(times))
 
 
-def timed_together(fns, repeats):
+def timed_together(fns, repeats, lead_in=False):
     """Median wall time of each of ``fns`` (name -> function) over ``repeats`` rounds,
     each round calling every function once in turn, after one untimed call of each.
     Interleaving keeps a ratio of two of them honest on a shared machine, where a slow
-    spell would otherwise fall on one side only."""
+    spell would otherwise fall on one side only. ``lead_in``: every timed call follows
+    an untimed call of the same function, so that it does not run while the thread
+    pools of the other function's call (numba's and the library's OpenMP workers spin
+    for a while after a parallel loop) still compete for the cores: calls of a few
+    milliseconds measure each other otherwise."""
     for fn in fns.values():
         fn()
     times = {k: [] for k in fns}
     for _ in range(repeats):
         for k, fn in fns.items():
+            if lead_in:
+                fn()
             t0 = time.perf_counter()
             fn()
             times[k].append(time.perf_counter() - t0)
@@ -305,13 +311,13 @@ def bench_small_data(kind, args):
         "predict": library_predict("xgboost", model, Xv),
         "explain": lambda: treeimp.explain(model, Xv, yv, methods=("mdi_oob", "ufi"),
                                            n_jobs=args.threads, random_state=0),
-    }, repeats)
-    # parse and load_model in rounds of their own: right after a parallel explain or
-    # predict, the thread pools' spinning workers slow whatever runs next on a busy
-    # machine, and only one of the two would run next
+    }, repeats, lead_in=True)
+    # parse and load_model in rounds of their own, each timed call after an untimed one
+    # of its own (right after a parallel explain or predict, the thread pools' spinning
+    # workers slow whatever runs next)
     t.update(timed_together({"parse": lambda: treeimp.parse(model),
                              "parse_file": lambda: treeimp.parse(path),
-                             "load_model": load_model}, repeats))
+                             "load_model": load_model}, repeats, lead_in=True))
     return {"model": "xgboost", "task": kind, "rows": len(Xv),
             "trees": treeimp.parse(model).n_trees, "library_predict_s": t["predict"],
             "explain_s": t["explain"], "parse_s": t["parse"],
