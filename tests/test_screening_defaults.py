@@ -146,3 +146,17 @@ def test_cross_fitted_regression_boosting_keeps_friedman_features():
         kept_noise += int(np.sum(kept >= 5))
     assert kept_true == [5, 5]
     assert kept_noise <= 1
+
+
+def test_selector_computes_only_the_default_of_the_fitted_model():
+    """Only the fitted model's default is computed: another candidate need not be
+    defined for it (ufi is refused for an absolute-error forest, whose nodes hold
+    medians), and the selection must not fail on it."""
+    model = RandomForestRegressor(n_estimators=20, criterion="absolute_error",
+                                  random_state=0)
+    sel = treeimp.ImportanceSelector(model, n_blocks=5, random_state=0).fit(X_SMALL, Y_REG)
+    assert sel.method_ == "mdi_oob_centered"
+    assert sel.importances_.methods == ["mdi_oob_centered"]
+    assert sel.support_[0]  # the one informative feature
+    with pytest.raises(ValueError, match="absolute_error"):
+        treeimp.ImportanceSelector(model, method="ufi", n_blocks=5).fit(X_SMALL, Y_REG)

@@ -24,7 +24,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import registry
 from .api import DEFAULT_N_BLOCKS, explain
 from .crossfit import cross_explain
-from .screening import SCREENING_CANDIDATES, default_screening_method
+from .screening import default_screening_method, model_task, objective_name
 
 try:  # scikit-learn >= 1.6
     from sklearn.utils import get_tags
@@ -198,12 +198,13 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
         split_seed, block_seed = (int(s) for s in rng.randint(np.iinfo(np.int32).max, size=2))
 
         est = clone(self.estimator)
-        methods = self._methods()
         if use_oob:
             if n < self.n_blocks:
                 raise ValueError(f"n_blocks={self.n_blocks} is more than the {n} rows; "
                                  "lower n_blocks")
             _fit(est, data, y, sample_weight)
+            method = self._screening_method(est)
+            methods = (method,)
             res = explain(est, data, y, oob=True, methods=methods,
                           sample_weight=sample_weight, feature_names=names,
                           n_blocks=self.n_blocks, random_state=block_seed,
@@ -212,6 +213,8 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
             # the fit on all rows first: the estimator's own errors on bad X or y come
             # before any fold is split
             _fit(est, data, y, sample_weight)
+            method = self._screening_method(est)
+            methods = (method,)
             res = cross_explain(self.estimator, data, y, cv=self.cv, methods=methods,
                                 sample_weight=sample_weight, feature_names=names,
                                 n_blocks=self.n_blocks, random_state=block_seed,
@@ -221,11 +224,11 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
             sw = (None, None) if sample_weight is None else (sample_weight[train],
                                                             sample_weight[val])
             _fit(est, _safe_indexing(data, train), y[train], sw[0])
+            method = self._screening_method(est)
+            methods = (method,)
             res = explain(est, _safe_indexing(data, val), y[val], methods=methods,
                           sample_weight=sw[1], feature_names=names, n_blocks=self.n_blocks,
                           random_state=block_seed, groups=self.groups)
-        method = (self.method if self.method is not None
-                  else default_screening_method(res.kind, res.task, res.objective))
         self.estimator_ = est
         self.importances_ = res
         self.method_ = method
@@ -284,12 +287,16 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
                 or self.n_blocks < 2:
             raise ValueError(f"n_blocks must be an integer >= 2, got {self.n_blocks!r}")
 
-    def _methods(self):
-        """The measures to compute: ``method``, or every default the model could have
-        (its kind, task and objective are known once it is parsed; see ``fit``)."""
+    def _screening_method(self, fitted):
+        """``method``, or the default screening measure of the fitted estimator's kind,
+        task and objective (only that one is computed: another candidate may not be
+        defined for the model, e.g. ufi for an absolute-error forest)."""
         if self.method is not None:
-            return (self.method,)
-        return SCREENING_CANDIDATES
+            return self.method
+        from .explainer import Explainer
+
+        ens = Explainer(fitted).ensemble
+        return default_screening_method(ens.kind, model_task(ens), objective_name(ens))
 
     def _use_oob(self):
         bagged = (isinstance(self.estimator, BAGGED_FORESTS)
