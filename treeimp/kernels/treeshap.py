@@ -29,12 +29,14 @@ from .structure import _fill_tree
 
 
 @njit(cache=True)
-def saabas(X, row, root, nodes, value, cat_offset, cat_count, cat_codes, cat_left, strict,
-           round32, col, scale, proj, out):
+def saabas(X, row, root, routing, value, strict, round32, col, scale, proj, out):
     """Add ``scale`` x the Saabas contributions (v_child - v_node of every split on the
-    row's path, to the split's feature) of the tree at ``root`` to ``out``. ``nodes``:
-    the routing's node arrays (left, right, feature, threshold, flags)."""
-    left, right, feature, threshold, flags = nodes
+    row's path, to the split's feature) of the tree at ``root`` to ``out``. ``routing``:
+    kernel_inputs.Routing."""
+    left, right, feature, threshold, flags = (routing.left, routing.right, routing.feature,
+                                              routing.threshold, routing.flags)
+    cat_offset, cat_count = routing.cat_offset, routing.cat_count
+    cat_codes, cat_left = routing.cat_codes, routing.cat_left
     vdim = value.shape[1]
     project = proj.shape[0] > 0
     node = root
@@ -56,16 +58,15 @@ def saabas(X, row, root, nodes, value, cat_offset, cat_count, cat_codes, cat_lef
 
 
 @njit(cache=True, inline="always")
-def _tree_contribution(use_shap, X, row, root, n_path_features, nodes, cover, value, cat_offset,
-                       cat_count, cat_codes, cat_left, strict, round32, col, scale, proj, out,
-                       scratch, gl_nodes, gl_weights):
-    if use_shap:
-        linear_tree_shap(X, row, root, n_path_features, nodes, cover, value, cat_offset,
-                         cat_count, cat_codes, cat_left, strict, round32, col, scale, proj,
-                         out, scratch, gl_nodes, gl_weights)
+def _tree_contribution(tables, routing, X, row, t, root, strict, round32, col, scale, proj,
+                       out, scratch):
+    """Tree t's contribution for one row (TreeSHAP or Saabas, by ``tables.use_shap``)."""
+    if tables.use_shap:
+        linear_tree_shap(X, row, root, tables.path_features[t], routing, tables.cover,
+                         tables.value, strict, round32, col, scale, proj, out, scratch,
+                         tables.gl_nodes, tables.gl_weights)
     else:
-        saabas(X, row, root, nodes, value, cat_offset, cat_count, cat_codes, cat_left,
-               strict, round32, col, scale, proj, out)
+        saabas(X, row, root, routing, tables.value, strict, round32, col, scale, proj, out)
 
 
 ROWS_PER_TASK = 256  # rows a task passes through every tree (a tree stays in cache)
@@ -76,15 +77,9 @@ def contributions_chunk(X, out, tables, tree_offsets, tree_output, tree_scale, r
                         strict, round32, rows_per_task=ROWS_PER_TASK):
     """out[i, k, :] += sum over trees of scale x contribution of feature k for row i
     (``out`` (n_rows, n_features, n_outputs), zeroed by the caller); rows in parallel
-    tasks, each passing its rows through one tree after the other. ``tables``
-    (kernel_inputs.ShapTables) and ``routing`` (kernel_inputs.Routing) are unpacked
-    here: the helpers take arrays (see kernels/route.py)."""
-    use_shap, max_depth, gl_nodes, gl_weights = (tables.use_shap, tables.max_depth,
-                                                 tables.gl_nodes, tables.gl_weights)
-    cover, value, path_feats = tables.cover, tables.value, tables.path_features
-    nodes = (routing.left, routing.right, routing.feature, routing.threshold, routing.flags)
-    cat_offset, cat_count = routing.cat_offset, routing.cat_count
-    cat_codes, cat_left = routing.cat_codes, routing.cat_left
+    tasks, each passing its rows through one tree after the other. ``tables``:
+    kernel_inputs.ShapTables, ``routing``: kernel_inputs.Routing."""
+    max_depth, value = tables.max_depth, tables.value
     n = X.shape[0]
     n_trees = tree_offsets.shape[0] - 1
     n_tasks = (n + rows_per_task - 1) // rows_per_task
@@ -99,10 +94,8 @@ def contributions_chunk(X, out, tables, tree_offsets, tree_output, tree_scale, r
             col = tree_output[t]
             s = tree_scale[t]
             for i in range(r0, r1):
-                _tree_contribution(use_shap, X, i, root, path_feats[t], nodes, cover, value,
-                                   cat_offset,
-                                   cat_count, cat_codes, cat_left, strict, round32, col, s,
-                                   no_proj, out[i], scratch, gl_nodes, gl_weights)
+                _tree_contribution(tables, routing, X, i, t, root, strict, round32, col, s,
+                                   no_proj, out[i], scratch)
 
 
 @njit(cache=True, parallel=True)
@@ -113,12 +106,7 @@ def oob_contributions_chunk(X, row0, inbag_bits, out_oob, out_in, n_oob, tables,
     which global row ``row0 + i`` is out of bag, out_in[i] += those of the trees it is
     in-bag for, n_oob[i] += the number of out-of-bag trees (all zeroed by the caller).
     ``tables``: kernel_inputs.ShapTables, ``routing``: kernel_inputs.Routing."""
-    use_shap, max_depth, gl_nodes, gl_weights = (tables.use_shap, tables.max_depth,
-                                                 tables.gl_nodes, tables.gl_weights)
-    cover, value, path_feats = tables.cover, tables.value, tables.path_features
-    nodes = (routing.left, routing.right, routing.feature, routing.threshold, routing.flags)
-    cat_offset, cat_count = routing.cat_offset, routing.cat_count
-    cat_codes, cat_left = routing.cat_codes, routing.cat_left
+    max_depth, value = tables.max_depth, tables.value
     n = X.shape[0]
     n_trees = tree_offsets.shape[0] - 1
     n_tasks = (n + rows_per_task - 1) // rows_per_task
@@ -138,10 +126,8 @@ def oob_contributions_chunk(X, row0, inbag_bits, out_oob, out_in, n_oob, tables,
                 else:
                     dest = out_oob[i]
                     n_oob[i] += 1
-                _tree_contribution(use_shap, X, i, root, path_feats[t], nodes, cover, value,
-                                   cat_offset,
-                                   cat_count, cat_codes, cat_left, strict, round32, col, 1.0,
-                                   no_proj, dest, scratch, gl_nodes, gl_weights)
+                _tree_contribution(tables, routing, X, i, t, root, strict, round32, col, 1.0,
+                                   no_proj, dest, scratch)
 
 
 @njit(cache=True, parallel=True)
@@ -156,12 +142,7 @@ def forest_block_sums(X, row0, order, block_start, rows_in, inbag_bits, use_inba
     kernel_inputs.ShapTables, ``routing``: kernel_inputs.Routing. Each thread owns whole
     blocks."""
     Z, w, pos = rows_in.target, rows_in.w, rows_in.pos
-    use_shap, max_depth, gl_nodes, gl_weights = (tables.use_shap, tables.max_depth,
-                                                 tables.gl_nodes, tables.gl_weights)
-    cover, value, path_feats = tables.cover, tables.value, tables.path_features
-    nodes = (routing.left, routing.right, routing.feature, routing.threshold, routing.flags)
-    cat_offset, cat_count = routing.cat_offset, routing.cat_count
-    cat_codes, cat_left = routing.cat_codes, routing.cat_left
+    max_depth, value = tables.max_depth, tables.value
     n_blocks = block_start.shape[0] - 1
     n_trees = tree_offsets.shape[0] - 1
     last_w = w.shape[0] - 1
@@ -186,10 +167,8 @@ def forest_block_sums(X, row0, order, block_start, rows_in, inbag_bits, use_inba
                 n_eval[b, t] += wi
                 for j in range(vdim):
                     proj[j] = wi * Z[r, col + j]
-                _tree_contribution(use_shap, X, i, root, path_feats[t], nodes, cover, value,
-                                   cat_offset,
-                                   cat_count, cat_codes, cat_left, strict, round32, 0, 1.0,
-                                   proj, dest, scratch, gl_nodes, gl_weights)
+                _tree_contribution(tables, routing, X, i, t, root, strict, round32, 0, 1.0,
+                                   proj, dest, scratch)
 
 
 @njit(cache=True, parallel=True)
@@ -208,12 +187,9 @@ def staged_block_sums(X, row0, order, block_start, rows_in, loss, trees, tables,
     loss_code, loss_params, base_score = loss.code, loss.params, loss.base_score
     tree_offsets, tree_output, tree_scale = trees.tree_offsets, trees.tree_output, trees.tree_scale
     leaf_factor, stage_start = trees.leaf_factor, trees.stage_start
-    use_shap, max_depth, gl_nodes, gl_weights = (tables.use_shap, tables.max_depth,
-                                                 tables.gl_nodes, tables.gl_weights)
-    cover, value, path_feats = tables.cover, tables.value, tables.path_features
+    max_depth, value = tables.max_depth, tables.value
     (left, right, feature, threshold, flags, plain, depth, min_depth, cat_offset,
      cat_count, cat_codes, cat_left) = routing
-    nodes = (left, right, feature, threshold, flags)
     n_blocks = block_start.shape[0] - 1
     K = base_score.shape[0]
     n_stages = stage_start.shape[0] - 1
@@ -247,11 +223,8 @@ def staged_block_sums(X, row0, order, block_start, rows_in, loss, trees, tables,
                             continue
                         n_eval[b, t] += terms[col, 0, r]
                         proj[0] = terms[col, 1, r]
-                        _tree_contribution(use_shap, X, rows[r], root, path_feats[t], nodes,
-                                           cover, value, cat_offset, cat_count, cat_codes,
-                                           cat_left,
-                                           strict, round32, 0, sc, proj, dest, scratch,
-                                           gl_nodes, gl_weights)
+                        _tree_contribution(tables, routing, X, rows[r], t, root, strict,
+                                           round32, 0, sc, proj, dest, scratch)
                     for q0 in range(0, ng, BATCH):
                         m = min(BATCH, ng - q0)
                         walk_batch(X, rows[q0:], m, root, depth[t], min_depth[t],
@@ -292,13 +265,12 @@ def new_linear_scratch(max_depth, vdim, n_features):
 
 
 @njit(cache=True)
-def linear_tree_shap(X, row, root, n_path_features, nodes, cover, value, cat_offset, cat_count,
-                     cat_codes, cat_left, strict, round32, col, scale, proj, out, scratch,
-                     gl_nodes, gl_weights):
+def linear_tree_shap(X, row, root, n_path_features, routing, cover, value, strict, round32,
+                     col, scale, proj, out, scratch, gl_nodes, gl_weights):
     """Add ``scale`` x the path-dependent TreeSHAP values of the tree at ``root`` for row
     ``row`` of X to ``out`` (see the module docstring for ``col`` and ``proj``), in
-    O(nodes x depth) instead of Algorithm 2's O(leaves x depth^2). ``nodes``: the
-    routing's node arrays (left, right, feature, threshold, flags).
+    O(nodes x depth) instead of Algorithm 2's O(leaves x depth^2). ``routing``:
+    kernel_inputs.Routing.
 
     For a leaf v whose path has unique features with zero fractions Z_j (products of
     cover ratios) and one fractions O_j (0 or 1), the path-dependent SHAP value of
@@ -313,7 +285,10 @@ def linear_tree_shap(X, row, root, n_path_features, nodes, cover, value, cat_off
     edge above adds for the leaves below it (the same quadrature sum, so it cancels
     exactly), and each leaf keeps the term of its deepest edge on i."""
     Pm, H, inv_new, inv_old, ints, edge, hot_of, cum = scratch
-    left, right, feature, threshold, flags = nodes
+    left, right, feature, threshold, flags = (routing.left, routing.right, routing.feature,
+                                              routing.threshold, routing.flags)
+    cat_offset, cat_count = routing.cat_offset, routing.cat_count
+    cat_codes, cat_left = routing.cat_codes, routing.cat_left
     M = n_path_features // 2 + 1
     tq = gl_nodes[M]
     wq = gl_weights[M]
