@@ -121,18 +121,13 @@ def one_run(n, target, seed, block_counts, settings=SETTINGS):
             record("forest OOB", treeimp.explain(rf, X, y, oob=True, methods=METHODS,
                                                   n_blocks=B, random_state=seed, n_jobs=1),
                    OOB_VARIANCE_FACTOR, B)
-    if "forest held-out" in settings:
-        rf_half = _forest(target, seed).fit(X[:half], y[:half])
+    for setting, make in (("forest held-out", _forest), ("boosting held-out", _boosting)):
+        if setting not in settings:
+            continue
+        half_model = make(target, seed).fit(X[:half], y[:half])
         for B in block_counts:
-            record("forest held-out", treeimp.explain(rf_half, X[half:], y[half:],
-                                                      methods=METHODS, n_blocks=B,
-                                                      random_state=seed, n_jobs=1), 1.0, B)
-    if "boosting held-out" in settings:
-        gb_half = _boosting(target, seed).fit(X[:half], y[:half])
-        for B in block_counts:
-            record("boosting held-out", treeimp.explain(gb_half, X[half:], y[half:],
-                                                        methods=METHODS, n_blocks=B,
-                                                        random_state=seed, n_jobs=1), 1.0, B)
+            record(setting, treeimp.explain(half_model, X[half:], y[half:], methods=METHODS,
+                                            n_blocks=B, random_state=seed, n_jobs=1), 1.0, B)
     # cross-fitting refits the folds for every block count: the first and the third only
     for B in (block_counts[::2][:2] if "boosting cross-fitted" in settings else ()):
         record("boosting cross-fitted",

@@ -272,6 +272,15 @@ def integers_at(data, marker, start, rows):
     return True, out
 
 
+@njit(cache=True, inline="always")
+def _same_bytes(data, start, keys, lo, n):
+    """Whether data[start:start + n] equals keys[lo:lo + n]."""
+    for b in range(n):
+        if data[start + b] != keys[lo + b]:
+            return False
+    return True
+
+
 @njit(cache=True)
 def member_rows(data, parent, key_start, key_len, containers, keys, key_offsets):
     """Per object of ``containers`` (rows, ascending) and per wanted key (``keys`` the
@@ -309,13 +318,7 @@ def member_rows(data, parent, key_start, key_len, containers, keys, key_offsets)
             continue
         for q in range(by_len[n], by_len[n + 1]):
             j = order[q]
-            lo = key_offsets[j]
-            same = True
-            for b in range(n):
-                if data[key_start[r] + b] != keys[lo + b]:
-                    same = False
-                    break
-            if same:
+            if _same_bytes(data, key_start[r], keys, key_offsets[j], n):
                 if found[slot[p], j] >= 0:
                     return False, found
                 found[slot[p], j] = r
@@ -334,14 +337,7 @@ def key_ids(data, rows, key_start, key_len, keys, key_offsets):
         n = key_len[r]
         for j in range(key_offsets.shape[0] - 1):
             lo = key_offsets[j]
-            if key_offsets[j + 1] - lo != n:
-                continue
-            same = True
-            for b in range(n):
-                if data[key_start[r] + b] != keys[lo + b]:
-                    same = False
-                    break
-            if same:
+            if key_offsets[j + 1] - lo == n and _same_bytes(data, key_start[r], keys, lo, n):
                 out[i] = j
                 break
     return out
