@@ -22,8 +22,9 @@ from sklearn.utils import _safe_indexing, check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from . import registry
-from .api import DEFAULT_N_BLOCKS, explain
+from .api import DEFAULT_N_BLOCKS
 from .crossfit import cross_explain
+from .explainer import Explainer
 from .screening import default_screening_method, model_task, objective_name
 
 try:  # scikit-learn >= 1.6
@@ -203,19 +204,17 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
                 raise ValueError(f"n_blocks={self.n_blocks} is more than the {n} rows; "
                                  "lower n_blocks")
             _fit(est, data, y, sample_weight)
-            method = self._screening_method(est)
-            methods = (method,)
-            res = explain(est, data, y, oob=True, methods=methods,
-                          sample_weight=sample_weight, feature_names=names,
-                          n_blocks=self.n_blocks, random_state=block_seed,
-                          groups=self.groups)
+            ex = Explainer(est, feature_names=names)
+            method = self._screening_method(ex.ensemble)
+            res = ex.explain(data, y, oob=True, methods=(method,),
+                             sample_weight=sample_weight, n_blocks=self.n_blocks,
+                             random_state=block_seed, groups=self.groups)
         elif self.cv is not None:
             # the fit on all rows first: the estimator's own errors on bad X or y come
             # before any fold is split
             _fit(est, data, y, sample_weight)
-            method = self._screening_method(est)
-            methods = (method,)
-            res = cross_explain(self.estimator, data, y, cv=self.cv, methods=methods,
+            method = self._screening_method(Explainer(est).ensemble)
+            res = cross_explain(self.estimator, data, y, cv=self.cv, methods=(method,),
                                 sample_weight=sample_weight, feature_names=names,
                                 n_blocks=self.n_blocks, random_state=block_seed,
                                 groups=self.groups)
@@ -224,11 +223,11 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
             sw = (None, None) if sample_weight is None else (sample_weight[train],
                                                             sample_weight[val])
             _fit(est, _safe_indexing(data, train), y[train], sw[0])
-            method = self._screening_method(est)
-            methods = (method,)
-            res = explain(est, _safe_indexing(data, val), y[val], methods=methods,
-                          sample_weight=sw[1], feature_names=names, n_blocks=self.n_blocks,
-                          random_state=block_seed, groups=self.groups)
+            ex = Explainer(est, feature_names=names)
+            method = self._screening_method(ex.ensemble)
+            res = ex.explain(_safe_indexing(data, val), y[val], methods=(method,),
+                             sample_weight=sw[1], n_blocks=self.n_blocks,
+                             random_state=block_seed, groups=self.groups)
         self.estimator_ = est
         self.importances_ = res
         self.method_ = method
@@ -287,15 +286,13 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
                 or self.n_blocks < 2:
             raise ValueError(f"n_blocks must be an integer >= 2, got {self.n_blocks!r}")
 
-    def _screening_method(self, fitted):
-        """``method``, or the default screening measure of the fitted estimator's kind,
-        task and objective (only that one is computed: another candidate may not be
-        defined for the model, e.g. ufi for an absolute-error forest)."""
+    def _screening_method(self, ens):
+        """``method``, or the default screening measure of the fitted estimator's parsed
+        ensemble ``ens`` (its kind, task and objective). Only that one is computed:
+        another candidate may not be defined for the model (ufi for an absolute-error
+        forest)."""
         if self.method is not None:
             return self.method
-        from .explainer import Explainer
-
-        ens = Explainer(fitted).ensemble
         return default_screening_method(ens.kind, model_task(ens), objective_name(ens))
 
     def _use_oob(self):
