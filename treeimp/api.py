@@ -149,6 +149,9 @@ def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alph
     # from the same sums
     class_parts = (registry.class_parts(methods, ens, stats)
                    if forest and classification else {})
+    # the split sums of the fused measures, from one pass over the statistics
+    parts = dict(class_parts) if stats is None or class_parts else registry.shared_parts(
+        methods, ens, stats, classification=classification)
     given = {"alpha": alpha, "lam": lam}
     for m in methods:
         entry = registry.get(m)
@@ -157,7 +160,7 @@ def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alph
             values = to_groups(extra[m])
         else:
             values = to_groups(entry.formula(ens, stats, classification,
-                                             entry.params_for(given), class_parts.get(m)))
+                                             entry.params_for(given), parts.get(m)))
         pt = values[-1:]
         # read from the model alone: no evaluation rows, no row blocks
         bv = agg(values[:-1]) if entry.needs_rows else np.full((n_blocks, width), np.nan)

@@ -23,7 +23,7 @@ from ._input import RowSource
 from .blocks import BlockKey, block_key, check_positions, row_blocks
 from .dask import is_dask_collection
 from .defaults import DEFAULT_METHODS, DEFAULT_N_BLOCKS, OOB_VARIANCE_FACTOR
-from .drivers import fill_internal_stats, forest_node_stats, forest_stats_shape, staged_pass
+from .drivers import forest_node_stats, forest_stats_shape, staged_pass
 from .drivers import stats_shape as staged_stats_shape
 from .ensemble import FOREST
 from .groups import resolve_groups
@@ -239,13 +239,7 @@ class Explainer:
         check_methods_for_targets(methods, self.ensemble)
         names = self._names(stats.names)
         grp = resolve_groups(groups, names, stats.input_groups)
-        with self._pool.zeroed(stats._array.shape) as out:
-            out[...] = stats._array
-            private = NodeStats(out, layout=stats.layout, n_rows=stats.n_rows,
-                                block_weight=stats.block_weight, settings=stats.settings,
-                                extra=stats.extra, names=stats.names,
-                                input_groups=stats.input_groups)
-            return self._finalize(private, methods, alpha, lam, grp, names)
+        return self._finalize(stats, methods, alpha, lam, grp, names)
 
     def permutation_importance(self, X, y, *, scoring=None, n_repeats=5, random_state=None,
                                sample_weight=None, progress=None, groups=None,
@@ -424,8 +418,8 @@ class Explainer:
                          names=names, input_groups=input_groups)
 
     def _finalize(self, stats, methods, alpha, lam, grp, names):
-        """Importances from statistics whose array may be turned into leave-one-block-out
-        sums in place."""
+        """Importances from accumulated statistics (read, never written: the measures
+        take them through ``measures.LeafStats``)."""
         from . import measures
         from .api import _assemble
         from .shap_oob import per_tree_values
@@ -448,13 +442,10 @@ class Explainer:
         array = stats._array
         # small statistics on one thread: waking the thread pool costs more than the work
         threads = 1 if array.size < SERIAL_CELLS else self.n_jobs
+        st = measures.LeafStats(array, ens, settings["layout"])
         with numba_threads(threads):
-            fill_internal_stats(ens, array, True)
-        layout = settings["layout"]
-        st = measures.NodeStats.from_array(array, boosting=layout == BOOSTING,
-                                           one_hot=layout == ONE_HOT)
-        roots = ens.tree_offsets[:-1]
-        if not np.any(st.n_at(roots)[:, -1] > 0):
+            seen = st.root_counts()[:, -1] > 0
+        if not np.any(seen):
             if settings["oob"]:
                 raise ValueError("no tree has out-of-bag rows among these rows (every row "
                                  "is in-bag for every tree)")

@@ -40,6 +40,14 @@ SplitIndex = namedtuple("SplitIndex", ["node", "left", "right", "key", "tree_spl
 # and output (the measure's in-sample decrease, or mdi_oob_centered's centres)
 SplitTerms = namedtuple("SplitTerms", ["w", "v", "extra"])
 
+# several fused measures evaluated in one pass over the trees (kernels/formulas.py
+# leaf_split_sums): each measure's kind, the rows of ``w`` and ``v`` it reads (w: in-sample
+# weight fractions per node, v: node values (n_nodes, C); measures reading the same array
+# share a row), and its slice extra[extra_start[j]:extra_start[j + 1]] of the per-split or
+# per-tree numbers (SplitTerms.extra) laid end to end
+FusedMeasures = namedtuple("FusedMeasures", ["kind", "w_of", "v_of", "extra_start", "w", "v",
+                                             "extra"])
+
 # the evaluation statistics (measures.NodeStats planes, (n_nodes, B) and S (C, n_nodes,
 # B)): n', Q', S', H', R' (planes a layout lacks are filled by another of the same shape
 # and not read) and whether n' is the sum of the class planes S' (one-hot class targets)

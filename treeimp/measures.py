@@ -29,14 +29,19 @@ import contextvars
 import numpy as np
 
 from .ensemble import FOREST
-from .kernel_inputs import HeldOut, SplitIndex, SplitTerms
+from .kernel_inputs import FusedMeasures, HeldOut, SplitIndex, SplitTerms
 from .kernels.formulas import (
+    LAYOUT_BOOSTING,
+    LAYOUT_ONE_HOT,
+    LAYOUT_REGRESSION,
     MDI_OOB,
     MDI_OOB_CENTERED,
     UFI_BOOSTING,
     UFI_CLASSIFICATION,
     UFI_REGRESSION,
     class_split_sums,
+    leaf_root_counts,
+    leaf_split_sums,
     split_sums,
 )
 
@@ -69,6 +74,16 @@ class NodeStats:
         """True while n' is not stored: it is the sum over c of S[c]."""
         return self._n is None
 
+    @property
+    def boosting(self) -> bool:
+        """Statistics of a boosted model (H', R' present)."""
+        return self.H is not None
+
+    @property
+    def n_values(self) -> int:
+        """C: the target planes of S (classes, outputs; 1 for boosting)."""
+        return self.S.shape[0]
+
     def n_at(self, nodes) -> np.ndarray:
         """n' of the listed nodes, (len(nodes), B), without building all of n."""
         if self._n is None:
@@ -94,6 +109,150 @@ class NodeStats:
     @property
     def n_blocks(self):
         return self.S.shape[2]
+
+
+class LeafStats(NodeStats):
+    """Node statistics as they were accumulated: sums at the leaves only, per row block,
+    (D, n_nodes, B + 1) with a spare last block (:class:`treeimp.stats.NodeStats`).
+
+    The fused per-split sums (mdi_oob, mdi_oob_centered, ufi and their per-class parts)
+    and n' at the tree roots are computed from them tree by tree
+    (``kernels.formulas.leaf_split_sums``, ``leaf_root_counts``): each tree is summed up
+    and turned into leave-one-block-out replicates (with the total last, the blocks of
+    every other NodeStats here) in a small buffer while it is in cache, so the leaf
+    array is read once and never written. Any other read of the planes (``n``, ``S``,
+    ``Q``, ``H``, ``R``: the numpy formulas) builds the whole propagated array once, on
+    a copy. ``layout`` is the layout name of :mod:`treeimp.stats`.
+    """
+
+    _CODES = {"regression": LAYOUT_REGRESSION, "one_hot": LAYOUT_ONE_HOT,
+              "boosting": LAYOUT_BOOSTING}
+
+    def __init__(self, leaves, ens, layout, *, blocks=None, cache=None):
+        if layout not in self._CODES:
+            raise ValueError(f"unknown statistics layout {layout!r}")
+        self._leaves = leaves
+        self._ens = ens
+        self._layout = layout
+        self._code = self._CODES[layout]
+        # the blocks (of the B + 1 leave-one-out replicates and total) this view shows
+        self._sel = np.arange(leaves.shape[2]) if blocks is None else blocks
+        # shared by the views of blocks(): the propagated NodeStats, the root counts
+        self._cache = {} if cache is None else cache
+
+    # what the formulas ask before reading planes: answered without building them
+    @property
+    def boosting(self) -> bool:
+        return self._code == LAYOUT_BOOSTING
+
+    @property
+    def n_is_class_sum(self) -> bool:
+        return self._code == LAYOUT_ONE_HOT
+
+    @property
+    def n_values(self) -> int:
+        D = self._leaves.shape[0]
+        return {LAYOUT_REGRESSION: D - 2, LAYOUT_ONE_HOT: D, LAYOUT_BOOSTING: 1}[self._code]
+
+    @property
+    def n_blocks(self):
+        return self._sel.shape[0]
+
+    def blocks(self, sl) -> LeafStats:
+        return LeafStats(self._leaves, self._ens, self._layout, blocks=self._sel[sl],
+                         cache=self._cache)
+
+    def _all_blocks(self):
+        return self._sel.shape[0] == self._leaves.shape[2]
+
+    def _pick(self, a):
+        """``a`` (..., B + 1) restricted to this view's blocks."""
+        return a if self._all_blocks() else a[..., self._sel]
+
+    # the planes: the propagated statistics, built once
+    def _propagated(self) -> NodeStats:
+        full = self._cache.get("full")
+        if full is None:
+            from .kernels.node_stats import propagate_up
+
+            ens = self._ens
+            arr = np.array(self._leaves, dtype=np.float64, order="C")
+            propagate_up(ens.postorder, ens.tree_offsets, ens.left, ens.right, arr, True)
+            full = self._cache["full"] = NodeStats.from_array(
+                arr, boosting=self.boosting, one_hot=self.n_is_class_sum)
+        return full if self._all_blocks() else full.blocks(self._sel)
+
+    n = property(lambda self: self._propagated().n)
+    S = property(lambda self: self._propagated().S)
+    Q = property(lambda self: self._propagated().Q)
+    H = property(lambda self: self._propagated().H)
+    R = property(lambda self: self._propagated().R)
+
+    def root_counts(self) -> np.ndarray:
+        """n' at every tree's root, (n_trees, B) for this view's blocks."""
+        roots = self._cache.get("roots")
+        if roots is None:
+            ens = self._ens
+            roots = np.empty((ens.n_trees, self._leaves.shape[2]))
+            leaf_root_counts(ens.postorder, ens.tree_offsets, ens.left, ens.right,
+                             self._leaves, self._code, roots)
+            self._cache["roots"] = roots
+        return self._pick(roots)
+
+    def n_at(self, nodes) -> np.ndarray:
+        ens = self._ens
+        roots = ens.tree_offsets[:-1]
+        if np.shape(nodes) == roots.shape and np.array_equal(nodes, roots):
+            return self.root_counts()
+        return self._propagated().n_at(nodes)
+
+    def split_sums(self, requests, sp) -> list:
+        """The per-split sums of several fused measures in one pass over the trees:
+        ``requests`` [(kind, SplitTerms, C)] -> [(n_keys, B, C) key-major sums] as
+        ``kernels.formulas.split_sums`` gives them on propagated statistics."""
+        ens = self._ens
+        out = np.zeros((len(requests), sp.n_trees * sp.n_features, self._leaves.shape[2],
+                        max(c for _, _, c in requests)))
+        roots = np.empty((ens.n_trees, self._leaves.shape[2]))
+        leaf_split_sums(_fused_measures(requests), sp.index, ens.postorder, ens.left,
+                        ens.right, self._leaves, self._code, out, roots)
+        self._cache.setdefault("roots", roots)
+        return [np.moveaxis(self._pick(np.moveaxis(o[:, :, :c], 1, -1)), -1, 1)
+                for o, (_, _, c) in zip(out, requests)]
+
+
+def _fused_measures(requests):
+    """kernel_inputs.FusedMeasures of [(kind, SplitTerms, C)]: the arrays of several
+    measures in one bundle, each distinct w and v array once (stacked, read-only)."""
+    def stack(arrays):
+        rows, of = [], []
+        for a in arrays:
+            hit = next((i for i, r in enumerate(rows) if r is a), None)
+            if hit is None:
+                rows.append(a)
+                hit = len(rows) - 1
+            of.append(hit)
+        width = max(r.shape[0] for r in rows)
+        tail = rows[0].shape[1:]
+        if len(rows) == 1 and rows[0].shape[0] == width:
+            out = np.ascontiguousarray(rows[0], dtype=np.float64)[None]
+        else:  # a one-element dummy (not read) padded to the others' length
+            out = np.zeros((len(rows), width) + tail)
+            for i, r in enumerate(rows):
+                out[i, :r.shape[0]] = r
+        out = out.view()
+        out.flags.writeable = False  # one kernel type whether copied or a view of the model
+        return out, np.array(of, dtype=np.int64)
+
+    terms = [t for _, t, _ in requests]
+    w, w_of = stack([np.asarray(t.w, dtype=np.float64) for t in terms])
+    v, v_of = stack([np.asarray(t.v, dtype=np.float64) for t in terms])
+    extras = [np.asarray(t.extra, dtype=np.float64).ravel() for t in terms]
+    start = np.concatenate([[0], np.cumsum([e.shape[0] for e in extras])]).astype(np.int64)
+    extra = np.concatenate(extras)
+    extra.flags.writeable = False
+    return FusedMeasures(np.array([k for k, _, _ in requests], dtype=np.int64), w_of, v_of,
+                         start, w, v, extra)
 
 
 # ---------------------------------------------------------------- helpers
@@ -173,23 +332,42 @@ def using_fused() -> bool:
     return _FUSED.get()
 
 
-def _fused(kind, ens, sp, st, w=None, extra=None, v=None):
-    """Per-split terms of ``kind`` summed per tree and feature by the fused kernel:
-    (B, T, F, C), C = 1 for the one-number terms of UFI_REGRESSION and UFI_BOOSTING.
-    ``v``: the node values the terms read, if not the model's (MDI_OOB: as they enter
-    the margin)."""
+def _request(kind, ens, st, w=None, extra=None, v=None):
+    """(kind, SplitTerms, C) of a fused kernel call: C = 1 for the one-number terms of
+    UFI_REGRESSION and UFI_BOOSTING. ``v``: the node values the terms read, if not the
+    model's (MDI_OOB: as they enter the margin)."""
     if v is None:
         v = _margin_value(ens) if kind == MDI_OOB else np.ascontiguousarray(
             ens.value, dtype=np.float64)
-    B = st.n_blocks
-    C = 1 if kind in (UFI_REGRESSION, UFI_BOOSTING) else st.S.shape[0]
+    C = 1 if kind in (UFI_REGRESSION, UFI_BOOSTING) else st.n_values
+    dummy = np.zeros(1)
+    return kind, SplitTerms(dummy if w is None else w, v, dummy if extra is None else extra), C
+
+
+def _fused(kind, ens, sp, st, w=None, extra=None, v=None):
+    """Per-split terms of ``kind`` summed per tree and feature by the fused kernel:
+    (B, T, F, C) (see :func:`_request`)."""
+    return _key_major_to_parts(_run_split_sums(_request(kind, ens, st, w, extra, v), sp, st),
+                               sp)
+
+
+def _run_split_sums(request, sp, st):
+    """The fused kernel's key-major sums (n_keys, B, C) of ``request`` (:func:`_request`):
+    from the leaf sums of a :class:`LeafStats`, tree by tree, or by ``split_sums`` over
+    propagated statistics."""
+    if isinstance(st, LeafStats):
+        return st.split_sums([request], sp)[0]
+    kind, terms, C = request
+    H = None
+    if kind == MDI_OOB_CENTERED:
+        # the kernel reads the centring weights N' from its H argument: H' for boosting,
+        # n' for forests (not read for one-hot class targets, whose n' is the sum of S')
+        H = st.H if st.boosting else (st.S[0] if st.n_is_class_sum else st.n)
     # key-major (n_keys, B, C): a split adds to B neighbouring cells, not to B cells a
     # whole (n_keys, C) plane apart (which also fall into one L1 cache set)
-    out = np.zeros((sp.n_trees * sp.n_features, B, C))
-    dummy = np.zeros(1)
-    terms = SplitTerms(dummy if w is None else w, v, dummy if extra is None else extra)
-    split_sums(kind, sp.index, terms, _held_out(st), out)
-    return _key_major_to_parts(out, sp)
+    out = np.zeros((sp.n_trees * sp.n_features, st.n_blocks, C))
+    split_sums(kind, sp.index, terms, _held_out(st, H=H), out)
+    return out
 
 
 def _held_out(st: NodeStats, H=None):
@@ -315,16 +493,13 @@ def _fused_centered(ens, sp, st: NodeStats):
     """mdi_oob_centered's per-class split sums (B, n_trees, n_features, C) in one fused
     pass (kernels/formulas.py, MDI_OOB_CENTERED): the same numbers as
     ``_fused(MDI_OOB, ...) - _centring_parts(...)``, which the tests check."""
-    boosting = st.H is not None
-    centre = np.ascontiguousarray(_root_centre(ens, sp, boosting).ravel())
-    # the kernel reads the centring weights N' from its H argument: H' for boosting, n'
-    # for forests (not read for one-hot class targets, whose n' is the sum of S')
-    weights = st.H if boosting else (st.S[0] if st.n_is_class_sum else st.n)
-    B, C = st.n_blocks, st.S.shape[0]
-    out = np.zeros((sp.n_trees * sp.n_features, B, C))
-    split_sums(MDI_OOB_CENTERED, sp.index, SplitTerms(np.zeros(1), _margin_value(ens), centre),
-               _held_out(st, H=weights), out)
-    return _key_major_to_parts(out, sp)
+    return _key_major_to_parts(_run_split_sums(_centered_request(ens, sp, st), sp, st), sp)
+
+
+def _centered_request(ens, sp, st):
+    """The fused request (:func:`_request`) of mdi_oob_centered: the centres c_t."""
+    centre = np.ascontiguousarray(_root_centre(ens, sp, st.boosting).ravel())
+    return MDI_OOB_CENTERED, SplitTerms(np.zeros(1), _margin_value(ens), centre), st.n_values
 
 
 def _root_centre(ens, sp, boosting):
@@ -346,7 +521,7 @@ def _centring_parts(ens, sp, st: NodeStats):
     """(B, n_trees, n_features, C): c_t,c times the sum over splits on k of
     N'_l (v_lc - v_mc) + N'_r (v_rc - v_mc), N' = n' (forests) or H' (boosting); i.e.
     c_t,c sum_i w_i h_i f_k,c(x_i), what mdi_oob_centered subtracts from mdi_oob's sums."""
-    boosting = st.H is not None
+    boosting = st.boosting
     v = _margin_value(ens)
     c = _root_centre(ens, sp, boosting)[sp.tree]  # (n_splits, C)
     coef_l = c * (v[sp.l] - v[sp.m])
@@ -374,9 +549,10 @@ def ufi(ens, st: NodeStats, *, classification: bool, parts=None):
     Splits whose children include one without evaluation rows contribute 0. Boosting:
     the regression form on the Newton pseudo-response, exact for squared error with
     lambda = 0 and an approximation otherwise (see :func:`_ufi_boosting_parts`).
-    ``parts``: ``ufi_class_parts`` of a classification forest, when already computed.
+    ``parts``: its split sums (``ufi_class_parts`` of a classification forest,
+    ``fused_parts``), when already computed.
     """
-    if parts is None or st.H is not None or not classification:
+    if parts is None:
         parts = (_fused_ufi if using_fused() else ufi_parts)(ens, st, classification=classification)
     return _with_rows(_splits(ens), st, parts.sum(axis=-1))
 
@@ -385,13 +561,37 @@ def _fused_ufi(ens, st: NodeStats, *, classification: bool):
     """:func:`ufi_parts` by the fused kernel (UFI_BOOSTING, UFI_CLASSIFICATION or
     UFI_REGRESSION of kernels/formulas.py)."""
     sp = _splits(ens)
+    return _key_major_to_parts(_run_split_sums(_ufi_request(ens, sp, st, classification),
+                                               sp, st), sp)
+
+
+def _ufi_request(ens, sp, st, classification):
+    """The fused request (:func:`_request`) of ufi's form for this model and target."""
     w = _insample_fraction(ens)
-    if st.H is not None:
+    if st.boosting:
         mu, delta_in = _ufi_boosting_parts(ens, sp)
-        return _fused(UFI_BOOSTING, ens, sp, st, w=w, extra=delta_in, v=mu[:, None])
+        return _request(UFI_BOOSTING, ens, st, w=w, extra=delta_in, v=mu[:, None])
     if classification:  # the constant 1 of the Gini cancels: W_m = W_l + W_r
-        return _fused(UFI_CLASSIFICATION, ens, sp, st, w=w)
-    return _fused(UFI_REGRESSION, ens, sp, st, w=w, extra=_insample_decrease(ens, sp, "ufi"))
+        return _request(UFI_CLASSIFICATION, ens, st, w=w)
+    return _request(UFI_REGRESSION, ens, st, w=w, extra=_insample_decrease(ens, sp, "ufi"))
+
+
+def fused_parts(methods, ens, st: NodeStats, classification: bool) -> dict:
+    """{method: per-class split sums (B, n_trees, n_features, C)} of the measures among
+    mdi_oob, mdi_oob_centered and ufi in ``methods``, by the fused kernels: statistics
+    still at the leaves (:class:`LeafStats`) give all of them from one pass over the
+    trees. The same numbers as ``class_parts`` (classification forests) or as the
+    measures compute on their own."""
+    sp = _splits(ens)
+    build = {"mdi_oob": lambda: _request(MDI_OOB, ens, st),
+             "mdi_oob_centered": lambda: _centered_request(ens, sp, st),
+             "ufi": lambda: _ufi_request(ens, sp, st, classification)}
+    names = [m for m in methods if m in build]
+    if isinstance(st, LeafStats) and names:
+        sums = st.split_sums([build[m]() for m in names], sp)
+    else:
+        sums = [_run_split_sums(build[m](), sp, st) for m in names]
+    return {m: _key_major_to_parts(o, sp) for m, o in zip(names, sums)}
 
 
 def check_node_means(method, ens):
@@ -475,7 +675,7 @@ def naive_oob(ens, st: NodeStats):
     """
     sp = _splits(ens)
     keep = _both_children_seen(sp, st)
-    if st.H is not None:
+    if st.boosting:
         denom, half = st.H, 0.5
         keep = keep & (st.H[sp.l] > 0) & (st.H[sp.r] > 0)
     else:
@@ -538,7 +738,7 @@ def mdi_oob_centered_parts(ens, st: NodeStats):
     (forests) or H' (boosting)."""
     sp = _splits(ens)
     m, l, r = sp.m, sp.l, sp.r
-    boosting = st.H is not None
+    boosting = st.boosting
     v, S = _margin_value(ens).T[:, :, None], st.S
     N = st.H if boosting else _counts(st)  # (n_nodes, B)
     c = _root_centre(ens, sp, boosting)[sp.tree].T[:, :, None]  # (C, n_splits, 1)
@@ -564,7 +764,7 @@ def ufi_parts(ens, st: NodeStats, *, classification: bool):
     w = _insample_fraction(ens)
     n, S = _counts(st), st.S
     keep = (n[l] > 0) & (n[r] > 0)  # (n_splits, B)
-    if st.H is not None:
+    if st.boosting:
         mu, delta_in = _ufi_boosting_parts(ens, sp)
         H = st.H
         mu = mu[:, None]
@@ -651,13 +851,14 @@ def class_parts_both(ens, st: NodeStats):
     """{"mdi_oob": ..., "ufi": ...}: ``class_parts`` of both from one pass over one-hot
     class statistics (the default methods read the same cells)."""
     sp = _splits(ens)
-    B, C = st.n_blocks, st.S.shape[0]
     if not st.n_is_class_sum or not using_fused():
         return {m: class_parts(m, ens, st) for m in ("mdi_oob", "ufi")}
+    if isinstance(st, LeafStats):  # both from one pass over the trees
+        return fused_parts(("mdi_oob", "ufi"), ens, st, classification=True)
+    w, v = _insample_fraction(ens), np.ascontiguousarray(ens.value, dtype=np.float64)
+    B, C = st.n_blocks, st.S.shape[0]
     out = {m: np.zeros((sp.n_trees * sp.n_features, B, C)) for m in ("mdi_oob", "ufi")}
-    class_split_sums(sp.index, _insample_fraction(ens), _margin_value(ens),
-                     np.ascontiguousarray(ens.value, dtype=np.float64), st.S,
-                     out["mdi_oob"], out["ufi"])
+    class_split_sums(sp.index, w, _margin_value(ens), v, st.S, out["mdi_oob"], out["ufi"])
     return {m: _key_major_to_parts(o, sp) for m, o in out.items()}
 
 

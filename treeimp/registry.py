@@ -79,6 +79,9 @@ class Measure:
         ValueError naming the problem); required when ``params`` is not empty.
     fixed : ((name, value), ...) parameters fixed by the entry (presets such as pg1).
     per_class : :class:`PerClass` or None.
+    fused : its per-split sums come from the fused kernels (``measures.fused_parts``):
+        the ``parts`` its formula takes, which every such measure of one call gets from
+        a single pass over the accumulated statistics.
     """
 
     name: str
@@ -96,6 +99,7 @@ class Measure:
     check_params: Callable | None = None
     fixed: tuple = ()
     per_class: PerClass | None = None
+    fused: bool = False
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.isidentifier():
@@ -200,14 +204,14 @@ _BUILTIN = (
             source=MODEL, formula=_mdi, label="MDI (in-sample)"),
     Measure("mdi_oob", "MDI-oob: each split's improvement measured on rows the tree did "
             "not see", _LI + ", eq. 14", formula=_mdi_oob, label="MDI-oob",
-            per_class=_MDI_OOB_CLASSES),
+            per_class=_MDI_OOB_CLASSES, fused=True),
     Measure("mdi_oob_centered", "MDI-oob with the target centred per tree at its in-bag "
             "root value (invariant to adding a constant to y)",
             "this library (centring of Li et al.'s eq. 14)", formula=_mdi_oob_centered,
-            per_class=_CENTERED_CLASSES),
+            per_class=_CENTERED_CLASSES, fused=True),
     Measure("ufi", "UFI: impurity decrease mixing in-sample and out-of-sample node "
             "statistics", _ZH, formula=_ufi, label="UFI", needs_node_means=True,
-            per_class=_UFI_CLASSES),
+            per_class=_UFI_CLASSES, fused=True),
     Measure("naive_oob", "impurity decrease measured on out-of-sample rows alone (the "
             "strawman of Li et al.)", _LI + ", Table 1", formula=_naive_oob, label="naive OOB"),
     Measure("pg1", "penalized Gini preset alpha=1, lam=1",
@@ -230,9 +234,6 @@ _BUILTIN = (
 
 _REGISTRY: dict[str, Measure] = {m.name: m for m in _BUILTIN}
 
-# per-class sums that one fused pass gives together (``measures.class_parts_both``: both
-# read the same cells of one-hot class statistics), used when all are wanted
-_JOINT_CLASS_PARTS = ((("mdi_oob", "ufi"), measures.class_parts_both),)
 
 
 # ------------------------------------------------------------------ the table
@@ -382,7 +383,7 @@ def compute(name, ens, st, *, classification, params=None, parts=None):
     if m.source != NODE_STATS:
         raise ValueError(f"{name!r} is not computed from node statistics (source "
                          f"{m.source!r})")
-    kind = BOOSTING if st.H is not None else FOREST
+    kind = BOOSTING if st.boosting else FOREST
     if kind not in m.kinds:
         raise ValueError(f"{name!r} ({m.title}) is defined for "
                          f"{' and '.join(_KIND_PLURAL[k] for k in m.kinds)} only; "
@@ -392,14 +393,22 @@ def compute(name, ens, st, *, classification, params=None, parts=None):
 
 def class_parts(wanted, ens, st) -> dict:
     """{name: per-class parts (B, n_trees, n_features, n_classes)} of the measures in
-    ``wanted`` that have a per-class form, in table order; measures that one fused pass
-    gives together are computed by it."""
+    ``wanted`` that have a per-class form, in table order; those with fused sums are
+    computed together (:func:`shared_parts`)."""
     want = [m.name for m in all_measures() if m.per_class is not None and m.name in wanted]
-    out = {}
-    for members, joint in _JOINT_CLASS_PARTS:
-        if all(n in want for n in members):
-            out.update(joint(ens, st))
+    out = shared_parts(want, ens, st, classification=True)
     for n in want:
         if n not in out:
             out[n] = _REGISTRY[n].per_class.parts(ens, st)
     return out
+
+
+def shared_parts(wanted, ens, st, *, classification) -> dict:
+    """{name: split sums (B, n_trees, n_features, C)} of the ``fused`` measures in
+    ``wanted`` (in table order), from one pass of the fused kernels
+    (``measures.fused_parts``): the ``parts`` their formulas take. Empty when fewer than
+    two are wanted (a measure alone computes its own) or inside ``use_fused(False)``."""
+    fused = [m.name for m in all_measures() if m.fused and m.name in wanted]
+    if len(fused) < 2 or not measures.using_fused():
+        return {}
+    return measures.fused_parts(fused, ens, st, classification)

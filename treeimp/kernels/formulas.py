@@ -21,12 +21,19 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .node_stats import total_and_complement
+
 MDI_OOB = 0          # (v_l - v_m).S'_l + (v_r - v_m).S'_r, per class c
 UFI_CLASSIFICATION = 1  # w_l v_lc p'_lc + w_r v_rc p'_rc - w_m v_mc p'_mc, both children seen
 UFI_REGRESSION = 2   # w-weighted decrease of the held-out MSE (|y - v|^2 summed over
                      # outputs) + in-sample decrease
 UFI_BOOSTING = 3     # w-weighted decrease of the held-out Newton impurity + in-sample decrease
 MDI_OOB_CENTERED = 4  # (v_l - v_m).(S'_l - c_t N'_l) + (v_r - v_m).(S'_r - c_t N'_r), per c
+
+# plane layouts of accumulated statistics (treeimp/stats.py: REGRESSION, ONE_HOT, BOOSTING)
+LAYOUT_REGRESSION = 0  # n', Q', S'_1..C
+LAYOUT_ONE_HOT = 1     # S'_1..C (n' is their sum)
+LAYOUT_BOOSTING = 2    # n', S', H', R'
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -50,63 +57,177 @@ def split_sums(kind, splits, terms, held, out):
     node, left, right, key, tree_splits, tree_offsets = splits
     w, v, extra = terms
     n, Q, S, H, R, n_from_s = held
-    B = n.shape[1]
-    C = S.shape[0]
-    # mdi_oob and ufi in separate loop nests, unsigned node indices
-    # (no wraparound arithmetic): the block loop is then a straight run over B values
-    if kind == MDI_OOB:
-        for t in prange(tree_splits.size - 1):
-            for s in range(tree_splits[t], tree_splits[t + 1]):
-                m, l, r, k = _split(node, left, right, key, s)
-                for c in range(C):
-                    for b in range(B):
-                        out[k, b, c] += _mdi_term(v, S, m, l, r, c, b)
-        return out
-    if kind == MDI_OOB_CENTERED:
-        for t in prange(tree_splits.size - 1):
-            for s in range(tree_splits[t], tree_splits[t + 1]):
-                m, l, r, k = _split(node, left, right, key, s)
-                for c in range(C):
-                    centre = extra[t * C + c]
-                    dl = v[l, c] - v[m, c]
-                    dr = v[r, c] - v[m, c]
-                    for b in range(B):
-                        nl = _count(H, S, l, b, n_from_s)
-                        nr = _count(H, S, r, b, n_from_s)
-                        out[k, b, c] += (dl * (S[c, l, b] - centre * nl)
-                                         + dr * (S[c, r, b] - centre * nr))
-        return out
-    # the ufi forms: n' of the tree's nodes first, in storage order (_tree_counts)
     for t in prange(tree_splits.size - 1):
-        base = tree_offsets[t]
-        ub = np.uint64(base)  # unsigned like the split's node indices
-        cnt = _tree_counts(n, S, base, tree_offsets[t + 1], n_from_s)
-        # the per-node held-out impurity of the regression forms (the tree is in cache)
-        imp = np.empty((cnt.shape[0] if kind != UFI_CLASSIFICATION else 0, B))
-        for i in range(imp.shape[0]):
-            j = np.uint64(base + i)
-            for b in range(B):
-                if kind == UFI_REGRESSION:
-                    imp[i, b] = (_held_mse(Q, S, v, j, b, cnt[i, b])
-                                 if cnt[i, b] > 0.0 else 0.0)
-                else:
-                    imp[i, b] = _held_newton(S, H, R, v, j, b)
+        tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, 0, w, v,
+                   extra, n, Q, S, H, R, n_from_s, out)
+    return out
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, w, v, extra,
+               n, Q, S, H, R, n_from_s, out):
+    """Tree t's part of ``split_sums``: its split terms of ``kind`` added into out.
+
+    The evaluation statistics n .. R are indexed by node - ``off``: the ensemble's own
+    planes (off = 0) or a copy of tree t's nodes alone (off = its first node,
+    ``leaf_split_sums``); w, v and extra by the global node or split. Unsigned node
+    indices (no wraparound arithmetic), and mdi_oob and ufi in separate loop nests: the
+    block loop is then a straight run over B values."""
+    B = S.shape[2]
+    C = S.shape[0]
+    uo = np.uint64(off)
+    if kind == MDI_OOB:
         for s in range(tree_splits[t], tree_splits[t + 1]):
             m, l, r, k = _split(node, left, right, key, s)
-            im, il, ir = m - ub, l - ub, r - ub
+            for c in range(C):
+                dl = v[l, c] - v[m, c]
+                dr = v[r, c] - v[m, c]
+                for b in range(B):
+                    out[k, b, c] += dl * S[c, l - uo, b] + dr * S[c, r - uo, b]
+        return
+    if kind == MDI_OOB_CENTERED:
+        for s in range(tree_splits[t], tree_splits[t + 1]):
+            m, l, r, k = _split(node, left, right, key, s)
+            il, ir = l - uo, r - uo
+            for c in range(C):
+                centre = extra[t * C + c]
+                dl = v[l, c] - v[m, c]
+                dr = v[r, c] - v[m, c]
+                for b in range(B):
+                    nl = _count(H, S, il, b, n_from_s)
+                    nr = _count(H, S, ir, b, n_from_s)
+                    out[k, b, c] += (dl * (S[c, il, b] - centre * nl)
+                                     + dr * (S[c, ir, b] - centre * nr))
+        return
+    # the ufi forms: n' of the tree's nodes first, in storage order (_tree_counts)
+    base = tree_offsets[t]
+    ub = np.uint64(base)  # unsigned like the split's node indices
+    cnt = _tree_counts(n, S, base - off, tree_offsets[t + 1] - off, n_from_s)
+    # the per-node held-out impurity of the regression forms (the tree is in cache)
+    imp = np.empty((cnt.shape[0] if kind != UFI_CLASSIFICATION else 0, B))
+    for i in range(imp.shape[0]):
+        j = np.uint64(base + i)
+        jl = np.uint64(base - off + i)
+        for b in range(B):
+            if kind == UFI_REGRESSION:
+                imp[i, b] = (_held_mse(Q, S, v, j, jl, b, cnt[i, b])
+                             if cnt[i, b] > 0.0 else 0.0)
+            else:
+                imp[i, b] = _held_newton(S, H, R, v, j, jl, b)
+    for s in range(tree_splits[t], tree_splits[t + 1]):
+        m, l, r, k = _split(node, left, right, key, s)
+        im, il, ir = m - ub, l - ub, r - ub
+        for b in range(B):
+            nl = cnt[il, b]
+            nr = cnt[ir, b]
+            if nl <= 0.0 or nr <= 0.0:  # skip rule: a child without rows
+                continue
+            if kind == UFI_CLASSIFICATION:
+                _add_ufi_class(out, k, b, w, v, S, m, l, r, uo, nl, nr, cnt[im, b])
+                continue
+            if kind == UFI_BOOSTING and (H[l - uo, b] <= 0.0 or H[r - uo, b] <= 0.0):
+                continue  # no Newton impurity
+            out[k, b, 0] += (w[m] * imp[im, b] - w[l] * imp[il, b]
+                             - w[r] * imp[ir, b] + extra[s])
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def leaf_split_sums(measures, splits, order, left, right, leaves, layout, out, roots):
+    """``split_sums`` of several measures straight from leaf sums, tree by tree.
+
+    ``leaves`` (D, n_nodes, B + 1): the statistics as accumulated (rows added at the
+    leaves they reached, internal nodes and the spare last block zero; planes by
+    ``layout``: LAYOUT_REGRESSION n', Q', S'..; LAYOUT_ONE_HOT the class sums S';
+    LAYOUT_BOOSTING n', S', H', R'). Each tree's nodes are copied once into a small
+    buffer, summed up the tree (``order``: the post-order tree by tree, ``left``,
+    ``right`` the children, -1 at leaves) and turned into leave-one-block-out
+    replicates with the total last (as ``node_stats.propagate_up``), and every measure j
+    of ``measures`` (kernel_inputs.FusedMeasures) adds that tree's terms into out[j]
+    (n_keys, B + 1, C) while the tree is in cache: ``leaves`` is read once and never
+    written, and no propagated copy of it is made. MDI_OOB_CENTERED reads its weights
+    N' from H' for boosting and n' otherwise. ``roots`` (n_trees, B + 1) receives n' at
+    every tree's root, block by block.
+    """
+    kinds, w_of, v_of, extra_start, ws, vs, extras = measures
+    node, lefts, rights, key, tree_splits, tree_offsets = splits
+    D = leaves.shape[0]
+    B1 = leaves.shape[2]
+    from_s = layout == LAYOUT_ONE_HOT
+    for t in prange(tree_offsets.shape[0] - 1):
+        base = tree_offsets[t]
+        nt = tree_offsets[t + 1] - base
+        loc = np.empty((D, nt, B1))
+        for d in range(D):
+            for i in range(nt):
+                for b in range(B1 - 1):
+                    loc[d, i, b] = leaves[d, base + i, b]
+        for k in range(base, base + nt):
+            nd = order[k]
+            lc = left[nd]
+            if lc < 0:
+                continue
+            i, il, ir = nd - base, lc - base, right[nd] - base
+            for d in range(D):
+                for b in range(B1 - 1):
+                    loc[d, i, b] = loc[d, il, b] + loc[d, ir, b]
+        for d in range(D):
+            for i in range(nt):
+                total_and_complement(loc[d], i, B1 - 1)
+        n, Q, S, H, R = _planes(loc, layout)
+        for b in range(B1):
+            roots[t, b] = _count(n, S, 0, b, from_s)
+        for j in range(kinds.shape[0]):
+            kind = kinds[j]
+            extra = extras[extra_start[j]:extra_start[j + 1]]
+            weights = n if kind == MDI_OOB_CENTERED and layout != LAYOUT_BOOSTING else H
+            tree_terms(kind, node, lefts, rights, key, tree_splits, tree_offsets, t, base,
+                       ws[w_of[j]], vs[v_of[j]], extra, n, Q, S, weights, R, from_s,
+                       out[j])
+
+
+@njit(cache=True, parallel=True)
+def leaf_root_counts(order, tree_offsets, left, right, leaves, layout, roots):
+    """roots (n_trees, B + 1) := n' at every tree's root from leaf sums (``leaves`` and
+    ``order``, ``left``, ``right`` as in ``leaf_split_sums``), added up the tree in the
+    same order and turned into leave-one-block-out replicates with the total last before
+    the class planes are summed, so equal to the root counts that function gives."""
+    B = leaves.shape[2] - 1
+    from_s = layout == LAYOUT_ONE_HOT
+    P = leaves.shape[0] if from_s else 1  # one-hot: the class planes, summed at the root
+    for t in prange(tree_offsets.shape[0] - 1):
+        base = tree_offsets[t]
+        cnt = np.empty((P, tree_offsets[t + 1] - base, B))
+        for p in range(P):
+            for i in range(cnt.shape[1]):
+                for b in range(B):
+                    cnt[p, i, b] = leaves[p, base + i, b]
+        for k in range(base, tree_offsets[t + 1]):
+            nd = order[k]
+            lc = left[nd]
+            if lc < 0:
+                continue
+            for p in range(P):
+                for b in range(B):
+                    cnt[p, nd - base, b] = cnt[p, lc - base, b] + cnt[p, right[nd] - base, b]
+        top = np.empty((P, 1, B + 1))  # the root's planes, then their replicates
+        for p in range(P):
             for b in range(B):
-                nl = cnt[il, b]
-                nr = cnt[ir, b]
-                if nl <= 0.0 or nr <= 0.0:  # skip rule: a child without rows
-                    continue
-                if kind == UFI_CLASSIFICATION:
-                    _add_ufi_class(out, k, b, w, v, S, m, l, r, nl, nr, cnt[im, b])
-                    continue
-                if kind == UFI_BOOSTING and (H[l, b] <= 0.0 or H[r, b] <= 0.0):
-                    continue  # no Newton impurity
-                out[k, b, 0] += (w[m] * imp[im, b] - w[l] * imp[il, b]
-                                 - w[r] * imp[ir, b] + extra[s])
-    return out
+                top[p, 0, b] = cnt[p, 0, b]
+            total_and_complement(top[p], 0, B)
+        for b in range(B + 1):
+            roots[t, b] = _count(top[0], top, 0, b, from_s)
+
+
+@njit(cache=True, inline="always")
+def _planes(loc, layout):
+    """The planes (n, Q, S, H, R) of one tree's statistics ``loc`` by ``layout`` (those a
+    layout lacks are filled by n' and not read; one-hot: n' is not stored, S[0] stands
+    in)."""
+    if layout == LAYOUT_BOOSTING:
+        return loc[0], loc[0], loc[1:2], loc[2], loc[3]
+    if layout == LAYOUT_REGRESSION:
+        return loc[0], loc[1], loc[2:], loc[0], loc[0]
+    return loc[0], loc[0], loc[:], loc[0], loc[0]
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
@@ -128,12 +249,14 @@ def class_split_sums(splits, w, v_mdi, v, S, out_mdi, out_ufi):
             m, l, r, k = _split(node, left, right, key, s)
             for b in range(B):
                 for c in range(C):
-                    out_mdi[k, b, c] += _mdi_term(v_mdi, S, m, l, r, c, b)
+                    out_mdi[k, b, c] += ((v_mdi[l, c] - v_mdi[m, c]) * S[c, l, b]
+                                         + (v_mdi[r, c] - v_mdi[m, c]) * S[c, r, b])
                 nl = cnt[l - ub, b]
                 nr = cnt[r - ub, b]
                 if nl <= 0.0 or nr <= 0.0:  # ufi's skip rule: a child without rows
                     continue
-                _add_ufi_class(out_ufi, k, b, w, v, S, m, l, r, nl, nr, cnt[m - ub, b])
+                _add_ufi_class(out_ufi, k, b, w, v, S, m, l, r, np.uint64(0), nl, nr,
+                               cnt[m - ub, b])
 
 
 @njit(cache=True, inline="always")
@@ -150,22 +273,16 @@ def _tree_counts(n, S, start, stop, from_s):
 
 
 @njit(cache=True, inline="always")
-def _mdi_term(v, S, m, l, r, c, b):
-    """(v_l - v_m) S'_l + (v_r - v_m) S'_r for output c, block b."""
-    return (v[l, c] - v[m, c]) * S[c, l, b] + (v[r, c] - v[m, c]) * S[c, r, b]
-
-
-@njit(cache=True, inline="always")
-def _add_ufi_class(out, k, b, w, v, S, m, l, r, nl, nr, nm):
+def _add_ufi_class(out, k, b, w, v, S, m, l, r, uo, nl, nr, nm):
     """out[k, b, c] += w_l v_lc p'_lc + w_r v_rc p'_rc - w_m v_mc p'_mc, with the held-out
-    class shares p' = S' / n' (one division per node)."""
+    class shares p' = S' / n' (one division per node); S indexed by node - ``uo``."""
     fl = w[l] / nl
     fr = w[r] / nr
     fm = w[m] / nm
     for c in range(S.shape[0]):
-        out[k, b, c] += (fl * v[l, c] * S[c, l, b]
-                         + fr * v[r, c] * S[c, r, b]
-                         - fm * v[m, c] * S[c, m, b])
+        out[k, b, c] += (fl * v[l, c] * S[c, l - uo, b]
+                         + fr * v[r, c] * S[c, r - uo, b]
+                         - fm * v[m, c] * S[c, m - uo, b])
 
 
 @njit(cache=True, inline="always")
@@ -187,23 +304,25 @@ def _count(n, S, node, b, from_s):
 
 
 @njit(cache=True, inline="always")
-def _held_newton(S, H, R, mu, node, b):
+def _held_newton(S, H, R, mu, node, held, b):
     """Held-out Newton impurity (R' + 2 mu G' + mu^2 H') / H' with G' = -S' (0 when
-    H' = 0): the weighted mean of h (-g/h - mu)^2 over the node's rows."""
-    h = H[node, b]
+    H' = 0): the weighted mean of h (-g/h - mu)^2 over the node's rows (mu at ``node``,
+    the statistics at ``held``)."""
+    h = H[held, b]
     if h <= 0.0:
         return 0.0
     m = mu[node, 0]
-    return (R[node, b] + 2.0 * m * -S[0, node, b] + m * m * h) / h
+    return (R[held, b] + 2.0 * m * -S[0, held, b] + m * m * h) / h
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _held_mse(Q, S, v, node, b, cnt):
+def _held_mse(Q, S, v, node, held, b, cnt):
     """Mean of |y - v|^2 over a node's evaluation rows from its sums,
-    (Q' - 2 v.S' + |v|^2 n') / n', summed over the outputs of a multi-output target."""
+    (Q' - 2 v.S' + |v|^2 n') / n', summed over the outputs of a multi-output target (v at
+    ``node``, the statistics at ``held``)."""
     vs = 0.0
     vv = 0.0
     for c in range(S.shape[0]):
-        vs += v[node, c] * S[c, node, b]
+        vs += v[node, c] * S[c, held, b]
         vv += v[node, c] * v[node, c]
-    return (Q[node, b] - 2.0 * vs + vv * cnt) / cnt
+    return (Q[held, b] - 2.0 * vs + vv * cnt) / cnt

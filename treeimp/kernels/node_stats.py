@@ -121,11 +121,11 @@ def propagate_up(order, tree_offsets, left, right, stats, with_total):
         for j in range(stats.shape[0]):
             plane = stats[j]
             for node in range(tree_offsets[t], tree_offsets[t + 1]):
-                _total_and_complement(plane, node, n_sum)
+                total_and_complement(plane, node, n_sum)
 
 
 @njit(cache=True, inline="always")
-def _total_and_complement(plane, i, B):
+def total_and_complement(plane, i, B):
     """plane[i, B] := t = the sum over b < B of plane[i, b]; plane[i, b] := t - plane[i, b]."""
     t = 0.0
     for b in range(B):

@@ -1,0 +1,124 @@
+"""Finalising from leaf sums (measures.LeafStats, kernels/formulas.leaf_split_sums) against
+the statistics propagated up the trees first (kernels/node_stats.propagate_up) and the
+numpy forms of the formulas, on forests and boosted models with B > 1 blocks."""
+
+import numpy as np
+import pytest
+
+from tests.test_formulas import N_BLOCKS, _forest
+from treeimp import measures
+from treeimp._input import RowSource
+from treeimp.drivers import forest_node_stats, staged_pass
+from treeimp.kernels.node_stats import propagate_up
+from treeimp.measures import LeafStats, NodeStats
+from treeimp.targets import forest_targets
+
+FUSED = ("mdi_oob", "mdi_oob_centered", "ufi")
+
+
+def _leaves(case):
+    """(ens, leaf sums (D, n_nodes, B + 1) as Explainer.accumulate keeps them, layout
+    name, classification)."""
+    import treeimp
+
+    if case.startswith("boosting"):
+        pytest.importorskip(case.split()[1])
+        rng = np.random.default_rng(5)
+        X = rng.normal(size=(260, 4))
+        f = X[:, 0] + X[:, 1] * X[:, 2]
+        if case.endswith("xgboost"):
+            import xgboost as xgb
+
+            y = (f + rng.normal(scale=0.5, size=260) > 0).astype(int)
+            model = xgb.XGBClassifier(n_estimators=6, max_depth=4, learning_rate=0.3,
+                                      subsample=0.7, random_state=0, n_jobs=1)
+        else:
+            import lightgbm as lgb
+
+            y = f + rng.normal(scale=0.3, size=260)
+            model = lgb.LGBMRegressor(n_estimators=6, num_leaves=12, min_child_samples=5,
+                                      learning_rate=0.2, verbose=-1, n_jobs=1)
+        ens = treeimp.parse(model.fit(X[:200], y[:200]))
+        block = (np.arange(60) % N_BLOCKS).astype(np.int32)
+        w = np.random.default_rng(1).uniform(0.5, 2.0, size=60)
+        arr, _ = staged_pass(ens, RowSource(X[200:], ens), y[200:], w, block, N_BLOCKS,
+                             keep_margin=False, leave_one_out=True, propagate=False)
+        return ens, arr, "boosting", False
+    ens, X, y = _forest(case.split()[0])
+    Z, classification = forest_targets(ens, y)
+    one_hot = case.endswith("one-hot")
+    block = (np.arange(len(X)) % N_BLOCKS).astype(np.int32)
+    w = np.random.default_rng(0).uniform(0.5, 2.0, size=len(X))
+    arr = forest_node_stats(ens, RowSource(X, ens), Z, w, block, N_BLOCKS, one_hot=one_hot,
+                            leave_one_out=True, propagate=False)
+    return ens, arr, "one_hot" if one_hot else "regression", classification
+
+
+def _propagated(ens, leaves, layout):
+    arr = leaves.copy()
+    propagate_up(ens.postorder, ens.tree_offsets, ens.left, ens.right, arr, True)
+    return NodeStats.from_array(arr, boosting=layout == "boosting", one_hot=layout == "one_hot")
+
+
+CASES = ["multiclass", "multiclass one-hot", "regression", "boosting xgboost",
+         "boosting lightgbm"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_leaf_sums_give_what_propagated_statistics_give(case):
+    ens, leaves, layout, classification = _leaves(case)
+    before = leaves.copy()
+    lazy = LeafStats(leaves, ens, layout)
+    eager = _propagated(ens, leaves, layout)
+    assert lazy.n_blocks == eager.n_blocks == N_BLOCKS + 1
+    assert lazy.boosting == eager.boosting and lazy.n_values == eager.n_values
+    assert lazy.n_is_class_sum == eager.n_is_class_sum
+    roots = ens.tree_offsets[:-1]
+    np.testing.assert_array_equal(lazy.root_counts(), eager.n_at(roots))
+    # every fused measure alone, and all of them from one pass, equal the same kernels'
+    # sums over the propagated statistics (the same additions in the same order), and
+    # the numpy forms to rounding
+    together = measures.fused_parts(FUSED, ens, lazy, classification)
+    for name in FUSED:
+        alone = measures.fused_parts([name], ens, lazy, classification)[name]
+        want = measures.fused_parts([name], ens, eager, classification)[name]
+        np.testing.assert_array_equal(alone, want, err_msg=name)
+        np.testing.assert_array_equal(together[name], want, err_msg=name)
+        got = measures.compute(name, ens, lazy, classification=classification)
+        plain = measures.compute(name, ens, eager, classification=classification, fused=False)
+        np.testing.assert_allclose(got, plain, rtol=1e-12,
+                                   atol=1e-12 * np.nanmax(np.abs(plain)), err_msg=name)
+    # a view of some blocks reads the same blocks of the propagated statistics
+    last = lazy.blocks(slice(-1, None))
+    assert last.n_blocks == 1
+    np.testing.assert_array_equal(last.n_at(roots), eager.blocks(slice(-1, None)).n_at(roots))
+    np.testing.assert_array_equal(
+        measures.fused_parts(["mdi_oob"], ens, last, classification)["mdi_oob"],
+        measures.fused_parts(["mdi_oob"], ens, eager, classification)["mdi_oob"][-1:])
+    # measures without a fused form read the planes: built once, equal
+    got = measures.compute("naive_oob", ens, lazy, classification=classification)
+    np.testing.assert_array_equal(
+        got, measures.compute("naive_oob", ens, eager, classification=classification))
+    np.testing.assert_array_equal(lazy.S, eager.S)
+    # the accumulated statistics are read, never written
+    np.testing.assert_array_equal(leaves, before)
+
+
+def test_fused_measures_share_one_array_per_distinct_input():
+    """Measures reading the same node values get one row of the stacked inputs; the
+    dummy in-sample weights of mdi_oob are padded, not read."""
+    ens, leaves, layout, classification = _leaves("multiclass")
+    lazy = LeafStats(leaves, ens, layout)
+    sp = measures._splits(ens)
+    reqs = [measures._request(measures.MDI_OOB, ens, lazy),
+            measures._ufi_request(ens, sp, lazy, classification)]
+    bundle = measures._fused_measures(reqs)
+    assert list(bundle.v_of) == [0, 0] and bundle.v.shape[0] == 1  # the forest's values
+    assert list(bundle.w_of) == [0, 1] and bundle.w.shape == (2, ens.n_nodes)
+    assert not bundle.v.flags.writeable and not bundle.w.flags.writeable
+
+
+def test_unknown_layout_is_refused():
+    ens, leaves, _, _ = _leaves("regression")
+    with pytest.raises(ValueError, match="layout"):
+        LeafStats(leaves, ens, "planes")
