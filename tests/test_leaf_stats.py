@@ -8,8 +8,7 @@ import pytest
 from tests.test_formulas import N_BLOCKS, _forest
 from treeimp import measures
 from treeimp._input import RowSource
-from treeimp.drivers import forest_node_stats, staged_pass
-from treeimp.kernels.node_stats import propagate_up
+from treeimp.drivers import forest_leaf_sums, node_planes, staged_leaf_sums
 from treeimp.measures import LeafStats, NodeStats
 from treeimp.targets import forest_targets
 
@@ -17,8 +16,8 @@ FUSED = ("mdi_oob", "mdi_oob_centered", "ufi")
 
 
 def _leaves(case):
-    """(ens, leaf sums (D, n_nodes, B + 1) as Explainer.accumulate keeps them, layout
-    name, classification)."""
+    """(ens, leaf sums (n_leaves, B, D) as Explainer.accumulate keeps them, layout name,
+    classification)."""
     import treeimp
 
     if case.startswith("boosting"):
@@ -41,22 +40,20 @@ def _leaves(case):
         ens = treeimp.parse(model.fit(X[:200], y[:200]))
         block = (np.arange(60) % N_BLOCKS).astype(np.int32)
         w = np.random.default_rng(1).uniform(0.5, 2.0, size=60)
-        arr, _ = staged_pass(ens, RowSource(X[200:], ens), y[200:], w, block, N_BLOCKS,
-                             keep_margin=False, leave_one_out=True, propagate=False)
+        arr, _ = staged_leaf_sums(ens, RowSource(X[200:], ens), y[200:], w, block,
+                                  N_BLOCKS, keep_margin=False)
         return ens, arr, "boosting", False
     ens, X, y = _forest(case.split()[0])
     Z, classification = forest_targets(ens, y)
     one_hot = case.endswith("one-hot")
     block = (np.arange(len(X)) % N_BLOCKS).astype(np.int32)
     w = np.random.default_rng(0).uniform(0.5, 2.0, size=len(X))
-    arr = forest_node_stats(ens, RowSource(X, ens), Z, w, block, N_BLOCKS, one_hot=one_hot,
-                            leave_one_out=True, propagate=False)
+    arr = forest_leaf_sums(ens, RowSource(X, ens), Z, w, block, N_BLOCKS, one_hot=one_hot)
     return ens, arr, "one_hot" if one_hot else "regression", classification
 
 
 def _propagated(ens, leaves, layout):
-    arr = leaves.copy()
-    propagate_up(ens.postorder, ens.tree_offsets, ens.left, ens.right, arr, True)
+    arr = node_planes(ens, leaves, leave_one_out=True, propagate=True)
     return NodeStats.from_array(arr, boosting=layout == "boosting", one_hot=layout == "one_hot")
 
 

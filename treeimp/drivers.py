@@ -4,9 +4,11 @@ Forests (``forest_node_stats``): every tree against the rows' own target (y, or 
 classes), optionally on each tree's out-of-bag rows only. Boosting (``staged_pass``):
 tree t against -g, the negative gradient of the model's own loss at the held-out margin
 before t's stage (measures.md, "The per-tree target"). Both add rows into the leaves
-they reach; ``fill_internal_stats`` then sums leaves up the trees (and forms the
-leave-one-block-out replicates). :meth:`treeimp.Explainer.accumulate` calls them with
-``propagate=False`` and keeps leaf sums, which add up across chunks of rows.
+they reach (``forest_leaf_sums``, ``staged_leaf_sums``: per row block and leaf slot,
+what :meth:`treeimp.Explainer.accumulate` keeps; they add up across chunks of rows).
+``forest_node_stats`` and ``staged_pass`` lay them out by node (``node_planes``) and
+``fill_internal_stats`` sums them up the trees (and forms the leave-one-block-out
+replicates).
 """
 
 from __future__ import annotations
@@ -21,35 +23,28 @@ from .routing import routing_flags
 from .threads import numba_threads
 
 # rows per staged kernel call: the per-call sort of rows by block stays small, and the
-# per-block buffers (4 x n_nodes) are flushed rarely enough not to matter
+# per-block buffers (4 x n_leaves) are flushed rarely enough not to matter
 CHUNK_ROWS = 1 << 18
 
 
 # ------------------------------------------------------------------------ forests
-def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, positions=None,
-                      one_hot=False, leave_one_out=False, propagate=True, n_jobs=None,
-                      bar=None, out=None):
-    """Node statistics (2 + value_dim, n_nodes, n_blocks) of the forest targets ``Z``
+def forest_leaf_sums(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, positions=None,
+                     one_hot=False, n_jobs=None, bar=None, out=None):
+    """Leaf sums (n_leaves, n_blocks, 2 + value_dim) of the forest targets ``Z``
     ((n, value_dim); the class sums alone for one-hot rows of ``Z``: ``one_hot=True``,
-    see kernels/node_stats.py).
+    see kernels/node_stats.py): what :meth:`treeimp.Explainer.accumulate` keeps.
 
     ``inbag_bits`` (packed, one row per tree) restricts each tree to its out-of-bag rows;
     ``positions`` (n,) are the rows' global positions that index it (default 0 .. n-1).
-    ``leave_one_out``: n_blocks + 1 blocks instead, blocks b < n_blocks the
-    leave-one-block-out statistics and the last the total, see ``propagate_up``.
-    ``propagate=False``: leaf sums only (internal nodes stay zero; a spare last block
-    with ``leave_one_out`` stays zero). ``out``: a zero-filled float64 array of the
-    statistics' shape to fill instead of a new one (``forest_stats_shape``).
+    ``out``: a zero-filled float64 array of ``forest_leaf_shape`` to add into instead of
+    a new one.
     """
     one_hot = bool(one_hot)
     if one_hot and ens.value_dim != ens.n_outputs:
         raise ValueError(f"one_hot statistics need trees that score every class (value_dim "
                          f"{ens.value_dim} == n_outputs {ens.n_outputs}): the class sums "
                          "of a node then add up to its row count")
-    shape = forest_stats_shape(ens, n_blocks, one_hot, leave_one_out)
-    if out is not None and out.shape != shape:
-        raise ValueError(f"out has shape {out.shape}, the statistics need {shape}")
-    stats = np.zeros(shape) if out is None else out
+    stats = _out(out, forest_leaf_shape(ens, n_blocks, one_hot))
     use_inbag = inbag_bits is not None
     bits = inbag_bits if use_inbag else empty_inbag()
     pos = (np.zeros(0, np.int64) if not use_inbag  # read only for in-bag bits
@@ -63,18 +58,44 @@ def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, posi
         for start, chunk in rows.chunks(split=bar is not None and bar.enabled):
             strict, round32 = routing_flags(ens, chunk)
             forest_leaf_stats(chunk, start, rows_in, bits, use_inbag, one_hot, stats,
-                              ens.tree_offsets, ens.tree_output, routing, strict, round32)
+                              ens.tree_offsets, ens.tree_output, routing, strict, round32,
+                              ens.leaf_slots.slot)
             if bar is not None:
                 bar.update(chunk.shape[0])
-        if propagate:
-            fill_internal_stats(ens, stats, leave_one_out)
     return stats
 
 
-def forest_stats_shape(ens, n_blocks, one_hot, leave_one_out):
-    """Shape of ``forest_node_stats``'s statistics."""
-    return ((0 if one_hot else 2) + ens.value_dim, ens.n_nodes,
-            n_blocks + bool(leave_one_out))
+def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, positions=None,
+                      one_hot=False, leave_one_out=False, propagate=True, n_jobs=None,
+                      bar=None):
+    """Node statistics (2 + value_dim, n_nodes, n_blocks) of the forest targets: the
+    leaf sums of :func:`forest_leaf_sums` (same arguments) laid out by node
+    (:func:`node_planes`). ``leave_one_out``: n_blocks + 1 blocks instead, blocks
+    b < n_blocks the leave-one-block-out statistics and the last the total, see
+    ``propagate_up``. ``propagate=False``: leaf sums only (internal nodes stay zero; a
+    spare last block with ``leave_one_out`` stays zero)."""
+    leaves = forest_leaf_sums(ens, rows, Z, w, block, n_blocks, inbag_bits=inbag_bits,
+                              positions=positions, one_hot=one_hot, n_jobs=n_jobs, bar=bar)
+    with numba_threads(n_jobs):
+        return node_planes(ens, leaves, leave_one_out, propagate)
+
+
+def forest_leaf_shape(ens, n_blocks, one_hot):
+    """Shape of ``forest_leaf_sums``'s statistics."""
+    return (ens.leaf_slots.node.shape[0], n_blocks, (0 if one_hot else 2) + ens.value_dim)
+
+
+def node_planes(ens, leaves, leave_one_out, propagate):
+    """Leaf sums (n_leaves, n_blocks, D) laid out by node, one plane per term: (D, n_nodes,
+    n_blocks + leave_one_out), internal nodes zero or (``propagate``) the sums of their
+    leaves; ``leave_one_out``: a last block more, spare or (``propagate``) the total,
+    the blocks before it leave-one-block-out sums (see ``fill_internal_stats``)."""
+    _, B, D = leaves.shape
+    planes = np.zeros((D, ens.n_nodes, B + bool(leave_one_out)))
+    planes[:, ens.leaf_slots.node, :B] = leaves.transpose(2, 0, 1)
+    if propagate:
+        fill_internal_stats(ens, planes, leave_one_out)
+    return planes
 
 
 def fill_internal_stats(ens, stats, leave_one_out):
@@ -86,6 +107,15 @@ def fill_internal_stats(ens, stats, leave_one_out):
     return stats
 
 
+def _out(out, shape):
+    """``out`` after checking its shape, or a new zero-filled array of ``shape``."""
+    if out is None:
+        return np.zeros(shape)
+    if out.shape != shape:
+        raise ValueError(f"out has shape {out.shape}, the statistics need {shape}")
+    return out
+
+
 # ------------------------------------------------------------------------ boosting
 def stage_starts(ens):
     """(n_stages + 1,) index of the first tree of every stage."""
@@ -93,27 +123,21 @@ def stage_starts(ens):
     return np.concatenate([[0], change, [ens.n_trees]]).astype(np.int64)
 
 
-def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
-                keep_margin=True, leave_one_out=False, propagate=True, out=None,
-                base_margin=None):
-    """Run the staged kernel: (stats (4, n_nodes, n_blocks), final margin (n, n_outputs),
-    or None without ``keep_margin``). ``w``: one weight per row, or one for all.
-    ``leave_one_out``: stats has n_blocks + 1 blocks, the leave-one-block-out
-    statistics and last the total (see ``kernels.node_stats.propagate_up``).
-    ``propagate=False``: leaf sums only. ``out``: a zero-filled float64 array of shape
-    ``stats_shape`` to fill instead of a new one. ``base_margin``: per-row offsets
-    ((n, n_outputs), ``offsets.check_base_margin``): every row's held-out margin starts
-    at ``ens.start_margin(base_margin)`` (base score + offset; XGBoost: the offset), so
-    the gradients are the deployed model's."""
+def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
+                     keep_margin=True, out=None, base_margin=None):
+    """Run the staged kernel: (leaf sums (n_leaves, n_blocks, 4) of the terms n', S',
+    H', R' (kernels/staged.py), final margin (n, n_outputs), or None without
+    ``keep_margin``). ``w``: one weight per row, or one for all. ``out``: a zero-filled
+    float64 array of ``staged_leaf_shape`` to add into instead of a new one.
+    ``base_margin``: per-row offsets ((n, n_outputs), ``offsets.check_base_margin``):
+    every row's held-out margin starts at ``ens.start_margin(base_margin)`` (base score +
+    offset; XGBoost: the offset), so the gradients are the deployed model's."""
     if ens.value_dim != 1:
         raise ValueError(f"this model's trees have {ens.value_dim} values per leaf (vector-"
                          "leaf trees); held-out gradient importances need one value per leaf")
     code, params = loss_spec(ens.objective, n_outputs=ens.n_outputs)
     y_t = np.ascontiguousarray(check_target(ens.objective, y, ens.classes), dtype=np.float64)
-    shape = stats_shape(ens, n_blocks, leave_one_out)
-    if out is not None and out.shape != shape:
-        raise ValueError(f"out has shape {out.shape}, the statistics need {shape}")
-    stats = np.zeros(shape) if out is None else out
+    stats = _out(out, staged_leaf_shape(ens, n_blocks))
     margin = np.empty((rows.n_rows if keep_margin else 0, ens.n_outputs))
     row_start = (np.zeros((0, ens.n_outputs)) if base_margin is None
                  else ens.start_margin(base_margin))
@@ -122,6 +146,7 @@ def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
     loss = Loss(code, params, ens.base_score)
     trees = staged_trees(ens, code, params)
     routing = ens.routing_arrays()
+    slot = ens.leaf_slots.slot
     # dynamic: the statistic blocks are few, long and equal; a thread slowed by another
     # process leaves its remaining blocks to the other (see numba_threads)
     with numba_threads(n_jobs, dynamic=True):
@@ -130,14 +155,25 @@ def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
             strict, round32 = routing_flags(ens, chunk)
             order, bounds = rows_by_block(block[start:stop], n_blocks)
             staged_leaf_stats(chunk, start, order, bounds, rows_in, loss, trees, routing,
-                              strict, round32, stats,
+                              strict, round32, slot, stats,
                               margin[start:stop] if keep_margin else margin)
             if bar is not None:
                 bar.update(chunk.shape[0])
-    if propagate:
-        with numba_threads(n_jobs):  # many short iterations: equal shares up front
-            fill_internal_stats(ens, stats, leave_one_out)
     return stats, (margin if keep_margin else None)
+
+
+def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
+                keep_margin=True, leave_one_out=False, propagate=True, base_margin=None):
+    """(stats (4, n_nodes, n_blocks), final margin (n, n_outputs) or None without
+    ``keep_margin``): the leaf sums of :func:`staged_leaf_sums` (same arguments) laid
+    out by node (:func:`node_planes`). ``leave_one_out``: stats has n_blocks + 1 blocks,
+    the leave-one-block-out statistics and last the total (see
+    ``kernels.node_stats.propagate_up``). ``propagate=False``: leaf sums only."""
+    leaves, margin = staged_leaf_sums(ens, rows, y, w, block, n_blocks, n_jobs=n_jobs,
+                                      bar=bar, keep_margin=keep_margin,
+                                      base_margin=base_margin)
+    with numba_threads(n_jobs):  # many short iterations: equal shares up front
+        return node_planes(ens, leaves, leave_one_out, propagate), margin
 
 
 def rows_by_block(local_block, n_blocks):
@@ -155,9 +191,9 @@ def staged_trees(ens, code, params):
                        _logistic_leaf_factor(ens, code, params), stage_starts(ens))
 
 
-def stats_shape(ens, n_blocks, leave_one_out):
-    """Shape of the staged statistics."""
-    return (N_TERMS, ens.n_nodes, n_blocks + bool(leave_one_out))
+def staged_leaf_shape(ens, n_blocks):
+    """Shape of ``staged_leaf_sums``'s statistics."""
+    return (ens.leaf_slots.node.shape[0], n_blocks, N_TERMS)
 
 
 def _logistic_leaf_factor(ens, code, params):

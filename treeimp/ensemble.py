@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .kernel_inputs import Routing
+from .kernel_inputs import LeafSlots, Routing
 
 if TYPE_CHECKING:
     from .leaf_router import LeafRouter
@@ -740,6 +740,16 @@ class TreeEnsemble:
         order = (structure.postorder_serial if self.n_nodes < SERIAL_NODES
                  else structure.postorder)
         return _read_only(order(self.tree_offsets, self.left, self.right))
+
+    @functools.cached_property
+    def leaf_slots(self) -> LeafSlots:
+        """Where accumulated node statistics keep each leaf (:class:`LeafSlots`: internal
+        nodes have none, their statistics are sums of their leaves'), read-only."""
+        node = np.flatnonzero(self.left < 0).astype(np.int64)
+        slot = np.full(self.n_nodes, -1, np.int64)
+        slot[node] = np.arange(node.shape[0])
+        start = np.searchsorted(node, self.tree_offsets).astype(np.int64)
+        return LeafSlots(_read_only(slot), _read_only(node), _read_only(start))
 
     @functools.cached_property
     def routing(self) -> Routing:

@@ -23,8 +23,7 @@ from ._input import RowSource
 from .blocks import BlockKey, block_key, check_positions, row_blocks
 from .dask import is_dask_collection
 from .defaults import DEFAULT_METHODS, DEFAULT_N_BLOCKS, OOB_VARIANCE_FACTOR
-from .drivers import forest_node_stats, forest_stats_shape, staged_pass
-from .drivers import stats_shape as staged_stats_shape
+from .drivers import forest_leaf_shape, forest_leaf_sums, staged_leaf_shape, staged_leaf_sums
 from .ensemble import FOREST
 from .groups import resolve_groups
 from .input_checks import check_explainable, check_methods_for_targets, check_unique_columns
@@ -308,11 +307,10 @@ class Explainer:
         return REGRESSION
 
     def _stats_shape(self, n_blocks):
-        """(planes, nodes, n_blocks + 1): the spare last block receives the totals when
-        finalising (``propagate_up``)."""
+        """(n_blocks, leaves, terms): the leaf sums of every row block."""
         if self.ensemble.kind != FOREST:
-            return staged_stats_shape(self.ensemble, n_blocks, True)
-        return forest_stats_shape(self.ensemble, n_blocks, self._layout() == ONE_HOT, True)
+            return staged_leaf_shape(self.ensemble, n_blocks)
+        return forest_leaf_shape(self.ensemble, n_blocks, self._layout() == ONE_HOT)
 
     def _settings(self, oob, n_blocks, key, extra, private=False):
         # private: statistics that never leave explain(), which need no fingerprint (it
@@ -398,14 +396,13 @@ class Explainer:
             with numba_threads(self.n_jobs):
                 if ens.kind == FOREST:
                     Z, _ = forest_targets(ens, y_arr)
-                    forest_node_stats(ens, rows, Z, w, block, n_blocks, inbag_bits=bits,
-                                      positions=pos, one_hot=layout == ONE_HOT,
-                                      leave_one_out=True, propagate=False,
-                                      n_jobs=self.n_jobs, bar=bar, out=array)
+                    forest_leaf_sums(ens, rows, Z, w, block, n_blocks, inbag_bits=bits,
+                                     positions=pos, one_hot=layout == ONE_HOT,
+                                     n_jobs=self.n_jobs, bar=bar, out=array)
                 else:
-                    staged_pass(ens, rows, y_arr, w, block, n_blocks, n_jobs=self.n_jobs,
-                                bar=bar, keep_margin=False, leave_one_out=True,
-                                propagate=False, out=array, base_margin=offset)
+                    staged_leaf_sums(ens, rows, y_arr, w, block, n_blocks,
+                                     n_jobs=self.n_jobs, bar=bar, keep_margin=False,
+                                     out=array, base_margin=offset)
         finally:
             bar.close()
         extras = {m: shap_oob.block_sums(m, ens, rows, y_arr, w, block, n_blocks,
@@ -511,7 +508,7 @@ class Explainer:
         return self.finalize(total, methods, alpha=alpha, lam=lam, groups=groups)
 
 
-# statistics cells (planes x nodes x blocks) below which finalising runs on one thread
+# statistics cells (blocks x leaves x terms) below which finalising runs on one thread
 SERIAL_CELLS = 1 << 22
 
 

@@ -14,6 +14,11 @@ Routing = namedtuple("Routing", ["left", "right", "feature", "threshold", "flags
                                  "depth", "min_depth", "cat_offset", "cat_count",
                                  "cat_codes", "cat_left"])
 
+# where accumulated statistics keep each leaf (TreeEnsemble.leaf_slots): per node its slot,
+# -1 for internal nodes; per slot its node; per tree its first slot (n_trees + 1). Slots
+# follow the nodes' order, so every tree's leaves are one run of slots
+LeafSlots = namedtuple("LeafSlots", ["slot", "node", "tree_start"])
+
 # the rows of one accumulate call (indexed by the call's row number r = row0 + i): the
 # targets (forests: Z (n, C); boosting: y (n,)), weights (one, or one per row), each
 # row's statistic block, its global position (for in-bag bits), its starting margin

@@ -112,17 +112,18 @@ class NodeStats:
 
 
 class LeafStats(NodeStats):
-    """Node statistics as they were accumulated: sums at the leaves only, per row block,
-    (D, n_nodes, B + 1) with a spare last block (:class:`treeimp.stats.NodeStats`).
+    """Node statistics as they were accumulated: sums at the leaves only, per leaf slot
+    and row block, (n_leaves, B, D) (:class:`treeimp.stats.NodeStats`), shown as the
+    B + 1 blocks of the other NodeStats here: the leave-one-block-out replicates and
+    the total last.
 
     The fused per-split sums (mdi_oob, mdi_oob_centered, ufi and their per-class parts)
     and n' at the tree roots are computed from them tree by tree
     (``kernels.formulas.leaf_split_sums``, ``leaf_root_counts``): each tree is summed up
-    and turned into leave-one-block-out replicates (with the total last, the blocks of
-    every other NodeStats here) in a small buffer while it is in cache, so the leaf
-    array is read once and never written. Any other read of the planes (``n``, ``S``,
-    ``Q``, ``H``, ``R``: the numpy formulas) builds the whole propagated array once, on
-    a copy. ``layout`` is the layout name of :mod:`treeimp.stats`.
+    and turned into replicates in a small buffer while it is in cache, so the leaf sums
+    are read once and never written. Any other read of the planes (``n``, ``S``, ``Q``,
+    ``H``, ``R``: the numpy formulas) lays them out by node and propagates them once.
+    ``layout`` is the layout name of :mod:`treeimp.stats`.
     """
 
     _CODES = {"regression": LAYOUT_REGRESSION, "one_hot": LAYOUT_ONE_HOT,
@@ -135,8 +136,8 @@ class LeafStats(NodeStats):
         self._ens = ens
         self._layout = layout
         self._code = self._CODES[layout]
-        # the blocks (of the B + 1 leave-one-out replicates and total) this view shows
-        self._sel = np.arange(leaves.shape[2]) if blocks is None else blocks
+        # the blocks (of the B + 1: replicates, then the total) this view shows
+        self._sel = np.arange(leaves.shape[1] + 1) if blocks is None else blocks
         # shared by the views of blocks(): the propagated NodeStats, the root counts
         self._cache = {} if cache is None else cache
 
@@ -151,7 +152,7 @@ class LeafStats(NodeStats):
 
     @property
     def n_values(self) -> int:
-        D = self._leaves.shape[0]
+        D = self._leaves.shape[2]
         return {LAYOUT_REGRESSION: D - 2, LAYOUT_ONE_HOT: D, LAYOUT_BOOSTING: 1}[self._code]
 
     @property
@@ -163,7 +164,7 @@ class LeafStats(NodeStats):
                          cache=self._cache)
 
     def _all_blocks(self):
-        return self._sel.shape[0] == self._leaves.shape[2]
+        return self._sel.shape[0] == self._leaves.shape[1] + 1
 
     def _pick(self, a):
         """``a`` (..., B + 1) restricted to this view's blocks."""
@@ -173,11 +174,9 @@ class LeafStats(NodeStats):
     def _propagated(self) -> NodeStats:
         full = self._cache.get("full")
         if full is None:
-            from .kernels.node_stats import propagate_up
+            from .drivers import node_planes
 
-            ens = self._ens
-            arr = np.array(self._leaves, dtype=np.float64, order="C")
-            propagate_up(ens.postorder, ens.tree_offsets, ens.left, ens.right, arr, True)
+            arr = node_planes(self._ens, self._leaves, leave_one_out=True, propagate=True)
             full = self._cache["full"] = NodeStats.from_array(
                 arr, boosting=self.boosting, one_hot=self.n_is_class_sum)
         return full if self._all_blocks() else full.blocks(self._sel)
@@ -193,15 +192,14 @@ class LeafStats(NodeStats):
         roots = self._cache.get("roots")
         if roots is None:
             ens = self._ens
-            roots = np.empty((ens.n_trees, self._leaves.shape[2]))
+            roots = np.empty((ens.n_trees, self._leaves.shape[1] + 1))
             leaf_root_counts(ens.postorder, ens.tree_offsets, ens.left, ens.right,
-                             self._leaves, self._code, roots)
+                             ens.leaf_slots, self._leaves, self._code, roots)
             self._cache["roots"] = roots
         return self._pick(roots)
 
     def n_at(self, nodes) -> np.ndarray:
-        ens = self._ens
-        roots = ens.tree_offsets[:-1]
+        roots = self._ens.tree_offsets[:-1]
         if np.shape(nodes) == roots.shape and np.array_equal(nodes, roots):
             return self.root_counts()
         return self._propagated().n_at(nodes)
@@ -211,11 +209,12 @@ class LeafStats(NodeStats):
         ``requests`` [(kind, SplitTerms, C)] -> [(n_keys, B, C) key-major sums] as
         ``kernels.formulas.split_sums`` gives them on propagated statistics."""
         ens = self._ens
-        out = np.zeros((len(requests), sp.n_trees * sp.n_features, self._leaves.shape[2],
+        B1 = self._leaves.shape[1] + 1
+        out = np.zeros((len(requests), sp.n_trees * sp.n_features, B1,
                         max(c for _, _, c in requests)))
-        roots = np.empty((ens.n_trees, self._leaves.shape[2]))
+        roots = np.empty((ens.n_trees, B1))
         leaf_split_sums(_fused_measures(requests), sp.index, ens.postorder, ens.left,
-                        ens.right, self._leaves, self._code, out, roots)
+                        ens.right, ens.leaf_slots, self._leaves, self._code, out, roots)
         self._cache.setdefault("roots", roots)
         return [np.moveaxis(self._pick(np.moveaxis(o[:, :, :c], 1, -1)), -1, 1)
                 for o, (_, _, c) in zip(out, requests)]

@@ -6,19 +6,19 @@ two sets of rows are the sums of their statistics, so held-out data can be read 
 chunks, by several processes or on a cluster, and the statistics added before the
 importances are computed once (:meth:`treeimp.Explainer.finalize`).
 
-A :class:`NodeStats` holds those sums at the leaves (internal nodes are filled when
-finalising), per row block (each row's block is fixed by its global position,
-:mod:`treeimp.blocks`), the weight of every block, the number of rows seen, and the
-settings that must agree for two of them to be added: the model's fingerprint, in or
-out of bag, the number of blocks and the block key, the target layout and the per-row
-measures accumulated.
+A :class:`NodeStats` holds those sums at the leaves only (internal nodes are sums of
+their leaves, formed when finalising), per row block (each row's block is fixed by its
+global position, :mod:`treeimp.blocks`), the weight of every block, the number of rows
+seen, and the settings that must agree for two of them to be added: the model's
+fingerprint, in or out of bag, the number of blocks and the block key, the target
+layout and the per-row measures accumulated.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-# target layouts of the statistic planes (kernels/node_stats.py, kernels/staged.py)
+# target layouts of the statistic terms (kernels/node_stats.py, kernels/staged.py)
 REGRESSION = "regression"  # n', Q', S'_1..C
 ONE_HOT = "one_hot"        # class sums S'_1..C (n' is their sum)
 BOOSTING = "boosting"      # n', S' = sum of -g, H', R'
@@ -28,15 +28,15 @@ class NodeStats:
     """Per-leaf, per-block sums of one set of evaluation rows (see the module docstring).
 
     Add them with ``a + b`` or ``sum([...])``; pickle them to move them between
-    processes (only nodes that received rows are stored). Attributes: ``n_rows`` (rows
+    processes (only the cells that received rows are stored). Attributes: ``n_rows`` (rows
     accumulated), ``n_blocks``, ``block_weight`` (n_blocks,) the evaluation weight of
     every block, ``settings`` (what must agree to add), ``layout``.
     """
 
     def __init__(self, array, *, layout, n_rows, block_weight, settings, extra=None,
                  names=None, input_groups=None):
-        # (n_planes, n_nodes, n_blocks + 1): the last block is spare (zero) so that
-        # finalising can turn the blocks into leave-one-block-out sums in place
+        # (n_leaves, n_blocks, n_terms): the sums at every leaf slot
+        # (TreeEnsemble.leaf_slots) of every row block
         self._array = array
         self.layout = layout
         self.n_rows = int(n_rows)
@@ -50,12 +50,13 @@ class NodeStats:
 
     @property
     def n_blocks(self) -> int:
-        return self._array.shape[2] - 1
+        return self._array.shape[1]
 
     @property
     def planes(self) -> np.ndarray:
-        """The sums (n_planes, n_nodes, n_blocks), leaves only (a read-only view)."""
-        v = self._array[:, :, :-1]
+        """The sums (n_planes, n_leaves, n_blocks), by leaf slot
+        (``TreeEnsemble.leaf_slots``; a read-only view)."""
+        v = self._array.transpose(2, 0, 1)
         v.flags.writeable = False
         return v
 
@@ -77,25 +78,37 @@ class NodeStats:
     __radd__ = __add__  # sum() starts from 0
 
     def __getstate__(self):
-        # only nodes that received rows (leaves reached): internal nodes are zero until
-        # finalising, and out of bag or with few rows most leaves of a chunk are empty
-        used = np.flatnonzero(self._array.any(axis=(0, 2)))
+        # only the (leaf, block) cells that received rows, or the leaves that received
+        # rows in some block with all their blocks, whichever is smaller: out of bag or
+        # with few rows most cells of a chunk are empty
+        L, B, D = self._array.shape
+        cells = self._array.reshape(L * B, D)
+        hit = np.flatnonzero(cells.any(axis=1))
+        used = np.flatnonzero(self._array.any(axis=(1, 2)))
         state = {k: v for k, v in self.__dict__.items() if k != "_array"}
         state["_shape"] = self._array.shape
-        state["_used"] = used.astype(np.int64)
-        state["_values"] = np.ascontiguousarray(self._array[:, used, :-1])
+        if hit.size * (D * 8 + 8) < used.size * (B * D * 8 + 8):
+            state["_cells"] = hit.astype(np.int64)
+            state["_values"] = np.ascontiguousarray(cells[hit])
+        else:
+            state["_used"] = used.astype(np.int64)
+            state["_values"] = np.ascontiguousarray(self._array[used])
         return state
 
     def __setstate__(self, state):
-        shape, used, values = state.pop("_shape"), state.pop("_used"), state.pop("_values")
+        shape, values = state.pop("_shape"), state.pop("_values")
+        cells, used = state.pop("_cells", None), state.pop("_used", None)
         self.__dict__.update(state)
         self._array = np.zeros(shape)
-        self._array[:, used, :-1] = values
+        if cells is not None:
+            self._array.reshape(shape[0] * shape[1], shape[2])[cells] = values
+        else:
+            self._array[used] = values
 
     def __repr__(self) -> str:
         where = "out of bag" if self.settings["oob"] else "held out"
         return (f"NodeStats({self.layout}, {self.n_rows} rows, {self.n_blocks} blocks, "
-                f"{self._array.shape[1]} nodes, {where}"
+                f"{self._array.shape[0]} leaves, {where}"
                 + (f", per-row measures {sorted(self.extra)}" if self.extra else "") + ")")
 
 

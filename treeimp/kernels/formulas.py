@@ -132,49 +132,46 @@ def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, 
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def leaf_split_sums(measures, splits, order, left, right, leaves, layout, out, roots):
+def leaf_split_sums(measures, splits, order, left, right, slots, leaves, layout, out, roots):
     """``split_sums`` of several measures straight from leaf sums, tree by tree.
 
-    ``leaves`` (D, n_nodes, B + 1): the statistics as accumulated (rows added at the
-    leaves they reached, internal nodes and the spare last block zero; planes by
-    ``layout``: LAYOUT_REGRESSION n', Q', S'..; LAYOUT_ONE_HOT the class sums S';
-    LAYOUT_BOOSTING n', S', H', R'). Each tree's nodes are copied once into a small
-    buffer, summed up the tree (``order``: the post-order tree by tree, ``left``,
-    ``right`` the children, -1 at leaves) and turned into leave-one-block-out
-    replicates with the total last (as ``node_stats.propagate_up``), and every measure j
-    of ``measures`` (kernel_inputs.FusedMeasures) adds that tree's terms into out[j]
-    (n_keys, B + 1, C) while the tree is in cache: ``leaves`` is read once and never
-    written, and no propagated copy of it is made. MDI_OOB_CENTERED reads its weights
-    N' from H' for boosting and n' otherwise. ``roots`` (n_trees, B + 1) receives n' at
-    every tree's root, block by block.
+    ``leaves`` (n_leaves, B, D): the statistics as accumulated, per leaf slot (``slots``:
+    kernel_inputs.LeafSlots) and row block, the D terms by ``layout``
+    (LAYOUT_REGRESSION n', Q', S'..; LAYOUT_ONE_HOT the class sums S'; LAYOUT_BOOSTING
+    n', S', H', R'). Each tree's leaves are copied once into a small node-indexed
+    buffer (D, nodes, B + 1), summed up the tree (``order``: the post-order tree by
+    tree, ``left``, ``right`` the children, -1 at leaves) and turned into
+    leave-one-block-out replicates with the total last (as ``node_stats.propagate_up``
+    does on the node planes), and every measure j of ``measures``
+    (kernel_inputs.FusedMeasures) adds that tree's terms into out[j] (n_keys, B + 1, C)
+    while the tree is in cache: ``leaves`` is read once and never written.
+    MDI_OOB_CENTERED reads its weights N' from H' for boosting and n' otherwise.
+    ``roots`` (n_trees, B + 1) receives n' at every tree's root, block by block.
     """
     kinds, w_of, v_of, extra_start, ws, vs, extras = measures
     node, lefts, rights, key, tree_splits, tree_offsets = splits
-    D = leaves.shape[0]
-    B1 = leaves.shape[2]
+    slot_node, tree_start = slots.node, slots.tree_start
+    B = leaves.shape[1]
+    D = leaves.shape[2]
     from_s = layout == LAYOUT_ONE_HOT
     for t in prange(tree_offsets.shape[0] - 1):
         base = tree_offsets[t]
-        nt = tree_offsets[t + 1] - base
-        loc = np.empty((D, nt, B1))
-        for d in range(D):
-            for i in range(nt):
-                for b in range(B1 - 1):
-                    loc[d, i, b] = leaves[d, base + i, b]
-        for k in range(base, base + nt):
+        loc = np.empty((D, tree_offsets[t + 1] - base, B + 1))
+        _tree_leaves(leaves, slot_node, tree_start[t], tree_start[t + 1], base, loc)
+        for k in range(base, tree_offsets[t + 1]):
             nd = order[k]
             lc = left[nd]
             if lc < 0:
                 continue
             i, il, ir = nd - base, lc - base, right[nd] - base
             for d in range(D):
-                for b in range(B1 - 1):
+                for b in range(B):
                     loc[d, i, b] = loc[d, il, b] + loc[d, ir, b]
         for d in range(D):
-            for i in range(nt):
-                total_and_complement(loc[d], i, B1 - 1)
+            for i in range(loc.shape[1]):
+                total_and_complement(loc[d], i, B)
         n, Q, S, H, R = _planes(loc, layout)
-        for b in range(B1):
+        for b in range(B + 1):
             roots[t, b] = _count(n, S, 0, b, from_s)
         for j in range(kinds.shape[0]):
             kind = kinds[j]
@@ -186,21 +183,20 @@ def leaf_split_sums(measures, splits, order, left, right, leaves, layout, out, r
 
 
 @njit(cache=True, parallel=True)
-def leaf_root_counts(order, tree_offsets, left, right, leaves, layout, roots):
-    """roots (n_trees, B + 1) := n' at every tree's root from leaf sums (``leaves`` and
-    ``order``, ``left``, ``right`` as in ``leaf_split_sums``), added up the tree in the
-    same order and turned into leave-one-block-out replicates with the total last before
-    the class planes are summed, so equal to the root counts that function gives."""
-    B = leaves.shape[2] - 1
+def leaf_root_counts(order, tree_offsets, left, right, slots, leaves, layout, roots):
+    """roots (n_trees, B + 1) := n' at every tree's root from leaf sums (``leaves``,
+    ``slots`` and ``order``, ``left``, ``right`` as in ``leaf_split_sums``), added up the
+    tree in the same order and turned into leave-one-block-out replicates with the total
+    last before the class planes are summed, so equal to the root counts that function
+    gives."""
+    slot_node, tree_start = slots.node, slots.tree_start
+    B = leaves.shape[1]
     from_s = layout == LAYOUT_ONE_HOT
-    P = leaves.shape[0] if from_s else 1  # one-hot: the class planes, summed at the root
+    P = leaves.shape[2] if from_s else 1  # one-hot: the class planes, summed at the root
     for t in prange(tree_offsets.shape[0] - 1):
         base = tree_offsets[t]
-        cnt = np.empty((P, tree_offsets[t + 1] - base, B))
-        for p in range(P):
-            for i in range(cnt.shape[1]):
-                for b in range(B):
-                    cnt[p, i, b] = leaves[p, base + i, b]
+        cnt = np.empty((P, tree_offsets[t + 1] - base, B + 1))
+        _tree_leaves(leaves, slot_node, tree_start[t], tree_start[t + 1], base, cnt)
         for k in range(base, tree_offsets[t + 1]):
             nd = order[k]
             lc = left[nd]
@@ -216,6 +212,18 @@ def leaf_root_counts(order, tree_offsets, left, right, leaves, layout, roots):
             total_and_complement(top[p], 0, B)
         for b in range(B + 1):
             roots[t, b] = _count(top[0], top, 0, b, from_s)
+
+
+@njit(cache=True, inline="always")
+def _tree_leaves(leaves, slot_node, s0, s1, base, loc):
+    """loc[d, node - base, b] := leaves[s, b, d] for the tree's leaf slots s0 .. s1 - 1 and
+    the first loc.shape[0] terms d (its internal nodes are left for the propagation to
+    fill): one run of the leaf sums per tree."""
+    for s in range(s0, s1):
+        i = slot_node[s] - base
+        for b in range(leaves.shape[1]):
+            for d in range(loc.shape[0]):
+                loc[d, i, b] = leaves[s, b, d]
 
 
 @njit(cache=True, inline="always")

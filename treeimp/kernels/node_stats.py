@@ -1,16 +1,19 @@
 """Per-node statistics of evaluation rows, for the forest targets (y or one-hot y).
 
-Layout of ``stats`` (2 + C, n_nodes, n_blocks), one contiguous (n_nodes, n_blocks) plane
-per quantity: plane 0 the weighted row count n', plane 1 the weighted squared norm
-Q' = sum w |z|^2, planes 2.. the weighted target sum S' = sum w z. For one-hot class
-targets (``one_hot``) the layout is (C, n_nodes, n_blocks), the class sums S' alone:
-each row adds its weight to its own class's plane only, n' is the sum of the class
-planes and Q' = n' (no class formula reads Q'). Rows accumulate at
-the leaf they reach only; ``propagate_up`` then fills every internal node as the sum of
-its children (statistics are additive along a path), and for standard errors turns
-the blocks into leave-one-block-out replicates with the total in one spare last block.
-Trees run in parallel and each tree owns its node range, so no two threads ever write
-the same cell and no per-thread buffers are needed.
+The kernels accumulate at the leaves only, in ``stats`` (n_leaves, n_blocks, 2 + C): per
+leaf slot (``TreeEnsemble.leaf_slots``) and row block the weighted row count n', the
+weighted squared norm Q' = sum w |z|^2 and the weighted target sums S' = sum w z. For
+one-hot class targets (``one_hot``) the last axis is C, the class sums S' alone: each
+row adds its weight to its own class only, n' is the sum of the class sums and Q' = n'
+(no class formula reads Q'). A row's update is one run of neighbouring cells. Trees
+run in parallel and each tree owns its leaf slots, so no two threads ever write the
+same cell and no per-thread buffers are needed.
+
+Internal nodes are sums of their leaves: ``propagate_up`` fills them in the node
+planes (2 + C, n_nodes, n_blocks) that ``drivers.node_planes`` lays the leaf sums out
+in, and for standard errors turns the blocks into leave-one-block-out replicates with
+the total in one spare last block (``kernels.formulas.leaf_split_sums`` does the same
+tree by tree without building those planes).
 """
 
 import numpy as np
@@ -26,8 +29,9 @@ ROW_CHUNK = 16384
 
 @njit(cache=True, parallel=True)
 def forest_leaf_stats(X, row0, rows_in, inbag_bits, use_inbag, one_hot, stats,
-                      tree_offsets, tree_output, routing, strict, round32):
-    """Accumulate rows ``row0 .. row0 + len(X)`` of the call into the leaves they reach.
+                      tree_offsets, tree_output, routing, strict, round32, slot):
+    """Accumulate rows ``row0 .. row0 + len(X)`` of the call into the leaves they reach
+    (``stats`` (n_leaves, n_blocks, D), ``slot`` (n_nodes,) every leaf's slot).
 
     ``rows_in`` (kernel_inputs.RowInputs): target Z, weights w, block and global
     position pos, indexed by the call's row number r = row0 + i (``w`` may hold a
@@ -40,8 +44,8 @@ def forest_leaf_stats(X, row0, rows_in, inbag_bits, use_inbag, one_hot, stats,
      cat_count, cat_codes, cat_left) = routing
     n = X.shape[0]
     n_trees = tree_offsets.shape[0] - 1
-    s0 = 0 if one_hot else 2  # the first S' plane
-    C = stats.shape[0] - s0
+    s0 = 0 if one_hot else 2  # the first S' term
+    C = stats.shape[2] - s0
     last_w = w.shape[0] - 1
     for c0 in range(0, n, ROW_CHUNK):
         c1 = min(n, c0 + ROW_CHUNK)
@@ -74,21 +78,21 @@ def forest_leaf_stats(X, row0, rows_in, inbag_bits, use_inbag, one_hot, stats,
                     r = row0 + rows[q]
                     wi = w[min(r, last_w)]
                     r = np.uint64(r)
-                    leaf = np.uint64(leaves[q])
+                    at = np.uint64(slot[np.uint64(leaves[q])])
                     b = np.uint64(block[r])
                     if one_hot:  # a single nonzero z: one update per row and tree
                         for j in range(C):
                             z = Z[r, col + j]
                             if z != 0.0:
-                                stats[j, leaf, b] += wi * z
+                                stats[at, b, j] += wi * z
                         continue
                     sq = 0.0
                     for j in range(C):
                         z = Z[r, col + j]
-                        stats[s0 + j, leaf, b] += wi * z
+                        stats[at, b, s0 + j] += wi * z
                         sq += z * z
-                    stats[0, leaf, b] += wi
-                    stats[1, leaf, b] += wi * sq
+                    stats[at, b, 0] += wi
+                    stats[at, b, 1] += wi * sq
                 m = 0
 
 

@@ -13,11 +13,13 @@ its leaf's factor exp(-s * leaf term) (``boosting._logistic_leaf_factor``), so t
 gradients need no exp per row and round (one was a fifth of the staged pass; the
 product drifts by at most ~1e-16 relative per tree, ~1e-14 over 500 rounds).
 
-Layout of ``stats`` (4, n_nodes, n_blocks): planes n' = sum w, S' = sum w (-g),
-H' = sum w h, R' = sum w g^2 / h, at leaves (``propagate_up`` fills internal nodes).
+Layout of ``stats`` (n_leaves, n_blocks, 4): per leaf slot (``TreeEnsemble.leaf_slots``)
+and row block the terms n' = sum w, S' = sum w (-g), H' = sum w h,
+R' = sum w g^2 / h (internal nodes are sums of their leaves, formed when finalising).
 No boosting formula reads sum w g^2, so it is not accumulated.
-Threads own whole row blocks (the statistic blocks used for standard errors), so every
-thread writes only its own block's cells.
+Threads own whole row blocks (the statistic blocks used for standard errors): a thread
+adds its block's rows into a local (n_leaves, 4) buffer, then that buffer into the
+block's cells of ``stats`` (one run of 4 per leaf).
 """
 
 
@@ -135,7 +137,7 @@ def _logistic_terms(s, pos_weight, neg_weight, n, y, w, e, t):
 
 @njit(cache=True, parallel=True)
 def staged_leaf_stats(X, row0, order, block_start, rows_in, loss, trees, routing, strict,
-                      round32, stats, margin_out):
+                      round32, slot, stats, margin_out):
     """Accumulate staged statistics of rows ``row0 + order[...]`` (local indices into X).
 
     ``order[block_start[b]:block_start[b + 1]]`` are the local rows of statistic block
@@ -145,8 +147,9 @@ def staged_leaf_stats(X, row0, order, block_start, rows_in, loss, trees, routing
     score + offset, ``base_margin``), or a (0, K) array: ``loss.base_score`` for every
     row. ``loss`` (kernel_inputs.Loss), ``trees`` (kernel_inputs.StagedTrees: its
     ``stage_start`` (n_stages + 1) delimits the trees of every stage), ``routing``
-    (kernel_inputs.Routing). ``margin_out`` (len(X), K) receives each row's final margin
-    (local rows); pass a (0, K) array to skip that.
+    (kernel_inputs.Routing). ``slot`` (n_nodes,): every leaf's slot in ``stats``
+    (n_leaves, n_blocks, N_TERMS) (``TreeEnsemble.leaf_slots``). ``margin_out`` (len(X), K)
+    receives each row's final margin (local rows); pass a (0, K) array to skip that.
     """
     y, w, row_start = rows_in.target, rows_in.w, rows_in.row_start
     loss_code, loss_params, base_score = loss.code, loss.params, loss.base_score
@@ -157,16 +160,15 @@ def staged_leaf_stats(X, row0, order, block_start, rows_in, loss, trees, routing
     n_blocks = block_start.shape[0] - 1
     K = base_score.shape[0]
     n_stages = stage_start.shape[0] - 1
-    n_nodes = stats.shape[1]
     keep_margin = margin_out.shape[0] == X.shape[0]
     # a group's rows (scattered over X: blocks are random rows) are copied together
     # once, so that every tree walks a small contiguous array that stays in cache;
     # not for wide rows, of which the trees read a small part
     copy_rows = X.shape[1] * X.itemsize <= COPY_ROW_BYTES
     for b in prange(n_blocks):
-        # the thread owning block b accumulates into a contiguous local buffer (one cache
-        # line per update instead of four planes) and adds it to the planes at the end
-        local = np.zeros((n_nodes, N_TERMS))
+        # the thread owning block b accumulates into a local buffer (in cache, zeroed
+        # here) and adds it to the block's cells of ``stats`` at the end
+        local = np.zeros((stats.shape[0], N_TERMS))
         margin = np.empty((GROUP, K))
         leaves = np.empty(BATCH, np.int64)
         g = np.empty((GROUP, K))
@@ -216,15 +218,15 @@ def staged_leaf_stats(X, row0, order, block_start, rows_in, loss, trees, routing
                             for q in range(m):
                                 e[q0 + q] *= leaf_factor[np.uint64(leaves[q])]
                         for q in range(m):
-                            leaf = np.uint64(leaves[q])
+                            at = np.uint64(slot[np.uint64(leaves[q])])
                             for d in range(N_TERMS):
-                                local[leaf, d] += terms[col, d, q0 + q]
+                                local[at, d] += terms[col, d, q0 + q]
             if keep_margin:
                 for r in range(ng):
                     i = rows[r]
                     for k in range(K):
                         margin_out[i, k] = margin[r, k]
-        for node in range(n_nodes):
-            if local[node, 0] != 0.0 or local[node, 2] != 0.0:
+        for i in range(local.shape[0]):
+            if local[i, 0] != 0.0 or local[i, 2] != 0.0:
                 for d in range(N_TERMS):
-                    stats[d, node, b] += local[node, d]
+                    stats[i, b, d] += local[i, d]
