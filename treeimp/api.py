@@ -203,7 +203,8 @@ def _nanmean_trees(v):
 
 
 def _nansum_trees(v):
-    return np.where(np.isnan(v), 0.0, v).sum(axis=1)
+    """(B, n_trees, F) -> (B, F): sum over trees that saw evaluation rows (NaN: none)."""
+    return np.sum(v, axis=1, where=~np.isnan(v))
 
 
 def _tree_stderr(pt, forest):

@@ -508,8 +508,9 @@ class Explainer:
         return self.finalize(total, methods, alpha=alpha, lam=lam, groups=groups)
 
 
-# statistics cells (blocks x leaves x terms) below which finalising runs on one thread
-SERIAL_CELLS = 1 << 22
+# statistics cells (leaves x blocks x terms) below which finalising runs on one thread
+# (waking the thread pool costs more than the work)
+SERIAL_CELLS = 1 << 20
 
 
 def _last_step(model):

@@ -206,17 +206,18 @@ class LeafStats(NodeStats):
 
     def split_sums(self, requests, sp) -> list:
         """The per-split sums of several fused measures in one pass over the trees:
-        ``requests`` [(kind, SplitTerms, C)] -> [(n_keys, B, C) key-major sums] as
-        ``kernels.formulas.split_sums`` gives them on propagated statistics."""
+        ``requests`` [(kind, SplitTerms, C)] -> [(B, n_trees, n_features, C)], the sums
+        ``kernels.formulas.split_sums`` gives on propagated statistics."""
         ens = self._ens
         B1 = self._leaves.shape[1] + 1
-        out = np.zeros((len(requests), sp.n_trees * sp.n_features, B1,
+        out = np.zeros((len(requests), B1, sp.n_trees * sp.n_features,
                         max(c for _, _, c in requests)))
         roots = np.empty((ens.n_trees, B1))
         leaf_split_sums(_fused_measures(requests), sp.index, ens.postorder, ens.left,
                         ens.right, ens.leaf_slots, self._leaves, self._code, out, roots)
         self._cache.setdefault("roots", roots)
-        return [np.moveaxis(self._pick(np.moveaxis(o[:, :, :c], 1, -1)), -1, 1)
+        sel = slice(None) if self._all_blocks() else self._sel
+        return [o[sel, :, :c].reshape(-1, sp.n_trees, sp.n_features, c)
                 for o, (_, _, c) in zip(out, requests)]
 
 
@@ -346,14 +347,13 @@ def _request(kind, ens, st, w=None, extra=None, v=None):
 def _fused(kind, ens, sp, st, w=None, extra=None, v=None):
     """Per-split terms of ``kind`` summed per tree and feature by the fused kernel:
     (B, T, F, C) (see :func:`_request`)."""
-    return _key_major_to_parts(_run_split_sums(_request(kind, ens, st, w, extra, v), sp, st),
-                               sp)
+    return _run_split_sums(_request(kind, ens, st, w, extra, v), sp, st)
 
 
 def _run_split_sums(request, sp, st):
-    """The fused kernel's key-major sums (n_keys, B, C) of ``request`` (:func:`_request`):
-    from the leaf sums of a :class:`LeafStats`, tree by tree, or by ``split_sums`` over
-    propagated statistics."""
+    """The fused kernel's sums (B, n_trees, n_features, C) of ``request``
+    (:func:`_request`): from the leaf sums of a :class:`LeafStats`, tree by tree, or by
+    ``split_sums`` over propagated statistics."""
     if isinstance(st, LeafStats):
         return st.split_sums([request], sp)[0]
     kind, terms, C = request
@@ -366,7 +366,7 @@ def _run_split_sums(request, sp, st):
     # whole (n_keys, C) plane apart (which also fall into one L1 cache set)
     out = np.zeros((sp.n_trees * sp.n_features, st.n_blocks, C))
     split_sums(kind, sp.index, terms, _held_out(st, H=H), out)
-    return out
+    return _key_major_to_parts(out, sp)
 
 
 def _held_out(st: NodeStats, H=None):
@@ -425,14 +425,23 @@ def _both_children_seen(sp, st):
 def _per_row(sp, st, per_tree):
     """Divide per-tree sums by the tree's evaluation weight n'_root (0 rows -> NaN)."""
     n_root = st.n_at(sp.root_of_tree).T[:, :, None]  # (B, n_trees, 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(n_root > 0, per_tree / np.where(n_root > 0, n_root, 1.0), np.nan)
+    seen = n_root > 0
+    out = np.divide(per_tree, np.where(seen, n_root, 1.0))
+    np.copyto(out, np.nan, where=~seen)
+    return out
 
 
 def _with_rows(sp, st, per_tree):
     """Mark trees that saw no evaluation rows (in that block) as NaN."""
-    n_root = st.n_at(sp.root_of_tree).T[:, :, None]
-    return np.where(n_root > 0, per_tree, np.nan)
+    seen = st.n_at(sp.root_of_tree).T[:, :, None] > 0
+    out = np.array(per_tree, dtype=np.float64)
+    np.copyto(out, np.nan, where=~seen)
+    return out
+
+
+def _over_classes(parts):
+    """Per-class split sums (..., C) summed over the classes (C = 1: that one, no sum)."""
+    return parts[..., 0] if parts.shape[-1] == 1 else parts.sum(axis=-1)
 
 
 # ---------------------------------------------------------------- measures
@@ -462,7 +471,7 @@ def mdi_oob(ens, st: NodeStats, parts=None):
     ``class_parts`` for these statistics, when already computed.
     """
     parts = mdi_oob_class_parts(ens, st) if parts is None else parts
-    return _per_row(_splits(ens), st, parts.sum(axis=-1))
+    return _per_row(_splits(ens), st, _over_classes(parts))
 
 
 def mdi_oob_centered(ens, st: NodeStats, parts=None):
@@ -485,14 +494,14 @@ def mdi_oob_centered(ens, st: NodeStats, parts=None):
     already computed.
     """
     parts = mdi_oob_centered_class_parts(ens, st) if parts is None else parts
-    return _per_row(_splits(ens), st, parts.sum(axis=-1))
+    return _per_row(_splits(ens), st, _over_classes(parts))
 
 
 def _fused_centered(ens, sp, st: NodeStats):
     """mdi_oob_centered's per-class split sums (B, n_trees, n_features, C) in one fused
     pass (kernels/formulas.py, MDI_OOB_CENTERED): the same numbers as
     ``_fused(MDI_OOB, ...) - _centring_parts(...)``, which the tests check."""
-    return _key_major_to_parts(_run_split_sums(_centered_request(ens, sp, st), sp, st), sp)
+    return _run_split_sums(_centered_request(ens, sp, st), sp, st)
 
 
 def _centered_request(ens, sp, st):
@@ -553,15 +562,14 @@ def ufi(ens, st: NodeStats, *, classification: bool, parts=None):
     """
     if parts is None:
         parts = (_fused_ufi if using_fused() else ufi_parts)(ens, st, classification=classification)
-    return _with_rows(_splits(ens), st, parts.sum(axis=-1))
+    return _with_rows(_splits(ens), st, _over_classes(parts))
 
 
 def _fused_ufi(ens, st: NodeStats, *, classification: bool):
     """:func:`ufi_parts` by the fused kernel (UFI_BOOSTING, UFI_CLASSIFICATION or
     UFI_REGRESSION of kernels/formulas.py)."""
     sp = _splits(ens)
-    return _key_major_to_parts(_run_split_sums(_ufi_request(ens, sp, st, classification),
-                                               sp, st), sp)
+    return _run_split_sums(_ufi_request(ens, sp, st, classification), sp, st)
 
 
 def _ufi_request(ens, sp, st, classification):
@@ -590,7 +598,7 @@ def fused_parts(methods, ens, st: NodeStats, classification: bool) -> dict:
         sums = st.split_sums([build[m]() for m in names], sp)
     else:
         sums = [_run_split_sums(build[m](), sp, st) for m in names]
-    return {m: _key_major_to_parts(o, sp) for m, o in zip(names, sums)}
+    return dict(zip(names, sums))
 
 
 def check_node_means(method, ens):

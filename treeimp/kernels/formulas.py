@@ -143,7 +143,7 @@ def leaf_split_sums(measures, splits, order, left, right, slots, leaves, layout,
     tree, ``left``, ``right`` the children, -1 at leaves) and turned into
     leave-one-block-out replicates with the total last (as ``node_stats.propagate_up``
     does on the node planes), and every measure j of ``measures``
-    (kernel_inputs.FusedMeasures) adds that tree's terms into out[j] (n_keys, B + 1, C)
+    (kernel_inputs.FusedMeasures) adds that tree's terms into out[j] (B + 1, n_keys, C)
     while the tree is in cache: ``leaves`` is read once and never written.
     MDI_OOB_CENTERED reads its weights N' from H' for boosting and n' otherwise.
     ``roots`` (n_trees, B + 1) receives n' at every tree's root, block by block.
@@ -179,7 +179,7 @@ def leaf_split_sums(measures, splits, order, left, right, slots, leaves, layout,
             weights = n if kind == MDI_OOB_CENTERED and layout != LAYOUT_BOOSTING else H
             tree_terms(kind, node, lefts, rights, key, tree_splits, tree_offsets, t, base,
                        ws[w_of[j]], vs[v_of[j]], extra, n, Q, S, weights, R, from_s,
-                       out[j])
+                       np.transpose(out[j], (1, 0, 2)))
 
 
 @njit(cache=True, parallel=True)
