@@ -305,6 +305,14 @@ def constant_rate_fits(trees, eta, lam, alpha):
     ``_MIN_ROWS`` usable nodes, 70% of them within ``_FIT_TOL`` (below that share it
     looks for a schedule), and every tree with a usable node fitting on one at least
     (a schedule changes eta from tree to tree). Same ``trees`` as there."""
+    if isinstance(trees, ConcatenatedTrees):  # one pass, no coefficient table
+        from ..kernels.shrinkage import constant_rate_counts
+
+        sizes, left, right, steps, hess = (np.ascontiguousarray(a, dtype=d) for a, d in zip(
+            trees, (np.int64, np.int64, np.int64, np.float64, np.float64)))
+        n_rows, n_fit, every_tree = constant_rate_counts(
+            sizes, left, right, steps, hess, float(eta), float(lam), float(alpha), _FIT_TOL)
+        return n_rows >= _MIN_ROWS and not n_fit / n_rows < 0.7 and bool(every_tree)
     R = _rows(trees)
     if R.shape[0] < _MIN_ROWS:
         return False
