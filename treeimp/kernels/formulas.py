@@ -157,16 +157,8 @@ def leaf_split_sums(measures, splits, order, left, right, slots, leaves, layout,
     for t in prange(tree_offsets.shape[0] - 1):
         base = tree_offsets[t]
         loc = np.empty((D, tree_offsets[t + 1] - base, B + 1))
-        _tree_leaves(leaves, slot_node, tree_start[t], tree_start[t + 1], base, loc)
-        for k in range(base, tree_offsets[t + 1]):
-            nd = order[k]
-            lc = left[nd]
-            if lc < 0:
-                continue
-            i, il, ir = nd - base, lc - base, right[nd] - base
-            for d in range(D):
-                for b in range(B):
-                    loc[d, i, b] = loc[d, il, b] + loc[d, ir, b]
+        _tree_sums(leaves, slot_node, tree_start[t], tree_start[t + 1], order, left, right,
+                   base, loc)
         for d in range(D):
             for i in range(loc.shape[1]):
                 total_and_complement(loc[d], i, B)
@@ -196,15 +188,8 @@ def leaf_root_counts(order, tree_offsets, left, right, slots, leaves, layout, ro
     for t in prange(tree_offsets.shape[0] - 1):
         base = tree_offsets[t]
         cnt = np.empty((P, tree_offsets[t + 1] - base, B + 1))
-        _tree_leaves(leaves, slot_node, tree_start[t], tree_start[t + 1], base, cnt)
-        for k in range(base, tree_offsets[t + 1]):
-            nd = order[k]
-            lc = left[nd]
-            if lc < 0:
-                continue
-            for p in range(P):
-                for b in range(B):
-                    cnt[p, nd - base, b] = cnt[p, lc - base, b] + cnt[p, right[nd] - base, b]
+        _tree_sums(leaves, slot_node, tree_start[t], tree_start[t + 1], order, left, right,
+                   base, cnt)
         top = np.empty((P, 1, B + 1))  # the root's planes, then their replicates
         for p in range(P):
             for b in range(B):
@@ -215,15 +200,26 @@ def leaf_root_counts(order, tree_offsets, left, right, slots, leaves, layout, ro
 
 
 @njit(cache=True, inline="always")
-def _tree_leaves(leaves, slot_node, s0, s1, base, loc):
-    """loc[d, node - base, b] := leaves[s, b, d] for the tree's leaf slots s0 .. s1 - 1 and
-    the first loc.shape[0] terms d (its internal nodes are left for the propagation to
-    fill): one run of the leaf sums per tree."""
+def _tree_sums(leaves, slot_node, s0, s1, order, left, right, base, loc):
+    """One tree's node sums, block by block: loc[d, node - base, b] := leaves[s, b, d] at
+    the tree's leaf slots s0 .. s1 - 1 (one run of the leaf sums), then every internal
+    node the sum of its children, in the tree's post-order (its entries of ``order``
+    are base .. base + nodes - 1), for the first loc.shape[0] terms d and the B blocks
+    of ``leaves`` (a spare last block of loc is left alone)."""
     for s in range(s0, s1):
         i = slot_node[s] - base
         for b in range(leaves.shape[1]):
             for d in range(loc.shape[0]):
                 loc[d, i, b] = leaves[s, b, d]
+    for k in range(base, base + loc.shape[1]):
+        nd = order[k]
+        lc = left[nd]
+        if lc < 0:
+            continue
+        i, il, ir = nd - base, lc - base, right[nd] - base
+        for d in range(loc.shape[0]):
+            for b in range(leaves.shape[1]):
+                loc[d, i, b] = loc[d, il, b] + loc[d, ir, b]
 
 
 @njit(cache=True, inline="always")
