@@ -129,7 +129,7 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
 
 
 def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alpha, lam,
-              inflation=1.0, extra=None, groups=None, block_weight=None):
+              inflation=1.0, extra=None, groups=None, block_weight=None, parts=None):
     forest = ens.kind == FOREST
     agg = _nanmean_trees if forest else _nansum_trees
     # feature groups: per-tree values (and their leave-one-block-out replicates) summed
@@ -145,13 +145,11 @@ def _assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alph
     # ``stats``: NodeStats over n_blocks + 1 blocks, the leave-one-block-out replicates
     # and last all rows, so that one pass of each formula gives both; None: no measure
     # from node statistics was asked for, no rows were routed for them
-    # classification forests report the measures with a per-class form per class too,
-    # from the same sums
-    class_parts = (registry.class_parts(methods, ens, stats)
-                   if forest and classification else {})
-    # the split sums of the fused measures, from one pass over the statistics
-    parts = dict(class_parts) if stats is None or class_parts else registry.shared_parts(
-        methods, ens, stats, classification=classification)
+    # ``parts``: (per-class parts, the split sums each formula takes), computed here when
+    # not given (registry.split_parts)
+    class_parts, parts = (registry.split_parts(methods, ens, stats, forest=forest,
+                                               classification=classification)
+                          if parts is None else parts)
     given = {"alpha": alpha, "lam": lam}
     for m in methods:
         entry = registry.get(m)

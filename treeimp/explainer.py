@@ -440,7 +440,11 @@ class Explainer:
         # small statistics on one thread: waking the thread pool costs more than the work
         threads = 1 if array.size < SERIAL_CELLS else self.n_jobs
         st = measures.LeafStats(array, ens, settings["layout"])
+        classification = self._classification()
         with numba_threads(threads):
+            # the fused measures' sums first: their pass also gives the root counts
+            parts = registry.split_parts(methods, ens, st, forest=ens.kind == FOREST,
+                                         classification=classification)
             seen = st.root_counts()[:, -1] > 0
         if not np.any(seen):
             if settings["oob"]:
@@ -455,11 +459,10 @@ class Explainer:
         # trees, so they are far from perfectly correlated: the factor is measured, not
         # the sqrt(2) of perfect correlation. Held-out rows never trained a tree: 1.
         inflation = OOB_VARIANCE_FACTOR if settings["oob"] else 1.0
-        classification = self._classification()
         with numba_threads(threads):
             return _assemble(ens, st, methods, names, classification, stats.n_rows,
                              n_blocks, alpha, lam, inflation, extra, groups=grp,
-                             block_weight=stats.block_weight.copy())
+                             block_weight=stats.block_weight.copy(), parts=parts)
 
     def _mdi_only(self, rows, y, sample_weight, base_margin, methods, names, n_blocks, grp):
         """Measures that read the model alone (in-sample MDI): y optional, nothing routed

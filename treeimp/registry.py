@@ -403,6 +403,19 @@ def class_parts(wanted, ens, st) -> dict:
     return out
 
 
+def split_parts(methods, ens, st, *, forest, classification) -> tuple:
+    """(per-class parts, parts): the per-class split sums by which a classification forest
+    reports its measures class by class ({} otherwise), and the split sums each formula
+    of ``methods`` takes (:func:`shared_parts`: the fused measures' from one pass over
+    the statistics ``st``; None: no statistics, nothing)."""
+    if st is None:
+        return {}, {}
+    if forest and classification:
+        by_class = class_parts(methods, ens, st)
+        return by_class, dict(by_class)
+    return {}, shared_parts(methods, ens, st, classification=classification)
+
+
 def shared_parts(wanted, ens, st, *, classification) -> dict:
     """{name: split sums (B, n_trees, n_features, C)} of the ``fused`` measures in
     ``wanted`` (in table order), from one pass of the fused kernels
