@@ -119,3 +119,20 @@ def test_unknown_layout_is_refused():
     ens, leaves, _, _ = _leaves("regression")
     with pytest.raises(ValueError, match="layout"):
         LeafStats(leaves, ens, "planes")
+
+
+@pytest.mark.parametrize("case", ["regression", "boosting xgboost"])
+def test_leaf_slots_follow_the_leaves_tree_by_tree(case):
+    ens, leaves, _, _ = _leaves(case)
+    slots = ens.leaf_slots
+    assert ens.leaf_slots is slots  # a cached property
+    is_leaf = ens.left < 0
+    np.testing.assert_array_equal(slots.node, np.flatnonzero(is_leaf))
+    np.testing.assert_array_equal(slots.slot[slots.node], np.arange(slots.node.shape[0]))
+    assert np.all(slots.slot[~is_leaf] == -1)
+    assert leaves.shape[0] == slots.node.shape[0]
+    for t in range(ens.n_trees):
+        own = slots.node[slots.tree_start[t]:slots.tree_start[t + 1]]
+        lo, hi = ens.tree_offsets[t], ens.tree_offsets[t + 1]
+        np.testing.assert_array_equal(own, lo + np.flatnonzero(is_leaf[lo:hi]))
+    assert not any(a.flags.writeable for a in slots)
