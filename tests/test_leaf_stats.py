@@ -136,3 +136,21 @@ def test_leaf_slots_follow_the_leaves_tree_by_tree(case):
         lo, hi = ens.tree_offsets[t], ens.tree_offsets[t + 1]
         np.testing.assert_array_equal(own, lo + np.flatnonzero(is_leaf[lo:hi]))
     assert not any(a.flags.writeable for a in slots)
+
+
+def test_statistics_pickled_in_the_node_plane_layout_are_refused():
+    """NodeStats pickled by a version that kept node planes (their state has no format
+    mark) must not be read as leaf sums: a clear error, not wrong numbers."""
+    import pickle
+
+    import treeimp
+    from treeimp.stats import NodeStats as Accumulated
+
+    ens, X, y = _forest("regression")
+    stats = treeimp.Explainer(ens).accumulate(X, y, random_state=0)
+    state = stats.__getstate__()
+    back = pickle.loads(pickle.dumps(stats))
+    np.testing.assert_array_equal(back.planes, stats.planes)
+    old = {k: v for k, v in state.items() if k != "_format"}
+    with pytest.raises(ValueError, match="earlier treeimp"):
+        Accumulated.__new__(Accumulated).__setstate__(old)

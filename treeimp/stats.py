@@ -18,6 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
+# the layout of pickled NodeStats: 2 = leaf slots x blocks x terms (format 1, unmarked,
+# kept node planes)
+STATE_FORMAT = 2
+
 # target layouts of the statistic terms (kernels/node_stats.py, kernels/staged.py)
 REGRESSION = "regression"  # n', Q', S'_1..C
 ONE_HOT = "one_hot"        # class sums S'_1..C (n' is their sum)
@@ -86,6 +90,7 @@ class NodeStats:
         hit = np.flatnonzero(cells.any(axis=1))
         used = np.flatnonzero(self._array.any(axis=(1, 2)))
         state = {k: v for k, v in self.__dict__.items() if k != "_array"}
+        state["_format"] = STATE_FORMAT
         state["_shape"] = self._array.shape
         if hit.size * (D * 8 + 8) < used.size * (B * D * 8 + 8):
             state["_cells"] = hit.astype(np.int64)
@@ -96,6 +101,11 @@ class NodeStats:
         return state
 
     def __setstate__(self, state):
+        if state.get("_format") != STATE_FORMAT:
+            raise ValueError("these NodeStats were pickled by an earlier treeimp, whose "
+                             "statistics had another layout (node planes); accumulate the "
+                             "rows again with this version")
+        del state["_format"]
         shape, values = state.pop("_shape"), state.pop("_values")
         cells, used = state.pop("_cells", None), state.pop("_used", None)
         self.__dict__.update(state)
