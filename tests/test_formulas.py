@@ -107,7 +107,7 @@ def test_fused_and_numpy_sums_equal_split_by_split_loops(kind, fused):
 
 
 def test_both_class_parts_in_one_pass_equal_the_loops():
-    """class_parts_both (mdi_oob and ufi from one pass over one-hot class sums) gives the
+    """class_parts_both (mdi_oob and ufi together, over one-hot class sums) gives the
     split-by-split loops' per-class sums, bitwise what the one-measure kernel gives."""
     ens, X, y = _forest("multiclass")
     arr, classification = _stats(ens, X, y)

@@ -262,10 +262,10 @@ class TreeEnsemble:
     Derived structures are cached properties, built on first read and kept on the
     ensemble: :attr:`node_tree`, :attr:`postorder`, :attr:`leaf_slots`, :attr:`routing`,
     :attr:`splits`, :attr:`path_features`, :attr:`tree_learning_rate`,
-    :attr:`fingerprint`. They are
-    ``functools.cached_property``, which stores into the instance ``__dict__`` directly
-    (not through the frozen ``__setattr__``); :meth:`_cache` is the one other place that
-    writes there. Pickles leave them out (rebuilt on first read after loading).
+    :attr:`fingerprint`. They are ``functools.cached_property``, which stores into the
+    instance ``__dict__`` directly (not through the frozen ``__setattr__``);
+    :meth:`_cache` is the one other place that writes there. Pickles leave them out
+    (rebuilt on first read after loading).
     """
 
     # -- settings

@@ -39,7 +39,6 @@ from .kernels.formulas import (
     UFI_BOOSTING,
     UFI_CLASSIFICATION,
     UFI_REGRESSION,
-    class_split_sums,
     leaf_root_counts,
     leaf_split_sums,
     split_sums,
@@ -855,18 +854,11 @@ def _per_class_form(method):
 
 
 def class_parts_both(ens, st: NodeStats):
-    """{"mdi_oob": ..., "ufi": ...}: ``class_parts`` of both from one pass over one-hot
-    class statistics (the default methods read the same cells)."""
-    sp = _splits(ens)
-    if not st.n_is_class_sum or not using_fused():
+    """{"mdi_oob": ..., "ufi": ...}: ``class_parts`` of both, from one pass over the trees
+    when the statistics are still leaf sums (:func:`fused_parts`)."""
+    if not using_fused():
         return {m: class_parts(m, ens, st) for m in ("mdi_oob", "ufi")}
-    if isinstance(st, LeafStats):  # both from one pass over the trees
-        return fused_parts(("mdi_oob", "ufi"), ens, st, classification=True)
-    w, v = _insample_fraction(ens), np.ascontiguousarray(ens.value, dtype=np.float64)
-    B, C = st.n_blocks, st.S.shape[0]
-    out = {m: np.zeros((sp.n_trees * sp.n_features, B, C)) for m in ("mdi_oob", "ufi")}
-    class_split_sums(sp.index, w, _margin_value(ens), v, st.S, out["mdi_oob"], out["ufi"])
-    return {m: _key_major_to_parts(o, sp) for m, o in out.items()}
+    return fused_parts(("mdi_oob", "ufi"), ens, st, classification=True)
 
 
 def by_class(method, ens, st: NodeStats, parts=None):

@@ -7,7 +7,9 @@ replicates) those spend most of their time materialising (n_splits, B) temporari
 kernels evaluate the same per-split terms in one pass and add them straight into
 ``out[tree * n_features + feature, b, c]`` (the blocks of one key side by side: the block
 loop is innermost). Their inputs come grouped (:mod:`treeimp.kernel_inputs`: SplitIndex,
-SplitTerms, HeldOut).
+SplitTerms, HeldOut). ``split_sums`` reads statistics already summed up the trees;
+``leaf_split_sums`` starts from the accumulated leaf sums and evaluates several measures
+in one pass; both run ``tree_terms`` on every tree.
 
 Threads own whole trees (splits are stored tree by tree, and a tree's keys are its own),
 so no two threads write the same output cell and no per-thread buffers are needed.
@@ -232,35 +234,6 @@ def _planes(loc, layout):
     if layout == LAYOUT_REGRESSION:
         return loc[0], loc[1], loc[2:], loc[0], loc[0]
     return loc[0], loc[0], loc[:], loc[0], loc[0]
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def class_split_sums(splits, w, v_mdi, v, S, out_mdi, out_ufi):
-    """The MDI_OOB and UFI_CLASSIFICATION sums of ``split_sums`` for one-hot class targets
-    in one pass over the class sums S (C, n_nodes, B) (n' is their sum): both measures
-    read the same cells, which this reads once (after the same count pass as
-    ``split_sums``). splits: kernel_inputs.SplitIndex; w: in-sample weight fractions;
-    v_mdi: the node values MDI_OOB reads, v those of ufi; out_mdi, out_ufi: (n_keys, B,
-    C)."""
-    node, left, right, key, tree_splits, tree_offsets = splits
-    B = S.shape[2]
-    C = S.shape[0]
-    for t in prange(tree_splits.size - 1):
-        base = tree_offsets[t]
-        ub = np.uint64(base)  # unsigned like the split's node indices
-        cnt = _tree_counts(S, S, base, tree_offsets[t + 1], True)
-        for s in range(tree_splits[t], tree_splits[t + 1]):
-            m, l, r, k = _split(node, left, right, key, s)
-            for b in range(B):
-                for c in range(C):
-                    out_mdi[k, b, c] += ((v_mdi[l, c] - v_mdi[m, c]) * S[c, l, b]
-                                         + (v_mdi[r, c] - v_mdi[m, c]) * S[c, r, b])
-                nl = cnt[l - ub, b]
-                nr = cnt[r - ub, b]
-                if nl <= 0.0 or nr <= 0.0:  # ufi's skip rule: a child without rows
-                    continue
-                _add_ufi_class(out_ufi, k, b, w, v, S, m, l, r, np.uint64(0), nl, nr,
-                               cnt[m - ub, b])
 
 
 @njit(cache=True, inline="always")
