@@ -46,8 +46,6 @@ measure first reads ``tree_learning_rate`` (``xgb_eta``): parsing does not pay f
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
 from ..ensemble import (
@@ -176,10 +174,10 @@ def parse_xgboost(model) -> TreeEnsemble:
     # UBJSON, not JSON: its typed arrays are gathered for all trees at once
     from .ubjson import read_ubjson
     from .xgb_flat import read_model
+    from .xgb_save import saved_model
 
     try:
-        raw = bytes(booster.save_raw("ubj"))
-        config = json.loads(booster.save_config())
+        raw, config = saved_model(booster)  # on a worker thread (see xgb_save.py)
     except xgboost.core.XGBoostError as exc:  # e.g. xgboost.Booster() never trained
         reason = str(exc).split("\n", 1)[0].split(": ", 1)[-1].strip()
         raise ValueError(f"this xgboost.Booster is empty (unfitted): XGBoost cannot save it "

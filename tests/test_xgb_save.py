@@ -1,0 +1,89 @@
+"""The live XGBoost booster's bytes are asked for on a worker thread (parsers/xgb_save.py):
+the same bytes and model as on the caller's thread, the user's XGBoost configuration left
+alone, errors raised to the caller, and a forked child starting a worker of its own."""
+
+import json
+import multiprocessing
+import threading
+
+import numpy as np
+import pytest
+
+xgb = pytest.importorskip("xgboost")
+
+import treeimp  # noqa: E402
+from treeimp.parsers import xgb_save  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def booster():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    y = X[:, 0] + rng.normal(size=300)
+    return xgb.train({"max_depth": 3, "eta": 0.3}, xgb.DMatrix(X, y), 10), X
+
+
+def test_same_bytes_and_config_as_the_callers_thread(booster):
+    bst, _ = booster
+    raw, config = xgb_save.saved_model(bst)
+    assert bytes(raw) == bytes(bst.save_raw("ubj"))
+    assert config == json.loads(bst.save_config())
+
+
+def test_parsed_model_predicts_as_xgboost(booster):
+    bst, X = booster
+    got = treeimp.parse(bst).predict_raw(X)
+    want = bst.predict(xgb.DMatrix(X), output_margin=True)
+    np.testing.assert_allclose(got.ravel(), want, rtol=1e-6, atol=1e-6)
+
+
+def test_callers_xgboost_configuration_is_left_alone(booster):
+    bst, _ = booster
+    before = xgb.get_config()
+    treeimp.parse(bst)
+    assert xgb.get_config() == before
+    # the worker's own (thread-local) setting: one thread
+    assert xgb_save._executor().submit(xgb.get_config).result()["nthread"] == 1
+
+
+def test_error_on_the_worker_reaches_the_caller():
+    with pytest.raises(ValueError, match="empty"):
+        treeimp.parse(xgb.Booster())
+
+
+def test_concurrent_parses_agree(booster):
+    bst, X = booster
+    want = treeimp.parse(bst).predict_raw(X)
+    out = [None] * 4
+
+    def run(i):
+        out[i] = treeimp.parse(bst).predict_raw(X)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for got in out:
+        np.testing.assert_array_equal(got, want)
+
+
+def _child(bst, queue):
+    # the bytes only: numba's and XGBoost's OpenMP pools are not usable after a fork
+    queue.put(bytes(xgb_save.saved_model(bst)[0]))
+
+
+def test_forked_child_starts_its_own_worker(booster):
+    bst, _ = booster
+    xgb_save.saved_model(bst)  # the parent's worker is running
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_child, args=(bst, queue))
+    child.start()
+    try:
+        got = queue.get(timeout=120)  # a reused parent worker (absent in the child) hangs
+        child.join(timeout=60)
+    finally:
+        child.kill()
+    assert child.exitcode == 0
+    assert got == bytes(bst.save_raw("ubj"))
