@@ -46,6 +46,16 @@ def test_callers_xgboost_configuration_is_left_alone(booster):
     assert xgb_save._executor().submit(xgb.get_config).result()["nthread"] == 1
 
 
+def test_worker_takes_the_callers_verbosity(booster):
+    bst, _ = booster
+    with xgb.config_context(verbosity=0):
+        xgb_save.saved_model(bst)
+        seen = xgb_save._executor().submit(xgb.get_config).result()
+    assert seen["verbosity"] == 0 and seen["nthread"] == 1
+    xgb_save.saved_model(bst)
+    assert xgb_save._executor().submit(xgb.get_config).result()["verbosity"] == 1
+
+
 def test_error_on_the_worker_reaches_the_caller():
     with pytest.raises(ValueError, match="empty"):
         treeimp.parse(xgb.Booster())

@@ -39,31 +39,33 @@ def _forget_worker():
 os.register_at_fork(after_in_child=_forget_worker)
 
 
-def _one_thread():
-    import xgboost
-
-    xgboost.set_config(nthread=1)  # thread-local: this worker's setting only
-
-
 def _executor():
     with _LOCK:
         if not _WORKER:
-            _WORKER.append(ThreadPoolExecutor(1, thread_name_prefix="treeimp-xgboost-save",
-                                              initializer=_one_thread))
+            _WORKER.append(ThreadPoolExecutor(1, thread_name_prefix="treeimp-xgboost-save"))
         return _WORKER[0]
 
 
-def _save(booster):
+def _save(booster, settings=None):
+    """``settings``: the caller's XGBoost global configuration, which the worker takes
+    (its verbosity, say) but for ``nthread=1`` (thread-local: the worker's only)."""
+    if settings is not None:
+        import xgboost
+
+        xgboost.set_config(**{**settings, "nthread": 1})
     # a bytearray of our own (XGBoost's buffer copied), which the parser reads in place
     return booster.save_raw("ubj"), json.loads(booster.save_config())
 
 
 def saved_model(booster):
     """(``booster.save_raw("ubj")``, ``json.loads(booster.save_config())``), asked for on
-    the worker thread; an error XGBoost raises there is raised here. While the
-    interpreter shuts down (no new threads) they are asked for on the caller's thread."""
+    the worker thread under the caller's XGBoost configuration with ``nthread=1``; an
+    error XGBoost raises there is raised here. While the interpreter shuts down (no new
+    threads) they are asked for on the caller's thread."""
+    import xgboost
+
     try:
-        future = _executor().submit(_save, booster)
+        future = _executor().submit(_save, booster, xgboost.get_config())
     except RuntimeError:  # "cannot schedule new futures after interpreter shutdown"
         return _save(booster)
     return future.result()
