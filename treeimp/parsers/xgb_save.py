@@ -3,18 +3,19 @@
 XGBoost serialises a model (``save_raw``) on the calling thread's global ``nthread``
 threads (0: every core) of its own OpenMP runtime. After such a region that runtime's
 workers keep spinning for milliseconds, and take a core from the numba kernels (another
-OpenMP runtime) that an explain runs next: the staged pass after a ``save_raw`` ran 1.6
-times slower on two cores. So the bytes are asked for on one worker thread whose XGBoost
-configuration says ``nthread=1`` (XGBoost's global configuration is thread-local): the
-serialisation runs on that thread alone and leaves no spinning workers behind.
+OpenMP runtime) that an explain runs next (benchmarks/README.md, "XGBoost's
+serialisation on a worker thread"). So the bytes are asked for on one worker thread
+whose XGBoost configuration says ``nthread=1`` (XGBoost's global configuration is
+thread-local): the serialisation runs on that thread alone and leaves no spinning
+workers behind.
 
 Why not ``xgboost.config_context(nthread=1)`` on the caller's thread: leaving it does
 not restore ``nthread=0`` (xgboost 3.2 ignores ``set_config(nthread=0)``), so the
 setting would stay in the user's session. Why one lasting worker rather than a thread
 per call: XGBoost keeps the saved bytes in a buffer of the thread that asks, so a new
-thread grows a new buffer on fresh memory every time (about twice the time of the save
-itself on this machine's page faults). The worker holds no data of ours; it is started
-on first use, again in a forked child, and ends with the interpreter.
+thread would grow a new buffer on fresh memory every time, which costs more than the
+save itself. The worker holds no data of ours; it is started on first use, again in a
+forked child, and ends with the interpreter.
 """
 
 from __future__ import annotations
