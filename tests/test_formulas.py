@@ -6,9 +6,10 @@ import pytest
 from sklearn.ensemble import ExtraTreesRegressor, RandomForestClassifier
 
 import treeimp
+from treeimp import registry
 from treeimp._input import RowSource
 from treeimp.drivers import forest_node_stats
-from treeimp.measures import NodeStats, by_class, class_parts, class_parts_both, mdi_oob, ufi
+from treeimp.measures import NodeStats, by_class, class_parts, mdi_oob, ufi
 from treeimp.targets import forest_targets
 
 N_BLOCKS = 4
@@ -107,8 +108,9 @@ def test_fused_and_numpy_sums_equal_split_by_split_loops(kind, fused):
 
 
 def test_both_class_parts_in_one_pass_equal_the_loops():
-    """class_parts_both (mdi_oob and ufi together, over one-hot class sums) gives the
-    split-by-split loops' per-class sums, bitwise what the one-measure kernel gives."""
+    """registry.class_parts of mdi_oob and ufi together (one fused pass over one-hot class
+    sums) gives the split-by-split loops' per-class sums, bitwise what the one-measure
+    kernel gives."""
     ens, X, y = _forest("multiclass")
     arr, classification = _stats(ens, X, y)
     Z, _ = forest_targets(ens, y)
@@ -118,7 +120,7 @@ def test_both_class_parts_in_one_pass_equal_the_loops():
         forest_node_stats(ens, RowSource(X, ens), Z, w, block, N_BLOCKS, one_hot=True),
         one_hot=True)
     exp_mdi, exp_ufi = _reference(ens, arr[0], arr[1], arr[2:], classification)
-    both = class_parts_both(ens, lean)
+    both = registry.class_parts(("mdi_oob", "ufi"), ens, lean)
     n_root = arr[0][ens.tree_offsets[:-1]].T  # (B, T): the loops' mdi is per root row
     np.testing.assert_allclose(both["mdi_oob"] / n_root[:, :, None, None], exp_mdi,
                                rtol=1e-12, atol=1e-12)
@@ -288,9 +290,9 @@ def test_fused_kernels_equal_their_numpy_forms(case):
             measures.compute(name, ens, st, classification=classification, fused=False),
             plain)
     if case.startswith("multiclass"):
-        both = measures.class_parts_both(ens, st)
+        both = registry.class_parts(("mdi_oob", "ufi"), ens, st)
         with measures.use_fused(False):
-            plain = measures.class_parts_both(ens, st)
+            plain = registry.class_parts(("mdi_oob", "ufi"), ens, st)
         for name in both:
             np.testing.assert_allclose(plain[name], both[name], rtol=1e-12, atol=1e-13)
         if case.endswith("one-hot"):  # the numpy forms leave the lean statistics lean

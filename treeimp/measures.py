@@ -43,6 +43,7 @@ from .kernels.formulas import (
     leaf_split_sums,
     split_sums,
 )
+from .stats import BOOSTING, ONE_HOT, REGRESSION
 
 
 class NodeStats:
@@ -125,8 +126,8 @@ class LeafStats(NodeStats):
     ``layout`` is the layout name of :mod:`treeimp.stats`.
     """
 
-    _CODES = {"regression": LAYOUT_REGRESSION, "one_hot": LAYOUT_ONE_HOT,
-              "boosting": LAYOUT_BOOSTING}
+    _CODES = {REGRESSION: LAYOUT_REGRESSION, ONE_HOT: LAYOUT_ONE_HOT,
+              BOOSTING: LAYOUT_BOOSTING}
 
     def __init__(self, leaves, ens, layout, *, blocks=None, cache=None):
         if layout not in self._CODES:
@@ -851,14 +852,6 @@ def _per_class_form(method):
         raise ValueError(f"per-class values exist for {', '.join(map(repr, have))}, "
                          f"not {method!r}")
     return form
-
-
-def class_parts_both(ens, st: NodeStats):
-    """{"mdi_oob": ..., "ufi": ...}: ``class_parts`` of both, from one pass over the trees
-    when the statistics are still leaf sums (:func:`fused_parts`)."""
-    if not using_fused():
-        return {m: class_parts(m, ens, st) for m in ("mdi_oob", "ufi")}
-    return fused_parts(("mdi_oob", "ufi"), ens, st, classification=True)
 
 
 def by_class(method, ens, st: NodeStats, parts=None):

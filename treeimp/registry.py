@@ -235,7 +235,6 @@ _BUILTIN = (
 _REGISTRY: dict[str, Measure] = {m.name: m for m in _BUILTIN}
 
 
-
 # ------------------------------------------------------------------ the table
 def register(measure: Measure) -> Measure:
     """Add ``measure`` to the table (after the others). ValueError if its name is taken."""
