@@ -10,11 +10,14 @@ Trees. Symmetric (oblivious) trees, ``oblivious_trees[]``: ``splits`` in depth o
 ``leaf_values`` (leaf-major, ``n_outputs`` per leaf), ``leaf_weights`` (the training
 weight of each leaf). A row's CatBoost leaf index has the outcome of split d as bit d
 (the first split is the lowest bit). A depth-D tree becomes a full binary tree of
-2^(D+1) - 1 nodes: the node at depth d reached with outcome bits q (the low d bits of the
-leaf index) is node 2^d - 1 + q, its left child (outcome 0) 2^(d+1) - 1 + q and its right
-child 2^(d+1) - 1 + q + 2^d, so CatBoost's leaf L is node 2^D - 1 + L
-(``ens.apply(X) - (2^D - 1) == model.calc_leaf_indexes(X)``). Non-symmetric trees
-(grow_policy Depthwise / Lossguide), ``trees[]``: nested ``split`` / ``left`` / ``right``
+2^(D+1) - 1 nodes in heap order (node i has children 2i + 1, outcome 0, and 2i + 2) with
+the LAST split at the root: the node at depth d splits as split D - 1 - d, so the bits
+of a leaf index read from the highest down are the path from the root and CatBoost's leaf
+L is node 2^D - 1 + L (``ens.apply(X) - (2^D - 1) == model.calc_leaf_indexes(X)``). The
+order matters for path-dependent TreeSHAP, whose cover ratios depend on which split is
+above which: it is the order CatBoost's own ShapValues walks (``shap_values.cpp``), so
+``contributions`` equals ``get_feature_importance(type="ShapValues")``. Non-symmetric
+trees (grow_policy Depthwise / Lossguide), ``trees[]``: nested ``split`` / ``left`` / ``right``
 with ``value`` and ``weight`` at leaves; nodes are numbered in preorder. CatBoost numbers
 the leaves of such a tree in the order it stores them: in preorder, except that a node
 with exactly ONE leaf child keeps that leaf with itself, so the leaf is numbered before
@@ -326,20 +329,21 @@ def _symmetric_tree(raw, t, feats, n_outputs):
                          f"{n_leaves}")
     parts = _Parts(2 * n_leaves - 1, n_outputs)
     values = values.reshape(n_leaves, n_outputs)
-    for d, split in enumerate(splits):
-        for q in range(1 << d):
+    for d in range(D):  # depth d splits as split D - 1 - d, outcome bit s
+        s = D - 1 - d
+        for q in range(1 << d):  # q: the bits of splits D - 1 .. s + 1, highest first
             node = (1 << d) - 1 + q
-            parts.left[node] = (2 << d) - 1 + q
-            parts.right[node] = (2 << d) - 1 + q + (1 << d)
-            _set_split(parts, node, split, feats)
-            span = 1 << (D - d)
-            parts.route_threshold[node] = _reverse(q, d) * span + span // 2 - 0.5
-            # leaf pairs below this node differing in outcome d: CatBoost's
+            parts.left[node] = 2 * node + 1
+            parts.right[node] = 2 * node + 2
+            _set_split(parts, node, splits[s], feats)
+            span = 1 << (D - d)  # the node's leaves are q * span .. (q + 1) * span - 1
+            parts.route_threshold[node] = q * span + span // 2 - 0.5
+            # leaf pairs below this node differing in outcome s: CatBoost's
             # PredictionValuesChange terms (empty leaves skipped)
             gain = np.zeros(n_outputs)
-            for r in range(1 << (D - d - 1)):
-                a = q + (r << (d + 1))
-                b = a + (1 << d)
+            for r in range(1 << s):
+                a = q * span + r
+                b = a + (1 << s)
                 wa, wb = weights[a], weights[b]
                 if wa > 0 and wb > 0:
                     avg = (wa * values[a] + wb * values[b]) / (wa + wb)
@@ -421,15 +425,6 @@ def _weighted_means(parts):
     return mean
 
 
-def _reverse(q, d):
-    """The d low bits of q in reverse order."""
-    out = 0
-    for _ in range(d):
-        out = (out << 1) | (q & 1)
-        q >>= 1
-    return out
-
-
 def catboost_leaf_ids(ens):
     """CatBoost's leaf index of every node of a parsed CatBoost ensemble (-1 at split
     nodes), so that ``catboost_leaf_ids(ens)[offsets + ens.apply(X)]`` is
@@ -449,10 +444,8 @@ def _leaf_ids(left, right):
     ids = np.full(n, -1, np.int64)
     D = int(np.log2(n + 1)) - 1
     n_split = (1 << D) - 1
-    nodes = np.arange(n_split)
-    depth = np.floor(np.log2(nodes + 1)).astype(np.int64)
-    symmetric_layout = (2 << depth) - 1 + nodes - ((1 << depth) - 1)
-    if n == (2 << D) - 1 and np.array_equal(left[:n_split], symmetric_layout) and np.all(
+    heap_layout = 2 * np.arange(n_split) + 1
+    if n == (2 << D) - 1 and np.array_equal(left[:n_split], heap_layout) and np.all(
             left[n_split:] < 0):
         ids[n_split:] = np.arange(1 << D)  # symmetric: node 2^D - 1 + L is leaf L
         return ids
@@ -502,7 +495,7 @@ def _leaf_router(model, all_parts, symmetric, columns, thresholds):
     for parts in all_parts:
         if symmetric:
             D = int(np.log2(parts.left.size + 1)) - 1
-            numbers.append(np.array([_reverse(L, D) for L in range(1 << D)], np.float64))
+            numbers.append(np.arange(1 << D, dtype=np.float64))  # heap order
         else:  # leaf number from the left = rank of the leaf in preorder
             ids = _leaf_ids(parts.left, parts.right)
             leaves = np.flatnonzero(parts.left < 0)
