@@ -198,20 +198,22 @@ def test_mdi_oob_equals_brute_force_over_catboost_trees(kind, tmp_path):
         L = leaves[:, t]
 
         def node(d, q, D=D, v=v, w=w):
-            """(value, weight) of the node at depth d over leaves with low bits q: the
-            weight-mean of its children (their plain mean when both are empty)."""
+            """(value, weight) of the node at depth d over the leaves whose high d bits
+            are q (CatBoost's order: the last split at the root, as its ShapValues walks
+            a tree, shap_values.cpp): the weight-mean of its children (their plain mean
+            when both are empty)."""
             if d == D:
                 return v[q], w[q]
-            (v0, w0), (v1, w1) = node(d + 1, q), node(d + 1, q + (1 << d))
+            (v0, w0), (v1, w1) = node(d + 1, 2 * q), node(d + 1, 2 * q + 1)
             return ((w0 * v0 + w1 * v1) / (w0 + w1) if w0 + w1 > 0 else (v0 + v1) / 2,
                     w0 + w1)
 
-        for d, split in enumerate(tree["splits"]):
-            f = split["float_feature_index"]
+        for d in range(D):
+            f = tree["splits"][D - 1 - d]["float_feature_index"]
             for q in range(1 << d):
                 vm = node(d, q)[0]
-                for child in (q, q + (1 << d)):
-                    rows = L % (2 << d) == child
+                for child in (2 * q, 2 * q + 1):
+                    rows = L >> (D - d - 1) == child
                     total[f] += np.sum((node(d + 1, child)[0] - vm) * der1[rows].sum(0)) / 300
     np.testing.assert_allclose(res.table["mdi_oob"].to_numpy(), total, rtol=1e-8, atol=1e-12)
 

@@ -89,6 +89,13 @@ class RowSource:
         self._routed = X
         self.n_rows = X.shape[0]
 
+    def rerouted(self, ens):
+        """The same rows for ``ens``, the model of these rows with another leaf router
+        (e.g. its ``split_router``), which reads the user's rows as they are."""
+        if self._router is None or ens.leaf_router is None:
+            raise ValueError("only rows of a model with a leaf router can be rerouted")
+        return RowSource(self._routed, ens)
+
     def _routed_rows(self, rows):
         X = self._routed
         part = X.iloc[rows] if _is_dataframe(X) else np.asarray(X)[rows]

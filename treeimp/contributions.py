@@ -15,11 +15,13 @@ random forests").
 
 from __future__ import annotations
 
+import dataclasses
+
 import numba
 import numpy as np
 import pandas as pd
 
-from ._input import RowSource
+from ._input import CHUNK_ROWS, RowSource
 from .ensemble import FOREST
 from .kernel_inputs import ShapTables
 from .kernels.treeshap import ROWS_PER_TASK
@@ -27,6 +29,7 @@ from .routing import routing_flags
 from .threads import numba_threads
 
 METHODS = ("shap", "saabas")
+ROUTED_CHUNK_VALUES = 1 << 23  # router numbers of one chunk (64 MB of float64)
 
 
 def shap_cover(ens):
@@ -41,19 +44,71 @@ def shap_cover(ens):
                         np.ascontiguousarray(leaf_cover, dtype=np.float64))
 
 
-def kernel_inputs(ens, method):
+def shap_players(ens):
+    """How the library's own TreeSHAP credits every split: (per node the player, int64:
+    a column, or ``n_features + g`` for the g-th group; the groups, tuples of columns
+    among which a group's value is shared equally). The model's features and no groups,
+    unless the ensemble's leaf router says otherwise (``LeafRouter.shap_feature``:
+    CatBoost's statistics of combinations of categorical features)."""
+    router = ens.leaf_router
+    if router is None or router.shap_feature is None:
+        return np.ascontiguousarray(ens.feature, dtype=np.int64), ()
+    F = ens.n_features
+    groups = tuple(tuple(int(j) for j in g) for g in router.shap_groups)
+    if any(not g or min(g) < 0 or max(g) >= F for g in groups):
+        raise ValueError(f"leaf router SHAP groups {groups[:5]} must be non-empty tuples of "
+                         f"columns in 0..{F - 1}")
+    players = np.ascontiguousarray(router.shap_feature, dtype=np.int64)
+    inner = players[ens.left >= 0]
+    if inner.size and (inner.min() < 0 or inner.max() >= F + len(groups)):
+        raise ValueError(f"leaf router SHAP features must be in 0..{F + len(groups) - 1}, "
+                         f"got {inner.min()}..{inner.max()}")
+    return players, groups
+
+
+def split_routed(ens, method):
+    """The ensemble whose routing the contribution kernels walk: ``ens``, or, for a model
+    routed by the library's leaf indices, the same trees routed by the row's own outcome
+    of every split (``LeafRouter.split_router``), since TreeSHAP reads the outcomes at
+    the nodes off the row's path too (Saabas walks only the path)."""
+    router = ens.leaf_router
+    if router is None:
+        return ens
+    if router.split_router is not None:
+        return dataclasses.replace(ens, leaf_router=router.split_router)
+    if method == "saabas":
+        return ens
+    raise ValueError(
+        f"TreeSHAP needs every split's outcome for a row, also off its path, but this "
+        f"{ens.model_name} model tells only the row's leaf (CatBoost's non-symmetric "
+        "trees with target-statistic splits); Saabas contributions walk only the row's "
+        "path: contributions(method='saabas'), or the measure 'saabas_oob'")
+
+
+def kernel_inputs(ens, method, players=None):
     """The contribution kernels' :class:`~treeimp.kernel_inputs.ShapTables`: TreeSHAP
     reads the leaves, the covers, the quadrature tables and per tree the most distinct
-    features on a path (which sets its quadrature size),
+    players on a path (which sets its quadrature size),
     Saabas the node values of the normal form (internal nodes the weight-mean of their
-    children, as mdi_oob reads them)."""
+    children, as mdi_oob reads them). ``players``: ``shap_players(ens)`` to credit
+    splits as the library's own TreeSHAP does (the kernels' output then has a column per
+    player); None: to the model's features."""
 
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     max_depth = int(ens.routing.depth.max())
     gl_nodes, gl_weights = quadrature_tables(max_depth)
+    if players is None or not players[1]:
+        feature = np.ascontiguousarray(ens.feature, dtype=np.int64)
+        per_path = ens.path_features
+    else:
+        from .kernels.treeshap import path_features
+
+        feature = players[0]
+        per_path = path_features(ens.tree_offsets, ens.left, ens.right, feature,
+                                 ens.n_features + len(players[1]))
     return ShapTables(method == "shap", max_depth, gl_nodes, gl_weights, shap_cover(ens),
-                      np.ascontiguousarray(ens.value, dtype=np.float64), ens.path_features)
+                      np.ascontiguousarray(ens.value, dtype=np.float64), per_path, feature)
 
 
 def expected_tree_values(ens, method):
@@ -139,7 +194,10 @@ def contributions(model, X, y=None, *, oob=False, method="shap", groups=None, n_
     from .parsers import inbag_bits, parse
 
     ens = parse(model, iteration_range=iteration_range, missing=missing)
-    inputs = kernel_inputs(ens, method)
+    players = shap_players(ens)
+    if method in METHODS:
+        ens = split_routed(ens, method)
+    inputs = kernel_inputs(ens, method, players)
     if not isinstance(oob, (bool, np.bool_)):
         raise TypeError(f"oob must be True or False, got {oob!r}")
     rows = RowSource(X, ens)
@@ -153,7 +211,7 @@ def contributions(model, X, y=None, *, oob=False, method="shap", groups=None, n_
     K, F = ens.n_outputs, ens.n_features
     per_tree = expected_tree_values(ens, method)
     if not oob:
-        values = _in_sample(ens, rows, inputs, n_jobs)
+        values = _in_sample(ens, rows, inputs, n_jobs, players[1])
         base = np.broadcast_to(_base_per_output(ens, per_tree, ens.tree_scale), (n, K)).copy()
         offset = check_base_margin(base_margin, n, ens)
         if offset is not None:  # each row starts at its own margin instead of the base
@@ -205,19 +263,28 @@ def _grouped(grp, values, names, X):
     return np.einsum("nfk,fg->ngk", values, grp.matrix), list(grp.names), None
 
 
-def _in_sample(ens, rows, inputs, n_jobs):
+def _in_sample(ens, rows, inputs, n_jobs, groups=()):
+    """(n_rows, n_features, n_outputs) contributions; the kernels credit one column per
+    player (``shap_players``), and each group's column is then shared equally among its
+    features."""
     from .kernels.treeshap import contributions_chunk
 
-    out = np.zeros((rows.n_rows, ens.n_features, ens.n_outputs))
+    F = ens.n_features
+    out = np.zeros((rows.n_rows, F + len(groups), ens.n_outputs))
     scale = np.ascontiguousarray(ens.tree_scale, dtype=np.float64)
+    # routed models: a chunk holds the router's numbers, one column per routing column
+    chunk_rows = (CHUNK_ROWS if ens.leaf_router is None
+                  else max(1, min(CHUNK_ROWS, ROUTED_CHUNK_VALUES // ens.leaf_router.n_columns)))
     with numba_threads(n_jobs):
-        for start, chunk in rows.chunks():
+        for start, chunk in rows.chunks(chunk_rows):
             strict, round32 = routing_flags(ens, chunk)
             contributions_chunk(chunk, out[start:start + chunk.shape[0]], inputs,
                                 ens.tree_offsets, ens.tree_output, scale, ens.routing,
                                 strict, round32,
                                 rows_per_task(chunk.shape[0], numba.get_num_threads()))
-    return out
+    for g, cols in enumerate(groups):
+        out[:, list(cols)] += out[:, F + g, None] / len(cols)
+    return out[:, :F].copy() if groups else out
 
 
 def _oob_bases(ens, bits, n, per_tree):

@@ -61,10 +61,11 @@ HeldOut = namedtuple("HeldOut", ["n", "Q", "S", "H", "R", "n_from_s"])
 # what the contribution kernels (kernels/treeshap.py) read besides the routing: whether
 # they compute TreeSHAP (else Saabas), the deepest tree's depth (scratch sizes), the
 # Gauss-Legendre nodes and weights (row M: the M-point rule on [0, 1]), the node covers
-# (internal nodes: sums of their children's), the node values (float64) and per tree the
-# most distinct features on a root-to-leaf path (contributions.kernel_inputs)
+# (internal nodes: sums of their children's), the node values (float64), per tree the
+# most distinct players on a root-to-leaf path, and per node the player (int64 column of
+# the kernels' output) its split's contribution is credited to (contributions.kernel_inputs)
 ShapTables = namedtuple("ShapTables", ["use_shap", "max_depth", "gl_nodes", "gl_weights",
-                                       "cover", "value", "path_features"])
+                                       "cover", "value", "path_features", "feature"])
 
 # permutation kernels (kernels/permute.py, leaf_index.LeafIndex): the indexed rows' leaves
 # (L: each row's leaf rank per tree; per tree the rows sorted by leaf, ``order``, and

@@ -32,13 +32,28 @@ class LeafRouter:
     ``column`` (per node of the ensemble, int) is the routing column a split node reads,
     ``threshold`` (per node, float) the value at or below which the row goes left;
     ``description`` says which path routes, e.g. "leaf indices from CatBoost's
-    calc_leaf_indexes" (shown in results)."""
+    calc_leaf_indexes" (shown in results).
+
+    ``shap_feature`` (per node, int, or None: the model's ``feature``) is the column a
+    node's TreeSHAP contribution is credited to, as the library's own SHAP credits it,
+    or ``n_features + g``: the g-th entry of ``shap_groups`` (tuples of columns), one
+    player of its own in TreeSHAP whose value is then shared equally among its columns
+    (CatBoost: a target statistic of a combination of categorical features).
+
+    ``split_router`` (a LeafRouter over the same nodes, or None) gives every split node
+    the row's own outcome, also at the nodes off the row's path, which TreeSHAP reads
+    (routing by the row's leaf decides only the nodes on its path). None where the
+    library tells only the row's leaf (CatBoost's non-symmetric trees): TreeSHAP cannot
+    be computed then."""
 
     route: Callable
     column: np.ndarray
     threshold: np.ndarray
     n_columns: int
     description: str
+    shap_feature: np.ndarray | None = None
+    shap_groups: tuple = ()
+    split_router: LeafRouter | None = None
 
     def check(self, n_nodes):
         """ValueError unless ``column`` and ``threshold`` have one entry per node and
@@ -50,6 +65,9 @@ class LeafRouter:
                              f"thresholds for {n_nodes} nodes")
         if col.size and (col.min() < 0 or col.max() >= self.n_columns):
             raise ValueError(f"leaf router columns must be in 0..{self.n_columns - 1}")
+        if self.shap_feature is not None and np.shape(self.shap_feature) != (n_nodes,):
+            raise ValueError(f"leaf router has {np.shape(self.shap_feature)} SHAP features "
+                             f"for {n_nodes} nodes")
 
     def numbers(self, X):
         """The routing numbers of rows X (a chunk of the user's input), validated."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import registry
-from .contributions import kernel_inputs
+from .contributions import ROUTED_CHUNK_VALUES, kernel_inputs, split_routed
 from .drivers import rows_by_block
 from .ensemble import FOREST
 from .kernel_inputs import Loss, RowInputs
@@ -54,7 +54,11 @@ def block_sums(method, ens, rows, y, w, block, n_blocks, *, inbag_bits=None, pos
     ``offsets.check_base_margin``): held-out margins start at ``ens.start_margin``."""
     from .kernels.treeshap import forest_block_sums, staged_block_sums
 
-    tables = kernel_inputs(ens, registry.get(method).contributions)
+    contributions = registry.get(method).contributions
+    routed = split_routed(ens, contributions)
+    if routed is not ens:  # TreeSHAP reads every split's outcome, also off the path
+        ens, rows = routed, rows.rerouted(routed)
+    tables = kernel_inputs(ens, contributions)
     acc = np.zeros((n_blocks, ens.n_trees, ens.n_features, 1))
     n_eval = np.zeros((n_blocks, ens.n_trees))
     oob = inbag_bits is not None
@@ -89,8 +93,11 @@ def block_sums(method, ens, rows, y, w, block, n_blocks, *, inbag_bits=None, pos
         loss = Loss(code, params, ens.base_score)
         trees = staged_trees(ens, code, params)
     block = np.asarray(block)
+    # routed models: a chunk holds the router's numbers, one column per routing column
+    chunk_rows = (CHUNK_ROWS if ens.leaf_router is None
+                  else max(1, min(CHUNK_ROWS, ROUTED_CHUNK_VALUES // ens.leaf_router.n_columns)))
     with numba_threads(n_jobs, dynamic=True):
-        for start, chunk in rows.chunks(CHUNK_ROWS, split=True):
+        for start, chunk in rows.chunks(chunk_rows, split=True):
             stop = start + chunk.shape[0]
             strict, round32 = routing_flags(ens, chunk)
             order, bounds = rows_by_block(block[start:stop], n_blocks)

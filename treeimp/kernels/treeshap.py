@@ -13,6 +13,12 @@ values and NaN modes route exactly as the normal form routes them.
 Saabas contributions walk the row's own path: a split on feature k adds
 ``v_child - v_node`` to k.
 
+A node's value is read from X at its routing feature (``routing.feature``), and its
+contribution is credited to ``credit[node]`` (``ShapTables.feature``): the model's
+feature, which differs from the routing feature where rows are routed by a library's
+leaf indices, or a player of its own (CatBoost's combinations of categorical features).
+The ``out`` rows (and the per-player scratch) have one entry per credited player.
+
 A kernel adds ``scale * contribution`` of one tree for one row into ``out[feature,
 col + j]`` (j over the tree's values), or with a projection ``proj`` (len value_dim)
 the scalar ``scale * proj . contribution`` into ``out[feature, 0]``. Rows run in
@@ -29,10 +35,10 @@ from .structure import _fill_tree
 
 
 @njit(cache=True)
-def saabas(X, row, root, routing, value, strict, round32, col, scale, proj, out):
+def saabas(X, row, root, routing, credit, value, strict, round32, col, scale, proj, out):
     """Add ``scale`` x the Saabas contributions (v_child - v_node of every split on the
-    row's path, to the split's feature) of the tree at ``root`` to ``out``. ``routing``:
-    kernel_inputs.Routing."""
+    row's path, to ``credit`` of the split) of the tree at ``root`` to ``out``.
+    ``routing``: kernel_inputs.Routing."""
     left, right, feature, threshold, flags = (routing.left, routing.right, routing.feature,
                                               routing.threshold, routing.flags)
     cat_offset, cat_count = routing.cat_offset, routing.cat_count
@@ -41,10 +47,10 @@ def saabas(X, row, root, routing, value, strict, round32, col, scale, proj, out)
     project = proj.shape[0] > 0
     node = root
     while not flags[np.uint64(node)] & LEAF:
-        f = np.uint64(feature[np.uint64(node)])
-        x = feature_value(X, row, f, round32)
+        x = feature_value(X, row, feature[np.uint64(node)], round32)
         child = step(x, node, left, right, threshold, flags, cat_offset, cat_count,
                      cat_codes, cat_left, strict)
+        f = np.uint64(credit[np.uint64(node)])
         if project:
             acc = 0.0
             for j in range(vdim):
@@ -62,11 +68,12 @@ def _tree_contribution(tables, routing, X, row, t, root, strict, round32, col, s
                        out, scratch):
     """Tree t's contribution for one row (TreeSHAP or Saabas, by ``tables.use_shap``)."""
     if tables.use_shap:
-        linear_tree_shap(X, row, root, tables.path_features[t], routing, tables.cover,
-                         tables.value, strict, round32, col, scale, proj, out, scratch,
-                         tables.gl_nodes, tables.gl_weights)
+        linear_tree_shap(X, row, root, tables.path_features[t], routing, tables.feature,
+                         tables.cover, tables.value, strict, round32, col, scale, proj, out,
+                         scratch, tables.gl_nodes, tables.gl_weights)
     else:
-        saabas(X, row, root, routing, tables.value, strict, round32, col, scale, proj, out)
+        saabas(X, row, root, routing, tables.feature, tables.value, strict, round32, col,
+               scale, proj, out)
 
 
 ROWS_PER_TASK = 256  # rows a task passes through every tree (a tree stays in cache)
@@ -86,7 +93,7 @@ def contributions_chunk(X, out, tables, tree_offsets, tree_output, tree_scale, r
     no_proj = np.empty(0)
     vdim = value.shape[1]
     for task in prange(n_tasks):
-        scratch = new_linear_scratch(max_depth, vdim, X.shape[1])
+        scratch = new_linear_scratch(max_depth, vdim, out.shape[1])
         r0 = task * rows_per_task
         r1 = min(n, r0 + rows_per_task)
         for t in range(n_trees):
@@ -113,7 +120,7 @@ def oob_contributions_chunk(X, row0, inbag_bits, out_oob, out_in, n_oob, tables,
     no_proj = np.empty(0)
     vdim = value.shape[1]
     for task in prange(n_tasks):
-        scratch = new_linear_scratch(max_depth, vdim, X.shape[1])
+        scratch = new_linear_scratch(max_depth, vdim, out_oob.shape[1])
         r0 = task * rows_per_task
         r1 = min(n, r0 + rows_per_task)
         for t in range(n_trees):
@@ -148,7 +155,7 @@ def forest_block_sums(X, row0, order, block_start, rows_in, inbag_bits, use_inba
     last_w = w.shape[0] - 1
     vdim = value.shape[1]
     for b in prange(n_blocks):
-        scratch = new_linear_scratch(max_depth, 1, X.shape[1])
+        scratch = new_linear_scratch(max_depth, 1, acc.shape[2])
         proj = np.empty(vdim)
         for t in range(n_trees):
             root = tree_offsets[t]
@@ -194,7 +201,7 @@ def staged_block_sums(X, row0, order, block_start, rows_in, loss, trees, tables,
     K = base_score.shape[0]
     n_stages = stage_start.shape[0] - 1
     for b in prange(n_blocks):
-        scratch = new_linear_scratch(max_depth, 1, X.shape[1])
+        scratch = new_linear_scratch(max_depth, 1, acc.shape[2])
         margin = np.empty((GROUP, K))
         leaves = np.empty(BATCH, np.int64)
         g = np.empty((GROUP, K))
@@ -252,32 +259,33 @@ def expected_values(tree_offsets, order, left, right, cover, value):
 
 
 @njit(cache=True)
-def new_linear_scratch(max_depth, vdim, n_features):
+def new_linear_scratch(max_depth, vdim, n_players):
     """One thread's buffers for ``linear_tree_shap``: per tree level the product P and
     the summary H at the quadrature nodes, the edge factors' reciprocals, the node, its
-    state and hot child, the edge (feature, Z, O, previous Z, previous O); per feature the
-    running (Z, O) of the current path."""
+    state and hot child, the edge (player, Z, O, previous Z, previous O); per credited
+    player the running (Z, O) of the current path."""
     L = max_depth + 2
     M = max_depth // 2 + 1
-    cum = np.ones((n_features, 2))
+    cum = np.ones((n_players, 2))
     return (np.empty((L, M)), np.zeros((L, vdim, M)), np.empty((L, M)), np.empty((L, M)),
             np.empty((L, 3), np.int64), np.empty((L, 4)), np.empty(L, np.int64), cum)
 
 
 @njit(cache=True)
-def linear_tree_shap(X, row, root, n_path_features, routing, cover, value, strict, round32,
-                     col, scale, proj, out, scratch, gl_nodes, gl_weights):
+def linear_tree_shap(X, row, root, n_path_features, routing, credit, cover, value, strict,
+                     round32, col, scale, proj, out, scratch, gl_nodes, gl_weights):
     """Add ``scale`` x the path-dependent TreeSHAP values of the tree at ``root`` for row
     ``row`` of X to ``out`` (see the module docstring for ``col`` and ``proj``), in
     O(nodes x depth) instead of Algorithm 2's O(leaves x depth^2). ``routing``:
-    kernel_inputs.Routing.
+    kernel_inputs.Routing; ``credit``: per node the player its split is (the features
+    below).
 
     For a leaf v whose path has unique features with zero fractions Z_j (products of
     cover ratios) and one fractions O_j (0 or 1), the path-dependent SHAP value of
     feature i is v (O_i - Z_i) integral_0^1 prod_{j != i} (Z_j + t (O_j - Z_j)) dt (the
     Shapley weights are Beta integrals). The integrand is a polynomial of degree < depth,
     integrated exactly by an M-point Gauss-Legendre rule, M = n_path_features // 2 + 1
-    (``n_path_features``: the tree's most distinct features on a path). Summing
+    (``n_path_features``: the tree's most distinct credited players on a path). Summing
     over leaves, as Linear TreeSHAP (Yu et al. 2022) does: H_n(t) = sum over the leaves v
     below node n of v prod_j p_j(t) is built bottom-up, and the edge into n that splits
     on i adds (O_i - Z_i) sum_m w_m H_n(t_m) / p_i(t_m). A leaf whose path splits on i
@@ -327,7 +335,7 @@ def linear_tree_shap(X, row, root, n_path_features, routing, cover, value, stric
                                    cat_count, cat_codes, cat_left, strict)
             child = left[un] if ints[lvl, 1] == 0 else right[un]
             ints[lvl, 1] += 1
-            f = feature[un]
+            f = credit[un]
             c = cover[np.uint64(node)]
             z_e = cover[np.uint64(child)] / c if c > 0.0 else 0.0
             zp = cum[f, 0]

@@ -10,11 +10,14 @@ Trees. Symmetric (oblivious) trees, ``oblivious_trees[]``: ``splits`` in depth o
 ``leaf_values`` (leaf-major, ``n_outputs`` per leaf), ``leaf_weights`` (the training
 weight of each leaf). A row's CatBoost leaf index has the outcome of split d as bit d
 (the first split is the lowest bit). A depth-D tree becomes a full binary tree of
-2^(D+1) - 1 nodes: the node at depth d reached with outcome bits q (the low d bits of the
-leaf index) is node 2^d - 1 + q, its left child (outcome 0) 2^(d+1) - 1 + q and its right
-child 2^(d+1) - 1 + q + 2^d, so CatBoost's leaf L is node 2^D - 1 + L
-(``ens.apply(X) - (2^D - 1) == model.calc_leaf_indexes(X)``). Non-symmetric trees
-(grow_policy Depthwise / Lossguide), ``trees[]``: nested ``split`` / ``left`` / ``right``
+2^(D+1) - 1 nodes in heap order (node i has children 2i + 1, outcome 0, and 2i + 2) with
+the LAST split at the root: the node at depth d splits as split D - 1 - d, so the bits
+of a leaf index read from the highest down are the path from the root and CatBoost's leaf
+L is node 2^D - 1 + L (``ens.apply(X) - (2^D - 1) == model.calc_leaf_indexes(X)``). The
+order matters for path-dependent TreeSHAP, whose cover ratios depend on which split is
+above which: it is the order CatBoost's own ShapValues walks (``shap_values.cpp``), so
+``contributions`` equals ``get_feature_importance(type="ShapValues")``. Non-symmetric
+trees (grow_policy Depthwise / Lossguide), ``trees[]``: nested ``split`` / ``left`` / ``right``
 with ``value`` and ``weight`` at leaves; nodes are numbered in preorder. CatBoost numbers
 the leaves of such a tree in the order it stores them: in preorder, except that a node
 with exactly ONE leaf child keeps that leaf with itself, so the leaf is numbered before
@@ -50,7 +53,9 @@ Target-statistic (CTR) splits (``OnlineCtr``) compare a statistic of CatBoost's 
 counter tables, which treeimp does not evaluate. A model object with such splits is
 routed by CatBoost's own leaf indices (``calc_leaf_indexes``; a
 :class:`treeimp.leaf_router.LeafRouter` on the ensemble), each CTR node credited to the
-first categorical feature of its statistic; the structure, leaf values and weights are
+first categorical feature of its statistic (TreeSHAP contributions share a statistic of
+several categorical features equally among them, as CatBoost's ShapValues does: the
+router's ``shap_feature`` / ``shap_groups``); the structure, leaf values and weights are
 read from the model as for any other. A FILE with CTR splits cannot be routed without
 catboost: loading it raises a ValueError naming the features.
 
@@ -72,6 +77,7 @@ from .catboost_hash import hash_values
 TOP_KEYS = ("features_info", "model_info")
 _SPLIT_TYPES = ("FloatFeature", "OneHotFeature", "OnlineCtr")
 _ROUTER_DESCRIPTION = "leaf indices from CatBoost's calc_leaf_indexes"
+_SPLIT_ROUTER_DESCRIPTION = "split outcomes from CatBoost's calc_leaf_indexes"
 
 
 def parse_catboost(model) -> TreeEnsemble:
@@ -153,7 +159,7 @@ def parse_catboost_json(doc, *, model=None, classes=None) -> TreeEnsemble:
                 "the fitted CatBoost model object (treeimp then routes rows with its "
                 "calc_leaf_indexes) instead of the model file")
         router = _leaf_router(model, all_parts, symmetric, np.concatenate(columns),
-                              np.concatenate(thresholds))
+                              np.concatenate(thresholds), n_outputs, feats.n_features)
     return TreeEnsemble.from_trees(
         trees, kind=BOOSTING, n_features=feats.n_features, n_outputs=n_outputs,
         comparison="<=", round_float32=True, base_score=bias, objective=objective,
@@ -216,11 +222,12 @@ class _Features:
     def cat_column(self, i):
         return int(self._entry(self.cat, i, "categorical")["flat_feature_index"])
 
-    def ctr_column(self, split):
-        """The flat column a CTR split is credited to: the first categorical feature of
-        its statistic, found from the split's position among the binary features
-        (float borders, one-hot values, then each CTR's borders in order), checked
-        against its border."""
+    def ctr_columns(self, split):
+        """The flat columns of the categorical features a CTR split's statistic combines
+        (its ``cat_feature_value`` elements, in the model's order; the first is the one
+        importances credit), the statistic found from the split's position among the
+        binary features (float borders, one-hot values, then each CTR's borders in
+        order), checked against its border."""
         pos = _int(split, "split_index") - self.n_float_borders - self.n_one_hot_values
         border = float(split["border"])
         flat = []
@@ -235,9 +242,15 @@ class _Features:
                 raise ValueError(f"CatBoost OnlineCtr split with border {border} matches "
                                  "no statistic in features_info.ctrs")
             ctr = same[0]
-        for el in _list(ctr.get("elements", []), "ctr elements"):
-            if "cat_feature_index" in el:
-                return self.cat_column(int(el["cat_feature_index"]))
+        # CatBoost's ShapValues shares a statistic among the categorical features it
+        # combines (TFeatureCombination.CatFeatures); the one-hot and float elements of
+        # a combination ("cat_feature_exact_value", "float_feature") are not among them
+        cols = tuple(self.cat_column(_int(el, "cat_feature_index"))
+                     for el in _list(ctr.get("elements", []), "ctr elements")
+                     if _dict(el, "ctr element").get("combination_element")
+                     == "cat_feature_value")
+        if cols:
+            return cols
         raise ValueError(f"CatBoost statistic {ctr.get('identifier')!r} has no categorical "
                          "feature")
 
@@ -273,6 +286,7 @@ class _Parts:
         self.route_threshold = np.zeros(n)
         self.categories = {}
         self.ctr_features = []
+        self.ctr_members = {}  # CTR node -> the columns of its statistic (ctr_columns)
 
 
 def _set_split(parts, node, split, feats):
@@ -294,7 +308,9 @@ def _set_split(parts, node, split, feats):
         parts.missing_left[node] = True
         parts.categories[node] = h  # hash; made a table position once all are known
     else:
-        j = feats.ctr_column(split)
+        cols = feats.ctr_columns(split)
+        j = cols[0]
+        parts.ctr_members[node] = cols
         parts.feature[node] = j
         parts.threshold[node] = _float(split, "border")
         parts.ctr_features.append(j)
@@ -326,20 +342,21 @@ def _symmetric_tree(raw, t, feats, n_outputs):
                          f"{n_leaves}")
     parts = _Parts(2 * n_leaves - 1, n_outputs)
     values = values.reshape(n_leaves, n_outputs)
-    for d, split in enumerate(splits):
-        for q in range(1 << d):
+    for d in range(D):  # depth d splits as split D - 1 - d, outcome bit s
+        s = D - 1 - d
+        for q in range(1 << d):  # q: the bits of splits D - 1 .. s + 1, highest first
             node = (1 << d) - 1 + q
-            parts.left[node] = (2 << d) - 1 + q
-            parts.right[node] = (2 << d) - 1 + q + (1 << d)
-            _set_split(parts, node, split, feats)
-            span = 1 << (D - d)
-            parts.route_threshold[node] = _reverse(q, d) * span + span // 2 - 0.5
-            # leaf pairs below this node differing in outcome d: CatBoost's
+            parts.left[node] = 2 * node + 1
+            parts.right[node] = 2 * node + 2
+            _set_split(parts, node, splits[s], feats)
+            span = 1 << (D - d)  # the node's leaves are q * span .. (q + 1) * span - 1
+            parts.route_threshold[node] = q * span + span // 2 - 0.5
+            # leaf pairs below this node differing in outcome s: CatBoost's
             # PredictionValuesChange terms (empty leaves skipped)
             gain = np.zeros(n_outputs)
-            for r in range(1 << (D - d - 1)):
-                a = q + (r << (d + 1))
-                b = a + (1 << d)
+            for r in range(1 << s):
+                a = q * span + r
+                b = a + (1 << s)
                 wa, wb = weights[a], weights[b]
                 if wa > 0 and wb > 0:
                     avg = (wa * values[a] + wb * values[b]) / (wa + wb)
@@ -421,15 +438,6 @@ def _weighted_means(parts):
     return mean
 
 
-def _reverse(q, d):
-    """The d low bits of q in reverse order."""
-    out = 0
-    for _ in range(d):
-        out = (out << 1) | (q & 1)
-        q >>= 1
-    return out
-
-
 def catboost_leaf_ids(ens):
     """CatBoost's leaf index of every node of a parsed CatBoost ensemble (-1 at split
     nodes), so that ``catboost_leaf_ids(ens)[offsets + ens.apply(X)]`` is
@@ -449,10 +457,8 @@ def _leaf_ids(left, right):
     ids = np.full(n, -1, np.int64)
     D = int(np.log2(n + 1)) - 1
     n_split = (1 << D) - 1
-    nodes = np.arange(n_split)
-    depth = np.floor(np.log2(nodes + 1)).astype(np.int64)
-    symmetric_layout = (2 << depth) - 1 + nodes - ((1 << depth) - 1)
-    if n == (2 << D) - 1 and np.array_equal(left[:n_split], symmetric_layout) and np.all(
+    heap_layout = 2 * np.arange(n_split) + 1
+    if n == (2 << D) - 1 and np.array_equal(left[:n_split], heap_layout) and np.all(
             left[n_split:] < 0):
         ids[n_split:] = np.arange(1 << D)  # symmetric: node 2^D - 1 + L is leaf L
         return ids
@@ -495,23 +501,90 @@ class _CatBoostLeafNumbers:
         return out
 
 
-def _leaf_router(model, all_parts, symmetric, columns, thresholds):
+class _CatBoostSplitBits:
+    """``route`` of the split router of a symmetric model: per row, CatBoost tree t and
+    depth d < D_t the row's outcome (0 or 1) of the split at that depth, bit D_t - 1 - d
+    of its ``calc_leaf_indexes`` leaf index (picklable). A symmetric tree applies every
+    split to every row, so these are the outcomes at every node, also off the row's path."""
+
+    def __init__(self, model, depths):
+        self.model = model
+        self.depths = depths  # per CatBoost tree
+
+    def __call__(self, X):
+        leaves = np.asarray(self.model.calc_leaf_indexes(X), dtype=np.int64)
+        if leaves.ndim != 2 or leaves.shape[1] != len(self.depths):
+            raise ValueError(f"CatBoost's calc_leaf_indexes returned shape {leaves.shape} "
+                             f"for a model of {len(self.depths)} trees")
+        out = np.empty((leaves.shape[0], max(1, sum(self.depths))), np.float64)
+        col = 0
+        for t, D in enumerate(self.depths):
+            for d in range(D):
+                out[:, col] = (leaves[:, t] >> (D - 1 - d)) & 1
+                col += 1
+        return out
+
+
+def _shap_players(all_parts, n_outputs, n_features):
+    """How CatBoost's ShapValues credits every node of the normal form (each CatBoost
+    tree repeated ``n_outputs`` times): (per node the column, or ``n_features + g`` for a
+    statistic of the g-th combination of several categorical features, whose value is
+    shared equally among its columns; the combinations). CatBoost treats every such
+    combination as one feature of its own (``MapBinFeaturesToClasses``), and a statistic
+    of one categorical feature as that feature."""
+    groups = {}
+    players = []
+    for parts in all_parts:
+        p = parts.feature.copy()
+        for node, cols in parts.ctr_members.items():
+            if len(cols) > 1:
+                p[node] = n_features + groups.setdefault(cols, len(groups))
+        players.extend([p] * n_outputs)
+    return np.concatenate(players), tuple(groups)
+
+
+def _leaf_router(model, all_parts, symmetric, columns, thresholds, n_outputs, n_features):
     from ..leaf_router import LeafRouter
 
     numbers = []
     for parts in all_parts:
         if symmetric:
             D = int(np.log2(parts.left.size + 1)) - 1
-            numbers.append(np.array([_reverse(L, D) for L in range(1 << D)], np.float64))
+            numbers.append(np.arange(1 << D, dtype=np.float64))  # heap order
         else:  # leaf number from the left = rank of the leaf in preorder
             ids = _leaf_ids(parts.left, parts.right)
             leaves = np.flatnonzero(parts.left < 0)
             table = np.empty(leaves.size, np.float64)
             table[ids[leaves]] = np.arange(leaves.size)
             numbers.append(table)
+    shap_feature, shap_groups = _shap_players(all_parts, n_outputs, n_features)
     return LeafRouter(route=_CatBoostLeafNumbers(model, numbers), column=columns,
                       threshold=thresholds, n_columns=len(all_parts),
-                      description=_ROUTER_DESCRIPTION)
+                      description=_ROUTER_DESCRIPTION, shap_feature=shap_feature,
+                      shap_groups=shap_groups,
+                      split_router=(_split_router(model, all_parts, n_outputs) if symmetric
+                                    else None))
+
+
+def _split_router(model, all_parts, n_outputs):
+    """The router of a symmetric model that gives every node the row's own outcome of its
+    split (one routing column per CatBoost tree and depth, holding the outcome bit;
+    threshold 0.5), as TreeSHAP needs it also at the nodes off the row's path."""
+    from ..leaf_router import LeafRouter
+
+    depths = [int(np.log2(parts.left.size + 1)) - 1 for parts in all_parts]
+    first = np.concatenate([[0], np.cumsum(depths)])
+    columns = []
+    for t, D in enumerate(depths):
+        depth = np.floor(np.log2(np.arange(2 << D) + 1)).astype(np.int64)[:(2 << D) - 1]
+        col = np.where(depth < D, first[t] + depth, 0)  # leaves read no column
+        columns.extend([col] * n_outputs)
+    columns = np.concatenate(columns)
+    router = LeafRouter(route=_CatBoostSplitBits(model, depths), column=columns,
+                        threshold=np.full(columns.size, 0.5), n_columns=max(1, int(first[-1])),
+                        description=_SPLIT_ROUTER_DESCRIPTION)
+    router.check(columns.size)
+    return router
 
 
 # ---------------------------------------------------------------------- outputs
