@@ -7,8 +7,8 @@ marks that it happened), so the kill lands in the same place on a quiet or a loa
 machine. Every wait of the test is bounded (LIMIT).
 """
 
-import concurrent.futures
 import os
+import threading
 import time
 
 import numpy as np
@@ -75,20 +75,26 @@ def _explain_killing(client, tmp_path, prefix, case, **kwargs):
     flag = str(tmp_path / f"killed-{prefix}")
     name = f"kill-once-{prefix}-{time.monotonic_ns()}"
     client.register_plugin(KillOnce(prefix, flag), name=name)
+    outcome = []
+
+    def run():
+        try:
+            outcome.append(explain_dask(treeimp.Explainer(rf),
+                                        da.from_array(X, chunks=(CHUNKS, -1)),
+                                        da.from_array(y, chunks=CHUNKS), random_state=SEED,
+                                        **kwargs))
+        except Exception as e:  # the error is the outcome looked at
+            outcome.append(e)
+
+    # a daemon thread: a run that hangs fails the test without keeping pytest alive
+    thread = threading.Thread(target=run, daemon=True)
     try:
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            start = time.monotonic()
-            run = pool.submit(explain_dask, treeimp.Explainer(rf),
-                              da.from_array(X, chunks=(CHUNKS, -1)),
-                              da.from_array(y, chunks=CHUNKS), random_state=SEED, **kwargs)
-            try:
-                out = run.result(timeout=LIMIT)
-            except concurrent.futures.TimeoutError:
-                raise AssertionError(f"the explain was still running after {LIMIT} s") \
-                    from None
-            except Exception as e:  # the error is the outcome looked at
-                out = e
-            return out, time.monotonic() - start, os.path.exists(flag)
+        start = time.monotonic()
+        thread.start()
+        thread.join(LIMIT)
+        if not outcome:
+            raise AssertionError(f"the explain was still running after {LIMIT} s")
+        return outcome[0], time.monotonic() - start, os.path.exists(flag)
     finally:
         client.unregister_worker_plugin(name)
         client.wait_for_workers(2, timeout=LIMIT)
@@ -107,13 +113,13 @@ def test_worker_killed_during_the_warm_up_gives_the_in_memory_result(cluster, ca
                                                                       tmp_path):
     # a warm-up bound to the killed worker's address waited forever (no-worker) before
     res, took, killed = _explain_killing(cluster[1], tmp_path, "_warm_up_task", case)
-    assert killed
+    assert killed and took < LIMIT
     _assert_in_memory(res, case[3])
 
 
 def test_worker_killed_in_a_partition_gives_the_in_memory_result(cluster, case, tmp_path):
     res, took, killed = _explain_killing(cluster[1], tmp_path, "_partition_stats", case)
-    assert killed
+    assert killed and took < LIMIT
     _assert_in_memory(res, case[3])
 
 
@@ -126,8 +132,11 @@ def test_no_failures_allowed_gives_killed_worker_not_a_hang(cluster, case, tmp_p
     finally:
         scheduler.allowed_failures = allowed
     assert killed
+    # names the task that died with the worker: the partition's, or its chunk's if the
+    # worker was also running that
     assert isinstance(err, KilledWorker), repr(err)
-    assert "_partition_stats" in str(err)
+    assert "workers died while running it" in str(err)
+    assert took < LIMIT
 
 
 def _gated(block, block_info=None, gate=None):
@@ -152,10 +161,10 @@ def test_a_run_that_cannot_progress_raises_timeout_error(cluster, case, tmp_path
                                    random_state=SEED), mem)
     start = time.monotonic()
     try:
-        with pytest.raises(TimeoutError, match=r"waited 5 s for partition statistics or "
+        with pytest.raises(TimeoutError, match=r"waited 10 s for partition statistics or "
                                                r"sums of them .* none finished"):
-            explain_dask(ex, Xd, yd, random_state=SEED, timeout=5)
-        assert time.monotonic() - start < 5 + LIMIT / 3
+            explain_dask(ex, Xd, yd, random_state=SEED, timeout=10)
+        assert time.monotonic() - start < 10 + LIMIT / 3
     finally:
         open(gate, "w").close()  # the partition that waited ends (its task was cancelled)
     # the cluster is usable again, the gate open
