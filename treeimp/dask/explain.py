@@ -128,7 +128,7 @@ def explain_dask(explainer, X, y=None, *, oob=False, methods=DEFAULT_METHODS,
         # the partitions' futures mark progress (each is released once it has finished:
         # the sums that need it keep it); the total's future gives the result
         futures = client.compute([*tasks, tree_sum(tasks, split_every)])
-        wait_each(client, futures, timeout, "partition statistics or sums of them",
+        _wait_each(client, futures, timeout, "partition statistics or sums of them",
                   release=futures[:-1])
         total = futures[-1].result()
         futures[-1].release()
@@ -264,14 +264,14 @@ def _warm_up(client, ex_ref, parts, oob, n_blocks, key, extra, timeout):
     warm = [client.submit(_warm_up_task, ex_ref, row, start, oob, n_blocks, key, extra,
                           workers=[addr], allow_other_workers=True, pure=False)
             for addr in client.scheduler_info(n_workers=-1)["workers"]]
-    wait_each(client, [row, *warm], timeout, "the warm-up on one row per worker")
+    _wait_each(client, [row, *warm], timeout, "the warm-up on one row per worker")
     client.gather(warm)
     row.release()
     for f in warm:
         f.release()
 
 
-def wait_each(client, futures, timeout, what, release=()):
+def _wait_each(client, futures, timeout, what, release=()):
     """Wait until every future has finished, at most ``timeout`` seconds (None: no
     limit) from one finishing to the next; the futures in ``release`` are released as
     they finish. An erred future raises its error; a wait that runs out cancels every
