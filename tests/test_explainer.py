@@ -268,3 +268,94 @@ def test_an_explainer_used_from_four_threads_gives_the_serial_results(cases):
     assert len(results) == 12
     for job, got in results.values():
         _assert_close(got, serial[job], rtol=0)
+
+
+def test_statistics_of_the_same_rows_do_not_combine(cases):
+    """Adding statistics of rows already counted would count them twice: refused, naming
+    the rows; disjoint chunks, in any order and given as arrays of positions, still add
+    up to the one-call result."""
+    model, X, y, oob, methods = cases["xgboost_binary"]
+    ex = treeimp.Explainer(model)
+    s = ex.accumulate(X[:100], y[:100], rows=range(100), random_state=SEED)
+    with pytest.raises(ValueError, match=r"rows overlap: rows 0 \.\. 99 are in both"):
+        s + s
+    with pytest.raises(ValueError, match="rows overlap"):
+        sum([s, ex.accumulate(X[100:], y[100:], rows=range(100, N), random_state=SEED), s])
+    # a chunk that overlaps the end of another
+    late = ex.accumulate(X[90:120], y[90:120], rows=range(90, 120), random_state=SEED)
+    with pytest.raises(ValueError, match=r"rows 90 \.\. 99 are in both"):
+        late + s
+    # positions given as arrays: the even and the odd rows, then an odd row again
+    even = np.arange(0, N, 2)
+    odd = np.arange(1, N, 2)[::-1]  # any order
+    a = ex.accumulate(X[even], y[even], rows=even, random_state=SEED)
+    b = ex.accumulate(X[odd], y[odd], rows=odd, random_state=SEED)
+    total = b + a
+    assert total.n_rows == N
+    np.testing.assert_array_equal(total.rows, [[0, N]])
+    _assert_close(_arrays(ex.finalize(total, methods=methods)),
+                  _arrays(ex.explain(X, y, methods=methods, random_state=SEED)))
+    again = ex.accumulate(X[[7]], y[[7]], rows=[7], random_state=SEED)
+    with pytest.raises(ValueError, match=r"rows 7 \.\. 7 are in both"):
+        a + b + again
+    with pytest.raises(ValueError, match=r"rows 7 \.\. 7 are in both"):
+        again + a + b
+    # one chunk that names a position twice
+    with pytest.raises(ValueError, match="position 7 appears more than once"):
+        ex.accumulate(X[:3], y[:3], rows=[7, 1, 7], random_state=SEED)
+    # the rows seen travel with pickled statistics
+    back = pickle.loads(pickle.dumps(s))
+    np.testing.assert_array_equal(back.rows, [[0, 100]])
+    with pytest.raises(ValueError, match="rows overlap"):
+        back + s
+    # streamed chunks and the empty chunk still add
+    empty = ex.accumulate(X[:0], y[:0], rows=range(5, 5), random_state=SEED)
+    assert (s + empty).rows.tolist() == [[0, 100]]
+
+
+def test_finalize_checks_the_statistics_shape_against_the_model(cases):
+    """Statistics of another model whose settings were made to agree (the fingerprint
+    replaced) must not be finalised: their shape is checked, naming both numbers."""
+    rf, X, y, _, _ = cases["forest_oob"]
+    ex = treeimp.Explainer(rf)
+    other = RandomForestClassifier(n_estimators=12, max_depth=6, random_state=1).fit(X, y)
+    ex_other = treeimp.Explainer(other)
+    stats = ex_other.accumulate(X, y, random_state=0)
+    mine = ex.ensemble.leaf_slots.node.shape[0]
+    theirs = ex_other.ensemble.leaf_slots.node.shape[0]
+    assert mine != theirs
+    stats.settings["model"] = ex.fingerprint  # forged
+    with pytest.raises(ValueError, match=f"{theirs} leaf slots but the model has {mine}"):
+        ex.finalize(stats)
+    # the number of blocks of the settings against the arrays'
+    good = ex.accumulate(X, y, random_state=0)
+    forged = pickle.loads(pickle.dumps(good))
+    forged.settings["n_blocks"] = 10
+    with pytest.raises(ValueError, match="20 blocks but their settings say 10"):
+        ex.finalize(forged)
+    # rows counted against the positions recorded
+    forged = pickle.loads(pickle.dumps(good))
+    forged.n_rows = 2 * N
+    with pytest.raises(ValueError, match=f"{2 * N} rows but their positions cover {N}"):
+        ex.finalize(forged)
+    # the layout of the terms
+    forged = pickle.loads(pickle.dumps(good))
+    forged.layout = forged.settings["layout"] = "boosting"
+    with pytest.raises(ValueError, match="layout 'boosting' but the model's is"):
+        ex.finalize(forged)
+
+
+def test_pickles_of_the_previous_format_or_with_bad_positions_are_refused(cases):
+    model, X, y, _, _ = cases["lightgbm_regression"]
+    stats = treeimp.Explainer(model).accumulate(X, y, random_state=0)
+    state = stats.__getstate__()
+    cls = type(stats)
+    previous = {k: v for k, v in state.items() if k != "rows"} | {"_format": 2}
+    with pytest.raises(ValueError, match=r"earlier treeimp \(format 2\).*positions"):
+        cls.__new__(cls).__setstate__(previous)
+    for runs, match in (([[0, 100], [50, N]], "not sorted, disjoint"),
+                        ([[0, 100]], f"count {N} rows but their positions cover 100")):
+        with pytest.raises(ValueError, match=match):
+            cls.__new__(cls).__setstate__(dict(state, rows=np.array(runs)))
+    with pytest.raises(ValueError, match="must have shape"):
+        cls.__new__(cls).__setstate__(dict(state, _values=state["_values"][:1]))

@@ -31,7 +31,7 @@ from .offsets import check_base_margin
 from .parsers import inbag_bits, parse, training_rows
 from .pipeline import is_pipeline, unwrap
 from .progress import progress_bar
-from .stats import BOOSTING, ONE_HOT, REGRESSION, NodeStats
+from .stats import BOOSTING, ONE_HOT, REGRESSION, NodeStats, runs_of
 from .targets import (
     as_target,
     check_sample_weight,
@@ -228,12 +228,15 @@ class Explainer:
         """Importances (an :class:`treeimp.Importances`) from accumulated statistics.
 
         ``methods``, ``alpha``, ``lam``, ``groups`` as in :func:`treeimp.explain`.
-        ``stats`` is not modified (it can be finalised again, or added to)."""
+        ``stats`` is not modified (it can be finalised again, or added to). Their shape
+        (leaf slots, blocks, terms, per-row measures) is checked against this model and
+        their settings."""
         from .api import _check_methods
 
         if not isinstance(stats, NodeStats):
             raise TypeError(f"finalize needs the NodeStats of accumulate, got "
                             f"{type(stats).__name__}")
+        self._check_shape(stats)
         methods = _check_methods(methods, self.ensemble, alpha, lam)
         check_methods_for_targets(methods, self.ensemble)
         names = self._names(stats.names)
@@ -331,7 +334,7 @@ class Explainer:
         extras = {m: (np.zeros((n_blocks, self.ensemble.n_trees, self.ensemble.n_features)),
                       np.zeros((n_blocks, self.ensemble.n_trees))) for m in extra}
         return NodeStats(np.zeros(self._stats_shape(n_blocks)), layout=self._layout(),
-                         n_rows=0, block_weight=np.zeros(n_blocks),
+                         n_rows=0, rows=runs_of(range(0)), block_weight=np.zeros(n_blocks),
                          settings=self._settings(oob, n_blocks, key, extra), extra=extras,
                          names=names, input_groups=input_groups)
 
@@ -371,6 +374,9 @@ class Explainer:
 
         ens = self.ensemble
         n = rows.n_rows
+        # the runs of positions seen (a position given twice is refused here, before any
+        # work)
+        runs = runs_of(range(n) if positions is None else positions)
         offset = check_base_margin(base_margin, n, ens)
         y_arr = as_target(y, n, n_target_columns(ens))
         # no sample_weight: one weight for every row (the kernels read w[min(row, len - 1)])
@@ -409,10 +415,48 @@ class Explainer:
                                          inbag_bits=bits, positions=pos, n_jobs=self.n_jobs,
                                          base_margin=offset)
                   for m in extra}
-        return NodeStats(array, layout=layout, n_rows=n, block_weight=block_weight,
+        return NodeStats(array, layout=layout, n_rows=n, rows=runs,
+                         block_weight=block_weight,
                          settings=self._settings(oob, n_blocks, key, extra, private),
                          extra=extras,
                          names=names, input_groups=input_groups)
+
+    def _check_shape(self, stats):
+        """Statistics whose arrays do not fit this model or their own settings (their
+        settings changed by hand, a pickle edited) are refused, naming both numbers."""
+        settings = stats.settings
+        layout = self._layout()
+        if stats.layout != layout or settings.get("layout") != layout:
+            raise ValueError(f"these node statistics have the target layout "
+                             f"{stats.layout!r} but the model's is {layout!r}")
+        L, B, D = stats._array.shape
+        if settings.get("n_blocks") != B:
+            raise ValueError(f"these node statistics have {B} blocks but their settings "
+                             f"say {settings.get('n_blocks')}")
+        want_L, _, want_D = self._stats_shape(B)
+        if L != want_L:
+            raise ValueError(f"these node statistics have {L} leaf slots but the model has "
+                             f"{want_L}: they were accumulated for another model")
+        if D != want_D:
+            raise ValueError(f"these node statistics have {D} terms per leaf but the "
+                             f"model's layout {layout!r} has {want_D}")
+        if np.shape(stats.block_weight) != (B,):
+            raise ValueError(f"these node statistics have {B} blocks but block weights of "
+                             f"shape {np.shape(stats.block_weight)}")
+        covered = int((stats.rows[:, 1] - stats.rows[:, 0]).sum())
+        if stats.n_rows != covered:
+            raise ValueError(f"these node statistics count {stats.n_rows} rows but their "
+                             f"positions cover {covered}")
+        if tuple(sorted(stats.extra)) != tuple(settings.get("extra", ())):
+            raise ValueError(f"these node statistics hold the per-row measures "
+                             f"{sorted(stats.extra)} but their settings say "
+                             f"{list(settings.get('extra', ()))}")
+        T, F = self.ensemble.n_trees, self.ensemble.n_features
+        for m, (sums, weight) in stats.extra.items():
+            if np.shape(sums) != (B, T, F) or np.shape(weight) != (B, T):
+                raise ValueError(f"these node statistics' {m} sums have shapes "
+                                 f"{np.shape(sums)} and {np.shape(weight)} but the model "
+                                 f"needs {(B, T, F)} and {(B, T)}")
 
     def _finalize(self, stats, methods, alpha, lam, grp, names):
         """Importances from accumulated statistics (read, never written: the measures

@@ -6,7 +6,8 @@ finalised on the client. Statistics are sums whose row blocks depend on each row
 position only, so the result is the in-memory result on the same rows (to float
 rounding), whatever the partitioning, the number of workers and the order in which
 partitions finish; a partition recomputed after a worker is lost is added once, as dask
-keeps one result per task.
+keeps one result per task. With a distributed Client every wait is bounded (``timeout``):
+a run that cannot finish raises a TimeoutError naming what it waited for.
 """
 
 from __future__ import annotations
@@ -14,21 +15,26 @@ from __future__ import annotations
 import copy
 import numbers
 import os
+import queue
 
 import numpy as np
 
 from ..defaults import DEFAULT_METHODS, DEFAULT_N_BLOCKS
 from .partitions import split_partitions
 
+# seconds the explain pass waits, with a distributed Client, for the next of its tasks to
+# finish (a partition's statistics, a sum, a warm-up) before it gives up
+TIMEOUT = 1800.0
+
 
 def explain_dask(explainer, X, y=None, *, oob=False, methods=DEFAULT_METHODS,
                  sample_weight=None, base_margin=None, groups=None,
                  n_blocks=DEFAULT_N_BLOCKS, random_state=None, alpha=None, lam=None,
-                 split_every=4):
+                 split_every=4, timeout=TIMEOUT):
     """:meth:`treeimp.Explainer.explain` of rows held in a dask array or DataFrame.
 
     ``treeimp.explain`` and ``Explainer.explain`` call this when X is a dask collection;
-    every argument but ``split_every`` means what it means there.
+    every argument but ``split_every`` and ``timeout`` means what it means there.
 
     Parameters
     ----------
@@ -46,6 +52,16 @@ def explain_dask(explainer, X, y=None, *, oob=False, methods=DEFAULT_METHODS,
         rows: 36 MB for 500 XGBoost trees of depth 6, 195 MB for a forest of 100 trees
         with 400,000 nodes, 20 blocks), and at most ``split_every / (split_every - 1)``
         times every partition's statistics cross the network; 2 for the least memory.
+    timeout : float or None, default 1800
+        With a distributed Client: the longest wait, in seconds, for the next of the
+        call's tasks (the warm-up, a partition's statistics, a sum of them) to finish.
+        When it passes, the call's tasks are cancelled and a TimeoutError says what was
+        waited for and how much had finished (a worker lost in a way dask does not
+        recover from, or a cluster too loaded to make progress). None waits without a
+        limit. A worker that dies is otherwise handled by dask: its tasks run again
+        elsewhere (the result is unchanged), or, after
+        ``distributed.scheduler.allowed-failures`` deaths, ``KilledWorker`` is raised.
+        Not applied with dask's local schedulers (whose ``dask.compute`` cannot be left).
 
     Scheduling
     ----------
@@ -79,6 +95,11 @@ def explain_dask(explainer, X, y=None, *, oob=False, methods=DEFAULT_METHODS,
         raise ValueError(f"split_every must be an int >= 2, got {split_every!r}")
     if not isinstance(oob, (bool, np.bool_)):
         raise TypeError(f"oob must be True or False, got {oob!r}")
+    if timeout is not None and (isinstance(timeout, bool)
+                                or not isinstance(timeout, numbers.Real)
+                                or not timeout > 0 or not np.isfinite(timeout)):
+        raise ValueError(f"timeout must be a positive number of seconds or None, got "
+                         f"{timeout!r}")
     methods = _check_methods(methods, explainer.ensemble, alpha, lam)
     check_methods_for_targets(methods, explainer.ensemble)
     parts = split_partitions(X, y, sample_weight=sample_weight, base_margin=base_margin)
@@ -93,7 +114,7 @@ def explain_dask(explainer, X, y=None, *, oob=False, methods=DEFAULT_METHODS,
     worker_ex = _with_n_jobs(explainer, _kernel_threads(client, explainer.n_jobs))
     if client is not None:
         ex_ref = client.scatter(worker_ex, broadcast=True, hash=False)
-        _warm_up(client, ex_ref, parts, oob, n_blocks, key, extra)
+        _warm_up(client, ex_ref, parts, oob, n_blocks, key, extra, timeout)
     else:
         ex_ref = dask.delayed(worker_ex, pure=False)  # one node of the graph
     tasks = [
@@ -101,7 +122,16 @@ def explain_dask(explainer, X, y=None, *, oob=False, methods=DEFAULT_METHODS,
             ex_ref, parts.X[i], _part(parts.y, i), _part(parts.sample_weight, i),
             _part(parts.base_margin, i), parts.rows(i), oob, n_blocks, key, extra)
         for i in range(parts.n_partitions)]
-    (total,) = dask.compute(tree_sum(tasks, split_every))
+    if client is None:
+        (total,) = dask.compute(tree_sum(tasks, split_every))
+    else:
+        # the partitions' futures mark progress (each is released once it has finished:
+        # the sums that need it keep it); the total's future gives the result
+        futures = client.compute([*tasks, tree_sum(tasks, split_every)])
+        _wait_each(client, futures, timeout, "partition statistics or sums of them",
+                  release=futures[:-1])
+        total = futures[-1].result()
+        futures[-1].release()
     return explainer.finalize(total, methods, alpha=alpha, lam=lam, groups=groups)
 
 
@@ -214,11 +244,15 @@ def _with_n_jobs(explainer, n_jobs):
     return clone
 
 
-def _warm_up(client, ex_ref, parts, oob, n_blocks, key, extra):
+def _warm_up(client, ex_ref, parts, oob, n_blocks, key, extra, timeout):
     """Accumulate one row on every worker first: numba's kernels are loaded (from the
     cache, or compiled) once per worker process before its partitions arrive, instead
     of by every thread that meets them first. The row is the first of the first
-    non-empty partition, read once (its partition is read again by the explain pass)."""
+    non-empty partition, read once (its partition is read again by the explain pass).
+
+    Each warm-up asks for its worker but may run on another: a task bound to one
+    worker waits forever once that worker is gone (a restarted worker has a new
+    address), while a warm-up run twice on one worker costs one row."""
     import dask
 
     i = int(np.flatnonzero(parts.lengths)[0])
@@ -228,10 +262,49 @@ def _warm_up(client, ex_ref, parts, oob, n_blocks, key, extra):
     (row,) = client.compute([head])
     start = int(parts.starts[i])
     warm = [client.submit(_warm_up_task, ex_ref, row, start, oob, n_blocks, key, extra,
-                          workers=[addr], allow_other_workers=False, pure=False)
+                          workers=[addr], allow_other_workers=True, pure=False)
             for addr in client.scheduler_info(n_workers=-1)["workers"]]
+    _wait_each(client, [row, *warm], timeout, "the warm-up on one row per worker")
     client.gather(warm)
     row.release()
+    for f in warm:
+        f.release()
+
+
+def _wait_each(client, futures, timeout, what, release=()):
+    """Wait until every future has finished, at most ``timeout`` seconds (None: no
+    limit) from one finishing to the next; the futures in ``release`` are released as
+    they finish. An erred future raises its error; a wait that runs out cancels every
+    future and raises TimeoutError naming ``what``."""
+    finished = queue.Queue()
+    for f in futures:
+        f.add_done_callback(finished.put)
+    release = {id(f) for f in release}  # one key may have two futures (one partition)
+    count = 0
+    while count < len(futures):
+        try:
+            f = finished.get(timeout=timeout)
+        except queue.Empty:
+            client.cancel(futures)
+            workers = len(client.scheduler_info(n_workers=-1)["workers"])
+            raise TimeoutError(
+                f"treeimp waited {timeout:g} s for {what} on the Dask cluster and none "
+                f"finished ({count} of {len(futures)} tasks had finished; the cluster has "
+                f"{workers} workers): a worker may have been lost without its tasks being "
+                "run elsewhere, or the cluster is too loaded to progress. The tasks were "
+                "cancelled; pass timeout= (seconds, or None for no limit) to wait "
+                "longer") from None
+        count += 1
+        if f.status == "error":
+            try:
+                f.result()  # raises the task's error
+            finally:
+                client.cancel(futures)
+        if f.status == "cancelled":
+            raise RuntimeError(f"a Dask task of {what} was cancelled before it finished "
+                               f"({f.key})")
+        if id(f) in release:
+            f.release()
 
 
 def _head(X, y, sample_weight, base_margin):
