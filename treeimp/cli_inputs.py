@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import importlib.util
 import pickle
+import stat
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .table_batches import CSV_OPTIONS, CSV_SUFFIXES, PARQUET_SUFFIXES
+from .regular_files import kind_of, stat_path
+from .table_batches import CSV_OPTIONS, CSV_SUFFIXES, PARQUET_SUFFIXES, open_csv
 
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib")
 SKOPS_SUFFIXES = (".skops",)
@@ -36,11 +38,15 @@ def _suffix(path):
 
 
 def _existing_file(path, what):
+    """``path`` as a Path, after checking that it names a regular file (symlinks
+    followed; a symlink loop, a FIFO or a device is named as such)."""
     path = Path(path)
-    if not path.exists():
-        raise ValueError(f"{what} {str(path)!r} does not exist")
-    if not path.is_file():
-        raise ValueError(f"{what} {str(path)!r} is not a file")
+    st = stat_path(str(path), what)
+    if stat.S_ISDIR(st.st_mode):
+        raise ValueError(f"{what} {str(path)!r} is not a file (a directory)")
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{what} {str(path)!r} is {kind_of(st.st_mode)}, not a regular "
+                         "file")
     return path
 
 
@@ -133,7 +139,9 @@ def read_table(path):
     path = _existing_file(path, "data file")
     suffix = _suffix(path)
     if suffix in CSV_SUFFIXES:
-        reader = lambda: pd.read_csv(path, **CSV_OPTIONS)  # noqa: E731
+        def reader():  # a regular file, lines bounded (table_batches.open_csv)
+            with open_csv(str(path)) as fh:
+                return pd.read_csv(fh, **CSV_OPTIONS)
     elif suffix in PARQUET_SUFFIXES:
         if importlib.util.find_spec("pyarrow") is None:
             raise ValueError(f"reading the Parquet file {str(path)!r} needs pyarrow: "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import stat
 
 from .collections import DASK_EXTRA, require_dask
 
@@ -23,10 +24,7 @@ def read_parquet_dataset(path):
     _require("--scheduler")
     import dask.dataframe as dd
 
-    if not (os.path.exists(path) or glob.glob(path)):
-        raise ValueError(f"data {path!r} matches no file or directory (--scheduler reads a "
-                         "Parquet dataset: a .parquet file, a directory of them or a glob "
-                         "such as 'data/*.parquet')")
+    _check_local_files(path)
     try:
         df = dd.read_parquet(path)
     except (OSError, ValueError, TypeError) as exc:
@@ -38,6 +36,28 @@ def read_parquet_dataset(path):
     if dup:
         raise ValueError(f"Parquet dataset {path!r} has duplicated column names {dup[:10]}")
     return df
+
+
+def _check_local_files(path):
+    """The dataset's files are regular files (symlinks followed): a FIFO or a device
+    named .parquet would hang the read, a symlink loop is named as one."""
+    from ..regular_files import kind_of, stat_path
+    from ..table_batches import check_parquet_folder
+
+    if os.path.lexists(path):
+        matches = [path]
+    else:
+        matches = sorted(glob.glob(path))
+        if not matches:
+            raise ValueError(f"data {path!r} matches no file or directory (--scheduler reads "
+                             "a Parquet dataset: a .parquet file, a directory of them or a "
+                             "glob such as 'data/*.parquet')")
+    for f in matches:
+        st = stat_path(f, "data")
+        if stat.S_ISDIR(st.st_mode):
+            check_parquet_folder(f)
+        elif not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"data {f!r} is {kind_of(st.st_mode)}, not a regular file")
 
 
 def encode_partitions(X, ens, warn):
