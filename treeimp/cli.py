@@ -27,12 +27,13 @@ Out-of-sample feature importances of a saved tree ensemble on held-out rows.
 
 MODEL is an XGBoost model saved with save_model (.json or .ubj), a LightGBM model saved
 with save_model (.txt), both read without importing xgboost or lightgbm and running no
-code from the file; a scikit-learn model saved with skops (.skops; types skops does not
-trust by default are listed and need --trust-pickle); or a pickled scikit-learn, XGBoost
-or LightGBM model (.pkl, .pickle, .joblib), loaded only with --trust-pickle because
-unpickling runs code stored in the file. A scikit-learn Pipeline ending in a tree model
-(skops or pickle) is explained on the columns its last step sees, DATA holding its input
-columns.
+code from the file; a scikit-learn model saved with skops (.skops; skops' trusted types
+and the scikit-learn tree types treeimp has vetted are loaded, any other type is listed
+and loaded only when named with --trust-pickle --trust-types); or a pickled
+scikit-learn, XGBoost or LightGBM model (.pkl, .pickle, .joblib), loaded only with
+--trust-pickle because unpickling runs code stored in the file. A scikit-learn Pipeline
+ending in a tree model (skops or pickle) is explained on the columns its last step sees,
+DATA holding its input columns.
 
 DATA is a CSV or Parquet file, a folder of Parquet files or a quoted glob pattern of
 them (Parquet needs pyarrow) of rows the model was NOT trained on (or, with --oob, the
@@ -179,8 +180,13 @@ def build_parser():
                     "or processes, threads or synchronous (dask's local schedulers); DATA "
                     "is then a Parquet dataset (file, directory or glob)")
     ex.add_argument("--trust-pickle", action="store_true",
-                    help="load .pkl/.pickle/.joblib files and skops files with untrusted "
-                    "types: this runs code stored in the file, use only for files you trust")
+                    help="load .pkl/.pickle/.joblib files (this runs code stored in the "
+                    "file, use only for files you trust) and, with --trust-types, the "
+                    "types of a skops file named there")
+    ex.add_argument("--trust-types", default="", metavar="LIST",
+                    help="comma-separated types of a .skops file to trust besides skops' "
+                    "defaults and the scikit-learn tree types treeimp trusts (needs "
+                    "--trust-pickle; the error for a refused file lists its types)")
 
     demo = sub.add_parser("demo", help="MDI vs MDI-oob and UFI on breast cancer data (15%% "
                           "of labels flipped) with a row ID and two pure-noise columns")
@@ -238,7 +244,9 @@ def _explain(args):
     fmt = output_format(args.format, args.output)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model, ens = load_model(args.model, trust_pickle=args.trust_pickle, warn=_warn)
+        trust_types = [t.strip() for t in args.trust_types.split(",") if t.strip()]
+        model, ens = load_model(args.model, trust_pickle=args.trust_pickle, warn=_warn,
+                                trust_types=trust_types)
     rounds = _iteration_range(args.iteration_range)
     for w in caught:  # e.g. best_iteration stored in the file: moot with --iteration-range
         if rounds is None or "best_iteration" not in str(w.message):
