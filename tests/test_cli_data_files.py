@@ -194,3 +194,20 @@ def test_output_suffix_picks_the_format(model, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--format table" in err and ".json" in err
     assert not (tmp_path / "t.json").exists()
+
+
+def test_dask_datasets_empty_or_special_are_refused(model, tmp_path, capsys):
+    pytest.importorskip("dask.dataframe")
+    pytest.importorskip("pyarrow")
+    model[1][:0].to_parquet(tmp_path / "e.parquet", index=False)
+    common = ["--target", "y", "--scheduler", "synchronous"]
+    assert main(["explain", model[0], str(tmp_path / "e.parquet"), *common]) == 2
+    err = capsys.readouterr().err
+    assert "has no rows" in err and "n_blocks" not in err
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / "f.parquet")
+        assert main(["explain", model[0], str(tmp_path / "f.parquet"), *common]) == 2
+        assert "a FIFO (named pipe), not a regular file" in capsys.readouterr().err
+        (tmp_path / "loop.parquet").symlink_to(tmp_path / "loop.parquet")
+        assert main(["explain", model[0], str(tmp_path / "loop.parquet"), *common]) == 2
+        assert "symlink loop" in capsys.readouterr().err

@@ -24,13 +24,15 @@ def read_parquet_dataset(path):
     _require("--scheduler")
     import dask.dataframe as dd
 
-    _check_local_files(path)
+    matches = _check_local_files(path)
     try:
         df = dd.read_parquet(path)
     except (OSError, ValueError, TypeError) as exc:
         detail = " ".join(str(exc).split()) or type(exc).__name__
         raise ValueError(f"cannot read the Parquet dataset {path!r} with "
                          f"dask.dataframe.read_parquet: {detail}") from None
+    if _stated_rows(matches) == 0:
+        raise ValueError(f"Parquet dataset {path!r} has no rows")
     df.columns = [str(c) for c in df.columns]
     dup = sorted({c for c in df.columns if list(df.columns).count(c) > 1})
     if dup:
@@ -58,6 +60,19 @@ def _check_local_files(path):
             check_parquet_folder(f)
         elif not stat.S_ISREG(st.st_mode):
             raise ValueError(f"data {f!r} is {kind_of(st.st_mode)}, not a regular file")
+    return matches
+
+
+def _stated_rows(matches):
+    """The rows the Parquet footers of ``matches`` (files, folders) state, or None when
+    pyarrow cannot tell (then dask's own read decides)."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    try:
+        return sum(ds.dataset(m, format="parquet").count_rows() for m in matches)
+    except (pa.ArrowException, OSError, ValueError):
+        return None
 
 
 def encode_partitions(X, ens, warn):
