@@ -51,28 +51,60 @@ def test_pickle_without_trust_does_not_execute(tmp_path, capsys, data, suffix):
     os.remove(marker)
 
 
-def test_skops_file(tmp_path, capsys, data):
+def _mdi_oob(out):
+    got = pd.read_csv(pd.io.common.StringIO(out))
+    return got[got.method == "mdi_oob"].set_index("feature")["importance"]
+
+
+def test_skops_forest_loads_without_trust(tmp_path, capsys, data):
+    """skops itself does not trust sklearn.tree._tree.Tree; treeimp's vetted list does,
+    so a saved forest needs no flag (and gives the API's numbers)."""
     sio = pytest.importorskip("skops.io")
     rf, csv = data
     path = tmp_path / "rf.skops"
     sio.dump(rf, path)
-    untrusted = sio.get_untrusted_types(file=path)
+    assert "sklearn.tree._tree.Tree" in sio.get_untrusted_types(file=path)
     code = main(["explain", str(path), csv, "--target", "y", "--seed", "0",
                  "--format", "csv"])
     out, err = capsys.readouterr()
-    if untrusted:  # shown, and refused without the flag
-        assert code == 2 and untrusted[0] in err and "--trust-pickle" in err
-        code = main(["explain", str(path), csv, "--target", "y", "--seed", "0",
-                     "--format", "csv", "--trust-pickle"])
-        out, err = capsys.readouterr()
     assert code == 0, err
+    assert err == ""  # nothing trusted beyond the vetted types: no warning
     df = pd.read_csv(csv)
     import treeimp
 
     res = treeimp.explain(rf, df[["x0", "x1", "x2"]], df["y"], random_state=0)
-    got = pd.read_csv(pd.io.common.StringIO(out))
-    got = got[got.method == "mdi_oob"].set_index("feature")["importance"]
-    np.testing.assert_allclose(got[res.table.index], res.table["mdi_oob"], rtol=1e-12)
+    np.testing.assert_allclose(_mdi_oob(out)[res.table.index], res.table["mdi_oob"],
+                               rtol=1e-12)
+
+
+def test_skops_function_reference_is_refused_until_named(tmp_path, capsys, data):
+    """A forest carrying a reference to os.system: refused without flags and with
+    --trust-pickle alone, the message naming the type; loaded (the reference is only
+    loaded, never called) when the user names it with --trust-types."""
+    sio = pytest.importorskip("skops.io")
+    rf, csv = data
+    rf.hook_ = os.system  # an attribute skops saves as a function reference
+    path = tmp_path / "rf.skops"
+    sio.dump(rf, path)
+    del rf.hook_
+    system = f"{os.system.__module__}.system"  # posix.system
+    base = ["explain", str(path), csv, "--target", "y", "--seed", "0", "--format", "csv"]
+    for extra in ([], ["--trust-pickle"], ["--trust-pickle", "--trust-types", "numpy.sum"]):
+        assert main(base + extra) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and system in err and "sklearn.tree" not in err
+        assert f"--trust-pickle --trust-types {system}" in err
+    assert main(base + ["--trust-types", system]) == 2  # naming needs --trust-pickle
+    assert "--trust-types needs --trust-pickle" in capsys.readouterr().err
+    assert main(base + ["--trust-pickle", "--trust-types", system]) == 0
+    out, err = capsys.readouterr()
+    assert "warning" in err and system in err
+    df = pd.read_csv(csv)
+    import treeimp
+
+    res = treeimp.explain(rf, df[["x0", "x1", "x2"]], df["y"], random_state=0)
+    np.testing.assert_allclose(_mdi_oob(out)[res.table.index], res.table["mdi_oob"],
+                               rtol=1e-12)
 
 
 def test_skops_untrusted_type_is_listed(tmp_path, capsys, data):
@@ -80,14 +112,17 @@ def test_skops_untrusted_type_is_listed(tmp_path, capsys, data):
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import FunctionTransformer
 
-    pipe = make_pipeline(FunctionTransformer(np.log1p), data[0])
+    pipe = make_pipeline(FunctionTransformer(np.nan_to_num), data[0])
     path = tmp_path / "p.skops"
     sio.dump(pipe, path)
-    untrusted = sio.get_untrusted_types(file=path)
+    untrusted = [t for t in sio.get_untrusted_types(file=path) if "sklearn.tree" not in t]
     assert untrusted
     code = main(["explain", str(path), data[1], "--target", "y"])
     err = capsys.readouterr().err
-    assert code == 2 and "does not trust" in err and untrusted[0] in err
+    assert code == 2 and "neither skops nor treeimp trusts" in err and untrusted[0] in err
+    code = main(["explain", str(path), data[1], "--target", "y", "--trust-pickle",
+                 "--trust-types", ",".join(untrusted)])
+    assert code == 0, capsys.readouterr().err
 
 
 def test_skops_pipeline_with_one_hot_categorical(tmp_path, capsys):
@@ -112,9 +147,7 @@ def test_skops_pipeline_with_one_hot_categorical(tmp_path, capsys):
     test.to_csv(tmp_path / "d.csv", index=False)
     argv = ["explain", str(path), str(tmp_path / "d.csv"), "--target", "y", "--seed", "0",
             "--format", "csv"]
-    if sio.get_untrusted_types(file=path):
-        argv.append("--trust-pickle")
-    assert main(argv) == 0
+    assert main(argv) == 0  # the vetted types suffice
     got = pd.read_csv(pd.io.common.StringIO(capsys.readouterr().out))
     res = treeimp.explain(pipe, df[200:], y[200:], random_state=0)
     got = got[got.method == "mdi_oob"].set_index("feature")["importance"]

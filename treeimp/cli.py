@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import os
 import sys
 import textwrap
@@ -26,12 +27,13 @@ Out-of-sample feature importances of a saved tree ensemble on held-out rows.
 
 MODEL is an XGBoost model saved with save_model (.json or .ubj), a LightGBM model saved
 with save_model (.txt), both read without importing xgboost or lightgbm and running no
-code from the file; a scikit-learn model saved with skops (.skops; types skops does not
-trust by default are listed and need --trust-pickle); or a pickled scikit-learn, XGBoost
-or LightGBM model (.pkl, .pickle, .joblib), loaded only with --trust-pickle because
-unpickling runs code stored in the file. A scikit-learn Pipeline ending in a tree model
-(skops or pickle) is explained on the columns its last step sees, DATA holding its input
-columns.
+code from the file; a scikit-learn model saved with skops (.skops; skops' trusted types
+and the scikit-learn tree types treeimp has vetted are loaded, any other type is listed
+and loaded only when named with --trust-pickle --trust-types); or a pickled
+scikit-learn, XGBoost or LightGBM model (.pkl, .pickle, .joblib), loaded only with
+--trust-pickle because unpickling runs code stored in the file. A scikit-learn Pipeline
+ending in a tree model (skops or pickle) is explained on the columns its last step sees,
+DATA holding its input columns.
 
 DATA is a CSV or Parquet file, a folder of Parquet files or a quoted glob pattern of
 them (Parquet needs pyarrow) of rows the model was NOT trained on (or, with --oob, the
@@ -52,6 +54,25 @@ Classifiers: pickled models map labels through their classes_; model files do no
 store class labels, so for them the target must hold the class indices 0..K-1 the
 model was trained on (0/1 for binary models).
 """
+
+
+FORMATS = ("table", "csv", "json")
+# --output suffixes that name a format: the format follows them, a --format that
+# contradicts them is refused (any other suffix takes any format, table by default)
+FORMAT_OF_SUFFIX = {".json": "json", ".csv": "csv"}
+
+
+def output_format(fmt, output):
+    """The --format to write: ``fmt`` when given, else the one --output's suffix names,
+    else "table". A --format other than the one the suffix names is a ValueError."""
+    named = FORMAT_OF_SUFFIX.get(os.path.splitext(output or "")[1].lower())
+    if fmt is None:
+        return named or "table"
+    if named is not None and named != fmt:
+        raise ValueError(f"--format {fmt} does not match --output {output!r}, whose suffix "
+                         f"{os.path.splitext(output)[1]!r} names {named}; pass --format "
+                         f"{named} or an --output name that fits {fmt}")
+    return fmt
 
 
 def method_choices():
@@ -120,11 +141,12 @@ def build_parser():
                     "> 0 at false discovery rate ALPHA (Benjamini-Hochberg), by the default "
                     "screening measure of the model's kind and task: ufi for boosting "
                     "regression, mdi_oob_centered otherwise (added to --methods if absent)")
-    ex.add_argument("--format", choices=("table", "csv", "json"), default="table",
-                    help="table (readable, default), csv or json (one record per feature "
-                    "and method: importance, stderr, pvalue, qvalue)")
+    ex.add_argument("--format", choices=FORMATS, default=None,
+                    help="table (readable), csv or json (one record per feature and "
+                    "method: importance, stderr, pvalue, qvalue); default: by the suffix "
+                    "of --output (.json, .csv), else table")
     ex.add_argument("--output", metavar="FILE", help="write the result here instead of "
-                    "standard output")
+                    "standard output (a .json or .csv name sets --format)")
     ex.add_argument("--plot", metavar="PNG", help="also save a bar chart (needs matplotlib)")
     ex.add_argument("--oob", action="store_true", help="pickled RandomForest / ExtraTrees "
                     "with bootstrap only: DATA are the training rows, each tree is measured "
@@ -158,8 +180,13 @@ def build_parser():
                     "or processes, threads or synchronous (dask's local schedulers); DATA "
                     "is then a Parquet dataset (file, directory or glob)")
     ex.add_argument("--trust-pickle", action="store_true",
-                    help="load .pkl/.pickle/.joblib files and skops files with untrusted "
-                    "types: this runs code stored in the file, use only for files you trust")
+                    help="load .pkl/.pickle/.joblib files (this runs code stored in the "
+                    "file, use only for files you trust) and, with --trust-types, the "
+                    "types of a skops file named there")
+    ex.add_argument("--trust-types", default="", metavar="LIST",
+                    help="comma-separated types of a .skops file to trust besides skops' "
+                    "defaults and the scikit-learn tree types treeimp trusts (needs "
+                    "--trust-pickle; the error for a refused file lists its types)")
 
     demo = sub.add_parser("demo", help="MDI vs MDI-oob and UFI on breast cancer data (15%% "
                           "of labels flipped) with a row ID and two pure-noise columns")
@@ -214,9 +241,12 @@ def _explain(args):
         _check_plotting()
     if args.output:
         _check_writable(args.output, "--output")
+    fmt = output_format(args.format, args.output)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model, ens = load_model(args.model, trust_pickle=args.trust_pickle, warn=_warn)
+        trust_types = [t.strip() for t in args.trust_types.split(",") if t.strip()]
+        model, ens = load_model(args.model, trust_pickle=args.trust_pickle, warn=_warn,
+                                trust_types=trust_types)
     rounds = _iteration_range(args.iteration_range)
     for w in caught:  # e.g. best_iteration stored in the file: moot with --iteration-range
         if rounds is None or "best_iteration" not in str(w.message):
@@ -302,9 +332,9 @@ def _explain(args):
                               feature_names=names, **kw)
             finally:
                 bar.close()
-    if args.format == "json":
+    if fmt == "json":
         text = res.to_json() + "\n"
-    elif args.format == "csv":
+    elif fmt == "csv":
         text = res.to_frame().to_csv(index=False)
     else:
         text = format_table(res, model_file=args.model, data_file=args.data,
@@ -396,6 +426,13 @@ def _check_writable(path, option):
     path is not a folder or a read-only file. Nothing is created."""
     target = os.path.abspath(path)
     folder = os.path.dirname(target)
+    if os.path.islink(target) and not os.path.exists(target):
+        try:
+            os.stat(target)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise ValueError(f"{option} {path!r} is a symlink loop (a chain of symbolic "
+                                 "links that leads back to itself)") from None
     if os.path.isdir(target):
         raise ValueError(f"{option} {path!r} is a directory; give a file name")
     if not os.path.isdir(folder):

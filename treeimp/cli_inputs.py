@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import importlib.util
 import pickle
+import stat
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .table_batches import CSV_OPTIONS, CSV_SUFFIXES, PARQUET_SUFFIXES
+from .regular_files import kind_of, stat_path
+from .table_batches import CSV_OPTIONS, CSV_SUFFIXES, PARQUET_SUFFIXES, open_csv
 
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib")
 SKOPS_SUFFIXES = (".skops",)
@@ -36,27 +38,39 @@ def _suffix(path):
 
 
 def _existing_file(path, what):
+    """``path`` as a Path, after checking that it names a regular file (symlinks
+    followed; a symlink loop, a FIFO or a device is named as such)."""
     path = Path(path)
-    if not path.exists():
-        raise ValueError(f"{what} {str(path)!r} does not exist")
-    if not path.is_file():
-        raise ValueError(f"{what} {str(path)!r} is not a file")
+    st = stat_path(str(path), what)
+    if stat.S_ISDIR(st.st_mode):
+        raise ValueError(f"{what} {str(path)!r} is not a file (a directory)")
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{what} {str(path)!r} is {kind_of(st.st_mode)}, not a regular "
+                         "file")
     return path
 
 
-def load_model(path, *, trust_pickle=False, warn=None):
+def load_model(path, *, trust_pickle=False, warn=None, trust_types=()):
     """(model, ensemble) from a saved model file.
 
     XGBoost ``.json``/``.ubj`` and LightGBM ``.txt`` files are parsed by
     :func:`treeimp.parsers.files.load` (model is then the ensemble itself), running no
-    code from the file. ``.skops`` files are read with ``skops.io``: types it does not
-    trust by default are listed and loaded only with ``trust_pickle``. ``.pkl``,
-    ``.pickle`` and ``.joblib`` files are unpickled, which runs code stored in the file,
-    so only with ``trust_pickle``. The object is parsed with :func:`treeimp.parsers.parse`
-    (a Pipeline: its last step).
+    code from the file. ``.skops`` files are read with ``skops.io`` trusting skops'
+    default types and the tree-model types of :mod:`treeimp.skops_trust`; any other type
+    in the file is loaded only when ``trust_types`` names it and ``trust_pickle`` is set
+    (--trust-pickle --trust-types). ``.pkl``, ``.pickle`` and ``.joblib`` files are
+    unpickled, which runs code stored in the file, so only with ``trust_pickle``. The
+    object is parsed with :func:`treeimp.parsers.parse` (a Pipeline: its last step).
     """
     path = _existing_file(path, "model file")
     suffix = _suffix(path)
+    trust_types = list(trust_types)
+    if trust_types and not trust_pickle:
+        raise ValueError("--trust-types needs --trust-pickle: a type trusted in a skops file "
+                         "may run its code when the file is loaded")
+    if trust_types and suffix not in SKOPS_SUFFIXES:
+        raise ValueError(f"--trust-types names types of a skops file, but model file "
+                         f"{str(path)!r} is not a .skops file")
     if suffix in PICKLE_SUFFIXES:
         if not trust_pickle:
             raise ValueError(f"model file {str(path)!r} is a pickle: unpickling runs code "
@@ -66,7 +80,7 @@ def load_model(path, *, trust_pickle=False, warn=None):
         model = _unpickle(path, suffix)
         return model, _parse_object(model)
     if suffix in SKOPS_SUFFIXES:
-        model = _load_skops(path, trust_pickle, warn)
+        model = _load_skops(path, trust_types, warn)
         return model, _parse_object(model)
     if suffix in MODEL_FILE_SUFFIXES:
         from .parsers.files import load
@@ -86,28 +100,42 @@ def _parse_object(model):
     return parse(model[-1] if is_pipeline(model) else model)
 
 
-def _load_skops(path, trust, warn):
-    """A model from a skops file; types outside skops' default trusted set are shown and
-    accepted only with ``trust`` (--trust-pickle)."""
+def _load_skops(path, trust_types, warn):
+    """A model from a skops file, trusting skops' default types, the tree-model types
+    treeimp has vetted (:data:`treeimp.skops_trust.TREE_MODEL_TYPES`) and the types the
+    user names in ``trust_types`` (--trust-types, with --trust-pickle); any other type
+    in the file is refused, named."""
     if importlib.util.find_spec("skops") is None:
         raise ValueError(f"reading the skops file {str(path)!r} needs skops: pip install "
                          "skops (or pip install 'treeimp[cli]')")
     import skops.io as sio
+
+    from .skops_trust import TREE_MODEL_TYPES, untrusted_outside
 
     try:
         untrusted = list(sio.get_untrusted_types(file=path))
     except Exception as exc:  # skops raises assorted errors on damaged archives
         detail = " ".join(str(exc).split()) or type(exc).__name__
         raise ValueError(f"cannot read skops file {str(path)!r}: {detail}") from None
-    if untrusted and not trust:
-        raise ValueError(f"skops file {str(path)!r} holds types skops does not trust by "
-                         f"default: {_short(untrusted)}; loading them may run their code. "
-                         "Check them and pass --trust-pickle to load the file")
-    if untrusted and warn is not None:
-        warn(f"loading the skops file with the untrusted types {_short(untrusted)} "
-             "(--trust-pickle)")
+    refused = untrusted_outside(untrusted, trust_types)
+    if refused:
+        flag = ",".join(refused)
+        raise ValueError(f"skops file {str(path)!r} holds {len(refused)} type"
+                         f"{'s' if len(refused) > 1 else ''} that neither skops nor treeimp "
+                         f"trusts: {_short(refused)}; loading them may run their code. "
+                         "Check them, and to load the file anyway name each one: "
+                         f"--trust-pickle --trust-types {flag}")
+    named = [t for t in untrusted if t not in TREE_MODEL_TYPES]
+    if named and warn is not None:
+        warn(f"loading the skops file with the types you trust (--trust-types): "
+             f"{_short(named)}")
+    unused = [t for t in trust_types if t not in untrusted]
+    if unused and warn is not None:
+        warn(f"--trust-types names {_short(unused)}, which the skops file does not hold "
+             "as untrusted types")
     try:
-        return sio.load(path, trusted=untrusted)
+        return sio.load(path, trusted=[t for t in untrusted
+                                       if t in TREE_MODEL_TYPES or t in named])
     except Exception as exc:
         detail = " ".join(str(exc).split()) or type(exc).__name__
         raise ValueError(f"cannot load skops file {str(path)!r}: {detail}") from None
@@ -133,7 +161,9 @@ def read_table(path):
     path = _existing_file(path, "data file")
     suffix = _suffix(path)
     if suffix in CSV_SUFFIXES:
-        reader = lambda: pd.read_csv(path, **CSV_OPTIONS)  # noqa: E731
+        def reader():  # a regular file, lines bounded (table_batches.open_csv)
+            with open_csv(str(path)) as fh:
+                return pd.read_csv(fh, **CSV_OPTIONS)
     elif suffix in PARQUET_SUFFIXES:
         if importlib.util.find_spec("pyarrow") is None:
             raise ValueError(f"reading the Parquet file {str(path)!r} needs pyarrow: "

@@ -13,16 +13,32 @@ table. Concatenated, the batches equal what pandas reads from the whole file
 CSV's per-chunk type inference: a column whose values parse as numbers in one chunk
 and hold text in another is numeric in the first chunk's frame (see
 :meth:`TableBatches.text_labels` for reading such columns as text throughout).
+
+Only regular files are read (symlinks followed; a device such as /dev/zero, a FIFO or a
+socket would never end or block), and a CSV line longer than :data:`MAX_LINE_BYTES`
+(after decompression) stops the read: a file with no line breaks cannot take memory in
+its size. A row with more fields than the header is an error naming its line (as
+pandas' whole-file read), and so is a table without rows.
 """
 
 from __future__ import annotations
 
+import bz2
+import contextlib
 import glob
+import gzip
 import importlib.util
+import io
+import lzma
 import os
+import re
+import stat
+import zipfile
 from pathlib import Path
 
 import pandas as pd
+
+from .regular_files import kind_of, open_regular, require_regular, stat_path
 
 # rows per batch: a few MB per numeric column at most
 DEFAULT_BATCH_ROWS = 65_536
@@ -36,6 +52,15 @@ CSV_OPTIONS = ({} if tuple(int(p) for p in pd.__version__.split(".")[:2]) >= (3,
                else {"float_precision": "round_trip"})
 
 _GLOB_CHARS = ("*", "?", "[")
+
+# The longest CSV line read, in bytes after decompression (a line break inside a quoted
+# field counts as a break): 64 MiB is a million numeric columns of 60 characters. A
+# file without line breaks (zeros, a binary file named .csv, a decompression bomb)
+# fails after this much instead of being held in memory whole.
+MAX_LINE_BYTES = 64 << 20
+
+# pandas' message for a row with more fields than the header
+_EXTRA_FIELDS = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
 
 
 def table_suffix(path) -> str:
@@ -58,22 +83,16 @@ def open_table(path, *, batch_size=DEFAULT_BATCH_ROWS) -> TableBatches:
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     text = os.fspath(path)
-    if any(c in text for c in _GLOB_CHARS) and not os.path.exists(text):
-        files = sorted(f for f in glob.glob(text, recursive=True) if os.path.isfile(f))
-        if not files:
-            raise ValueError(f"data pattern {text!r} matches no file")
-        bad = [f for f in files if table_suffix(f) not in PARQUET_SUFFIXES]
-        if bad:
-            raise ValueError(f"data pattern {text!r} matches files that are not Parquet "
-                             f"(.parquet, .pq): {bad[:5]}; a pattern may name Parquet files "
-                             "only")
-        return _ParquetTable(text, files, batch_size)
-    p = Path(text)
-    if not p.exists():
-        raise ValueError(f"data file {text!r} does not exist")
-    if p.is_dir():
+    if any(c in text for c in _GLOB_CHARS) and not os.path.lexists(text):
+        return _ParquetTable(text, glob_parquet_files(text), batch_size)
+    st = stat_path(text, "data file")
+    if stat.S_ISDIR(st.st_mode):
+        check_parquet_folder(text)
         return _ParquetTable(text, text, batch_size)
-    suffix = table_suffix(p)
+    suffix = table_suffix(text)
+    if suffix in CSV_SUFFIXES + PARQUET_SUFFIXES and not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"data file {text!r} is {kind_of(st.st_mode)}, not a regular file; "
+                         "save the rows to a file and pass its path")
     if suffix in CSV_SUFFIXES:
         return _CsvTable(text, batch_size)
     if suffix in PARQUET_SUFFIXES:
@@ -81,6 +100,113 @@ def open_table(path, *, batch_size=DEFAULT_BATCH_ROWS) -> TableBatches:
     raise ValueError(f"data file {text!r} has the unsupported suffix {suffix!r}; expected "
                      ".csv (optionally .gz/.bz2/.zip/.xz), .parquet, a folder of Parquet "
                      "files or a glob pattern of them")
+
+
+def glob_parquet_files(pattern):
+    """The files a glob pattern matches (sorted; folders it matches are passed over),
+    each a regular Parquet file, else a ValueError naming the first that is not."""
+    matches = sorted(glob.glob(pattern, recursive=True))
+    files = []
+    for f in matches:
+        st = stat_path(f, f"data pattern {pattern!r} matches")
+        if stat.S_ISDIR(st.st_mode):
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"data pattern {pattern!r} matches {f!r}, which is "
+                             f"{kind_of(st.st_mode)}, not a regular file")
+        files.append(f)
+    if not files:
+        raise ValueError(f"data pattern {pattern!r} matches no file")
+    bad = [f for f in files if table_suffix(f) not in PARQUET_SUFFIXES]
+    if bad:
+        raise ValueError(f"data pattern {pattern!r} matches files that are not Parquet "
+                         f"(.parquet, .pq): {bad[:5]}; a pattern may name Parquet files "
+                         "only")
+    return files
+
+
+def check_parquet_folder(folder):
+    """Every entry of ``folder`` that pyarrow's dataset discovery reads (names not
+    starting with '.' or '_', in sub-folders too, symlinks followed) is a regular file
+    or a folder; a FIFO or device in it would hang the read, a symlink loop recurse."""
+    def walk(path, seen):
+        for entry in sorted(os.scandir(path), key=lambda e: e.name):
+            if entry.name.startswith((".", "_")):
+                continue
+            st = stat_path(entry.path, "data folder entry")
+            if stat.S_ISDIR(st.st_mode):
+                key = (st.st_dev, st.st_ino)
+                if key in seen:
+                    raise ValueError(f"data folder entry {entry.path!r} is a symlink loop "
+                                     "(a link to a folder that holds it)")
+                walk(entry.path, seen | {key})
+            elif not stat.S_ISREG(st.st_mode):
+                raise ValueError(f"data folder entry {entry.path!r} is "
+                                 f"{kind_of(st.st_mode)}, not a regular file")
+
+    top = os.stat(folder)
+    walk(folder, frozenset({(top.st_dev, top.st_ino)}))
+
+
+class _LineBound(io.RawIOBase):
+    """A binary stream that passes ``raw`` on and raises ValueError once the open line
+    (the bytes since the last line break) grows past ``limit`` bytes, naming the line's
+    number (1-based, counted in line feeds)."""
+
+    def __init__(self, raw, limit, name):
+        self._raw, self._limit, self._name = raw, limit, name
+        self._breaks = 0  # line feeds passed on
+        self._open_line = 0  # bytes since the last line break
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        n = self._raw.readinto(buffer)
+        if not n:
+            return n
+        chunk = bytes(memoryview(buffer)[:n])
+        last = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
+        self._open_line = self._open_line + n if last < 0 else n - last - 1
+        self._breaks += chunk.count(b"\n")
+        if self._open_line > self._limit:
+            raise _LineTooLong(f"data file {self._name!r}: line {self._breaks + 1} is longer "
+                               f"than {self._limit} bytes (no line break); not a CSV table")
+        return n
+
+
+class _LineTooLong(ValueError):
+    """A CSV line past MAX_LINE_BYTES (reported as it is, not as a parse error)."""
+
+
+@contextlib.contextmanager
+def open_csv(path):
+    """``path`` (a regular file, symlinks followed) opened for ``pd.read_csv`` as a
+    binary stream, decompressed by its suffix (.gz, .bz2, .xz, .zip holding one file)
+    and bounded to lines of :data:`MAX_LINE_BYTES`."""
+    fh = open_regular(path, "data file", "save the rows to a file and pass its path")
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(fh)
+        suffix = table_suffix(path)
+        try:
+            if suffix == ".csv.gz":
+                raw = stack.enter_context(gzip.GzipFile(fileobj=fh, mode="rb"))
+            elif suffix == ".csv.bz2":
+                raw = stack.enter_context(bz2.BZ2File(fh))
+            elif suffix == ".csv.xz":
+                raw = stack.enter_context(lzma.LZMAFile(fh))
+            elif suffix == ".csv.zip":
+                archive = stack.enter_context(zipfile.ZipFile(fh))
+                names = [n for n in archive.namelist() if not n.endswith("/")]
+                if len(names) != 1:
+                    raise ValueError(f"the zip archive holds {len(names)} files "
+                                     f"{names[:5]}; it must hold one CSV file")
+                raw = stack.enter_context(archive.open(names[0]))
+            else:
+                raw = fh
+        except (OSError, EOFError, lzma.LZMAError, zipfile.BadZipFile) as exc:
+            raise _unreadable(path, exc) from None
+        yield io.BufferedReader(_LineBound(raw, MAX_LINE_BYTES, path), 1 << 18)
 
 
 class TableBatches:
@@ -203,24 +329,45 @@ class _CsvTable(TableBatches):
 
     def __init__(self, path, batch_size):
         self.path, self.batch_size, self.n_rows = path, batch_size, None
-        try:
-            header = pd.read_csv(path, nrows=0, **CSV_OPTIONS)
-        except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
-            raise _unreadable(path, exc) from None
-        self.columns = [str(c) for c in header.columns]
+        # the header and the first row: a table without rows is refused here, before
+        # anything is asked of its columns
+        with contextlib.closing(self._chunks(1, None)) as chunks:
+            first = next(chunks, None)
+        if first is None or first.shape[0] == 0:
+            raise ValueError(f"data file {path!r} has no rows (only a header)")
+        self.columns = [str(c) for c in first.columns]
         _check_unique(path, self.columns)
 
     def _read(self, columns, text):
-        wanted = set(columns)
+        # every column is read (not usecols): with usecols pandas passes over the
+        # fields a row has beyond the header, where the whole-file read refuses the row
+        for df in self._chunks(self.batch_size, {c: object for c in text} or None):
+            df.columns = [str(c) for c in df.columns]
+            if len(df):
+                yield df[columns]
+
+    def _chunks(self, rows, dtype):
         try:
-            reader = pd.read_csv(self.path, usecols=lambda c: str(c) in wanted,
-                                 chunksize=self.batch_size,
-                                 dtype={c: object for c in text} or None, **CSV_OPTIONS)
-            with reader:
+            with open_csv(self.path) as fh, pd.read_csv(fh, chunksize=rows, dtype=dtype,
+                                                        **CSV_OPTIONS) as reader:
                 for df in reader:
-                    df.columns = [str(c) for c in df.columns]
-                    yield df[columns]
-        except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+                    if not isinstance(df.index, pd.RangeIndex):
+                        # pandas makes an index of the first fields when a row has
+                        # more fields than the header
+                        extra = df.index.nlevels
+                        raise ValueError(
+                            f"data file {self.path!r}: the first row (the line after the "
+                            f"header) has {len(df.columns) + extra} fields but the header names "
+                            f"{len(df.columns)} columns {_head(df.columns)}; every row "
+                            "needs one field per column")
+                    yield df
+        except _LineTooLong:
+            raise
+        except pd.errors.EmptyDataError:
+            raise ValueError(f"data file {self.path!r} is empty (no header, no rows)") \
+                from None
+        except (ValueError, UnicodeDecodeError, pd.errors.ParserError, OSError, EOFError,
+                lzma.LZMAError) as exc:
             raise _unreadable(self.path, exc) from None
 
 
@@ -245,6 +392,9 @@ class _ParquetTable(TableBatches):
             raise _unreadable(path, exc) from None
         if not self._files:
             raise ValueError(f"data folder {path!r} holds no Parquet file")
+        if self.n_rows == 0:
+            raise ValueError(f"data {path!r} has no rows ({len(self._files)} Parquet "
+                             f"file{'s' if len(self._files) > 1 else ''} without rows)")
         self.columns = [str(c) for c in self._schema.names]
         _check_unique(path, self.columns)
 
@@ -258,6 +408,7 @@ class _ParquetTable(TableBatches):
 
         try:
             for f in self._files:
+                require_regular(f, "data file")  # checked when the table was opened
                 # file by file, row group by row group: pyarrow's dataset scanner and a
                 # pre-buffered file read whole files' columns at once
                 reader = pq.ParquetFile(f, pre_buffer=False)
@@ -277,4 +428,14 @@ def _check_unique(path, columns):
 
 def _unreadable(path, exc):
     detail = " ".join(str(exc).split()) or type(exc).__name__
+    extra = _EXTRA_FIELDS.search(detail)
+    if extra:
+        want, line, saw = extra.groups()
+        return ValueError(f"data file {path!r}: line {line} has {saw} fields but the header "
+                          f"names {want} columns; every row needs one field per column")
     return ValueError(f"cannot read data file {path!r}: {detail}")
+
+
+def _head(columns, n=10):
+    columns = [str(c) for c in columns]
+    return str(columns[:n])[:-1] + (", ...]" if len(columns) > n else "]")

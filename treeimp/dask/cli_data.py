@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import stat
 
 from .collections import DASK_EXTRA, require_dask
 
@@ -23,21 +24,55 @@ def read_parquet_dataset(path):
     _require("--scheduler")
     import dask.dataframe as dd
 
-    if not (os.path.exists(path) or glob.glob(path)):
-        raise ValueError(f"data {path!r} matches no file or directory (--scheduler reads a "
-                         "Parquet dataset: a .parquet file, a directory of them or a glob "
-                         "such as 'data/*.parquet')")
+    matches = _check_local_files(path)
     try:
         df = dd.read_parquet(path)
     except (OSError, ValueError, TypeError) as exc:
         detail = " ".join(str(exc).split()) or type(exc).__name__
         raise ValueError(f"cannot read the Parquet dataset {path!r} with "
                          f"dask.dataframe.read_parquet: {detail}") from None
+    if _stated_rows(matches) == 0:
+        raise ValueError(f"Parquet dataset {path!r} has no rows")
     df.columns = [str(c) for c in df.columns]
     dup = sorted({c for c in df.columns if list(df.columns).count(c) > 1})
     if dup:
         raise ValueError(f"Parquet dataset {path!r} has duplicated column names {dup[:10]}")
     return df
+
+
+def _check_local_files(path):
+    """The dataset's files are regular files (symlinks followed): a FIFO or a device
+    named .parquet would hang the read, a symlink loop is named as one."""
+    from ..regular_files import kind_of, stat_path
+    from ..table_batches import check_parquet_folder
+
+    if os.path.lexists(path):
+        matches = [path]
+    else:
+        matches = sorted(glob.glob(path))
+        if not matches:
+            raise ValueError(f"data {path!r} matches no file or directory (--scheduler reads "
+                             "a Parquet dataset: a .parquet file, a directory of them or a "
+                             "glob such as 'data/*.parquet')")
+    for f in matches:
+        st = stat_path(f, "data")
+        if stat.S_ISDIR(st.st_mode):
+            check_parquet_folder(f)
+        elif not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"data {f!r} is {kind_of(st.st_mode)}, not a regular file")
+    return matches
+
+
+def _stated_rows(matches):
+    """The rows the Parquet footers of ``matches`` (files, folders) state, or None when
+    pyarrow cannot tell (then dask's own read decides)."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    try:
+        return sum(ds.dataset(m, format="parquet").count_rows() for m in matches)
+    except (pa.ArrowException, OSError, ValueError):
+        return None
 
 
 def encode_partitions(X, ens, warn):

@@ -73,9 +73,9 @@ def load(path, *, iteration_range=None, missing=None) -> TreeEnsemble:
         name = os.fspath(path)
     except TypeError:
         raise TypeError(f"load() needs a file path, got {type(path).__name__}") from None
-    if not os.path.exists(name):
-        raise ValueError(f"model file {name!r} does not exist")
-    if os.path.isdir(name):
+    from ..regular_files import stat_path
+
+    if stat.S_ISDIR(stat_path(name, "model file").st_mode):  # names a symlink loop too
         raise ValueError(f"model path {name!r} is a directory, not a model file")
     data = _read_regular_file(name)
     kind = _sniff(data)
