@@ -15,7 +15,9 @@ What the document holds (checked on xgboost 3.2.0; see also
 
 * ``learner.gradient_booster``: ``name`` "gbtree" (``model`` inside) or "dart"
   (``gbtree.model`` plus ``weight_drop``, one weight per tree, applied at prediction);
-  "gblinear" has no trees.
+  "gblinear" has no trees. XGBoost >= 3.4 saves ``booster="dart"`` (dropout is a
+  gbtree option there) as "gbtree" with ``weight_drop`` inside ``model``: the same
+  weights, applied the same way.
 * per tree: ``left_children``/``right_children`` (-1 at leaves; a vector-leaf tree's
   leaf keeps its row of ``leaf_weights`` in ``right_children``), ``split_indices``,
   ``split_conditions`` (float32; ``x < t`` goes left after x is rounded to float32; at
@@ -255,10 +257,13 @@ def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None,
     weight_drop = None
     if booster_name == "gbtree":
         model = _get(gb, ("model",), version, where="learner.gradient_booster")
+        if isinstance(model, dict) and "weight_drop" in model:
+            # XGBoost >= 3.4 stores booster="dart" (dropout) as a gbtree with the weights
+            weight_drop = _weight_drop(model["weight_drop"], "model.weight_drop")
     elif booster_name == "dart":
         model = _get(gb, ("gbtree", "model"), version, where="learner.gradient_booster")
-        weight_drop = np.asarray(_get(gb, ("weight_drop",), version,
-                                      where="learner.gradient_booster"), dtype=np.float64)
+        weight_drop = _weight_drop(_get(gb, ("weight_drop",), version,
+                                        where="learner.gradient_booster"), "weight_drop")
     elif booster_name == "gblinear":
         raise ValueError("XGBoost booster='gblinear' is a linear model, not a tree ensemble; "
                          "treeimp explains tree boosters ('gbtree', 'dart')")
@@ -377,6 +382,20 @@ def _flat_ensemble(flat, tree_info, eta, stages, weight_drop, meta):
 
 
 # ---------------------------------------------------------------------- document parts
+def _weight_drop(values, where):
+    """DART's per-tree weights (XGBoost multiplies each tree's leaf values by its
+    weight when it predicts) as float64, checked to be finite numbers."""
+    try:
+        w = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"XGBoost gradient_booster.{where} must be a list of numbers") \
+            from None
+    if w.ndim != 1 or not np.all(np.isfinite(w)):
+        raise ValueError(f"XGBoost gradient_booster.{where} must be a list of finite "
+                         f"numbers, got shape {w.shape}")
+    return w
+
+
 def stored_best_iteration(doc):
     """``learner.attributes.best_iteration`` of a model document (early stopping), or
     None."""
