@@ -1,9 +1,10 @@
 """DART models in every form XGBoost stores them predict and explain as XGBoost does.
 
-XGBoost < 3.4 saves ``booster="dart"`` as ``gradient_booster.name == "dart"`` with the
-per-tree ``weight_drop`` next to ``gbtree``; XGBoost 3.4 saves it as a "gbtree" whose
-``model`` holds ``weight_drop`` (dropout became a gbtree option). Either way a tree's
-leaf values enter the margin times its weight. Truths: XGBoost's own
+XGBoost < 3.3 saves ``booster="dart"`` as ``gradient_booster.name == "dart"`` with the
+per-tree ``weight_drop`` next to ``gbtree``; XGBoost 3.3 as a "gbtree" with
+``weight_drop`` next to its ``model``; XGBoost 3.4 as a "gbtree" whose ``model`` holds
+``weight_drop`` (dropout became a gbtree option). Either way a tree's leaf values enter
+the margin times its weight. Truths: XGBoost's own
 ``output_margin`` and ``pred_contribs`` on the same booster, live and re-loaded from
 its saved JSON / UBJSON file; the documents are also rewritten from one layout into the
 other (the weights moved, nothing else), which must not change what treeimp reads.
@@ -42,33 +43,30 @@ def dart():
     return booster, X, y
 
 
+def _split(doc):
+    """(model without weights, weights) of a DART document in any layout."""
+    gb = doc["learner"]["gradient_booster"]
+    model = dict(gb["gbtree"]["model"] if gb["name"] == "dart" else gb["model"])
+    weights = gb["weight_drop"] if "weight_drop" in gb else model.pop("weight_drop")
+    return model, weights
+
+
 def _weights(doc):
-    gb = doc["learner"]["gradient_booster"]
-    if gb["name"] == "dart":
-        return np.asarray(gb["weight_drop"], dtype=np.float64)
-    return np.asarray(gb["model"]["weight_drop"], dtype=np.float64)
+    return np.asarray(_split(doc)[1], dtype=np.float64)
 
 
-def _as_old_layout(doc):
-    """The document with ``weight_drop`` under a "dart" booster (XGBoost < 3.4)."""
-    gb = doc["learner"]["gradient_booster"]
-    if gb["name"] == "dart":
-        return doc
-    model = dict(gb["model"])
-    weights = model.pop("weight_drop")
-    doc["learner"]["gradient_booster"] = {"name": "dart", "weight_drop": weights,
-                                          "gbtree": {"name": "gbtree", "model": model}}
-    return doc
-
-
-def _as_new_layout(doc):
-    """The document with ``weight_drop`` inside a "gbtree" model (XGBoost 3.4)."""
-    gb = doc["learner"]["gradient_booster"]
-    if gb["name"] == "gbtree":
-        return doc
-    model = dict(gb["gbtree"]["model"])
-    model["weight_drop"] = gb["weight_drop"]
-    doc["learner"]["gradient_booster"] = {"name": "gbtree", "model": model}
+def _as_layout(doc, layout):
+    """The document with its weights where XGBoost < 3.3 ("old"), 3.3 ("mid") or 3.4
+    ("new") puts them."""
+    model, weights = _split(doc)
+    if layout == "old":
+        gb = {"name": "dart", "weight_drop": weights,
+              "gbtree": {"name": "gbtree", "model": model}}
+    elif layout == "mid":
+        gb = {"name": "gbtree", "weight_drop": weights, "model": model}
+    else:
+        gb = {"name": "gbtree", "model": {**model, "weight_drop": weights}}
+    doc["learner"]["gradient_booster"] = gb
     return doc
 
 
@@ -100,7 +98,7 @@ def test_live_booster_margin_and_contributions(dart):
 
 
 @pytest.mark.parametrize("fmt", ["json", "ubj"])
-@pytest.mark.parametrize("layout", ["saved", "old", "new"])
+@pytest.mark.parametrize("layout", ["saved", "old", "mid", "new"])
 def test_saved_documents_in_both_layouts(dart, tmp_path, fmt, layout):
     booster, X, _ = dart
     rows = X[200:]
@@ -111,7 +109,7 @@ def test_saved_documents_in_both_layouts(dart, tmp_path, fmt, layout):
     else:
         raw = path.read_bytes()
         doc = json.loads(raw) if fmt == "json" else read_ubjson(raw)
-        doc = _as_old_layout(doc) if layout == "old" else _as_new_layout(doc)
+        doc = _as_layout(doc, layout)
         ens = parse_xgboost_json(doc, learning_rate=0.3)
         np.testing.assert_allclose(ens.tree_scale, _weights(doc), rtol=1e-7)
     _check_margin(ens.predict_raw(rows), _margin(booster, rows))

@@ -106,11 +106,10 @@ def test_document_outside_the_trees_is_the_strict_readers():
     doc, flat = read_model(raw)
     full = read_ubjson(raw)
 
-    def model_and_weights(d):  # XGBoost < 3.4: a "dart" booster; 3.4: a gbtree's model
+    def model_and_weights(d):  # weights beside the model (< 3.4) or inside it (3.4)
         b = d["learner"]["gradient_booster"]
-        if b["name"] == "dart":
-            return b["gbtree"]["model"], b["weight_drop"]
-        return b["model"], b["model"]["weight_drop"]
+        model = b["gbtree"]["model"] if b["name"] == "dart" else b["model"]
+        return model, b["weight_drop"] if "weight_drop" in b else model["weight_drop"]
 
     (gb, weights), (full_gb, full_weights) = model_and_weights(doc), model_and_weights(full)
     assert gb["trees"] is SKIPPED and flat.n_trees == len(full_gb["trees"])

@@ -15,9 +15,9 @@ What the document holds (checked on xgboost 3.2.0; see also
 
 * ``learner.gradient_booster``: ``name`` "gbtree" (``model`` inside) or "dart"
   (``gbtree.model`` plus ``weight_drop``, one weight per tree, applied at prediction);
-  "gblinear" has no trees. XGBoost >= 3.4 saves ``booster="dart"`` (dropout is a
-  gbtree option there) as "gbtree" with ``weight_drop`` inside ``model``: the same
-  weights, applied the same way.
+  "gblinear" has no trees. XGBoost 3.3 saves ``booster="dart"`` as "gbtree" with
+  ``weight_drop`` next to ``model``, 3.4 (dropout is a gbtree option there) as "gbtree"
+  with ``weight_drop`` inside ``model``: the same weights, applied the same way.
 * per tree: ``left_children``/``right_children`` (-1 at leaves; a vector-leaf tree's
   leaf keeps its row of ``leaf_weights`` in ``right_children``), ``split_indices``,
   ``split_conditions`` (float32; ``x < t`` goes left after x is rounded to float32; at
@@ -263,8 +263,11 @@ def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None,
     weight_drop = None
     if booster_name == "gbtree":
         model = _get(gb, ("model",), version, where="learner.gradient_booster")
-        if isinstance(model, dict) and "weight_drop" in model:
-            # XGBoost >= 3.4 stores booster="dart" (dropout) as a gbtree with the weights
+        # XGBoost 3.3 stores booster="dart" as a gbtree with the weights next to its
+        # model, 3.4 (dropout is a gbtree option) inside it
+        if "weight_drop" in gb:
+            weight_drop = _weight_drop(gb["weight_drop"], "weight_drop")
+        elif isinstance(model, dict) and "weight_drop" in model:
             weight_drop = _weight_drop(model["weight_drop"], "model.weight_drop")
     elif booster_name == "dart":
         model = _get(gb, ("gbtree", "model"), version, where="learner.gradient_booster")
