@@ -145,15 +145,31 @@ def test_margin_prediction_and_contributions(obj, extra):
     assert ens.n_outputs == margin.shape[1]
     raw = ens.predict_raw(Xv)
     _close(raw, margin, "margin", rtol=1e-6, atol=1e-6 * max(1, np.abs(margin).max()))
-    if obj == "reg:expectileerror":  # the predictions: XGBoost's non-crossing levels
-        pred = booster.predict(dm).reshape(len(Xv), -1)
-        _close(link(ens.objective, raw), pred, "prediction", rtol=1e-5, atol=1e-5)
+    # the predictions: expectiles non-crossing, quantiles sorted per row since 3.4
+    pred = booster.predict(dm).reshape(len(Xv), -1)
+    _close(link(ens.objective, raw), pred, "prediction", rtol=1e-5, atol=1e-5)
     got = treeimp.contributions(booster, Xv)
     want = booster.predict(dm, pred_contribs=True)
     want = want.reshape(len(Xv), ens.n_outputs, -1).transpose(0, 2, 1)  # (n, F + 1, K)
     values = np.asarray(got.values).reshape(len(Xv), -1, ens.n_outputs)
     _close(values, want[:, :-1], "contributions", rtol=1e-5, atol=1e-5)
     _close(np.asarray(got.base_values).reshape(len(Xv), -1), want[:, -1], "base",
+           rtol=1e-5, atol=1e-5)
+
+
+def test_crossing_quantile_predictions():
+    """XGBoost >= 3.4 sorts each row's predicted quantiles, older versions do not; rows
+    whose margins cross tell them apart."""
+    rng = np.random.default_rng(1)
+    Xs, ys = rng.normal(size=(60, 3)), rng.normal(size=60)
+    booster = xgb.train({"objective": "reg:quantileerror", "quantile_alpha": [0.45, 0.5, 0.55],
+                         "max_depth": 4, "eta": 1.0, "min_child_weight": 0, "lambda": 0},
+                        xgb.DMatrix(Xs, ys), 10)
+    rows = 2 * rng.normal(size=(300, 3))
+    ens = treeimp.parse(booster)
+    raw = ens.predict_raw(rows)
+    assert np.any(np.diff(raw, axis=1) < 0)
+    _close(link(ens.objective, raw), booster.predict(xgb.DMatrix(rows)), "prediction",
            rtol=1e-5, atol=1e-5)
 
 

@@ -157,7 +157,8 @@ _SPECS = {
     "expectile_stack": (EXPECTILE_STACK, "expectile_stack", (("alphas", _ALPHAS),)),
 }
 SUPPORTED = tuple(_SPECS)
-LINKS = ("identity", "sigmoid", "softmax", "exp", "sigmoid2", "proba", "expectile_stack")
+LINKS = ("identity", "sigmoid", "softmax", "exp", "sigmoid2", "proba", "expectile_stack",
+         "sorted")
 _CLASS_OBJECTIVES = ("logistic", "softmax", "ova_logistic", "exponential", "cross_entropy")
 _NOT_SUPPORTED_WHY = {
     "huber_quantile": "scikit-learn's GradientBoosting re-estimates the Huber delta as a "
@@ -638,7 +639,9 @@ def link(objective, margin):
 
     ``Objective.link`` decides ("identity", "sigmoid" with the objective's ``sigmoid``
     scale, "softmax" over the outputs, "exp", "sigmoid2" = sigmoid(2 m), "proba" =
-    identity); a bare name uses the objective's default link. Same shape as ``margin``.
+    identity, "expectile_stack" = XGBoost's non-crossing levels, "sorted" = each row's
+    outputs in increasing order); a bare name uses the objective's default link. Same
+    shape as ``margin``.
     """
     name, params = _name_params(objective)
     how = getattr(objective, "link", None) or (_SPECS[name][1] if name in _SPECS else None)
@@ -656,6 +659,8 @@ def link(objective, margin):
         return _sigmoid(float(params.get("sigmoid", 1.0)) * m)
     if how == "expectile_stack":
         return _expectile_levels(_as_margin(m)).reshape(m.shape)
+    if how == "sorted":  # XGBoost >= 3.4 sorts a row's quantiles
+        return np.sort(_as_margin(m), axis=1).reshape(m.shape)
     m2 = _as_margin(m)
     e = np.exp(m2 - m2.max(axis=1, keepdims=True))
     return (e / e.sum(axis=1, keepdims=True)).reshape(m.shape)

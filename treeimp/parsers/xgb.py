@@ -529,10 +529,10 @@ def _versioned_objective(name, obj, version):
         canonical = "smoothed_absolute_error" if smoothed else "absolute_error"
         return Objective(canonical, {}, "identity", source=name), _identity
     alphas = _levels(obj, "quantile_loss_param", "quantile_alpha", version)
-    if smoothed:
-        params = {"alphas": tuple(alphas)}
-        canonical = "smoothed_quantile"
-    elif len(alphas) == 1:
+    if smoothed:  # 3.4 also sorts each row's predicted quantiles
+        return (Objective("smoothed_quantile", {"alphas": tuple(alphas)}, "sorted",
+                          source=name), _identity)
+    if len(alphas) == 1:
         canonical, params = "quantile", {"alpha": alphas[0]}
     else:
         canonical, params = "quantiles", {"alphas": tuple(alphas)}
