@@ -61,12 +61,14 @@ def _close(a, b, what, rtol=2e-5, atol=1e-6):
                                atol=atol, err_msg=what)
 
 
-def _same_round(obj, extra, y, w, rounds):
-    """One round by XGBoost's objective and one from the parsed objective's g, h."""
+def _same_round(obj, extra, y, w, rounds, objective=None):
+    """One round by XGBoost's objective and one from the g, h of ``objective`` (default:
+    the one parsed from the model)."""
     p = _params(obj, extra)
     d = xgb.DMatrix(X, y, weight=w)
     start = xgb.train(p, d, rounds)
-    objective = treeimp.parse(start if rounds else xgb.train(p, d, 1)).objective
+    if objective is None:
+        objective = treeimp.parse(start if rounds else xgb.train(p, d, 1)).objective
     builtin = xgb.train(p, d, 1, xgb_model=start)
     yt = check_target(objective, y)
     wt = np.ones(N) if w is None else w
@@ -182,6 +184,20 @@ def test_explain_finite_and_informative_feature_first(obj, extra):
     for method in ("mdi_oob", "ufi"):
         assert np.isfinite(res.table[method]).all()
         assert res.ranking(method)[0] == res.feature_names[0]
+
+
+@pytest.mark.skipif(not SMOOTHED, reason="XGBoost < 3.4 fits sign gradients")
+@pytest.mark.parametrize("obj,extra,sign", [
+    ("reg:absoluteerror", {}, ("absolute_error", {})),
+    ("reg:quantileerror", {"quantile_alpha": 0.3}, ("quantile", {"alpha": 0.3})),
+])
+def test_sign_gradients_no_longer_grow_xgboosts_trees(obj, extra, sign):
+    """Why XGBoost >= 3.4's absolute error / quantile models are refused: the sign
+    gradients (treeimp's until now, XGBoost's before 3.4) grow other trees."""
+    from treeimp import Objective
+
+    with pytest.raises(AssertionError):
+        _same_round(obj, extra, Y, W, rounds=2, objective=Objective(*sign))
 
 
 @pytest.mark.skipif(not SMOOTHED, reason="XGBoost < 3.4 fits sign gradients")
