@@ -122,6 +122,9 @@ def test_xgboost_tree_identical_with_our_gradients(obj, params, y, objective):
     xgb_same_round(obj, params, y, objective)
 
 
+@pytest.mark.skipif(tuple(int(v) for v in xgb.__version__.split(".")[:2]) >= (3, 4),
+                    reason="XGBoost >= 3.4 fits these with a smoothed surrogate (see "
+                    "tests/test_xgb_levels.py)")
 @pytest.mark.parametrize("obj,params,objective", [
     ("reg:absoluteerror", {}, obj_("absolute_error")),
     ("reg:quantileerror", {"quantile_alpha": 0.3}, obj_("quantile", alpha=0.3)),
@@ -449,13 +452,18 @@ ALL = [
     obj_("poisson", max_delta_step=0.7), obj_("gamma"), obj_("tweedie", variance_power=1.4),
     obj_("tweedie", variance_power=1.0), obj_("exponential"),
     obj_("huber", delta=0.8, outer_hessian=0.0), obj_("expectile", alpha=0.3),
-    obj_("log_cosh"),
+    obj_("log_cosh"), obj_("quantiles", alphas=(0.2, 0.7)),
+    obj_("expectile_stack", alphas=(0.1, 0.5, 0.8)),
 ]
-Y_FOR = {"expectile": Y_REG, "log_cosh": Y_REG,
+Y_FOR = {"expectile": Y_REG, "log_cosh": Y_REG, "quantiles": Y_REG, "expectile_stack": Y_REG,
          "squared_error": Y_REG, "absolute_error": Y_REG, "pseudo_huber": Y_REG,
          "huber": Y_REG, "quantile": Y_REG, "logistic": Y_BIN, "cross_entropy": Y_FRAC,
          "softmax": Y_CLS, "ova_logistic": Y_CLS, "poisson": Y_CNT, "gamma": Y_POS,
          "tweedie": Y_CNT, "exponential": Y_BIN}
+
+
+def _outputs(objective):
+    return int(objective.params.get("n_classes", len(objective.params.get("alphas", [0]))))
 
 
 def test_every_supported_objective_is_covered():
@@ -464,7 +472,7 @@ def test_every_supported_objective_is_covered():
 
 @pytest.mark.parametrize("objective", ALL, ids=[repr(o) for o in ALL])
 def test_gradient_is_derivative_of_loss(objective):
-    K = int(objective.params.get("n_classes", 1))
+    K = _outputs(objective)
     y = check_target(objective, Y_FOR[objective.name])
     m = np.random.default_rng(1).normal(size=(N, K))
     g, _ = grad_hess_array(objective, m, y)
@@ -479,7 +487,7 @@ def test_gradient_is_derivative_of_loss(objective):
 
 @pytest.mark.parametrize("objective", ALL, ids=[repr(o) for o in ALL])
 def test_single_column_matches_row(objective):
-    K = int(objective.params.get("n_classes", 1))
+    K = _outputs(objective)
     y = check_target(objective, Y_FOR[objective.name])
     m = np.random.default_rng(2).normal(size=(N, K))
     g, h = grad_hess_array(objective, m, y)
@@ -497,8 +505,9 @@ def test_hessian_is_derivative_of_gradient_without_library_factors():
                       obj_("poisson", max_delta_step=0.0), obj_("tweedie", variance_power=1.4),
                       obj_("exponential"), obj_("softmax", n_classes=3, hess_factor=1.0),
                       obj_("expectile", alpha=0.3), obj_("log_cosh"),
-                      obj_("huber", delta=0.8, outer_hessian=0.0)]:
-        K = int(objective.params.get("n_classes", 1))
+                      obj_("huber", delta=0.8, outer_hessian=0.0),
+                      obj_("expectile_stack", alphas=(0.3,))]:
+        K = _outputs(objective)
         y = check_target(objective, Y_FOR[objective.name])
         m = np.random.default_rng(3).normal(size=(N, K))
         _, h = grad_hess_array(objective, m, y)

@@ -63,7 +63,7 @@ def test_xgboost_ubj_equals_json(name, booster):
     assert _plain(ubj) == _plain(doc)
     # big typed arrays come back as numpy arrays of the right type
     tree = ubj["learner"]["gradient_booster"]
-    tree = (tree["gbtree"] if name == "dart" else tree)["model"]["trees"][0]
+    tree = (tree["gbtree"] if tree["name"] == "dart" else tree)["model"]["trees"][0]
     assert isinstance(tree["split_conditions"], np.ndarray)
     assert tree["split_conditions"].dtype == np.float32
     assert tree["left_children"].dtype == np.int32

@@ -105,13 +105,17 @@ def test_document_outside_the_trees_is_the_strict_readers():
     raw = bytes(MODELS["dart"].get_booster().save_raw("ubj"))
     doc, flat = read_model(raw)
     full = read_ubjson(raw)
-    gb = doc["learner"]["gradient_booster"]["gbtree"]["model"]
-    full_gb = full["learner"]["gradient_booster"]["gbtree"]["model"]
+
+    def model_and_weights(d):  # weights beside the model (< 3.4) or inside it (3.4)
+        b = d["learner"]["gradient_booster"]
+        model = b["gbtree"]["model"] if b["name"] == "dart" else b["model"]
+        return model, b["weight_drop"] if "weight_drop" in b else model["weight_drop"]
+
+    (gb, weights), (full_gb, full_weights) = model_and_weights(doc), model_and_weights(full)
     assert gb["trees"] is SKIPPED and flat.n_trees == len(full_gb["trees"])
     assert np.array_equal(gb["tree_info"], np.asarray(full_gb["tree_info"]))
     assert np.array_equal(gb["iteration_indptr"], np.asarray(full_gb["iteration_indptr"]))
-    assert np.array_equal(doc["learner"]["gradient_booster"]["weight_drop"],
-                          full["learner"]["gradient_booster"]["weight_drop"])
+    assert np.array_equal(weights, full_weights)
     assert doc["learner"]["objective"] == full["learner"]["objective"]
 
 

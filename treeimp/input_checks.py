@@ -9,6 +9,8 @@ from .ensemble import FOREST
 
 # boosting objectives with one margin per class (every other boosting model has one)
 _MULTICLASS = ("softmax", "ova_logistic")
+# one target, one output per quantile / expectile level (losses.py)
+_LEVELS = ("quantiles", "expectile_stack", "smoothed_quantile")
 
 
 def check_explainable(ens):
@@ -23,7 +25,7 @@ def check_explainable(ens):
                          "multi_strategy='multi_output_tree'), which treeimp does not "
                          "support; train it with multi_strategy='one_output_per_tree' (the "
                          "default) or one model per target")
-    if ens.n_outputs > 1 and ens.objective.name not in _MULTICLASS:
+    if ens.n_outputs > 1 and ens.objective.name not in _MULTICLASS + _LEVELS:
         raise ValueError(f"this {ens.library or 'boosting'} model has {ens.n_outputs} "
                          f"regression targets ({ens.objective.name}); treeimp explains "
                          "boosting models with one target or one margin per class: explain "

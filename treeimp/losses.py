@@ -40,7 +40,18 @@ exponential     {} -> []                          -y e^-m + (1-y) e^m, y e^-m + 
 expectile       {alpha*} -> [alpha]               2 a d, 2 a; a = alpha if d < 0, 1 - alpha
                                                   otherwise (loss a d^2)
 log_cosh        {} -> []                          tanh(d), 1 - tanh(d)^2 (loss log cosh d)
+quantiles       {alphas*} -> [K, alpha_1..K]      output k: quantile with alpha_k and
+                                                  tie_gradient 1 - alpha_k (delta 0)
+expectile_stack {alphas*} -> [K, alpha_1..K]      q_1 = m_1, q_k = q_(k-1) + 1e-6 +
+                                                  softplus(m_k); d_k = q_k - y, a_k =
+                                                  alpha_k if d_k < 0 else 1 - alpha_k;
+                                                  g_j = s_j sum_(k>=j) a_k d_k, h_j = s_j^2
+                                                  sum_(k>=j) a_k; s_1 = 1, s_j =
+                                                  sigmoid(m_j) (loss sum_k a_k d_k^2 / 2)
 =============== ================================= ==========================================
+
+``alphas`` is a sequence of K values in (0, 1), one output each; the other parameters
+are numbers.
 
 What each library's parser sets (verified against xgboost 3.2.0, lightgbm 4.7.0 and
 scikit-learn 1.9.1 in ``tests/test_losses.py``):
@@ -50,8 +61,15 @@ scikit-learn 1.9.1 in ``tests/test_losses.py``):
   ``pos_weight`` = ``reg_loss_param.scale_pos_weight``; ``reg:pseudohubererror`` slope =
   ``huber_slope``; ``binary:logitraw`` is "logistic" with link "identity". "quantile"
   reproduces the gradient of ``reg:quantileerror`` (``tests/test_losses.py``), but the
-  XGBoost parser does not accept that objective, so explain() serves "quantile" to
-  LightGBM and scikit-learn models only.
+  parser gives it only to models saved by XGBoost < 3.4 (one alpha; several alphas:
+  "quantiles"). XGBoost >= 3.4 fits ``reg:absoluteerror`` and ``reg:quantileerror``
+  with a surrogate whose gradients are scaled, every round, by a statistic of all the
+  training residuals (S = (mean sqrt|m - y|)^2 per output; g = r S / hypot(S, r),
+  h = S / hypot(S, r) for absolute error), which the model does not store: the parser
+  names them "smoothed_absolute_error" / "smoothed_quantile", which have no gradient
+  here. ``reg:expectileerror`` (XGBoost >= 3.3) is "expectile_stack": its outputs are
+  non-crossing expectiles (output k > 1 is a softplus increment over output k - 1),
+  and its g, h are the Gauss-Newton ones XGBoost computes (checked on 3.3.0 and 3.4.1).
   Not modelled: XGBoost floors the logistic and softmax hessians at 1e-16 (only matters
   for |margin| > 36).
 * LightGBM: ``multiclass`` hess_factor K/(K-1); ``binary`` / ``multiclassova``
@@ -106,8 +124,14 @@ TWEEDIE = 11
 EXPONENTIAL = 12
 EXPECTILE = 13
 LOG_COSH = 14
+QUANTILES = 15
+EXPECTILE_STACK = 16
+# XGBoost's gap between consecutive non-crossing expectiles (kRtEps)
+EXPECTILE_GAP = 1e-6
+MAX_ALPHAS = 4096  # quantile / expectile levels of one model
 
 _REQUIRED = object()
+_ALPHAS = object()  # a required sequence of levels in (0, 1)
 
 # name -> (code, link, ((param, default or _REQUIRED), ...)) in parameter-vector order
 _SPECS = {
@@ -129,15 +153,24 @@ _SPECS = {
     "exponential": (EXPONENTIAL, "sigmoid2", ()),
     "expectile": (EXPECTILE, "identity", (("alpha", _REQUIRED),)),
     "log_cosh": (LOG_COSH, "identity", ()),
+    "quantiles": (QUANTILES, "identity", (("alphas", _ALPHAS),)),
+    "expectile_stack": (EXPECTILE_STACK, "expectile_stack", (("alphas", _ALPHAS),)),
 }
 SUPPORTED = tuple(_SPECS)
-LINKS = ("identity", "sigmoid", "softmax", "exp", "sigmoid2", "proba")
+LINKS = ("identity", "sigmoid", "softmax", "exp", "sigmoid2", "proba", "expectile_stack",
+         "sorted")
 _CLASS_OBJECTIVES = ("logistic", "softmax", "ova_logistic", "exponential", "cross_entropy")
 _NOT_SUPPORTED_WHY = {
     "huber_quantile": "scikit-learn's GradientBoosting re-estimates the Huber delta as a "
                       "quantile of the training residuals at every stage and does not store it",
     "class_probability": "forest classifiers have no gradient; they are evaluated on one-hot "
                          "targets",
+    "smoothed_absolute_error": "XGBoost >= 3.4 scales every row's gradient, at every round, by "
+                               "a statistic of all its training residuals, which the model does "
+                               "not store",
+    "smoothed_quantile": "XGBoost >= 3.4 scales every row's gradient, at every round, by a "
+                         "statistic of all its training residuals, which the model does not "
+                         "store",
 }
 
 
@@ -172,6 +205,9 @@ def _param_values(name, params):
                          f"{known if known else 'none'}")
     out = {}
     for p, default in spec:
+        if default is _ALPHAS:
+            out[p] = _alphas(name, p, params.get(p))
+            continue
         if p in params:
             try:
                 out[p] = float(params[p])
@@ -187,6 +223,24 @@ def _param_values(name, params):
             out[p] = default
     _check_ranges(name, out)
     return out
+
+
+def _alphas(name, p, values):
+    """A non-empty tuple of at most MAX_ALPHAS finite levels in (0, 1)."""
+    if values is None:
+        raise ValueError(f"objective {name!r} needs parameter {p!r} (levels in (0, 1))")
+    try:
+        a = np.asarray(values, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise TypeError(f"objective {name!r} parameter {p!r} must be numbers, got "
+                        f"{values!r}") from None
+    if not 1 <= a.size <= MAX_ALPHAS:
+        raise ValueError(f"objective {name!r} parameter {p!r} needs 1..{MAX_ALPHAS} levels, "
+                         f"got {a.size}")
+    if not np.all((a > 0.0) & (a < 1.0)):
+        raise ValueError(f"objective {name!r} parameter {p!r} must lie in (0, 1), got "
+                         f"{a.tolist()[:10]}")
+    return tuple(a.tolist())
 
 
 def _check_ranges(name, v):
@@ -246,10 +300,12 @@ def loss_spec(objective, n_outputs=None):
     code = _SPECS[name][0]
     if name == "poisson":
         vec = [v["max_delta_step"], math.exp(v["max_delta_step"])]
+    elif "alphas" in v:
+        vec = [len(v["alphas"]), *v["alphas"]]
     else:
         vec = list(v.values())
     if n_outputs is not None:
-        want = int(v["n_classes"]) if "n_classes" in v else 1
+        want = int(v["n_classes"]) if "n_classes" in v else len(v.get("alphas", (0,)))
         if int(n_outputs) != want:
             raise ValueError(f"objective {name!r} needs {want} model outputs, the model has "
                              f"{int(n_outputs)}")
@@ -360,9 +416,45 @@ def grad_hess_row(code, params, margin, r, y, g, h):
                 c = params[3]
                 g[r, k] = c * s * p
             h[r, k] = c * s * s * p * (1.0 - p)
+    elif code == QUANTILES:
+        for k in range(K):
+            a = params[1 + k]
+            g[r, k] = 1.0 - a if margin[r, k] - y >= 0.0 else -a
+            h[r, k] = 1.0
+    elif code == EXPECTILE_STACK:
+        _expectile_stack_row(params, margin, r, y, g, h)
     else:
         for k in range(K):
             g[r, k], h[r, k] = _scalar_grad_hess(code, params, margin[r, k], y)
+
+
+@njit(cache=True, inline="always")
+def _softplus1(x):
+    """log(1 + e^x) without overflow."""
+    return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
+
+
+@njit(cache=True)
+def _expectile_stack_row(params, margin, r, y, g, h):
+    """g, h of every output of XGBoost's non-crossing expectiles (module docstring):
+    g[r, k], h[r, k] first hold a_k d_k and a_k, then their suffix sums, then the chain
+    factors."""
+    K = margin.shape[1]
+    q = margin[r, 0]
+    for k in range(K):
+        if k > 0:
+            q += EXPECTILE_GAP + _softplus1(margin[r, k])
+        d = q - y
+        a = 1.0 - params[1 + k] if d >= 0.0 else params[1 + k]
+        g[r, k] = a * d
+        h[r, k] = a
+    for k in range(K - 2, -1, -1):
+        g[r, k] += g[r, k + 1]
+        h[r, k] += h[r, k + 1]
+    for k in range(1, K):
+        s = 1.0 / (1.0 + math.exp(-margin[r, k]))
+        g[r, k] *= s
+        h[r, k] *= s * s
 
 
 @njit(cache=True)
@@ -386,6 +478,12 @@ def grad_hess(code, params, margin, col, y):
         p = 1.0 / (1.0 + math.exp(-s * margin[col]))
         c = params[2] if y == col else params[3]
         return c * s * (p - (1.0 if y == col else 0.0)), c * s * s * p * (1.0 - p)
+    if code == QUANTILES or code == EXPECTILE_STACK:
+        m = margin.reshape(1, margin.shape[0])
+        g = np.empty_like(m)
+        h = np.empty_like(m)
+        grad_hess_row(code, params, m, 0, y, g, h)
+        return g[0, col], h[0, col]
     return _scalar_grad_hess(code, params, margin[col], y)
 
 
@@ -541,7 +639,9 @@ def link(objective, margin):
 
     ``Objective.link`` decides ("identity", "sigmoid" with the objective's ``sigmoid``
     scale, "softmax" over the outputs, "exp", "sigmoid2" = sigmoid(2 m), "proba" =
-    identity); a bare name uses the objective's default link. Same shape as ``margin``.
+    identity, "expectile_stack" = XGBoost's non-crossing levels, "sorted" = each row's
+    outputs in increasing order); a bare name uses the objective's default link. Same
+    shape as ``margin``.
     """
     name, params = _name_params(objective)
     how = getattr(objective, "link", None) or (_SPECS[name][1] if name in _SPECS else None)
@@ -557,9 +657,22 @@ def link(objective, margin):
         return _sigmoid(2.0 * m)
     if how == "sigmoid":
         return _sigmoid(float(params.get("sigmoid", 1.0)) * m)
+    if how == "expectile_stack":
+        return _expectile_levels(_as_margin(m)).reshape(m.shape)
+    if how == "sorted":  # XGBoost >= 3.4 sorts a row's quantiles
+        return np.sort(_as_margin(m), axis=1).reshape(m.shape)
     m2 = _as_margin(m)
     e = np.exp(m2 - m2.max(axis=1, keepdims=True))
     return (e / e.sum(axis=1, keepdims=True)).reshape(m.shape)
+
+
+def _expectile_levels(M):
+    """XGBoost's non-crossing expectiles from their margins (n, K): the first margin,
+    then each next level 1e-6 + softplus(margin) above the one before."""
+    out = M.copy()
+    if M.shape[1] > 1:
+        out[:, 1:] = EXPECTILE_GAP + _softplus(M[:, 1:])
+    return np.cumsum(out, axis=1)
 
 
 def _class_weights(v, t):
@@ -606,6 +719,16 @@ def loss(objective, margin, y):
         T = (idx[:, None] == np.arange(K)[None, :]).astype(np.float64)
         Z = v["sigmoid"] * M
         return (_class_weights(v, T) * (_softplus(Z) - T * Z)).sum(axis=1)
+    if "alphas" in v:
+        al = np.asarray(v["alphas"])
+        if M.shape[1] != al.size:
+            raise ValueError(f"objective {name!r} needs {al.size} margin columns, got "
+                             f"{M.shape[1]}")
+        if name == "quantiles":
+            D = M - yv[:, None]
+            return np.where(D >= 0, (1.0 - al) * D, -al * D).sum(axis=1)
+        D = _expectile_levels(M) - yv[:, None]
+        return 0.5 * (np.where(D >= 0, 1.0 - al, al) * D * D).sum(axis=1)
     if M.shape[1] != 1:
         raise ValueError(f"objective {name!r} has one output, margin has {M.shape[1]} columns")
     m = M[:, 0]

@@ -15,7 +15,9 @@ What the document holds (checked on xgboost 3.2.0; see also
 
 * ``learner.gradient_booster``: ``name`` "gbtree" (``model`` inside) or "dart"
   (``gbtree.model`` plus ``weight_drop``, one weight per tree, applied at prediction);
-  "gblinear" has no trees.
+  "gblinear" has no trees. XGBoost 3.3 saves ``booster="dart"`` as "gbtree" with
+  ``weight_drop`` next to ``model``, 3.4 (dropout is a gbtree option there) as "gbtree"
+  with ``weight_drop`` inside ``model``: the same weights, applied the same way.
 * per tree: ``left_children``/``right_children`` (-1 at leaves; a vector-leaf tree's
   leaf keeps its row of ``leaf_weights`` in ``right_children``), ``split_indices``,
   ``split_conditions`` (float32; ``x < t`` goes left after x is rounded to float32; at
@@ -59,6 +61,7 @@ from ..ensemble import (
     TreeEnsemble,
 )
 from ..kernels.structure import children_partition
+from ..losses import EXPECTILE_GAP
 from .xgb_categories import stored_categories
 from .xgb_eta import XGBoostEta, shrinkage_input
 from .xgb_eta import shrinkage_input as _shrinkage_input  # noqa: F401  (tests)
@@ -104,7 +107,6 @@ def _softmax(obj, version):
 # XGBoost objective -> (canonical name, params from the objective JSON, link, base->margin)
 _OBJECTIVES = {
     "reg:squarederror": ("squared_error", None, "identity", _identity),
-    "reg:absoluteerror": ("absolute_error", None, "identity", _identity),
     "reg:pseudohubererror": (
         "pseudo_huber",
         lambda o, v: {"slope": _param(o, "pseudo_huber_param", "huber_slope", v)},
@@ -126,9 +128,15 @@ _OBJECTIVES = {
                                                "tweedie_variance_power", v)},
         "exp", _log),
 }
-SUPPORTED_OBJECTIVES = tuple(sorted(_OBJECTIVES))
-# objectives whose leaf values XGBoost refits after growing a tree (residual quantiles)
-_ADAPTIVE_LEAVES = ("reg:absoluteerror",)
+# objectives whose form depends on the XGBoost version (:func:`_versioned_objective`)
+_VERSIONED = ("reg:absoluteerror", "reg:quantileerror", "reg:expectileerror")
+SUPPORTED_OBJECTIVES = tuple(sorted((*_OBJECTIVES, *_VERSIONED)))
+# canonical objectives whose leaf values XGBoost (< 3.4) refits after growing a tree
+# (residual quantiles)
+_ADAPTIVE_LEAVES = ("absolute_error", "quantile", "quantiles")
+# XGBoost 3.4 replaced the refitted sign gradients of absolute error and quantile loss by
+# a smoothed surrogate scaled by all training residuals (treeimp/losses.py)
+_SMOOTHED_SINCE = (3, 4)
 
 
 def parse_xgboost(model) -> TreeEnsemble:
@@ -255,10 +263,16 @@ def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None,
     weight_drop = None
     if booster_name == "gbtree":
         model = _get(gb, ("model",), version, where="learner.gradient_booster")
+        # XGBoost 3.3 stores booster="dart" as a gbtree with the weights next to its
+        # model, 3.4 (dropout is a gbtree option) inside it
+        if "weight_drop" in gb:
+            weight_drop = _weight_drop(gb["weight_drop"], "weight_drop")
+        elif isinstance(model, dict) and "weight_drop" in model:
+            weight_drop = _weight_drop(model["weight_drop"], "model.weight_drop")
     elif booster_name == "dart":
         model = _get(gb, ("gbtree", "model"), version, where="learner.gradient_booster")
-        weight_drop = np.asarray(_get(gb, ("weight_drop",), version,
-                                      where="learner.gradient_booster"), dtype=np.float64)
+        weight_drop = _weight_drop(_get(gb, ("weight_drop",), version,
+                                        where="learner.gradient_booster"), "weight_drop")
     elif booster_name == "gblinear":
         raise ValueError("XGBoost booster='gblinear' is a linear model, not a tree ensemble; "
                          "treeimp explains tree boosters ('gbtree', 'dart')")
@@ -277,6 +291,14 @@ def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None,
     if objective.name == "softmax" and objective.params["n_classes"] != n_outputs:
         raise ValueError(f"XGBoost objective has num_class={objective.params['n_classes']} "
                          f"but the model has {n_outputs} outputs")
+    levels = objective.params.get("alphas", objective.params.get("alpha"))
+    if levels is not None and np.size(levels) != n_outputs:
+        raise ValueError(f"XGBoost {objective.source} has {np.size(levels)} levels "
+                         f"{list(np.atleast_1d(levels))[:10]} but the model has {n_outputs} "
+                         "outputs (one per level)")
+    if base_margin.size not in (1, n_outputs):
+        raise ValueError(f"XGBoost base_score has {base_margin.size} values for "
+                         f"{n_outputs} outputs (version {version})")
 
     jtrees = _get(model, ("trees",), version, where="gradient_booster.model")
     n_trees = len(jtrees) if flat_trees is None else flat_trees.n_trees
@@ -302,7 +324,7 @@ def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None,
                          f"of width {widest} (version {version})")
     if np.any(tree_info < 0) or np.any(tree_info >= n_outputs):
         raise ValueError(f"XGBoost tree_info has outputs outside 0..{n_outputs - 1}")
-    adaptive = objective.source in _ADAPTIVE_LEAVES
+    adaptive = objective.name in _ADAPTIVE_LEAVES
     npt = int(_get(model, ("gbtree_model_param", "num_parallel_tree"), version,
                    where="gradient_booster.model"))
     # resolved when a measure first reads tree_learning_rate (xgb_eta)
@@ -377,6 +399,20 @@ def _flat_ensemble(flat, tree_info, eta, stages, weight_drop, meta):
 
 
 # ---------------------------------------------------------------------- document parts
+def _weight_drop(values, where):
+    """DART's per-tree weights (XGBoost multiplies each tree's leaf values by its
+    weight when it predicts) as float64, checked to be finite numbers."""
+    try:
+        w = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"XGBoost gradient_booster.{where} must be a list of numbers") \
+            from None
+    if w.ndim != 1 or not np.all(np.isfinite(w)):
+        raise ValueError(f"XGBoost gradient_booster.{where} must be a list of finite "
+                         f"numbers, got shape {w.shape}")
+    return w
+
+
 def stored_best_iteration(doc):
     """``learner.attributes.best_iteration`` of a model document (early stopping), or
     None."""
@@ -426,12 +462,81 @@ def _get(d, path, version, *, where="model"):
 def _objective(learner, version):
     obj = _get(learner, ("objective",), version, where="learner")
     name = _get(obj, ("name",), version, where="learner.objective")
+    if name in _VERSIONED:
+        return _versioned_objective(name, obj, version)
     if name not in _OBJECTIVES:
         raise ValueError(f"XGBoost objective {name!r} is not supported; supported objectives: "
                          f"{', '.join(SUPPORTED_OBJECTIVES)}")
     canonical, params, link, to_margin = _OBJECTIVES[name]
     return (Objective(canonical, {} if params is None else params(obj, version), link,
                       source=name), to_margin)
+
+
+def _version_tuple(version):
+    try:
+        return tuple(int(x) for x in version.split("."))
+    except ValueError:
+        return None
+
+
+def _levels(obj, group, key, version):
+    """The quantile / expectile levels of the objective ('[3E-1]', '[2E-1,8E-1]' or
+    '0.3'), each checked to lie in (0, 1)."""
+    text = _get(obj, (group, key), version, where="learner.objective")
+    s = str(text).strip()
+    if s.startswith("[") and s.endswith("]"):
+        s = s[1:-1]
+    try:
+        levels = [float(x) for x in s.split(",")]
+    except ValueError:
+        raise ValueError(f"cannot read XGBoost {group}.{key} {text!r} (version {version})") \
+            from None
+    if not levels or not all(0.0 < a < 1.0 for a in levels):
+        raise ValueError(f"XGBoost {group}.{key} {text!r} must hold levels in (0, 1) "
+                         f"(version {version})")
+    return levels
+
+
+def _softplus_inverse(x):
+    if np.any(x <= 0):
+        raise ValueError(f"XGBoost expectile base_score steps {x} must be > 1e-6 (the "
+                         "levels must increase)")
+    return x + np.log(-np.expm1(-x))
+
+
+def _expectile_margin(base):
+    """XGBoost's expectile base_score (the levels, increasing) -> margins: the first
+    level, then the softplus inverse of each step minus the 1e-6 gap."""
+    b = np.asarray(base, dtype=np.float32)
+    out = b.astype(np.float64)
+    if b.size > 1:
+        steps = (b[1:] - b[:-1] - np.float32(EXPECTILE_GAP)).astype(np.float64)
+        out[1:] = _softplus_inverse(steps)
+    return out
+
+
+def _versioned_objective(name, obj, version):
+    """(Objective, base->margin) of reg:absoluteerror / reg:quantileerror (sign
+    gradients and refitted leaves before XGBoost 3.4, a smoothed surrogate since: see
+    treeimp/losses.py; an unknown version counts as new) and reg:expectileerror."""
+    v = _version_tuple(version)
+    smoothed = v is None or v >= _SMOOTHED_SINCE
+    if name == "reg:expectileerror":
+        alphas = _levels(obj, "expectile_loss_param", "expectile_alpha", version)
+        return (Objective("expectile_stack", {"alphas": tuple(alphas)}, "expectile_stack",
+                          source=name), _expectile_margin)
+    if name == "reg:absoluteerror":
+        canonical = "smoothed_absolute_error" if smoothed else "absolute_error"
+        return Objective(canonical, {}, "identity", source=name), _identity
+    alphas = _levels(obj, "quantile_loss_param", "quantile_alpha", version)
+    if smoothed:  # 3.4 also sorts each row's predicted quantiles
+        return (Objective("smoothed_quantile", {"alphas": tuple(alphas)}, "sorted",
+                          source=name), _identity)
+    if len(alphas) == 1:
+        canonical, params = "quantile", {"alpha": alphas[0]}
+    else:
+        canonical, params = "quantiles", {"alphas": tuple(alphas)}
+    return Objective(canonical, params, "identity", source=name), _identity
 
 
 def _base_score(text):
