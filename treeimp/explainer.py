@@ -22,7 +22,7 @@ from . import registry
 from ._input import RowSource
 from .blocks import BlockKey, block_key, check_positions, row_blocks
 from .dask import is_dask_collection
-from .defaults import DEFAULT_METHODS, DEFAULT_N_BLOCKS, OOB_VARIANCE_FACTOR
+from .defaults import DEFAULT_N_BLOCKS, OOB_VARIANCE_FACTOR
 from .drivers import forest_leaf_shape, forest_leaf_sums, staged_leaf_shape, staged_leaf_sums
 from .ensemble import FOREST
 from .groups import resolve_groups
@@ -124,7 +124,7 @@ class Explainer:
         return f"Explainer({self.ensemble!r})"
 
     # ------------------------------------------------------------------ public API
-    def explain(self, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weight=None,
+    def explain(self, X, y=None, *, oob=False, methods=None, sample_weight=None,
                 base_margin=None, groups=None, n_blocks=DEFAULT_N_BLOCKS, random_state=None,
                 alpha=None, lam=None, progress=None):
         """Importances of the rows X, y (see :func:`treeimp.explain` for every argument).
@@ -223,11 +223,12 @@ class Explainer:
                                 n_blocks=n_blocks, key=key, extra=extra, progress=progress,
                                 out=None)
 
-    def finalize(self, stats, methods=DEFAULT_METHODS, *, alpha=None, lam=None,
+    def finalize(self, stats, methods=None, *, alpha=None, lam=None,
                  groups=None):
         """Importances (an :class:`treeimp.Importances`) from accumulated statistics.
 
-        ``methods``, ``alpha``, ``lam``, ``groups`` as in :func:`treeimp.explain`.
+        ``methods``, ``alpha``, ``lam``, ``groups`` as in :func:`treeimp.explain`
+        (None: the defaults with the model's screening measure).
         ``stats`` is not modified (it can be finalised again, or added to)."""
         from .api import _check_methods
 

@@ -17,11 +17,11 @@ import os
 
 import numpy as np
 
-from ..defaults import DEFAULT_METHODS, DEFAULT_N_BLOCKS
+from ..defaults import DEFAULT_N_BLOCKS
 from .partitions import split_partitions
 
 
-def explain_dask(explainer, X, y=None, *, oob=False, methods=DEFAULT_METHODS,
+def explain_dask(explainer, X, y=None, *, oob=False, methods=None,
                  sample_weight=None, base_margin=None, groups=None,
                  n_blocks=DEFAULT_N_BLOCKS, random_state=None, alpha=None, lam=None,
                  split_every=4):
