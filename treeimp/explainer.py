@@ -26,6 +26,7 @@ from .defaults import DEFAULT_N_BLOCKS, OOB_VARIANCE_FACTOR
 from .drivers import forest_leaf_shape, forest_leaf_sums, staged_leaf_shape, staged_leaf_sums
 from .ensemble import FOREST
 from .groups import resolve_groups
+from .inbag_check import check_training_rows
 from .input_checks import check_explainable, check_methods_for_targets, check_unique_columns
 from .offsets import check_base_margin
 from .parsers import inbag_bits, parse, training_rows
@@ -389,6 +390,8 @@ class Explainer:
                                  "out-of-bag rows and need a held-out set: "
                                  "explain(model, X_val, y_val)")
             bits = self._inbag_bits(n, positions)
+            if positions is None:  # all training rows: they must be in the training order
+                check_training_rows(ens, self._final, rows, bits, n_jobs=self.n_jobs)
         # the rows' positions index the in-bag bits; not needed (not made) otherwise
         pos = None if bits is None else np.asarray(range(n) if positions is None
                                                    else positions, dtype=np.int64)
