@@ -99,3 +99,14 @@ def test_two_swapped_rows_name_the_tree_and_node():
     with pytest.raises(ValueError, match=r"Tree \d+'s node \d+ held \d+ distinct in-bag "
                                          r"rows at fit time, but \d+ of the rows"):
         treeimp.explain(rf, X[order], Y[order], oob=True, methods=("mdi_oob",), n_blocks=5)
+
+
+def test_contributions_out_of_bag_refuse_shuffled_rows():
+    rf = RandomForestRegressor(n_estimators=40, oob_score=True, random_state=0).fit(X, Y)
+    c = treeimp.contributions(rf, X, oob=True)
+    # the training rows: phi^oob adds up to scikit-learn's out-of-bag prediction
+    np.testing.assert_allclose(c.base_values + c.values.sum(axis=1), rf.oob_prediction_,
+                               atol=1e-9)
+    perm = np.random.default_rng(2).permutation(N)
+    with pytest.raises(ValueError, match=REFUSED):
+        treeimp.contributions(rf, X[perm], oob=True)
