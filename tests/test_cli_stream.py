@@ -90,8 +90,8 @@ def test_csv_and_parquet_folder_stream_with_the_in_memory_result(model_file, tmp
     small = tmp_path / "small.csv"
     X[:500].assign(y=y[:500]).to_csv(small, index=False)
     ens = treeimp.parse(str(model_file))
-    api = json.loads(treeimp.explain(ens, X, y, methods=("mdi", "mdi_oob", "ufi"),
-                                     random_state=0).to_json())
+    # the command line's default methods are explain's
+    api = json.loads(treeimp.explain(ens, X, y, random_state=0).to_json())
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for data in (csv, folder):
         out = tmp_path / "out.json"

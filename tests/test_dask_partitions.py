@@ -140,7 +140,8 @@ def test_treeimp_imports_and_explains_without_dask():
         X = rng.normal(size=(200, 3)); y = X[:, 0] + rng.normal(size=200)
         rf = RandomForestRegressor(n_estimators=5, random_state=0).fit(X, y)
         res = treeimp.explain(rf, X, y, oob=True, random_state=0)
-        assert res.table.shape == (3, 3)
+        # mdi, mdi_oob, mdi_oob_centered (the forest's screening measure), ufi
+        assert res.table.shape == (3, 4)
         assert not any(m == "dask" or m.startswith("dask.") for m in sys.modules
                        if sys.modules[m] is not None)
         print("ok")

@@ -120,7 +120,9 @@ def test_select_keeps_features_below_the_fdr_level_most_important_first():
     # by hand: t = 6, 4, 2 give p = 1.0e-4, 1.6e-3, 0.038; BH: q_b = 0.038 * 6/3 > 0.05
     assert res.select("ufi", alpha=0.05) == ["a", "f"]
     assert res.select("ufi", alpha=0.08) == ["a", "f", "b"]
-    assert res.select() == res.select("ufi")  # default: the first out-of-sample method
+    # no task recorded: no default screening measure, and no other measure in its place
+    with pytest.raises(ValueError, match="does not record the model's task"):
+        res.select()
 
 
 def test_select_errors():

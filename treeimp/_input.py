@@ -62,6 +62,7 @@ class RowSource:
         self._hashed = dict.fromkeys(ens.hashed_features)
         self._hasher = ens.value_hasher
         self._router = ens.leaf_router
+        X = _in_model_order(X, ens)
         if self._router is not None:
             self._init_routed(X, ens, what)
         elif (frame := _as_dataframe(X)) is not None:
@@ -414,9 +415,48 @@ def _named(columns):
     return all(isinstance(c, str) for c in columns)
 
 
-def _check_names(columns, ens, what):
-    """ValueError when a DataFrame's column names differ from the model's names."""
+def _library_names(columns, ens):
+    """A table's column names as the model's library stores them: LightGBM replaces every
+    " " of a name by "_" when it builds its Dataset (and refuses JSON's special characters),
+    so the frame a LightGBM model was fit on carries names with spaces that its stored
+    names spell with "_"."""
     cols = [str(c) for c in columns]
+    if ens.library == "lightgbm":
+        return [c.replace(" ", "_") for c in cols]
+    return cols
+
+
+def _in_model_order(X, ens):
+    """X with its columns in the model's order when the model's library takes a table's
+    columns by name, else X as it is. CatBoost does (``CheckColumnRemappingPossible``:
+    when every feature's name is among the table's unique column names, each feature
+    reads the column of its name), so a table holding the model's names in another
+    order is reordered; other names are left to the name check."""
+    if ens.library != "catboost" or ens.feature_names is None or isinstance(X, np.ndarray) \
+            or _is_sparse(X):
+        return X
+    names = [str(n) for n in ens.feature_names]
+    if _is_dataframe(X):
+        cols = list(X.columns)
+        if _named(cols) and cols != names and len(set(cols)) == len(cols) \
+                and set(cols) == set(names):
+            return X[names]
+        return X
+    frame = _as_dataframe(X)
+    if frame is None:
+        return X
+    cols = list(frame.columns)
+    if cols != names and len(set(cols)) == len(cols) and set(cols) == set(names):
+        import narwhals.stable.v1 as nw
+
+        return nw.to_native(frame.select(names))
+    return X
+
+
+def _check_names(columns, ens, what):
+    """ValueError when a DataFrame's column names (as the model's library stores them,
+    :func:`_library_names`) differ from the model's names."""
+    cols = _library_names(columns, ens)
     if ens.feature_names is not None and _named(columns):
         expected = list(ens.feature_names)
         if cols != expected:

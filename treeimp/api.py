@@ -11,10 +11,10 @@ from . import registry
 from .defaults import DEFAULT_METHODS, DEFAULT_N_BLOCKS, OOB_VARIANCE_FACTOR  # noqa: F401
 from .ensemble import FOREST
 from .result import Importances
-from .screening import model_task, objective_name
+from .screening import default_methods, model_task, objective_name
 
 
-def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weight=None,
+def explain(model, X, y=None, *, oob=False, methods=None, sample_weight=None,
             feature_names=None, n_blocks=DEFAULT_N_BLOCKS, random_state=None, n_jobs=None,
             alpha=None, lam=None, progress=None, groups=None, iteration_range=None,
             missing=None, base_margin=None) -> Importances:
@@ -53,8 +53,11 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
     oob : bool, default False
         Evaluate each tree on its out-of-bag rows (RandomForest / ExtraTrees with
         bootstrap=True; X, y must be the training rows in training order).
-    methods : sequence of str
-        Any of "mdi" (in-sample, what the library reports), "mdi_oob" (Li et al. 2019),
+    methods : sequence of str or None
+        None (default): "mdi", "mdi_oob", "ufi" and the model's default screening
+        measure (:func:`treeimp.screening.default_screening_method`: "mdi_oob_centered"
+        for forests and classifiers), the one ``select()`` tests. Any of "mdi"
+        (in-sample, what the library reports), "mdi_oob" (Li et al. 2019),
         "mdi_oob_centered" (MDI-oob with the target centred per tree at the tree's
         in-bag root value: invariant to adding a constant to y), "ufi" (Zhou & Hooker
         2020), "naive_oob", "pg1", "pg2", "pg3" (Loecher's penalized Gini presets,
@@ -117,7 +120,7 @@ def explain(model, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weig
     >>> rf = RandomForestClassifier(n_estimators=20, random_state=0).fit(X, y)
     >>> res = treeimp.explain(rf, X, y, oob=True, random_state=0)
     >>> list(res.table.columns)
-    ['mdi', 'mdi_oob', 'ufi']
+    ['mdi', 'mdi_oob', 'mdi_oob_centered', 'ufi']
     """
     from .explainer import Explainer
 
@@ -215,9 +218,11 @@ def _tree_stderr(pt, forest):
 
 
 def _check_methods(methods, ens, alpha, lam):
+    if methods is None:  # the defaults, with the model's screening measure
+        return registry.check_methods(default_methods(ens), ens, {"alpha": alpha, "lam": lam})
     if isinstance(methods, str):
         methods = (methods,)
-    if methods is None or not hasattr(methods, "__iter__"):
+    if not hasattr(methods, "__iter__"):
         raise TypeError(f"methods must be a method name or a sequence of them (e.g. "
                         f"{list(DEFAULT_METHODS)}), got {methods!r}")
     methods = list(dict.fromkeys(methods))

@@ -133,9 +133,10 @@ def build_parser():
                     "of .parquet files or a quoted glob pattern of them")
     ex.add_argument("--target", required=True, metavar="COL",
                     help="name of the label column in DATA")
-    ex.add_argument("--methods", default="mdi,mdi_oob,ufi", metavar="LIST",
+    ex.add_argument("--methods", default=None, metavar="LIST",
                     help=f"comma-separated: {', '.join(method_choices())} (see Methods "
-                    "above) (default: mdi,mdi_oob,ufi)")
+                    "above) (default: mdi,mdi_oob,ufi and the model's default screening "
+                    "measure, as explain computes)")
     ex.add_argument("--select", type=float, default=None, metavar="ALPHA",
                     help="also screen: list the features whose importance is significantly "
                     "> 0 at false discovery rate ALPHA (Benjamini-Hochberg), by the default "
@@ -232,8 +233,10 @@ def _explain(args):
     from .progress import progress_bar
     from .table_batches import open_table
 
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    _check_method_names(methods)
+    methods = None  # explain's defaults for the model, resolved once it is parsed
+    if args.methods is not None:
+        methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+        _check_method_names(methods)
     drop = [c.strip() for c in args.drop.split(",") if c.strip()]
     # output paths are checked before the work, not after it
     if args.plot:
@@ -299,6 +302,10 @@ def _explain(args):
                             args.target, drop=drop, source=source,
                             by_position=args.columns_by_position,
                             pipeline=model if pipeline else None, warn=_warn)
+    if methods is None:
+        from .screening import default_methods
+
+        methods = default_methods(ens)
     screen = None
     if args.select is not None:
         from .screening import default_screening_method, model_task, objective_name

@@ -210,11 +210,22 @@ def model_features(columns, target, ens, *, drop=(), source="data file",
     A model without stored feature names cannot match the table's named columns: it is
     refused unless ``by_position`` (``--columns-by-position``) says to take the feature
     columns in their order."""
+    from ._input import _library_names
+
     features = _feature_columns(columns, target, drop, source)
     if ens.feature_names is not None:
         expected = list(ens.feature_names)
-        missing = [c for c in expected if c not in features]
-        extra = [c for c in features if c not in expected]
+        # each column under the name the model's library stores for it (LightGBM: " " ->
+        # "_"), so that the table the model was fit on matches
+        stored = {}
+        for name, column in zip(_library_names(features, ens), features):
+            if name in stored:
+                raise ValueError(f"{source} columns {stored[name]!r} and {column!r} are both "
+                                 f"the model's feature {name!r} (its library stores every "
+                                 "space of a name as '_'); keep one of them")
+            stored[name] = column
+        missing = [c for c in expected if c not in stored]
+        extra = [column for name, column in stored.items() if name not in expected]
         if missing:
             raise ValueError(f"{source} lacks {len(missing)} of the model's "
                              f"{len(expected)} features: {_short(missing)}"
@@ -223,7 +234,7 @@ def model_features(columns, target, ens, *, drop=(), source="data file",
             raise ValueError(f"{source} has {_count(extra, 'column')} the model does not use: "
                              f"{_short(extra)}; remove them or pass --drop "
                              f"{','.join(extra[:3])}{',...' if len(extra) > 3 else ''}")
-        return expected
+        return [stored[c] for c in expected]
     if not by_position:
         raise ValueError(f"the model stores no feature names, so the {len(features)} named "
                          f"columns of {source} cannot be matched to its {ens.n_features} "

@@ -228,6 +228,9 @@ def contributions(model, X, y=None, *, oob=False, method="shap", groups=None, n_
     if bits.shape[0] != ens.n_trees:
         raise ValueError(f"the forest has {ens.n_trees} trees but in-bag rows for "
                          f"{bits.shape[0]}")
+    from .inbag_check import check_training_rows
+
+    check_training_rows(ens, model, rows, bits, n_jobs=n_jobs)  # the training order
     phi_oob = np.zeros((n, F, K))
     phi_in = np.zeros((n, F, K))
     n_oob = np.zeros(n, np.int64)

@@ -12,13 +12,13 @@ from sklearn.base import clone, is_classifier
 from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.utils import _safe_indexing
 
-from .api import DEFAULT_METHODS, DEFAULT_N_BLOCKS, explain, jackknife_stderr
+from .api import DEFAULT_N_BLOCKS, explain, jackknife_stderr
 from .defaults import CROSSFIT_VARIANCE_FACTOR
 from .result import Importances
 from .targets import as_1d_target, check_sample_weight
 
 
-def cross_explain(estimator, X, y, *, cv=5, methods=DEFAULT_METHODS, sample_weight=None,
+def cross_explain(estimator, X, y, *, cv=5, methods=None, sample_weight=None,
                   feature_names=None, n_blocks=DEFAULT_N_BLOCKS, random_state=None,
                   n_jobs=None, alpha=None, lam=None, groups=None) -> Importances:
     """Cross-fitted out-of-sample importances: every row evaluated once, by a model that
@@ -58,8 +58,9 @@ def cross_explain(estimator, X, y, *, cv=5, methods=DEFAULT_METHODS, sample_weig
     cv : int >= 2 or a scikit-learn splitter, default 5
         Number of folds (KFold, or StratifiedKFold for classifiers, shuffled with
         ``random_state``), or an object with ``split(X, y)``.
-    methods : sequence of str
-        As for :func:`treeimp.explain`.
+    methods : sequence of str or None
+        As for :func:`treeimp.explain` (None: the defaults with the model's screening
+        measure).
     sample_weight : array-like (n_rows,), optional
         Passed to every fit (training rows) and explain (held-out rows).
     feature_names : list of str, optional

@@ -9,7 +9,8 @@ DEFAULT_N_BLOCKS = 20
 # blocks holds the trees fixed and misses that part of the variance (see api.explain)
 OOB_VARIANCE_FACTOR = math.sqrt(1.6)
 
-# the measures explain() reports when none are named
+# the measures explain() reports when none are named, with the model's default screening
+# measure added (treeimp.screening.default_methods)
 DEFAULT_METHODS = ("mdi", "mdi_oob", "ufi")
 
 # cross-fitted (treeimp.cross_explain): the jackknife over all folds' row blocks holds

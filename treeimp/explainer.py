@@ -22,10 +22,11 @@ from . import registry
 from ._input import RowSource
 from .blocks import BlockKey, block_key, check_positions, row_blocks
 from .dask import is_dask_collection
-from .defaults import DEFAULT_METHODS, DEFAULT_N_BLOCKS, OOB_VARIANCE_FACTOR
+from .defaults import DEFAULT_N_BLOCKS, OOB_VARIANCE_FACTOR
 from .drivers import forest_leaf_shape, forest_leaf_sums, staged_leaf_shape, staged_leaf_sums
 from .ensemble import FOREST
 from .groups import resolve_groups
+from .inbag_check import check_training_rows
 from .input_checks import check_explainable, check_methods_for_targets, check_unique_columns
 from .offsets import check_base_margin
 from .parsers import inbag_bits, parse, training_rows
@@ -124,7 +125,7 @@ class Explainer:
         return f"Explainer({self.ensemble!r})"
 
     # ------------------------------------------------------------------ public API
-    def explain(self, X, y=None, *, oob=False, methods=DEFAULT_METHODS, sample_weight=None,
+    def explain(self, X, y=None, *, oob=False, methods=None, sample_weight=None,
                 base_margin=None, groups=None, n_blocks=DEFAULT_N_BLOCKS, random_state=None,
                 alpha=None, lam=None, progress=None):
         """Importances of the rows X, y (see :func:`treeimp.explain` for every argument).
@@ -223,11 +224,12 @@ class Explainer:
                                 n_blocks=n_blocks, key=key, extra=extra, progress=progress,
                                 out=None)
 
-    def finalize(self, stats, methods=DEFAULT_METHODS, *, alpha=None, lam=None,
+    def finalize(self, stats, methods=None, *, alpha=None, lam=None,
                  groups=None):
         """Importances (an :class:`treeimp.Importances`) from accumulated statistics.
 
-        ``methods``, ``alpha``, ``lam``, ``groups`` as in :func:`treeimp.explain`.
+        ``methods``, ``alpha``, ``lam``, ``groups`` as in :func:`treeimp.explain`
+        (None: the defaults with the model's screening measure).
         ``stats`` is not modified (it can be finalised again, or added to). Their shape
         (leaf slots, blocks, terms, per-row measures) is checked against this model and
         their settings."""
@@ -394,6 +396,8 @@ class Explainer:
                                  "out-of-bag rows and need a held-out set: "
                                  "explain(model, X_val, y_val)")
             bits = self._inbag_bits(n, positions)
+            if positions is None:  # all training rows: they must be in the training order
+                check_training_rows(ens, self._final, rows, bits, n_jobs=self.n_jobs)
         # the rows' positions index the in-bag bits; not needed (not made) otherwise
         pos = None if bits is None else np.asarray(range(n) if positions is None
                                                    else positions, dtype=np.int64)

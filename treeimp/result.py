@@ -158,6 +158,10 @@ class Importances:
                              f"{self.methods}")
         return method
 
+    def _row_methods(self):
+        """The computed measures that have p-values (measured on evaluation rows)."""
+        return [m for m in self.methods if needs_rows(m)]
+
     def ranking(self, method=None):
         """Feature names, most important first, for one method."""
         method = self._method(method)
@@ -168,17 +172,26 @@ class Importances:
         ``alpha`` (Benjamini-Hochberg q-value < alpha), most important first.
 
         ``method=None``: the default screening measure of the model's kind and task
-        (:func:`treeimp.screening.default_screening_method`) when it was computed, else
-        the first out-of-sample method."""
+        (:func:`treeimp.screening.default_screening_method`), which ``explain`` computes
+        when ``methods`` is not given; a ValueError if this result lacks it (never
+        another measure in its place)."""
         if method is None:
             from .screening import default_screening_method
 
             # results pickled before task and objective were recorded have neither
             task = getattr(self, "task", None)
-            preferred = (default_screening_method(self.kind, task,
-                                                  getattr(self, "objective", None))
-                         if task is not None else None)
-            method = preferred if preferred in self.methods else None
+            if task is None:
+                raise ValueError("this result does not record the model's task, so its "
+                                 "default screening measure is unknown; name the measure: "
+                                 f"select(method=...) with one of {self._row_methods()}")
+            method = default_screening_method(self.kind, task,
+                                              getattr(self, "objective", None))
+            if method not in self.methods:
+                raise ValueError(
+                    f"select() screens a {self.kind} {task} model with {method!r}, which "
+                    f"was not computed: this result has {self.methods}. Explain with "
+                    f"methods=None (the default) or a list holding {method!r}, or name "
+                    "another measure: select(method=...)")
         method = self._method(method)
         if not needs_rows(method):
             raise ValueError(f"{method!r} is measured on the training rows and has no "

@@ -33,6 +33,19 @@ BOUNDED_HESSIAN = frozenset({"squared_error", "absolute_error", "quantile", "exp
 UNBOUNDED_HESSIAN_DEFAULT = "mdi_oob_centered"
 
 
+def default_methods(ens):
+    """The measures :func:`treeimp.explain` computes when none are named:
+    :data:`treeimp.defaults.DEFAULT_METHODS` and the model's default screening measure
+    (:func:`default_screening_method`), so that ``Importances.select()`` finds the
+    measure it screens with; in the registry's order."""
+    from . import registry
+    from .defaults import DEFAULT_METHODS
+
+    wanted = set(DEFAULT_METHODS)
+    wanted.add(default_screening_method(ens.kind, model_task(ens), objective_name(ens)))
+    return [m for m in registry.names() if m in wanted]
+
+
 def model_task(ens):
     """``"classification"`` or ``"regression"`` for a parsed ensemble: classification
     for forest classifiers (also with several targets) and classification objectives

@@ -19,7 +19,7 @@ import queue
 
 import numpy as np
 
-from ..defaults import DEFAULT_METHODS, DEFAULT_N_BLOCKS
+from ..defaults import DEFAULT_N_BLOCKS
 from .partitions import split_partitions
 
 # seconds the explain pass waits, with a distributed Client, for the next of its tasks to
@@ -27,7 +27,7 @@ from .partitions import split_partitions
 TIMEOUT = 1800.0
 
 
-def explain_dask(explainer, X, y=None, *, oob=False, methods=DEFAULT_METHODS,
+def explain_dask(explainer, X, y=None, *, oob=False, methods=None,
                  sample_weight=None, base_margin=None, groups=None,
                  n_blocks=DEFAULT_N_BLOCKS, random_state=None, alpha=None, lam=None,
                  split_every=4, timeout=TIMEOUT):

@@ -163,7 +163,9 @@ def parse_lightgbm_text(text: str, *, classes=None) -> TreeEnsemble:
     if n_features < 1 or n_per_iter < 1 or num_class < 1:
         raise ValueError(f"LightGBM header: max_feature_idx={n_features - 1}, "
                          f"num_tree_per_iteration={n_per_iter}, num_class={num_class}")
-    names = header["feature_names"].split()
+    # LightGBM splits its names at " " alone (they hold none: it stores a space as "_"),
+    # so a tab or a non-breaking space stays inside a name
+    names = [nm for nm in header["feature_names"].split(" ") if nm]
     infos = header["feature_infos"].split()
     for key, vals in (("feature_names", names), ("feature_infos", infos)):
         if len(vals) != n_features:

@@ -176,3 +176,23 @@ def bootstrap_bits(seeds, n_rows, n_draws, bits):
                 drawn += ok
                 if drawn == n_draws:
                     break
+
+
+def node_sample_counts(model, tree_offsets):
+    """Every node's ``tree_.n_node_samples`` (the distinct rows of nonzero weight that
+    reached it at fit time), the trees' arrays end to end in the order of ``estimators_``
+    (int64, like the ensemble's nodes); None when the model does not keep them or their
+    sizes differ from ``tree_offsets`` (nothing to compare with)."""
+    trees = getattr(model, "estimators_", None)
+    if trees is None or len(trees) != len(tree_offsets) - 1:
+        return None
+    parts = []
+    for t, est in enumerate(trees):
+        counts = getattr(getattr(est, "tree_", None), "n_node_samples", None)
+        if counts is None:
+            return None
+        counts = np.asarray(counts)
+        if counts.ndim != 1 or counts.size != tree_offsets[t + 1] - tree_offsets[t]:
+            return None
+        parts.append(counts)
+    return np.concatenate(parts).astype(np.int64, copy=False)
