@@ -292,8 +292,8 @@ def _wait_each(client, futures, timeout, what, release=()):
                 f"finished ({count} of {len(futures)} tasks had finished; the cluster has "
                 f"{workers} workers): a worker may have been lost without its tasks being "
                 "run elsewhere, or the cluster is too loaded to progress. The tasks were "
-                "cancelled; pass timeout= (seconds, or None for no limit) to wait "
-                "longer") from None
+                "cancelled; treeimp.dask.explain.explain_dask(explainer, X, y, timeout=...) "
+                "(seconds, or None for no limit) waits longer") from None
         count += 1
         if f.status == "error":
             try:
