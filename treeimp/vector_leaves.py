@@ -12,7 +12,10 @@ leaf vectors, all in the tree's boosting round; the staged kernel then evaluates
 k against output k's gradient, and every measure of the vector tree is the sum over its
 K copies. The split gain the library stores once per split (``mdi``) is kept on the
 first copy (0 on the others), so that its sum over trees is still the library's total
-gain.
+gain. The node cover is the library's hessian summed over outputs; every copy keeps it
+as its weight (ufi's in-sample fractions W_m / W_root: each output's own fractions under
+squared error, where all outputs have the same hessian; an approximation under
+softmax).
 """
 
 from __future__ import annotations
