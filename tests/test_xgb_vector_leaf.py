@@ -251,6 +251,25 @@ def test_permutation_importance_equals_scikit_learn_and_ranks_the_signal_first(c
     assert np.argmax(ours.importances_mean) == 0
 
 
+def test_permutation_objective_score_is_the_loss_summed_over_targets():
+    """scoring="objective" on two targets: minus the mean over rows of the half squared
+    errors summed over targets (scikit-learn with that scorer, same permutations)."""
+    from sklearn.inspection import permutation_importance
+
+    X, Y = _design("regression")
+    model = _model("regression", X[:250], Y[:250])
+    Xv, Yv = X[250:], Y[250:]
+
+    def half_squared_error(estimator, X, Y):
+        return -np.mean(0.5 * ((Y - estimator.predict(X)) ** 2).sum(axis=1))
+
+    ours = treeimp.permutation_importance(model, Xv, Yv, scoring="objective", n_repeats=2,
+                                          random_state=0)
+    ref = permutation_importance(model, Xv, Yv, scoring=half_squared_error, n_repeats=2,
+                                 random_state=0)
+    np.testing.assert_allclose(ours.importances, ref.importances, rtol=1e-4, atol=1e-6)
+
+
 def test_one_output_per_tree_on_several_targets_is_explained_per_target():
     """The default multi_strategy on two targets (one tree per target and round): the
     same brute-force MDI-oob, each tree against its own target's gradient."""

@@ -96,9 +96,10 @@ def make_scorer(ens, scoring):
                                                sample_weight=w)
     else:  # the model's own objective: negative mean loss
         from .losses import check_target, loss
+        from .targets import n_target_columns
 
         def score(margin, y, w):
-            y_t = check_target(ens.objective, y, ens.classes)
+            y_t = check_target(ens.objective, y, ens.classes, n_target_columns(ens))
             return -np.average(loss(ens.objective, margin, y_t), weights=w)
     return score
 
