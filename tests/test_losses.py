@@ -570,12 +570,33 @@ def test_objective_errors():
     with pytest.raises(ValueError, match="needs 3 model outputs"):
         loss_spec(obj_("softmax", n_classes=3, hess_factor=2.0), n_outputs=1)
     with pytest.raises(ValueError, match="needs 1 model outputs"):
-        loss_spec("gamma", n_outputs=2)
+        loss_spec(obj_("logistic", sigmoid=1.0, pos_weight=1.0), n_outputs=2)
+    # a regression objective on several targets (XGBoost num_target): one output each
+    assert loss_spec("gamma", n_outputs=2)[0] == loss_spec("gamma")[0]
     with pytest.raises(ValueError, match="unknown link"):
         link(Objective("squared_error", {}, link="probit"), np.zeros(3))
     # forests' probabilities pass through
     assert link(Objective("class_probability", {}, link="proba"), np.eye(2)).tolist() == \
         [[1, 0], [0, 1]]
+
+
+def test_several_regression_targets_loss_and_targets():
+    """A regression objective on K targets: y has one column per target, the loss is the
+    sum over targets of the one-target loss, and a classification objective refuses
+    several targets."""
+    rng = np.random.default_rng(0)
+    M, Y = rng.normal(size=(6, 3)), rng.gamma(2.0, size=(6, 3))
+    got = loss("gamma", M, check_target("gamma", Y, n_targets=3))
+    expected = sum(loss("gamma", M[:, k], Y[:, k]) for k in range(3))
+    np.testing.assert_allclose(got, expected, rtol=1e-15)
+    with pytest.raises(ValueError, match="<= 0"):
+        check_target("gamma", -Y, n_targets=3)
+    with pytest.raises(ValueError, match=r"must have shape \(n_rows, 3\), got \(6,\)"):
+        check_target("gamma", Y[:, 0], n_targets=3)
+    with pytest.raises(ValueError, match="one target per row, not 2"):
+        check_target(obj_("logistic", sigmoid=1.0, pos_weight=1.0), Y[:, :2], n_targets=2)
+    with pytest.raises(ValueError, match="one output per target"):
+        loss("gamma", M, Y[:, :2])
 
 
 def test_sigmoid_link_equals_the_two_branch_formula_bitwise():

@@ -1,6 +1,6 @@
 """Models users have beyond the basic ones: multi-output regression forests, Bagging of
-decision trees, LightGBM random forests, HistGradientBoosting on string categories, and
-the clear refusal of XGBoost vector-leaf models."""
+decision trees, LightGBM random forests and HistGradientBoosting on string categories
+(XGBoost vector-leaf models: tests/test_xgb_vector_leaf.py)."""
 
 import numpy as np
 import pytest
@@ -162,22 +162,6 @@ def test_lightgbm_random_forest(kind):
     ref = permutation_importance(model, X[600:], y[600:], n_repeats=2, random_state=0,
                                  scoring=scoring)
     np.testing.assert_allclose(ours.importances, ref.importances, rtol=1e-10, atol=1e-12)
-
-
-def test_xgboost_vector_leaf_is_refused_clearly():
-    xgb = pytest.importorskip("xgboost")
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(120, 3))
-    Y = np.c_[X[:, 0], X[:, 1]]
-    vector = xgb.XGBRegressor(n_estimators=2, tree_method="hist",
-                              multi_strategy="multi_output_tree").fit(X, Y)
-    for f in (treeimp.explain, treeimp.permutation_importance):
-        with pytest.raises(ValueError, match="vector leaves .*multi_output_tree.*not "
-                                             "support"):
-            f(vector, X, Y)
-    per_target = xgb.XGBRegressor(n_estimators=2).fit(X, Y)
-    with pytest.raises(ValueError, match="2 regression targets"):
-        treeimp.explain(per_target, X, Y)
 
 
 @pytest.mark.parametrize("dtype", [object, "str"])

@@ -20,6 +20,7 @@ from .kernels.node_stats import forest_leaf_stats, propagate_up
 from .kernels.staged import N_TERMS, staged_leaf_stats
 from .losses import LOGISTIC, check_target, loss_spec
 from .routing import routing_flags
+from .targets import n_target_columns
 from .threads import numba_threads
 
 # rows per staged kernel call: the per-call sort of rows by block stays small, and the
@@ -131,12 +132,17 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
     float64 array of ``staged_leaf_shape`` to add into instead of a new one.
     ``base_margin``: per-row offsets ((n, n_outputs), ``offsets.check_base_margin``):
     every row's held-out margin starts at ``ens.start_margin(base_margin)`` (base score +
-    offset; XGBoost: the offset), so the gradients are the deployed model's."""
+    offset; XGBoost: the offset), so the gradients are the deployed model's. ``y``: one
+    target per row, or (n, n_outputs) for a regression objective on several targets.
+    Vector-leaf trees are split into one tree per output first
+    (``vector_leaves.per_output_trees``)."""
     if ens.value_dim != 1:
         raise ValueError(f"this model's trees have {ens.value_dim} values per leaf (vector-"
-                         "leaf trees); held-out gradient importances need one value per leaf")
+                         "leaf trees): split them with vector_leaves.per_output_trees first")
     code, params = loss_spec(ens.objective, n_outputs=ens.n_outputs)
-    y_t = np.ascontiguousarray(check_target(ens.objective, y, ens.classes), dtype=np.float64)
+    # row-major: a row's targets side by side, as the staged kernel reads them
+    y_t = np.ascontiguousarray(check_target(ens.objective, y, ens.classes,
+                                            n_target_columns(ens)), dtype=np.float64).ravel()
     stats = _out(out, staged_leaf_shape(ens, n_blocks))
     margin = np.empty((rows.n_rows if keep_margin else 0, ens.n_outputs))
     row_start = (np.zeros((0, ens.n_outputs)) if base_margin is None

@@ -42,6 +42,7 @@ from .targets import (
     target_classes,
 )
 from .threads import numba_threads, resolve_n_jobs
+from .vector_leaves import per_output_trees
 
 
 class Explainer:
@@ -90,8 +91,11 @@ class Explainer:
         resolve_n_jobs(n_jobs)  # a bad n_jobs fails here, not at the first call
         self.model = model
         self._final = _last_step(model)
-        self.ensemble = parse(self._final, iteration_range=iteration_range, missing=missing)
-        check_explainable(self.ensemble)
+        ens = parse(self._final, iteration_range=iteration_range, missing=missing)
+        check_explainable(ens)
+        # vector-leaf boosting: one tree per output, so that each output's gradient
+        # meets its own leaf values (vector_leaves.py)
+        self.ensemble = per_output_trees(ens)
         if feature_names is not None:
             feature_names = [str(f) for f in feature_names]
             if len(feature_names) != self.ensemble.n_features:

@@ -6,30 +6,25 @@ from __future__ import annotations
 import numpy as np
 
 from .ensemble import FOREST
+from .targets import LEVELS, MULTICLASS
 
-# boosting objectives with one margin per class (every other boosting model has one)
-_MULTICLASS = ("softmax", "ova_logistic")
-# one target, one output per quantile / expectile level (losses.py)
-_LEVELS = ("quantiles", "expectile_stack", "smoothed_quantile")
+# two-class objectives: one output per label column when a model has several
+_TWO_CLASS = ("logistic", "cross_entropy", "exponential")
 
 
 def check_explainable(ens):
-    """Refuse models whose importances treeimp does not define: vector-leaf boosting
-    (one tree predicting every output, XGBoost ``multi_strategy="multi_output_tree"``)
-    and boosting on several regression targets."""
-    if ens.kind == FOREST:
+    """Refuse models whose importances treeimp does not define: boosting with several
+    outputs of a two-class objective (multi-label classification, e.g. XGBoost
+    binary:logistic on several label columns). Several regression targets (one output
+    each, or vector leaves), multiclass margins and the levels of one target (quantiles,
+    expectiles) are explained."""
+    if (ens.kind == FOREST or ens.n_outputs == 1
+            or ens.objective.name in MULTICLASS + LEVELS):
         return
-    if ens.value.ndim == 2 and ens.value.shape[1] > 1:
-        raise ValueError(f"this {ens.library or 'boosting'} model has vector leaves (one tree "
-                         f"predicts all {ens.value.shape[1]} outputs: XGBoost "
-                         "multi_strategy='multi_output_tree'), which treeimp does not "
-                         "support; train it with multi_strategy='one_output_per_tree' (the "
-                         "default) or one model per target")
-    if ens.n_outputs > 1 and ens.objective.name not in _MULTICLASS + _LEVELS:
+    if ens.objective.name in _TWO_CLASS:
         raise ValueError(f"this {ens.library or 'boosting'} model has {ens.n_outputs} "
-                         f"regression targets ({ens.objective.name}); treeimp explains "
-                         "boosting models with one target or one margin per class: explain "
-                         "one model per target")
+                         f"{ens.objective.name} outputs (multi-label classification), which "
+                         "treeimp does not explain: explain one model per label")
 
 
 def check_unique_columns(X):

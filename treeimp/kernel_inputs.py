@@ -20,7 +20,8 @@ Routing = namedtuple("Routing", ["left", "right", "feature", "threshold", "flags
 LeafSlots = namedtuple("LeafSlots", ["slot", "node", "tree_start"])
 
 # the rows of one accumulate call (indexed by the call's row number r = row0 + i): the
-# targets (forests: Z (n, C); boosting: y (n,)), weights (one, or one per row), each
+# targets (forests: Z (n, C); boosting: y (n,), or (n * K,) row-major for a regression
+# objective on K targets), weights (one, or one per row), each
 # row's statistic block, its global position (for in-bag bits), its starting margin
 # (boosting with offsets; (0, K) otherwise)
 RowInputs = namedtuple("RowInputs", ["target", "w", "block", "pos", "row_start"])

@@ -107,7 +107,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .targets import class_indices
+from .targets import LEVELS, class_indices
 
 SQUARED_ERROR = 0
 ABSOLUTE_ERROR = 1
@@ -281,8 +281,9 @@ def loss_spec(objective, n_outputs=None):
         A canonical objective (a bare name only for objectives without required
         parameters). The parameter-vector layout is in the module docstring.
     n_outputs : int, optional
-        The model's number of outputs; when given it must be 1 for scalar objectives and
-        ``n_classes`` for softmax / ova_logistic.
+        The model's number of outputs; when given it must be ``n_classes`` for softmax /
+        ova_logistic and 1 for the other classification objectives; a regression
+        objective may have several (one target per output).
 
     Returns
     -------
@@ -306,7 +307,11 @@ def loss_spec(objective, n_outputs=None):
         vec = list(v.values())
     if n_outputs is not None:
         want = int(v["n_classes"]) if "n_classes" in v else len(v.get("alphas", (0,)))
-        if int(n_outputs) != want:
+        # a regression objective on several targets: one output per target (levels of
+        # one target have one output per level)
+        several = (name not in _CLASS_OBJECTIVES and name not in LEVELS
+                   and int(n_outputs) > 1)
+        if int(n_outputs) != want and not several:
             raise ValueError(f"objective {name!r} needs {want} model outputs, the model has "
                              f"{int(n_outputs)}")
     return code, np.asarray(vec, dtype=np.float64)
@@ -457,6 +462,27 @@ def _expectile_stack_row(params, margin, r, y, g, h):
         h[r, k] *= s * s
 
 
+@njit(cache=True, inline="always")
+def target_columns(code, K):
+    """Targets per row that the kernels read for a model of K outputs: 1 for softmax /
+    ova_logistic (the class index), for quantile / expectile levels of one target and
+    for one output, else K (a regression objective on K targets, output k against
+    target k)."""
+    if code == SOFTMAX or code == OVA_LOGISTIC or code == QUANTILES or code == EXPECTILE_STACK:
+        return 1
+    return K
+
+
+@njit(cache=True, inline="always")
+def grad_hess_targets(code, params, margin, r, y, g, h):
+    """Fill ``g[r, k]``, ``h[r, k]`` of a regression objective on K targets: output k of
+    row r at ``margin[r, k]`` against target ``y[r * K + k]`` (``y`` the rows' targets
+    side by side, row-major)."""
+    K = margin.shape[1]
+    for k in range(K):
+        g[r, k], h[r, k] = _scalar_grad_hess(code, params, margin[r, k], y[r * K + k])
+
+
 @njit(cache=True)
 def grad_hess(code, params, margin, col, y):
     """(g, h) of output ``col`` only; softmax still normalises over all of ``margin``.
@@ -545,20 +571,23 @@ def _count_msg(name, bad, what, y):
             f"(first at row {first}: {float(y[first])})")
 
 
-def check_target(objective, y, classes=None):
+def check_target(objective, y, classes=None, n_targets=1):
     """Validate y for the objective; return it as float64 (class indices for classifiers).
 
     Parameters
     ----------
     objective : Objective or str
-    y : array-like of shape (n_rows,)
+    y : array-like of shape (n_rows,), or (n_rows, n_targets)
     classes : array-like, optional
         The model's classes; for classification objectives labels are mapped to their
         positions in it (unknown labels are an error). Ignored for regression objectives.
+    n_targets : int, default 1
+        Targets per row: several for a regression objective fit on several targets
+        (XGBoost ``num_target``), whose y then has one column per target.
 
     Returns
     -------
-    ndarray of float64, shape (n_rows,)
+    ndarray of float64, shape (n_rows,), or (n_rows, n_targets) for several targets
 
     Raises
     ------
@@ -571,6 +600,13 @@ def check_target(objective, y, classes=None):
     name, params = _name_params(objective)
     v = _param_values(name, params)
     arr = np.asarray(y.to_numpy() if hasattr(y, "to_numpy") else y)
+    if n_targets > 1:
+        if name in _CLASS_OBJECTIVES:
+            raise ValueError(f"objective {name!r} has one target per row, not {n_targets}")
+        if arr.ndim != 2 or arr.shape[1] != n_targets:
+            raise ValueError(f"the model was fit on {n_targets} targets: y must have shape "
+                             f"(n_rows, {n_targets}), got {arr.shape}")
+        return check_target(objective, arr.reshape(-1)).reshape(arr.shape)
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr[:, 0]
     if arr.ndim != 1:
@@ -695,7 +731,9 @@ def loss(objective, margin, y):
     ----------
     objective : Objective or str
     margin : array of shape (n_rows, n_outputs) or (n_rows,)
-    y : array of shape (n_rows,), as :func:`check_target` returns it
+    y : array of shape (n_rows,), as :func:`check_target` returns it; (n_rows,
+        n_outputs) for a regression objective on several targets, whose loss is the sum
+        of the per-target losses
 
     Returns
     -------
@@ -704,6 +742,14 @@ def loss(objective, margin, y):
     name, params = _name_params(objective)
     v = _param_values(name, params)
     M = _as_margin(margin)
+    if M.shape[1] > 1 and name not in ("softmax", "ova_logistic") and "alphas" not in v:
+        Y = np.asarray(y, dtype=np.float64)
+        if name in _CLASS_OBJECTIVES or Y.shape != M.shape:
+            raise ValueError(f"objective {name!r} has one output per target; margin has "
+                             f"{M.shape[1]} columns and y shape {Y.shape}")
+        # several targets: the sum of the per-target losses, whose derivative in
+        # margin k is output k's g
+        return sum(loss(objective, M[:, k], Y[:, k]) for k in range(M.shape[1]))
     yv = np.asarray(y, dtype=np.float64).reshape(-1)
     if yv.shape[0] != M.shape[0]:
         raise ValueError(f"margin has {M.shape[0]} rows but y has {yv.shape[0]}")

@@ -420,8 +420,9 @@ def _statistic(ens, plan, y, w):
             return [np.sum(w * -np.log(p))]
     elif scoring == "objective":
         from .losses import check_target, loss
+        from .targets import n_target_columns
 
-        y_t = check_target(ens.objective, y, ens.classes)
+        y_t = check_target(ens.objective, y, ens.classes, n_target_columns(ens))
 
         def statistic(m):
             return [np.sum(w * loss(ens.objective, m, y_t))]

@@ -353,9 +353,10 @@ def check_node_means(measure: Measure, ens):
 
 
 def check_targets(methods, ens):
-    """A multi-output forest is explained with the measures defined on its targets: sums
-    over the regression outputs (``vector_targets``) or over the classification targets
-    (``class_targets``); the per-row contribution measures are defined for one output."""
+    """A multi-output forest, or a boosting model on several regression targets, is
+    explained with the measures defined on its targets: sums over the regression outputs
+    (``vector_targets``) or over the classification targets (``class_targets``); the
+    per-row contribution measures are defined for one output."""
     if ens.target_classes is not None:
         n = len(ens.target_classes)
         ok = [m.name for m in all_measures(ens.kind) if m.class_targets]
@@ -364,13 +365,16 @@ def check_targets(methods, ens):
             raise ValueError(f"{bad} not defined for a classification forest with {n} "
                              f"targets; use methods from {ok} (or one forest per target)")
         return
-    if ens.kind != FOREST or ens.objective.name == "class_probability" or ens.n_outputs == 1:
+    from .targets import n_target_columns
+
+    if ens.objective.name == "class_probability" or n_target_columns(ens) == 1:
         return
+    what = "forest" if ens.kind == FOREST else "boosting model"
     ok = [m.name for m in all_measures(ens.kind) if m.vector_targets]
     bad = [m for m in methods if m not in ok]
     if bad:
-        raise ValueError(f"{bad} not defined for a regression forest with {ens.n_outputs} "
-                         f"targets; use methods from {ok} (or one forest per target)")
+        raise ValueError(f"{bad} not defined for a regression {what} with {ens.n_outputs} "
+                         f"targets; use methods from {ok} (or one model per target)")
 
 
 # ------------------------------------------------------------------ formulas by name

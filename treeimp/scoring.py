@@ -46,9 +46,11 @@ def regression_prediction(ens, margin):
     from .losses import link
 
     pred = np.asarray(link(ens.objective, margin), dtype=np.float64).reshape(len(margin), -1)
-    # a multi-output regression forest predicts its target vector (scikit-learn's
-    # metrics then average over targets); every other regressor one value
-    multi = ens.kind == "forest" and ens.objective.name == "squared_error" and ens.n_outputs > 1
+    # a multi-output regression forest, or a boosting model on several regression targets,
+    # predicts its target vector (scikit-learn's metrics then average over targets);
+    # every other regressor one value
+    multi = ens.n_outputs > 1 and (ens.objective.name == "squared_error"
+                                   if ens.kind == "forest" else not is_classifier(ens))
     return pred if multi else pred[:, 0]
 
 
@@ -94,9 +96,10 @@ def make_scorer(ens, scoring):
                                                sample_weight=w)
     else:  # the model's own objective: negative mean loss
         from .losses import check_target, loss
+        from .targets import n_target_columns
 
         def score(margin, y, w):
-            y_t = check_target(ens.objective, y, ens.classes)
+            y_t = check_target(ens.objective, y, ens.classes, n_target_columns(ens))
             return -np.average(loss(ens.objective, margin, y_t), weights=w)
     return score
 

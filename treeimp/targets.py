@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
+# boosting objectives with one margin per class (every other boosting objective has one
+# output per target)
+MULTICLASS = ("softmax", "ova_logistic")
+# one target, one output per quantile / expectile level (losses.py)
+LEVELS = ("quantiles", "expectile_stack", "smoothed_quantile")
+
 
 def as_1d_target(y, n_rows, what="y"):
     """y as a 1-D array of n_rows values (labels kept as they are)."""
@@ -42,11 +48,14 @@ def target_classes(ens):
 
 
 def n_target_columns(ens):
-    """Columns y must have: one per output of a multi-output regression forest, one per
+    """Columns y must have: one per output of a multi-output regression forest or of a
+    boosting model on several regression targets (XGBoost ``num_target``), one per
     target of a multi-output classification forest, else 1."""
     if target_classes(ens) is not None:
         return len(target_classes(ens))
     if ens.kind == "forest" and ens.objective.name != "class_probability":
+        return int(ens.n_outputs)
+    if ens.kind != "forest" and ens.objective.name not in MULTICLASS + LEVELS:
         return int(ens.n_outputs)
     return 1
 

@@ -28,7 +28,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..losses import LOGISTIC, SQUARED_ERROR, grad_hess_row
+from ..losses import LOGISTIC, SQUARED_ERROR, grad_hess_row, grad_hess_targets, target_columns
 from .route import walk_batch
 
 BATCH = 64
@@ -52,10 +52,11 @@ def _put(terms, r, wi, gi, hi):
 @njit(cache=True, error_model="numpy")
 def stage_terms(code, params, margin, n, y, w, g, h, terms, e):
     """terms[k, :, r] := (w, -w g, w h, w g^2 / h) of rows r < n at their margins
-    (``terms``: (K, N_TERMS, GROUP)); rows of weight 0 get zeros. The common objectives
-    run as tight loops. ``e``: logistic with one output: e[r] = exp(-s margin[r]) kept
-    up to date by the caller (``leaf_factor``); a value that left [1e-300, 1e300] is
-    recomputed."""
+    (``terms``: (K, N_TERMS, GROUP)); rows of weight 0 get zeros. ``y``: each row's
+    target, or for a regression objective on K targets (``losses.target_columns``) its K
+    targets side by side. The common objectives run as tight loops. ``e``: logistic with
+    one output: e[r] = exp(-s margin[r]) kept up to date by the caller (``leaf_factor``);
+    a value that left [1e-300, 1e300] is recomputed."""
     K = margin.shape[1]
     if K == 1 and code == LOGISTIC:
         inside = True
@@ -70,13 +71,17 @@ def stage_terms(code, params, margin, n, y, w, g, h, terms, e):
     if K == 1 and code == SQUARED_ERROR:
         _squared_error_terms(n, margin, y, w, terms[0])
         return
+    several = target_columns(code, K) > 1
     for r in range(n):
         wi = w[r]
         if wi == 0.0:
             for k in range(K):
                 _put(terms[k], r, 0.0, 0.0, 0.0)
             continue
-        grad_hess_row(code, params, margin, r, y[r], g, h)
+        if several:
+            grad_hess_targets(code, params, margin, r, y, g, h)
+        else:
+            grad_hess_row(code, params, margin, r, y[r], g, h)
         for k in range(K):
             _put(terms[k], r, wi, g[r, k], h[r, k])
 
@@ -97,8 +102,11 @@ def start_group(rows, ng, row0, y, w, base_score, row_start, s, use_e, margin, e
     before the first tree: margin = the row's ``row_start`` (base score + offset), or
     ``base_score`` when ``row_start`` has no rows; e = exp(-s margin) for the logistic
     recurrence (``use_e``); yg, wg the rows' targets and weights (``w`` of length 1:
-    one weight for all rows)."""
+    one weight for all rows). ``y`` and ``yg`` hold Ky targets per row side by side,
+    Ky = len(yg) / len(margin) (several for a regression objective on several
+    targets)."""
     K = base_score.shape[0]
+    Ky = yg.shape[0] // margin.shape[0]
     last_w = w.shape[0] - 1
     use_start = row_start.shape[0] > 0
     e0 = math.exp(-s * base_score[0]) if use_e else 0.0
@@ -112,7 +120,8 @@ def start_group(rows, ng, row0, y, w, base_score, row_start, s, use_e, margin, e
             for k in range(K):
                 margin[r, k] = base_score[k]
             e[r] = e0
-        yg[r] = y[i]
+        for k in range(Ky):
+            yg[r * Ky + k] = y[i * Ky + k]
         wg[r] = w[min(i, last_w)]
 
 
@@ -141,7 +150,8 @@ def staged_leaf_stats(X, row0, order, block_start, rows_in, loss, trees, routing
     """Accumulate staged statistics of rows ``row0 + order[...]`` (local indices into X).
 
     ``order[block_start[b]:block_start[b + 1]]`` are the local rows of statistic block
-    b. ``rows_in`` (kernel_inputs.RowInputs): the targets y, weights w (one weight for
+    b. ``rows_in`` (kernel_inputs.RowInputs): the targets y (row-major, K per row for a
+    regression objective on K targets: ``losses.target_columns``), weights w (one weight for
     every row, or one per row) and ``row_start``, indexed by the call's row number
     r = row0 + i: ``row_start`` (n, K) each row's margin before the first tree (base
     score + offset, ``base_margin``), or a (0, K) array: ``loss.base_score`` for every
@@ -176,7 +186,7 @@ def staged_leaf_stats(X, row0, order, block_start, rows_in, loss, trees, routing
         # a row's four statistics for output k, fixed for the stage:
         # (w, -w g, w h, w g^2 / h); zero for rows of weight 0
         terms = np.zeros((K, N_TERMS, GROUP))
-        yg = np.empty(GROUP)
+        yg = np.empty(GROUP * target_columns(loss_code, K))
         wg = np.empty(GROUP)
         e = np.empty(GROUP)  # logistic: exp(-s margin), updated tree by tree
         use_e = leaf_factor.shape[0] > 0
