@@ -107,7 +107,10 @@ FOREST_MODELS = [
 
 
 def _allow_nan(model):
-    return bool(model.__sklearn_tags__().input_tags.allow_nan)
+    # scikit-learn >= 1.6 has __sklearn_tags__; 1.4/1.5 the dict of _get_tags()
+    if hasattr(model, "__sklearn_tags__"):
+        return bool(model.__sklearn_tags__().input_tags.allow_nan)
+    return bool(model._get_tags()["allow_nan"])
 
 
 def _forest_cases():
