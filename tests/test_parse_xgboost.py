@@ -26,7 +26,6 @@ from treeimp.parsers.xgb import SUPPORTED_OBJECTIVES, parse_xgboost_json
 xgb = pytest.importorskip("xgboost")
 
 N_ROUNDS = 12
-_XGB_VERSION = tuple(int(v) for v in xgb.__version__.split(".")[:2])
 
 # objective -> (extra params, expected canonical objective)
 OBJECTIVES = {
@@ -172,7 +171,7 @@ def test_base_score_string_forms():
     doc = _doc(booster)
     stored = doc["learner"]["learner_model_param"]["base_score"]
     bracketed = stored.startswith("[")
-    assert bracketed == (stored.endswith("]")) and bracketed == (_XGB_VERSION >= (3, 0))
+    assert bracketed == stored.endswith("]")
     value = stored[1:-1] if bracketed else stored
     other = json.loads(json.dumps(doc))  # the other version's form of the same value
     other["learner"]["learner_model_param"]["base_score"] = value if bracketed else f"[{value}]"
@@ -262,7 +261,7 @@ def test_vector_leaf_trees():
     if "sum_hessian" not in _doc(booster)["learner"]["gradient_booster"]["model"]["trees"][0]:
         # xgboost 2.x saves vector-leaf trees without node hessians and gains
         with pytest.raises(ValueError, match=f"no key 'sum_hessian' .version "
-                                             f"{xgb.__version__}"):
+                                             f"{re.escape(xgb.__version__)}"):
             treeimp.parse(booster)
         pytest.skip(f"xgboost {xgb.__version__} saves multi_output_tree trees without "
                     "sum_hessian / loss_changes: rejected with a clear error")
