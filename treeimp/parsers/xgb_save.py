@@ -7,9 +7,9 @@ OpenMP runtime) that an explain runs next (benchmarks/README.md, "XGBoost's
 serialisation on a worker thread"). So the bytes are asked for on one worker thread
 whose XGBoost configuration says ``nthread=1`` (XGBoost's global configuration is
 thread-local): the serialisation runs on that thread alone and leaves no spinning
-workers behind. XGBoost's global configuration has ``nthread`` since xgboost 3.0; 2.x
-rejects it as an unknown global parameter, so there the worker takes the caller's
-configuration as it is (and 2.x serialises on its own default threads).
+workers behind. XGBoost's global configuration has ``nthread`` since xgboost 3.0 (2.1's
+has none); 2.x rejects it as an unknown global parameter, so there the worker takes the
+caller's configuration unchanged.
 
 Why not ``xgboost.config_context(nthread=1)`` on the caller's thread: leaving it does
 not restore ``nthread=0`` (xgboost 3.2 ignores ``set_config(nthread=0)``), so the
