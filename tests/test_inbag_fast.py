@@ -4,6 +4,7 @@
 
 import numpy as np
 import pytest
+import sklearn
 import sklearn.ensemble._forest as sk_forest
 from numba import njit
 from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier, RandomForestRegressor
@@ -18,6 +19,8 @@ from treeimp.parsers.mt19937 import (
 )
 from treeimp.parsers.sklearn_inbag import _regenerated_bits, bootstrap_bits, sklearn_inbag_bits
 
+# scikit-learn draws the bootstrap in proportion to sample weights from 1.9 on
+SKLEARN = tuple(int(p) for p in sklearn.__version__.split(".")[:2])
 SEEDS = [0, 1, 5, 42, 2**31 - 1, 2**31, 2**32 - 2, 2**32 - 1, 1_234_567_890, 3_987_654_321]
 RANGES = [1, 2, 3, 7, 8, 9, 1000, 49999, 65536, 65537, 2**20 + 3, 2**31 - 1]
 SIZES = [1, 623, 624, 625, 2500]
@@ -194,6 +197,9 @@ def test_weighted_bootstrap_uses_public_path(kind, monkeypatch):
                                        class_weight="balanced").fit(X, y)
     np.testing.assert_array_equal(sklearn_inbag_bits(model, len(X)),
                                   _public_bits(model, len(X)))
+    if SKLEARN < (1, 9):  # weights scale the counts of an unweighted draw: the fast path
+        assert _regenerated_bits(model, len(X)) is not None
+        return
     calls = []
     monkeypatch.setattr(sk_forest, "_generate_sample_indices",
                         lambda *args: calls.append(args) or np.zeros(1, np.int32))
@@ -232,8 +238,8 @@ def test_changed_generator_falls_back_to_public_path(forest, monkeypatch):
     unchanged = _public_bits(model, n)
     original = sk_forest._generate_sample_indices
 
-    def shifted(random_state, n_samples, n_samples_bootstrap, sample_weight):
-        rows = original(random_state, n_samples, n_samples_bootstrap, sample_weight)
+    def shifted(random_state, n_samples, n_samples_bootstrap, *sample_weight):  # < 1.9: none
+        rows = original(random_state, n_samples, n_samples_bootstrap, *sample_weight)
         return ((rows + 1) % n_samples).astype(np.int32)
 
     monkeypatch.setattr(sk_forest, "_generate_sample_indices", shifted)

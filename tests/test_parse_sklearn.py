@@ -107,7 +107,10 @@ FOREST_MODELS = [
 
 
 def _allow_nan(model):
-    return bool(model.__sklearn_tags__().input_tags.allow_nan)
+    # scikit-learn >= 1.6 has __sklearn_tags__; 1.4/1.5 the dict of _get_tags()
+    if hasattr(model, "__sklearn_tags__"):
+        return bool(model.__sklearn_tags__().input_tags.allow_nan)
+    return bool(model._get_tags()["allow_nan"])
 
 
 def _forest_cases():
@@ -399,6 +402,10 @@ HGB_OBJECTIVES = {"squared_error": ("squared_error", "identity"),
                   "poisson": ("poisson", "exp")}
 
 
+# the default since scikit-learn 1.6; 1.4 and 1.5 (default None) need it spelled out
+FROM_DTYPE = {"categorical_features": "from_dtype"}
+
+
 def _hgb(cls, kw, **more):
     return cls(max_iter=12, max_leaf_nodes=8, learning_rate=0.3, early_stopping=False,
                random_state=0, **{**kw, **more})
@@ -509,7 +516,7 @@ def _categorical_frame(n=400, seed=0):
 def test_hgb_categorical_from_dtype(cls):
     df, f = _categorical_frame()
     y = f if cls is HistGradientBoostingRegressor else (f > 0.5).astype(int)
-    model = _hgb(cls, {}).fit(df, y)  # categorical_features="from_dtype" (the default)
+    model = _hgb(cls, FROM_DTYPE).fit(df, y)
     assert list(model.is_categorical_) == [False, True, False, True]
     ens = parse(model)
     assert ens.feature_names == ["x", "color", "z", "grade"]
@@ -531,7 +538,7 @@ def test_hgb_categorical_from_dtype(cls):
 def test_hgb_integer_categories_route_numbers_and_labels_alike():
     """Integer categories are their own codes: a numeric column routes as its labels."""
     df, f = _categorical_frame()
-    model = _hgb(HistGradientBoostingRegressor, {}).fit(df, f)
+    model = _hgb(HistGradientBoostingRegressor, FROM_DTYPE).fit(df, f)
     ens = parse(model)
     assert ens.feature_categories[3] == list(range(41))  # label k has code k
     rng = np.random.default_rng(8)
@@ -742,7 +749,7 @@ def test_hgb_negative_fractional_and_large_categories(name, cls):
 
 def test_hgb_text_categories_reject_numbers_as_sklearn_does():
     df, f = _categorical_frame()
-    model = _hgb(HistGradientBoostingRegressor, {}).fit(df, f)
+    model = _hgb(HistGradientBoostingRegressor, FROM_DTYPE).fit(df, f)
     ens = parse(model)
     numbers = df.assign(color=np.arange(len(df)) % 4.0)
     with pytest.raises(TypeError):

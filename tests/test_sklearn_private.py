@@ -2,6 +2,7 @@
 against the installed scikit-learn, and each fallback forced (the private name made
 unreadable to treeimp) with its warning and a result still equal to the public truth."""
 
+import inspect
 import warnings
 
 import numpy as np
@@ -57,6 +58,33 @@ def test_forest_private_state_matches_installed_sklearn(forest):
     np.testing.assert_array_equal(got, _packed_public(model, len(X)))
 
 
+def test_pre_1_9_forest_without_sample_weight_takes_the_fast_path(forest, monkeypatch):
+    # scikit-learn < 1.9 keeps no _sample_weight and its generator takes no sample_weight:
+    # the regenerated rows are used without a warning and equal the public ones
+    model, X = forest
+    want = _packed_public(model, len(X))  # before the generator below replaces sklearn's
+    want_rows = np.sort(model.estimators_samples_[1])
+    monkeypatch.setattr(private, "SAMPLE_WEIGHT", "_absent_before_1_9")
+    monkeypatch.setattr(private, "_version_tuple", lambda: (1, 8))
+    from sklearn.ensemble import _forest
+
+    real = _forest._generate_sample_indices
+    params = inspect.signature(real).parameters
+    weight = {"sample_weight": None} if "sample_weight" in params else {}
+
+    def three_arguments(random_state, n_samples, n_samples_bootstrap):  # as before 1.9
+        return real(random_state, n_samples, n_samples_bootstrap, **weight)
+
+    monkeypatch.setattr(_forest, "_generate_sample_indices", three_arguments)
+    seed = model.estimators_[1].random_state
+    np.testing.assert_array_equal(np.sort(private.generated_sample_indices(model, seed)),
+                                  want_rows)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = sklearn_inbag_bits(model, len(X))
+    np.testing.assert_array_equal(got, want)
+
+
 def test_missing_generator_warns_and_uses_public_rows(forest, monkeypatch):
     model, X = forest
     want = _packed_public(model, len(X))
@@ -70,6 +98,9 @@ def test_missing_generator_warns_and_uses_public_rows(forest, monkeypatch):
 @pytest.mark.parametrize("name", ["N_BOOTSTRAP", "SAMPLE_WEIGHT"])
 def test_missing_bootstrap_state_warns_and_uses_public_rows(forest, monkeypatch, name):
     model, X = forest
+    if name == "SAMPLE_WEIGHT" and private._version_tuple() < (1, 9):
+        pytest.skip(f"scikit-learn {VERSION} has no _sample_weight (new in 1.9): its "
+                    "absence is the normal case, tested by test_pre_1_9_forest_*")
     want = _packed_public(model, len(X))
     monkeypatch.setattr(private, name, "_renamed_in_a_later_version")
     with pytest.warns(UserWarning, match=f"scikit-learn {VERSION}.*_renamed_in_a_later_version"

@@ -42,8 +42,13 @@ def test_callers_xgboost_configuration_is_left_alone(booster):
     before = xgb.get_config()
     treeimp.parse(bst)
     assert xgb.get_config() == before
-    # the worker's own (thread-local) setting: one thread
-    assert xgb_save._executor().submit(xgb.get_config).result()["nthread"] == 1
+    # the worker's own (thread-local) setting: one thread, where XGBoost's global
+    # configuration has nthread (xgboost >= 3.0; 2.x has none)
+    worker = xgb_save._executor().submit(xgb.get_config).result()
+    if "nthread" in before:
+        assert worker["nthread"] == 1
+    else:
+        assert "nthread" not in worker
 
 
 def test_worker_takes_the_callers_verbosity(booster):
@@ -51,7 +56,7 @@ def test_worker_takes_the_callers_verbosity(booster):
     with xgb.config_context(verbosity=0):
         xgb_save.saved_model(bst)
         seen = xgb_save._executor().submit(xgb.get_config).result()
-    assert seen["verbosity"] == 0 and seen["nthread"] == 1
+    assert seen["verbosity"] == 0 and seen.get("nthread", 1) == 1
     xgb_save.saved_model(bst)
     assert xgb_save._executor().submit(xgb.get_config).result()["verbosity"] == 1
 
@@ -59,6 +64,24 @@ def test_worker_takes_the_callers_verbosity(booster):
 def test_error_on_the_worker_reaches_the_caller():
     with pytest.raises(ValueError, match="empty"):
         treeimp.parse(xgb.Booster())
+
+
+def test_other_xgboost_error_is_not_called_unfitted(booster, monkeypatch):
+    # an XGBoostError of a fitted booster (here one raised by its save) is reported with
+    # XGBoost's reason, not as an empty booster
+    bst, _ = booster
+
+    def failing_save(*args, **kwargs):
+        raise xgb.core.XGBoostError("[12:00:00] learner.cc:1: Check failed: disk full\n"
+                                    "Stack trace:\n  [bt] (0) libxgboost.so")
+
+    monkeypatch.setattr(xgb_save, "_save", failing_save)
+    with pytest.raises(ValueError) as info:
+        treeimp.parse(bst)
+    message = str(info.value)
+    assert "disk full" in message
+    assert "empty" not in message and "unfitted" not in message
+    assert "Stack trace" not in message
 
 
 def test_concurrent_parses_agree(booster):

@@ -153,10 +153,14 @@ def generated_sample_indices(model, seed):
 
         generate = getattr(_forest, GENERATOR)
         args = (seed, getattr(model, N_SAMPLES), getattr(model, N_BOOTSTRAP))
-        try:
-            rows = generate(*args, getattr(model, SAMPLE_WEIGHT))
-        except TypeError:  # scikit-learn < 1.9: no sample_weight (same randint stream)
+        weight = getattr(model, SAMPLE_WEIGHT, _ABSENT)
+        if weight is _ABSENT:  # scikit-learn < 1.9 (bootstrap_weighted): never weighted
             rows = generate(*args)
+        else:
+            try:
+                rows = generate(*args, weight)
+            except TypeError:  # a generator without sample_weight (same randint stream)
+                rows = generate(*args)
         rows = np.asarray(rows)
         if rows.ndim != 1 or not np.issubdtype(rows.dtype, np.integer):
             raise TypeError(f"it returned {rows.dtype} rows of shape {rows.shape}")

@@ -187,11 +187,14 @@ def parse_xgboost(model) -> TreeEnsemble:
 
     try:
         raw, config = saved_model(booster)  # on a worker thread (see xgb_save.py)
-    except xgboost.core.XGBoostError as exc:  # e.g. xgboost.Booster() never trained
+    except xgboost.core.XGBoostError as exc:
+        # XGBoost's first line without its "[time] file:line: " prefix and stack trace
         reason = str(exc).split("\n", 1)[0].split(": ", 1)[-1].strip()
-        raise ValueError(f"this xgboost.Booster is empty (unfitted): XGBoost cannot save it "
-                         f"({reason}). Train it with xgboost.train or load a saved model "
-                         "into it before explaining it") from None
+        if "0 feature is supplied" in reason:  # xgboost.Booster() never trained or loaded
+            raise ValueError(f"this xgboost.Booster is empty (unfitted): XGBoost cannot save "
+                             f"it ({reason}). Train it with xgboost.train or load a saved "
+                             "model into it before explaining it") from None
+        raise ValueError(f"XGBoost cannot save this booster: {reason}") from None
     eta, regularization = _config_shrinkage(config, xgboost.__version__)
     got = read_model(raw)  # all trees at once; None: a layout the per-tree path reads
     if got is None:

@@ -7,7 +7,9 @@ OpenMP runtime) that an explain runs next (benchmarks/README.md, "XGBoost's
 serialisation on a worker thread"). So the bytes are asked for on one worker thread
 whose XGBoost configuration says ``nthread=1`` (XGBoost's global configuration is
 thread-local): the serialisation runs on that thread alone and leaves no spinning
-workers behind.
+workers behind. XGBoost's global configuration has ``nthread`` since xgboost 3.0 (2.1's
+has none); 2.x rejects it as an unknown global parameter, so there the worker takes the
+caller's configuration unchanged.
 
 Why not ``xgboost.config_context(nthread=1)`` on the caller's thread: leaving it does
 not restore ``nthread=0`` (xgboost 3.2 ignores ``set_config(nthread=0)``), so the
@@ -49,20 +51,23 @@ def _executor():
 
 def _save(booster, settings=None):
     """``settings``: the caller's XGBoost global configuration, which the worker takes
-    (its verbosity, say) but for ``nthread=1`` (thread-local: the worker's only)."""
+    (its verbosity, say) but for ``nthread=1`` (thread-local: the worker's only) where
+    that configuration has ``nthread`` (xgboost >= 3.0)."""
     if settings is not None:
         import xgboost
 
-        xgboost.set_config(**{**settings, "nthread": 1})
+        if "nthread" in settings:
+            settings = {**settings, "nthread": 1}
+        xgboost.set_config(**settings)
     # a bytearray of our own (XGBoost's buffer copied), which the parser reads in place
     return booster.save_raw("ubj"), json.loads(booster.save_config())
 
 
 def saved_model(booster):
     """(``booster.save_raw("ubj")``, ``json.loads(booster.save_config())``), asked for on
-    the worker thread under the caller's XGBoost configuration with ``nthread=1``; an
-    error XGBoost raises there is raised here. While the interpreter shuts down (no new
-    threads) they are asked for on the caller's thread."""
+    the worker thread under the caller's XGBoost configuration with ``nthread=1`` (where
+    it has one); an error XGBoost raises there is raised here. While the interpreter
+    shuts down (no new threads) they are asked for on the caller's thread."""
     import xgboost
 
     try:
