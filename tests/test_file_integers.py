@@ -1,0 +1,81 @@
+"""Integers read from model files are checked without overflow before use.
+
+A length, count or offset near 2**63 must be refused like any other value that does not
+fit the file: ``after + length > n`` wraps around in int64 (numba) and let such a value
+through to out-of-bounds reads (a segfault). The damaged files are built here from a
+small model; the loads run in a subprocess so that a crash fails the test instead of
+killing the test run.
+"""
+
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+xgb = pytest.importorskip("xgboost")
+
+ROOT = Path(__file__).resolve().parents[1]
+BIG = 2**63 - 1
+
+
+def _booster():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 4))
+    y = X[:, 0] + rng.normal(size=200)
+    return xgb.train({"max_depth": 3}, xgb.DMatrix(X, y), 4)
+
+
+def _damaged_ubj():
+    """name -> bytes of XGBoost UBJSON files whose one length field is near 2**63."""
+    raw = bytes(_booster().save_raw("ubj"))
+    out = {}
+    i = raw.find(b"SL")  # a string value with an int64 length
+    assert i > 0
+    out["string_length"] = raw[:i + 2] + struct.pack(">q", BIG) + raw[i + 10:]
+    i = raw.find(b"L\x00\x00\x00\x00\x00\x00\x00\x0dleft_children")  # an object key
+    assert i > 0
+    out["key_length"] = raw[:i + 1] + struct.pack(">q", BIG) + raw[i + 9:]
+    i = raw.find(b"[$l#L")  # a typed int32 array: count * 4 wraps to a small number
+    assert i > 0
+    out["typed_count"] = raw[:i + 5] + struct.pack(">q", 2**62 + 1) + raw[i + 13:]
+    out["container_count"] = b"{#L" + struct.pack(">q", BIG) + raw[1:]  # a counted object
+    return out
+
+
+def test_7kb_model_with_a_huge_string_length_is_a_clear_value_error(tmp_path):
+    files = _damaged_ubj()
+    for name, data in files.items():
+        (tmp_path / f"{name}.ubj").write_bytes(data)
+    assert 4000 < len(files["string_length"]) < 10000
+    code = (
+        "import sys, treeimp\n"
+        "for path in sys.argv[1:]:\n"
+        "    try:\n"
+        "        treeimp.load(path)\n"
+        "    except ValueError as exc:\n"
+        "        print('ValueError', path, str(exc).replace(chr(10), ' '))\n"
+        "    else:\n"
+        "        print('loaded', path)\n")
+    paths = [str(tmp_path / f"{name}.ubj") for name in files]
+    got = subprocess.run([sys.executable, "-c", code, *paths], capture_output=True, text=True,
+                         timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert got.returncode == 0, (got.returncode, got.stderr[-2000:])
+    lines = got.stdout.splitlines()
+    assert len(lines) == len(files), got.stdout
+    for line in lines:
+        assert line.startswith("ValueError"), line
+        assert "UBJSON" in line and "offset" in line, line
+
+
+def test_index_values_refuses_lengths_past_the_end():
+    from treeimp.kernels.ubjson_index import index_values
+    from treeimp.parsers.ubjson import MAX_DEPTH
+
+    for data in _damaged_ubj().values():
+        status = index_values(np.frombuffer(data, np.uint8), MAX_DEPTH)[0]
+        assert status != 0
+
