@@ -67,6 +67,7 @@ import tempfile
 import numpy as np
 
 from ..ensemble import BOOSTING, NAN_MISSING, Objective, Tree, TreeEnsemble
+from .catboost_checks import check_split_fields
 from .catboost_hash import hash_values
 
 TOP_KEYS = ("features_info", "model_info")
@@ -129,6 +130,7 @@ def parse_catboost_json(doc, *, model=None, classes=None) -> TreeEnsemble:
         "learning_rate", 1.0))
     build = _symmetric_tree if symmetric else _nonsymmetric_tree
     all_parts = [build(raw, t, feats, n_outputs) for t, raw in enumerate(raw_trees)]
+    check_split_fields(doc, symmetric)  # split_index vs border / value (catboost_checks)
     trees, columns, thresholds, ctr_features = [], [], [], []
     for t, parts in enumerate(all_parts):
         _table_positions(parts, feats)  # every tree read: the hash tables are complete

@@ -1,0 +1,131 @@
+"""A CatBoost JSON split names its threshold twice (``split_index``, which CatBoost
+predicts with, and ``border`` / ``value`` / the feature index, which treeimp reads):
+a file where they disagree loads in CatBoost with predictions other than treeimp's, so
+treeimp refuses it, naming both fields."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import treeimp
+
+catboost = pytest.importorskip("catboost")
+
+
+def _saved(tmp_path, model, name="m.json"):
+    path = tmp_path / name
+    model.save_model(str(path), format="json")
+    return path, json.loads(path.read_text())
+
+
+def _margin(path, X):
+    m = catboost.CatBoost()
+    m.load_model(str(path), format="json")
+    return m.predict(X, prediction_type="RawFormulaVal")
+
+
+@pytest.fixture(scope="module")
+def numeric():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = X[:, 0] + 0.5 * X[:, 1] + rng.normal(size=200) * 0.1
+    model = catboost.CatBoostRegressor(iterations=5, depth=3, random_seed=0, verbose=0,
+                                       allow_writing_files=False, thread_count=1)
+    return model.fit(X, y), X
+
+
+def _first_split(doc):
+    return doc["oblivious_trees"][0]["splits"][0]
+
+
+def test_border_that_disagrees_with_split_index_is_refused(tmp_path, numeric):
+    model, X = numeric
+    path, doc = _saved(tmp_path, model)
+    assert np.allclose(treeimp.load(path).predict_raw(X)[:, 0], _margin(path, X))
+    split = _first_split(doc)
+    f = split["float_feature_index"]
+    borders = doc["features_info"]["float_features"][f]["borders"]
+    other = borders[-1] if borders[-1] != split["border"] else borders[0]
+    split["border"] = other
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(doc))
+    # CatBoost still loads the file and predicts with the split_index border: the same
+    # margins as before the edit, which treeimp's border would change
+    assert np.allclose(_margin(edited, X), _margin(path, X))
+    with pytest.raises(ValueError, match=r"tree 0 node at depth 0: border .* split_index"):
+        treeimp.load(edited)
+
+
+def test_feature_index_that_disagrees_with_split_index_is_refused(tmp_path, numeric):
+    model, X = numeric
+    path, doc = _saved(tmp_path, model)
+    split = _first_split(doc)
+    split["float_feature_index"] = (split["float_feature_index"] + 1) % 3
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(doc))
+    assert np.allclose(_margin(edited, X), _margin(path, X))
+    with pytest.raises(ValueError, match="float_feature_index is .* but split_index"):
+        treeimp.load(edited)
+
+
+def test_split_index_out_of_range_is_refused(tmp_path, numeric):
+    model, _ = numeric
+    _, doc = _saved(tmp_path, model)
+    _first_split(doc)["split_index"] = 10**6
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="split_index 1000000"):
+        treeimp.load(edited)
+
+
+def test_unsorted_borders_are_refused(tmp_path, numeric):
+    model, _ = numeric
+    _, doc = _saved(tmp_path, model)
+    borders = doc["features_info"]["float_features"][0]["borders"]
+    assert len(borders) >= 2
+    borders[0], borders[1] = borders[1], borders[0]
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="not strictly increasing"):
+        treeimp.load(edited)
+
+
+def test_one_hot_value_that_disagrees_with_split_index_is_refused(tmp_path):
+    rng = np.random.default_rng(1)
+    X = pd.DataFrame({"x": rng.normal(size=300), "c": rng.choice(["a", "b", "c"], 300)})
+    y = (X["c"] == "b") * 2.0 + 0.1 * X["x"] + rng.normal(size=300) * 0.1
+    model = catboost.CatBoostRegressor(iterations=4, depth=2, random_seed=0, verbose=0,
+                                       one_hot_max_size=4, cat_features=["c"],
+                                       allow_writing_files=False, thread_count=1).fit(X, y)
+    path, doc = _saved(tmp_path, model)
+    values = doc["features_info"]["categorical_features"][0]["values"]
+    found = [(t, d) for t, tree in enumerate(doc["oblivious_trees"])
+             for d, s in enumerate(tree["splits"]) if s["split_type"] == "OneHotFeature"]
+    assert found
+    t, d = found[0]
+    split = doc["oblivious_trees"][t]["splits"][d]
+    split["value"] = next(v for v in values if v != split["value"])
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(doc))
+    assert np.allclose(_margin(edited, X), _margin(path, X))
+    with pytest.raises(ValueError, match=rf"tree {t} node at depth {d}: value .* split_index"):
+        treeimp.load(edited)
+
+
+def test_depthwise_border_is_checked_per_node(tmp_path, numeric):
+    _, X = numeric
+    y = X[:, 0] - X[:, 2]
+    model = catboost.CatBoostRegressor(iterations=3, depth=3, grow_policy="Depthwise",
+                                       random_seed=0, verbose=0, allow_writing_files=False,
+                                       thread_count=1).fit(X, y)
+    path, doc = _saved(tmp_path, model)
+    split = doc["trees"][1]["left"]["split"]  # preorder node 1 of tree 1
+    borders = doc["features_info"]["float_features"][split["float_feature_index"]]["borders"]
+    split["border"] = next(b for b in borders if b != split["border"])
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(doc))
+    assert np.allclose(_margin(edited, X), _margin(path, X))
+    with pytest.raises(ValueError, match="tree 1 node 1: border"):
+        treeimp.load(edited)
