@@ -129,3 +129,35 @@ def test_depthwise_border_is_checked_per_node(tmp_path, numeric):
     assert np.allclose(_margin(edited, X), _margin(path, X))
     with pytest.raises(ValueError, match="tree 1 node 1: border"):
         treeimp.load(edited)
+
+
+def test_split_without_split_index_is_refused(tmp_path, numeric):
+    # CatBoost predicts something else than the border says without it
+    model, X = numeric
+    path, doc = _saved(tmp_path, model)
+    split = doc["oblivious_trees"][1]["splits"][2]
+    del split["split_index"]
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(doc))
+    assert not np.allclose(_margin(edited, X), _margin(path, X))
+    with pytest.raises(ValueError, match="tree 1 node at depth 2: the split has no split_index"):
+        treeimp.load(edited)
+
+
+@pytest.mark.parametrize("where", ["scale", "leaf"])
+def test_integers_past_2_53_where_catboost_reads_floats_are_refused(tmp_path, numeric, where):
+    # CatBoost's JSON reader reads 2**53 + 1 as 0 where it expects a float
+    model, X = numeric
+    path, doc = _saved(tmp_path, model)
+    if where == "scale":
+        doc["scale_and_bias"][0] = 2**53 + 1
+        name = "scale_and_bias scale"
+    else:
+        doc["oblivious_trees"][0]["leaf_values"][3] = 2**53 + 1
+        name = r"tree 0 leaf_values\[3\]"
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(doc))
+    theirs = _margin(edited, X)
+    assert np.all(np.abs(theirs) < 1e6)  # CatBoost did not use 2**53 + 1
+    with pytest.raises(ValueError, match=rf"{name} is the integer 9007199254740993"):
+        treeimp.load(edited)

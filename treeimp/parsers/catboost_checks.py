@@ -8,7 +8,7 @@ index and ``border`` (float) or ``value`` (one-hot hash), which treeimp reads. A
 edited in one place and not the other loads in both, with different predictions, so
 the two are compared here and any disagreement is refused.
 
-Checked per split (when it has a ``split_index``; CatBoost 1.2 always writes one):
+Checked per split (each must have a ``split_index``, as CatBoost writes them):
 
 * FloatFeature: ``split_index`` lies among the float borders, it falls in the borders
   of ``float_feature_index`` and ``border == borders[split_index - first]``;
@@ -24,6 +24,37 @@ And per float feature: its ``borders`` are strictly increasing, as CatBoost writ
 from __future__ import annotations
 
 import math
+
+
+def check_feature_indices(info):
+    """``flat_feature_index`` of the float and categorical features are 0 .. n - 1, each
+    once, and each kind's ``feature_index`` 0 .. (its count) - 1, as CatBoost numbers
+    them (ignored features keep their entries). Checked before anything is sized by
+    them: a damaged index of 10**9 would otherwise make a list of 10**9 names. Entries
+    of the wrong type are left to the parser to report."""
+    if not isinstance(info, dict):
+        return
+    kinds = {k: info.get(k) or [] for k in ("float_features", "categorical_features")}
+    if not all(isinstance(v, list) and all(isinstance(f, dict) for f in v)
+               for v in kinds.values()):
+        return
+    flat = []
+    for kind, entries in kinds.items():
+        own = [_index_of(f, "feature_index") for f in entries]
+        if sorted(own) != list(range(len(own))):
+            raise ValueError(f"CatBoost {kind} have feature_index values {sorted(own)[:10]}; "
+                             f"expected 0..{len(own) - 1}, each once")
+        flat += [_index_of(f, "flat_feature_index") for f in entries]
+    if sorted(flat) != list(range(len(flat))):
+        raise ValueError(f"CatBoost features have flat_feature_index values {sorted(flat)[:10]}"
+                         f"; expected 0..{len(flat) - 1} ({len(flat)} features), each once")
+
+
+def _index_of(f, key):
+    v = f.get(key)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v != int(v):
+        raise ValueError(f"CatBoost features_info entry has {key} {v!r}, not an integer")
+    return int(v)
 
 
 def check_split_fields(doc, symmetric):
@@ -50,7 +81,9 @@ def check_split_fields(doc, symmetric):
                      for v in f.get("values") or [])
     for t, node, split in _splits(doc, symmetric):
         if "split_index" not in split:
-            continue
+            raise ValueError(f"CatBoost tree {t} node {node}: the split has no split_index, "
+                             "which CatBoost predicts with (its border / value alone do "
+                             "not say what CatBoost does)")
         s = split["split_index"]
         if isinstance(s, bool) or not isinstance(s, (int, float)) or s != int(s) or s < 0:
             raise ValueError(f"CatBoost tree {t} node {node}: split_index {s!r} is not a "
@@ -90,11 +123,7 @@ def check_split_fields(doc, symmetric):
 
 
 def _feature_index(f):
-    v = f.get("feature_index")
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v):
-        raise ValueError(f"CatBoost features_info entry {str(f)[:80]} has feature_index "
-                         f"{v!r}, not an integer")
-    return int(v)
+    return _index_of(f, "feature_index")
 
 
 def _splits(doc, symmetric):
@@ -114,4 +143,49 @@ def _splits(doc, symmetric):
             if "split" in nd:
                 yield t, node, nd["split"]
                 stack.extend((nd["right"], nd["left"]))
+            node += 1
+
+
+def check_float_fields(doc, symmetric):
+    """Refuse a JSON integer past 2**53 (and below 2**64) where CatBoost reads a float
+    (scale and bias, leaf values and weights, borders): CatBoost's JSON reader reads
+    such an integer as 0 (``scale_and_bias`` ``[9007199254740993, [b]]`` predicts b
+    everywhere), Python as the number."""
+
+    def check(v, where):
+        if isinstance(v, int) and not isinstance(v, bool) and 2**53 < abs(v) < 2**64:
+            raise ValueError(f"CatBoost {where} is the integer {v}, past 2**53: CatBoost "
+                             "reads such an integer as 0 where it expects a float (write "
+                             "it as a float, e.g. 9.007e15)")
+
+    def check_all(values, where):
+        if isinstance(values, list):
+            for k, v in enumerate(values):
+                check(v, f"{where}[{k}]")
+
+    sb = doc.get("scale_and_bias")
+    if isinstance(sb, list) and len(sb) == 2:
+        check(sb[0], "scale_and_bias scale")
+        check_all(sb[1] if isinstance(sb[1], list) else [sb[1]], "scale_and_bias bias")
+    for f in doc["features_info"].get("float_features") or []:
+        check_all(f.get("borders"), f"float feature {f.get('feature_index')} borders")
+    for t, node, split in _splits(doc, symmetric):
+        check(split.get("border"), f"tree {t} node {node} border")
+    if symmetric:
+        for t, tree in enumerate(doc["oblivious_trees"]):
+            check_all(tree.get("leaf_values"), f"tree {t} leaf_values")
+            check_all(tree.get("leaf_weights"), f"tree {t} leaf_weights")
+        return
+    for t, tree in enumerate(doc["trees"]):
+        stack = [(tree, 0)]
+        node = 0
+        while stack:
+            nd, _ = stack.pop()
+            if "split" in nd:
+                stack.extend(((nd["right"], 0), (nd["left"], 0)))
+            else:
+                value = nd.get("value")
+                check_all(value if isinstance(value, list) else [value],
+                          f"tree {t} node {node} value")
+                check(nd.get("weight"), f"tree {t} node {node} weight")
             node += 1

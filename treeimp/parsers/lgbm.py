@@ -44,7 +44,7 @@ from ..ensemble import (
 )
 from .lgbm_categories import feature_categories
 from .lgbm_objective import objective_from_text
-from .lgbm_text import read_param, scan_model_text
+from .lgbm_text import check_tree_sizes, read_param, scan_model_text
 
 HEADER_KEYS = ("version", "num_class", "num_tree_per_iteration", "max_feature_idx",
                "feature_names", "feature_infos")
@@ -181,6 +181,8 @@ def parse_lightgbm_text(text: str, *, classes=None) -> TreeEnsemble:
         raise ValueError(f"LightGBM header tree_sizes lists "
                          f"{len(header['tree_sizes'].split())} trees but the text has "
                          f"{len(raw)}")
+    if "tree_sizes" in header:
+        check_tree_sizes(text, header["tree_sizes"])
 
     if objective.params.get("n_classes", 1) != n_per_iter:
         raise ValueError(f"LightGBM objective {objective.source!r} needs "

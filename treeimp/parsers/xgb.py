@@ -287,6 +287,12 @@ def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None,
                          f"{tree_info.size} entries")
     if n_trees == 0:
         raise ValueError("the XGBoost model has no trees (was it trained for 0 rounds?)")
+    num_trees = model.get("gbtree_model_param", {}).get("num_trees") if isinstance(
+        model.get("gbtree_model_param"), dict) else None
+    if num_trees is not None and str(num_trees).strip() != str(n_trees):
+        # XGBoost refuses the file (gbtree_model.cc: trees_json.size() == num_trees)
+        raise ValueError(f"XGBoost gbtree_model_param.num_trees is {num_trees} but the model "
+                         f"has {n_trees} trees (version {version})")
     stages = _stages(model, n_trees, n_outputs, version)
     if weight_drop is not None and weight_drop.shape != (n_trees,):
         raise ValueError(f"XGBoost DART model has {n_trees} trees but {weight_drop.size} "
@@ -489,6 +495,7 @@ def _read_tree(jt, i, version):
                              f"expected keys: {', '.join(_TREE_KEYS)}")
     left = np.asarray(jt["left_children"], dtype=np.int64)
     n = left.size
+    _check_tree_counts(jt, i, n)
     k = int(jt["tree_param"].get("size_leaf_vector", 1) or 1)
     k = max(k, 1)
     r = {"left": left}
@@ -527,6 +534,24 @@ def _read_tree(jt, i, version):
     r["base_weights"] = bw.reshape(n, k)
     r["categories"] = _categories(jt, r, i)
     return _drop_unreachable(r, i)
+
+
+def _check_tree_counts(jt, i, n):
+    """A tree's ``id`` and ``tree_param.num_nodes`` agree with its position and its
+    arrays: XGBoost places a tree by its id (a repeated id crashes it, one past the trees
+    is refused) and refuses arrays whose length is not num_nodes."""
+    tid = jt.get("id", i)
+    if isinstance(tid, bool) or not isinstance(tid, (int, np.integer)) or tid != i:
+        raise ValueError(f"XGBoost tree {i} has id {tid!r}; XGBoost places each tree by its "
+                         f"id, which must be its position {i}")
+    param = jt["tree_param"]
+    if not isinstance(param, dict):
+        raise ValueError(f"XGBoost tree {i}: tree_param must be an object, got "
+                         f"{type(param).__name__}")
+    num_nodes = param.get("num_nodes")
+    if num_nodes is not None and str(num_nodes).strip() != str(n):
+        raise ValueError(f"XGBoost tree {i}: tree_param.num_nodes is {num_nodes} but "
+                         f"left_children has {n} entries")
 
 
 # per-node fields XGBoost writes as 0/1: where NaN goes, numeric (0) or categorical (1)
