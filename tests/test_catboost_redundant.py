@@ -161,3 +161,50 @@ def test_integers_past_2_53_where_catboost_reads_floats_are_refused(tmp_path, nu
     assert np.all(np.abs(theirs) < 1e6)  # CatBoost did not use 2**53 + 1
     with pytest.raises(ValueError, match=rf"{name} is the integer 9007199254740993"):
         treeimp.load(edited)
+
+
+def test_boolean_leaf_value_is_refused(tmp_path):
+    # CatBoost reads a leaf value `true` as 0, numpy as 1
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(200, 2))
+    model = catboost.CatBoostRegressor(iterations=2, depth=2, grow_policy="Depthwise",
+                                       random_seed=0, verbose=0, allow_writing_files=False,
+                                       thread_count=1).fit(X, X[:, 0])
+    path, doc = _saved(tmp_path, model)
+    node = doc["trees"][0]
+    while "split" in node:
+        node = node["left"]
+    node["value"] = True
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(doc))
+    m = catboost.CatBoost()
+    m.load_model(str(edited), format="json")
+    node["value"] = 0.0
+    zero = tmp_path / "zero.json"
+    zero.write_text(json.dumps(doc))
+    assert np.allclose(_margin(edited, X), _margin(zero, X))
+    with pytest.raises(ValueError, match=r"tree 0 node \d+ value\[0\] is 'True', not a number"):
+        treeimp.load(edited)
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda d: d["trees"][0]["left"].update(left="leaf"), "node 2 must be an object, got str"),
+    (lambda d: d["model_info"]["params"]["boosting_options"].update(learning_rate=[0.1]),
+     "learning_rate is '\\[0.1\\]', not a number"),
+    (lambda d: d["features_info"]["float_features"].append(1.5),
+     "float_features must be a list of objects"),
+])
+def test_damaged_structure_is_named(tmp_path, edit, message):
+    # these raised AttributeError / TypeError inside the parser (reported as such)
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(200, 2))
+    model = catboost.CatBoostRegressor(iterations=2, depth=3, grow_policy="Depthwise",
+                                       random_seed=0, verbose=0, allow_writing_files=False,
+                                       thread_count=1).fit(X, X[:, 0] + X[:, 1])
+    _, doc = _saved(tmp_path, model)
+    assert "split" in doc["trees"][0]["left"]
+    edit(doc)
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=message):
+        treeimp.load(edited)

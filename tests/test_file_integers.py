@@ -7,6 +7,7 @@ small model; the loads run in a subprocess so that a crash fails the test instea
 killing the test run.
 """
 
+import json
 import os
 import struct
 import subprocess
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+import treeimp
 
 xgb = pytest.importorskip("xgboost")
 
@@ -79,3 +82,21 @@ def test_index_values_refuses_lengths_past_the_end():
         status = index_values(np.frombuffer(data, np.uint8), MAX_DEPTH)[0]
         assert status != 0
 
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("left_children", 1.5, r"tree 1: 'left_children' must hold integers, but entry 0 is 1.5"),
+    ("right_children", {}, r"tree 1: 'right_children' must be an array of numbers, but entry 0"),
+    ("split_indices", 1e30, r"tree 1: 'split_indices' must hold integers, but entry 0 is 1e\+30"),
+    ("sum_hessian", None, r"tree 1: 'sum_hessian' must be an array of numbers, but entry 0"),
+])
+def test_xgboost_node_arrays_hold_numbers_of_their_kind(tmp_path, key, value, message):
+    # a float where XGBoost stores an integer was truncated (1.5 -> 1) and loaded
+    doc = json.loads(_booster().save_raw("json"))
+    doc["learner"]["gradient_booster"]["model"]["trees"][1][key][0] = value
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(xgb.core.XGBoostError):
+        xgb.Booster(model_file=str(path))
+    with pytest.raises(ValueError, match=message):
+        treeimp.load(path)

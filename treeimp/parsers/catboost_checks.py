@@ -25,6 +25,58 @@ from __future__ import annotations
 
 import math
 
+MAX_DEPTH = 64  # deeper non-symmetric trees: the parser reports them
+
+
+def check_structure(doc, symmetric):
+    """The parts of a CatBoost JSON document the parser walks have the types it needs
+    (objects, lists, numbers), the feature indices are 0 .. n - 1
+    (:func:`check_feature_indices`) and the numbers CatBoost reads as floats are ones
+    it reads as Python does (:func:`check_float_fields`); any other content is reported
+    naming the place. Run before anything is built from the document."""
+    if not isinstance(doc["model_info"], dict):
+        raise ValueError(f"CatBoost model_info must be an object, got "
+                         f"{type(doc['model_info']).__name__}")
+    params = doc["model_info"].get("params", {})
+    options = params.get("boosting_options", {}) if isinstance(params, dict) else {}
+    lr = options.get("learning_rate", 1.0) if isinstance(options, dict) else 1.0
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)):
+        raise ValueError(f"CatBoost boosting_options learning_rate is {str(lr)[:40]!r}, not a "
+                         "number")
+    info = doc["features_info"]
+    if not isinstance(info, dict):
+        raise ValueError(f"CatBoost features_info must be an object, got {type(info).__name__}")
+    for kind in ("float_features", "categorical_features"):
+        entries = info.get(kind) or []
+        if not isinstance(entries, list) or not all(isinstance(f, dict) for f in entries):
+            raise ValueError(f"CatBoost features_info.{kind} must be a list of objects")
+    check_feature_indices(info)
+    for t, tree in enumerate(doc["oblivious_trees"] if symmetric else doc["trees"]):
+        if not isinstance(tree, dict):
+            raise ValueError(f"CatBoost tree {t} must be an object, got {type(tree).__name__}")
+        if symmetric:
+            for key in ("splits", "leaf_values", "leaf_weights"):
+                if tree.get(key) is not None and not isinstance(tree[key], list):
+                    raise ValueError(f"CatBoost tree {t} {key} must be a list")
+            if not all(isinstance(x, dict) for x in tree.get("splits") or []):
+                raise ValueError(f"CatBoost tree {t}: every split must be an object")
+            continue
+        stack = [(tree, 0)]
+        node = 0
+        while stack:
+            nd, depth = stack.pop()
+            if not isinstance(nd, dict):
+                raise ValueError(f"CatBoost tree {t} node {node} must be an object, got "
+                                 f"{type(nd).__name__}")
+            if "split" in nd:
+                if not isinstance(nd["split"], dict):
+                    raise ValueError(f"CatBoost tree {t} node {node}: split must be an object")
+                if depth < MAX_DEPTH:
+                    stack.extend((nd[side], depth + 1) for side in ("right", "left")
+                                 if side in nd)
+            node += 1
+    check_float_fields(doc, symmetric)
+
 
 def check_feature_indices(info):
     """``flat_feature_index`` of the float and categorical features are 0 .. n - 1, each
@@ -69,6 +121,10 @@ def check_split_fields(doc, symmetric):
     table = []
     for f in floats:
         borders = f.get("borders") or []
+        for k, b in enumerate(borders if isinstance(borders, list) else [borders]):
+            if isinstance(b, bool) or not isinstance(b, (int, float)):
+                raise ValueError(f"CatBoost float feature {_feature_index(f)} borders[{k}] is "
+                                 f"{str(b)[:40]!r}, not a number")
         for k in range(1, len(borders)):
             if not float(borders[k - 1]) < float(borders[k]):
                 raise ValueError(
@@ -147,13 +203,19 @@ def _splits(doc, symmetric):
 
 
 def check_float_fields(doc, symmetric):
-    """Refuse a JSON integer past 2**53 (and below 2**64) where CatBoost reads a float
-    (scale and bias, leaf values and weights, borders): CatBoost's JSON reader reads
-    such an integer as 0 (``scale_and_bias`` ``[9007199254740993, [b]]`` predicts b
-    everywhere), Python as the number."""
+    """Refuse a JSON integer past 2**53 (and below 2**64), a boolean or anything else
+    that is not a number where CatBoost reads a float (scale and bias, leaf values and
+    weights, borders): CatBoost's JSON reader reads such an integer as 0
+    (``scale_and_bias`` ``[9007199254740993, [b]]`` predicts b everywhere) and a leaf
+    value ``true`` as 0, Python (numpy) as the number and as 1."""
 
-    def check(v, where):
-        if isinstance(v, int) and not isinstance(v, bool) and 2**53 < abs(v) < 2**64:
+    def check(v, where, optional=False):
+        if v is None and optional:
+            return
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            # CatBoost reads true as 0, where Python reads it as 1
+            raise ValueError(f"CatBoost {where} is {str(v)[:40]!r}, not a number")
+        if isinstance(v, int) and 2**53 < abs(v) < 2**64:
             raise ValueError(f"CatBoost {where} is the integer {v}, past 2**53: CatBoost "
                              "reads such an integer as 0 where it expects a float (write "
                              "it as a float, e.g. 9.007e15)")
@@ -170,7 +232,7 @@ def check_float_fields(doc, symmetric):
     for f in doc["features_info"].get("float_features") or []:
         check_all(f.get("borders"), f"float feature {f.get('feature_index')} borders")
     for t, node, split in _splits(doc, symmetric):
-        check(split.get("border"), f"tree {t} node {node} border")
+        check(split.get("border"), f"tree {t} node {node} border", optional=True)
     if symmetric:
         for t, tree in enumerate(doc["oblivious_trees"]):
             check_all(tree.get("leaf_values"), f"tree {t} leaf_values")
@@ -180,12 +242,15 @@ def check_float_fields(doc, symmetric):
         stack = [(tree, 0)]
         node = 0
         while stack:
-            nd, _ = stack.pop()
+            nd, depth = stack.pop()
             if "split" in nd:
-                stack.extend(((nd["right"], 0), (nd["left"], 0)))
+                if depth < MAX_DEPTH:
+                    stack.extend((nd[side], depth + 1) for side in ("right", "left")
+                                 if side in nd)
             else:
                 value = nd.get("value")
                 check_all(value if isinstance(value, list) else [value],
                           f"tree {t} node {node} value")
-                check(nd.get("weight"), f"tree {t} node {node} weight")
+                if "weight" in nd:  # absent: weight 1
+                    check(nd["weight"], f"tree {t} node {node} weight")
             node += 1

@@ -280,8 +280,8 @@ def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None,
 
     jtrees = _get(model, ("trees",), version, where="gradient_booster.model")
     n_trees = len(jtrees) if flat_trees is None else flat_trees.n_trees
-    tree_info = np.asarray(_get(model, ("tree_info",), version, where="gradient_booster.model"),
-                           dtype=np.int64)
+    tree_info = _numbers(_get(model, ("tree_info",), version, where="gradient_booster.model"),
+                         "tree_info", np.int64)
     if tree_info.shape != (n_trees,):
         raise ValueError(f"XGBoost model has {n_trees} trees but tree_info has "
                          f"{tree_info.size} entries")
@@ -463,8 +463,8 @@ def _stages(model, n_trees, n_outputs, version):
                        where="gradient_booster.model"))
         per_round = max(1, npt * n_outputs)
         return np.arange(n_trees) // per_round
-    indptr = np.asarray(indptr, dtype=np.int64)
-    if indptr.ndim != 1 or indptr.size < 1 or indptr[0] != 0 or indptr[-1] != n_trees \
+    indptr = _numbers(indptr, "iteration_indptr", np.int64)
+    if indptr.size < 1 or indptr[0] != 0 or indptr[-1] != n_trees \
             or np.any(np.diff(indptr) < 0):
         raise ValueError(f"XGBoost iteration_indptr {indptr[:10].tolist()} does not cover "
                          f"the model's {n_trees} trees")
@@ -472,8 +472,11 @@ def _stages(model, n_trees, n_outputs, version):
 
 
 def _features(learner, n_features, version):
-    names = list(learner.get("feature_names", []) or [])
-    types = list(learner.get("feature_types", []) or [])
+    names = learner.get("feature_names", []) or []
+    types = learner.get("feature_types", []) or []
+    if not isinstance(names, list) or not isinstance(types, list):
+        raise ValueError(f"XGBoost learner.feature_names / feature_types must be lists, got "
+                         f"{type(names).__name__} / {type(types).__name__} (version {version})")
     if names and len(names) != n_features:
         raise ValueError(f"XGBoost model has {len(names)} feature names for {n_features} "
                          f"features (version {version})")
@@ -493,7 +496,7 @@ def _read_tree(jt, i, version):
         if key not in jt:
             raise ValueError(f"XGBoost tree {i} has no key {key!r} (version {version}); "
                              f"expected keys: {', '.join(_TREE_KEYS)}")
-    left = np.asarray(jt["left_children"], dtype=np.int64)
+    left = _numbers(jt["left_children"], f"tree {i}: 'left_children'", np.int64)
     n = left.size
     _check_tree_counts(jt, i, n)
     k = int(jt["tree_param"].get("size_leaf_vector", 1) or 1)
@@ -506,14 +509,14 @@ def _read_tree(jt, i, version):
                              ("split_type", "split_type", np.int64),
                              ("sum_hessian", "hess", np.float32),
                              ("loss_changes", "gain", np.float32)):
-        a = np.asarray(jt[key])
+        a = _numbers(jt[key], f"tree {i}: {key!r}")
         if key in _FLAG_KEYS:
             _check_flags(a, key, i)
-        a = a.astype(dtype, copy=False)  # UBJSON arrays: often no copy
+        a = _numbers(a, f"tree {i}: {key!r}", dtype)  # UBJSON arrays: often no copy
         if a.shape != (n,):
             raise ValueError(f"XGBoost tree {i}: {key!r} has {a.size} entries for {n} nodes")
         r[name] = a
-    bw = np.asarray(jt["base_weights"], dtype=np.float32)
+    bw = _numbers(jt["base_weights"], f"tree {i}: 'base_weights'", np.float32)
     if bw.size != n * k:
         raise ValueError(f"XGBoost tree {i}: base_weights has {bw.size} entries, expected "
                          f"{n} nodes x {k}")
@@ -554,6 +557,37 @@ def _check_tree_counts(jt, i, n):
                          f"left_children has {n} entries")
 
 
+def _numbers(value, what, dtype=None):
+    """``value`` (a list or a UBJSON array) as a 1-D numeric array, converted to
+    ``dtype`` when given: anything else (objects, strings, nesting, a single number) and,
+    for an integer ``dtype``, values that are not integers in its range are a damaged
+    file, reported naming ``what``; XGBoost refuses them too."""
+    try:
+        a = np.asarray(value)
+    except (TypeError, ValueError, OverflowError):  # ragged nesting, huge integers
+        a = np.asarray([None])
+    if a.ndim != 1 or (a.dtype.kind not in "biuf" and a.size):
+        if isinstance(value, list):
+            k = next((k for k, v in enumerate(value) if isinstance(v, (bool, str, list, dict))
+                      or v is None), 0)
+            shown = f"entry {k} is {str(value[k])[:40] if value else value!r}"
+        else:
+            shown = f"got {type(value).__name__} {str(value)[:40]!r}"
+        raise ValueError(f"XGBoost {what} must be an array of numbers, but {shown}")
+    if dtype is None or a.dtype == dtype:
+        return a
+    if np.dtype(dtype).kind in "iu" and a.dtype.kind in "fu":
+        info = np.iinfo(dtype)
+        with np.errstate(invalid="ignore"):
+            bad = ~((a == np.floor(a)) & (a >= info.min) & (a <= info.max))
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"XGBoost {what} must hold integers, but entry {k} is "
+                             f"{a[k].item()!r}")
+    with np.errstate(over="ignore"):  # float64 -> float32: XGBoost's rounding too
+        return a.astype(dtype, copy=False)
+
+
 # per-node fields XGBoost writes as 0/1: where NaN goes, numeric (0) or categorical (1)
 _FLAG_KEYS = ("default_left", "split_type")
 
@@ -574,10 +608,10 @@ def _check_flags(a, key, i):
 
 
 def _categories(jt, r, i):
-    nodes = np.asarray(jt["categories_nodes"], dtype=np.int64)
-    segs = np.asarray(jt["categories_segments"], dtype=np.int64)
-    sizes = np.asarray(jt["categories_sizes"], dtype=np.int64)
-    codes = np.asarray(jt["categories"], dtype=np.int64)
+    nodes, segs, sizes, codes = (
+        _numbers(jt[key], f"tree {i}: {key!r}", np.int64)
+        for key in ("categories_nodes", "categories_segments", "categories_sizes",
+                    "categories"))
     if not nodes.size == segs.size == sizes.size:
         raise ValueError(f"XGBoost tree {i}: categories_nodes/segments/sizes have different "
                          f"lengths ({nodes.size}, {segs.size}, {sizes.size})")
