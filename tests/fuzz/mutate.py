@@ -229,7 +229,7 @@ def _edge_number(rng, old):
     pick = rng.integers(len(EDGE_INTEGERS) + 3)
     if pick >= len(EDGE_INTEGERS):
         base = old if isinstance(old, int) else 0
-        return int(base + rng.integers(-3, 4))
+        return base + int(rng.integers(-3, 4))  # Python ints: no overflow
     v = EDGE_INTEGERS[pick]
     return -v if rng.random() < 0.2 else v
 
