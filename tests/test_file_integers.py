@@ -100,3 +100,13 @@ def test_xgboost_node_arrays_hold_numbers_of_their_kind(tmp_path, key, value, me
         xgb.Booster(model_file=str(path))
     with pytest.raises(ValueError, match=message):
         treeimp.load(path)
+
+
+@pytest.mark.parametrize("value", [None, 3, {"0": {}}])
+def test_xgboost_trees_must_be_a_list(tmp_path, value):
+    doc = json.loads(_booster().save_raw("json"))
+    doc["learner"]["gradient_booster"]["model"]["trees"] = value
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="model.trees must be a list of trees, got"):
+        treeimp.load(path)

@@ -279,6 +279,9 @@ def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None,
                          f"but the model has {n_outputs} outputs")
 
     jtrees = _get(model, ("trees",), version, where="gradient_booster.model")
+    if flat_trees is None and not isinstance(jtrees, list):
+        raise ValueError(f"XGBoost gradient_booster.model.trees must be a list of trees, got "
+                         f"{type(jtrees).__name__} (version {version})")
     n_trees = len(jtrees) if flat_trees is None else flat_trees.n_trees
     tree_info = _numbers(_get(model, ("tree_info",), version, where="gradient_booster.model"),
                          "tree_info", np.int64)
