@@ -110,3 +110,20 @@ def test_xgboost_trees_must_be_a_list(tmp_path, value):
     path.write_text(json.dumps(doc))
     with pytest.raises(ValueError, match="model.trees must be a list of trees, got"):
         treeimp.load(path)
+
+
+@pytest.mark.parametrize("base_score", ["1e-300", "0", "1e-7", "0.99999", "0.999999", "1",
+                                        "0.37"])
+def test_xgboost_logistic_base_score_margin_as_xgboost_computes_it(tmp_path, base_score):
+    # XGBoost clips the probability to [1e-6, 1 - 1e-6] and takes the logit in float32
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 4))
+    b = xgb.train({"max_depth": 2, "objective": "binary:logistic", "nthread": 1},
+                  xgb.DMatrix(X, X[:, 0] > 0), 2)
+    doc = json.loads(b.save_raw("json"))
+    doc["learner"]["learner_model_param"]["base_score"] = f"[{base_score}]"
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(doc))
+    ref = xgb.Booster(model_file=str(path)).predict(xgb.DMatrix(X), output_margin=True)
+    got = treeimp.load(path).predict_raw(X)[:, 0]
+    np.testing.assert_allclose(got, ref, rtol=2e-6, atol=2e-6)
