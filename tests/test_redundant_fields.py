@@ -125,3 +125,12 @@ def test_catboost_flat_feature_indices_must_be_0_to_n(tmp_path):
     path.write_text(json.dumps(doc))
     with pytest.raises(ValueError, match=r"flat_feature_index .* 10000000.* 0\.\.3"):
         treeimp.load(path)
+
+
+def test_lightgbm_num_class_must_match_trees_per_iteration(tmp_path, lgbm_text):
+    edited = tmp_path / "edited.txt"
+    edited.write_text(lgbm_text.replace("num_class=1\n", "num_class=3\n"))
+    theirs = lgb.Booster(model_file=str(edited)).predict(X, raw_score=True)
+    assert theirs.shape == (len(X), 3)  # LightGBM predicts 3 outputs from 1-output trees
+    with pytest.raises(ValueError, match="num_class=3 disagrees with num_tree_per_iteration=1"):
+        treeimp.load(edited)

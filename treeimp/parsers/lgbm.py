@@ -163,6 +163,11 @@ def parse_lightgbm_text(text: str, *, classes=None) -> TreeEnsemble:
     if n_features < 1 or n_per_iter < 1 or num_class < 1:
         raise ValueError(f"LightGBM header: max_feature_idx={n_features - 1}, "
                          f"num_tree_per_iteration={n_per_iter}, num_class={num_class}")
+    if num_class != n_per_iter:
+        # LightGBM writes them equal; it predicts num_class columns from the trees laid out
+        # num_tree_per_iteration per round, so they must agree
+        raise ValueError(f"LightGBM header num_class={num_class} disagrees with "
+                         f"num_tree_per_iteration={n_per_iter} (LightGBM writes them equal)")
     names = header["feature_names"].split()
     infos = header["feature_infos"].split()
     for key, vals in (("feature_names", names), ("feature_infos", infos)):
