@@ -193,6 +193,7 @@ def test_boolean_leaf_value_is_refused(tmp_path):
      "learning_rate is '\\[0.1\\]', not a number"),
     (lambda d: d["features_info"]["float_features"].append(1.5),
      "float_features must be a list of objects"),
+    (lambda d: d["trees"][0].pop("right"), "tree 0 node 0 has a split without 'right'"),
 ])
 def test_damaged_structure_is_named(tmp_path, edit, message):
     # these raised AttributeError / TypeError inside the parser (reported as such)

@@ -71,6 +71,10 @@ def check_structure(doc, symmetric):
             if "split" in nd:
                 if not isinstance(nd["split"], dict):
                     raise ValueError(f"CatBoost tree {t} node {node}: split must be an object")
+                for side in ("left", "right"):
+                    if side not in nd:
+                        raise ValueError(f"CatBoost tree {t} node {node} has a split without "
+                                         f"{side!r}")
                 if depth < MAX_DEPTH:
                     stack.extend((nd[side], depth + 1) for side in ("right", "left")
                                  if side in nd)
