@@ -26,7 +26,7 @@ pytest.importorskip("xgboost")
 pytest.importorskip("lightgbm")
 pytest.importorskip("catboost")
 
-SECONDS = 20.0  # far above any load of these files (a few ms); a hang fails the test
+SECONDS = 20.0  # per load: a hang fails the test (these small files load far faster)
 SEEDS = {}
 
 

@@ -79,8 +79,8 @@ _PROB_EPS = np.float32(1e-6)  # XGBoost's kRtEps: base_score is clipped to [eps,
 
 def _logit(p):
     """XGBoost's ProbToMargin: in float32, after clipping the probability to
-    [1e-6, 1 - 1e-6] (measured on xgboost 3.2: base_score 1e-300 and 0 give the margin
-    of 1e-6; float64 arithmetic differs by 1e-3 near 1 and by 677 at 1e-300)."""
+    [1e-6, 1 - 1e-6] (xgboost 3.2: base_score 1e-300 and 0 give the margin of 1e-6;
+    float64 arithmetic does not give XGBoost's margin near 0 and 1)."""
     if np.any((p < 0) | (p > 1)):
         raise ValueError(f"XGBoost base_score {p} must be a probability in [0, 1] for a "
                          "logistic objective")
