@@ -194,6 +194,8 @@ def test_boolean_leaf_value_is_refused(tmp_path):
     (lambda d: d["features_info"]["float_features"].append(1.5),
      "float_features must be a list of objects"),
     (lambda d: d["trees"][0].pop("right"), "tree 0 node 0 has a split without 'right'"),
+    (lambda d: d["model_info"]["params"].setdefault("data_processing_options", {}).update(
+        class_weights=1.5), "class_weights is '1.5', not a list of numbers"),
 ])
 def test_damaged_structure_is_named(tmp_path, edit, message):
     # these raised AttributeError / TypeError inside the parser (reported as such)
@@ -208,4 +210,14 @@ def test_damaged_structure_is_named(tmp_path, edit, message):
     edited = tmp_path / "edited.json"
     edited.write_text(json.dumps(doc))
     with pytest.raises(ValueError, match=message):
+        treeimp.load(edited)
+
+
+def test_symmetric_tree_without_leaf_values_is_named(tmp_path, numeric):
+    model, _ = numeric
+    _, doc = _saved(tmp_path, model)
+    doc["oblivious_trees"][0]["leaf_values"] = None
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="tree 0 leaf_values must be a list, got NoneType"):
         treeimp.load(edited)

@@ -127,3 +127,12 @@ def test_xgboost_logistic_base_score_margin_as_xgboost_computes_it(tmp_path, bas
     ref = xgb.Booster(model_file=str(path)).predict(xgb.DMatrix(X), output_margin=True)
     got = treeimp.load(path).predict_raw(X)[:, 0]
     np.testing.assert_allclose(got, ref, rtol=2e-6, atol=2e-6)
+
+
+def test_xgboost_num_parallel_tree_must_be_an_integer(tmp_path):
+    doc = json.loads(_booster().save_raw("json"))
+    doc["learner"]["gradient_booster"]["model"]["gbtree_model_param"]["num_parallel_tree"] = {}
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="num_parallel_tree is '{}', not an integer"):
+        treeimp.load(path)

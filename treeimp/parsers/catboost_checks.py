@@ -43,6 +43,12 @@ def check_structure(doc, symmetric):
     if isinstance(lr, bool) or not isinstance(lr, (int, float)):
         raise ValueError(f"CatBoost boosting_options learning_rate is {str(lr)[:40]!r}, not a "
                          "number")
+    dp = params.get("data_processing_options", {}) if isinstance(params, dict) else {}
+    weights = dp.get("class_weights") if isinstance(dp, dict) else None
+    if weights is not None and not (isinstance(weights, list) and all(
+            isinstance(w, (int, float)) and not isinstance(w, bool) for w in weights)):
+        raise ValueError(f"CatBoost data_processing_options class_weights is "
+                         f"{str(weights)[:40]!r}, not a list of numbers")
     info = doc["features_info"]
     if not isinstance(info, dict):
         raise ValueError(f"CatBoost features_info must be an object, got {type(info).__name__}")
@@ -56,8 +62,11 @@ def check_structure(doc, symmetric):
             raise ValueError(f"CatBoost tree {t} must be an object, got {type(tree).__name__}")
         if symmetric:
             for key in ("splits", "leaf_values", "leaf_weights"):
-                if tree.get(key) is not None and not isinstance(tree[key], list):
-                    raise ValueError(f"CatBoost tree {t} {key} must be a list")
+                # leaf_values is required; the others may be absent
+                if (key == "leaf_values" or tree.get(key) is not None) and not isinstance(
+                        tree.get(key), list):
+                    raise ValueError(f"CatBoost tree {t} {key} must be a list, got "
+                                     f"{type(tree.get(key)).__name__}")
             if not all(isinstance(x, dict) for x in tree.get("splits") or []):
                 raise ValueError(f"CatBoost tree {t}: every split must be an object")
             continue

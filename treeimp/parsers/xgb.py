@@ -319,8 +319,7 @@ def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None,
     if np.any(tree_info < 0) or np.any(tree_info >= n_outputs):
         raise ValueError(f"XGBoost tree_info has outputs outside 0..{n_outputs - 1}")
     adaptive = objective.source in _ADAPTIVE_LEAVES
-    npt = int(_get(model, ("gbtree_model_param", "num_parallel_tree"), version,
-                   where="gradient_booster.model"))
+    npt = _num_parallel_tree(model, version)
     # resolved when a measure first reads tree_learning_rate (xgb_eta)
     eta = XGBoostEta(shrinkage_input(raw, adaptive), n_trees=n_trees, num_parallel_tree=npt,
                      learning_rate=learning_rate, regularization=regularization)
@@ -428,6 +427,20 @@ def _size(mparam, key, version, high, *, low=1, default=None):
     return value
 
 
+def _num_parallel_tree(model, version):
+    """``gbtree_model_param.num_parallel_tree`` (XGBoost writes it as a string) as an
+    int."""
+    value = _get(model, ("gbtree_model_param", "num_parallel_tree"), version,
+                 where="gradient_booster.model")
+    try:
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise ValueError
+        return int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"XGBoost gbtree_model_param.num_parallel_tree is "
+                         f"{str(value)[:40]!r}, not an integer (version {version})") from None
+
+
 def _get(d, path, version, *, where="model"):
     cur = d
     for i, key in enumerate(path):
@@ -469,8 +482,7 @@ def _base_score(text):
 def _stages(model, n_trees, n_outputs, version):
     indptr = model.get("iteration_indptr")
     if indptr is None:  # older documents: every round adds n_groups x num_parallel_tree
-        npt = int(_get(model, ("gbtree_model_param", "num_parallel_tree"), version,
-                       where="gradient_booster.model"))
+        npt = _num_parallel_tree(model, version)
         per_round = max(1, npt * n_outputs)
         return np.arange(n_trees) // per_round
     indptr = _numbers(indptr, "iteration_indptr", np.int64)
