@@ -221,3 +221,16 @@ def test_symmetric_tree_without_leaf_values_is_named(tmp_path, numeric):
     edited.write_text(json.dumps(doc))
     with pytest.raises(ValueError, match="tree 0 leaf_values must be a list, got NoneType"):
         treeimp.load(edited)
+
+
+def test_scalar_bias_is_refused(tmp_path, numeric):
+    # CatBoost reads scale_and_bias [1, b] (b not in a list) with bias 0
+    model, X = numeric
+    path, doc = _saved(tmp_path, model)
+    bias = doc["scale_and_bias"][1][0]
+    doc["scale_and_bias"][1] = bias - 1.0
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(doc))
+    np.testing.assert_allclose(_margin(edited, X), _margin(path, X) - bias, atol=1e-9)
+    with pytest.raises(ValueError, match=r"scale_and_bias must be \[scale, \[bias, ...\]\]"):
+        treeimp.load(edited)

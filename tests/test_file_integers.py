@@ -136,3 +136,23 @@ def test_xgboost_num_parallel_tree_must_be_an_integer(tmp_path):
     path.write_text(json.dumps(doc))
     with pytest.raises(ValueError, match="num_parallel_tree is '{}', not an integer"):
         treeimp.load(path)
+
+
+@pytest.mark.parametrize("code", [2**32, -1])
+def test_xgboost_category_codes_fit_int32(tmp_path, code):
+    # XGBoost stores the codes as int32: 2**32 became code 0 there, never-matching here
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"a": rng.normal(size=200),
+                       "c": pd.Categorical(rng.integers(0, 4, 200))})
+    b = xgb.train({"max_depth": 2, "max_cat_to_onehot": 1, "nthread": 1},
+                  xgb.DMatrix(df, df["c"].cat.codes == 2, enable_categorical=True), 3)
+    doc = json.loads(b.save_raw("json"))
+    trees = doc["learner"]["gradient_booster"]["model"]["trees"]
+    t = next(t for t, tree in enumerate(trees) if tree["categories"])
+    trees[t]["categories"][0] = code
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=f"tree {t}: categories holds the code {code}, outside"):
+        treeimp.load(path)

@@ -49,6 +49,11 @@ def check_structure(doc, symmetric):
             isinstance(w, (int, float)) and not isinstance(w, bool) for w in weights)):
         raise ValueError(f"CatBoost data_processing_options class_weights is "
                          f"{str(weights)[:40]!r}, not a list of numbers")
+    sb = doc.get("scale_and_bias", [1.0, [0.0]])
+    if not (isinstance(sb, list) and len(sb) == 2 and isinstance(sb[1], list)):
+        # CatBoost reads a bias that is not a list as 0
+        raise ValueError(f"CatBoost scale_and_bias must be [scale, [bias, ...]], got "
+                         f"{str(sb)[:60]!r}")
     info = doc["features_info"]
     if not isinstance(info, dict):
         raise ValueError(f"CatBoost features_info must be an object, got {type(info).__name__}")

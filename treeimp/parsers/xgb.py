@@ -634,6 +634,10 @@ def _categories(jt, r, i):
         _numbers(jt[key], f"tree {i}: {key!r}", np.int64)
         for key in ("categories_nodes", "categories_segments", "categories_sizes",
                     "categories"))
+    if codes.size and (codes.min() < 0 or codes.max() > np.iinfo(np.int32).max):
+        bad = codes[(codes < 0) | (codes > np.iinfo(np.int32).max)][0]
+        raise ValueError(f"XGBoost tree {i}: categories holds the code {bad}, outside "
+                         "0..2**31-1 (XGBoost stores codes as int32)")
     if not nodes.size == segs.size == sizes.size:
         raise ValueError(f"XGBoost tree {i}: categories_nodes/segments/sizes have different "
                          f"lengths ({nodes.size}, {segs.size}, {sizes.size})")
