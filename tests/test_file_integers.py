@@ -156,3 +156,13 @@ def test_xgboost_category_codes_fit_int32(tmp_path, code):
     path.write_text(json.dumps(doc))
     with pytest.raises(ValueError, match=f"tree {t}: categories holds the code {code}, outside"):
         treeimp.load(path)
+
+
+def test_xgboost_objective_name_that_is_not_a_string(tmp_path):
+    doc = json.loads(_booster().save_raw("json"))
+    doc["learner"]["objective"]["name"] = ["reg:squarederror"]
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=r"XGBoost objective \['reg:squarederror'\] is not "
+                                         "supported"):
+        treeimp.load(path)

@@ -455,7 +455,7 @@ def _get(d, path, version, *, where="model"):
 def _objective(learner, version):
     obj = _get(learner, ("objective",), version, where="learner")
     name = _get(obj, ("name",), version, where="learner.objective")
-    if name not in _OBJECTIVES:
+    if not isinstance(name, str) or name not in _OBJECTIVES:
         raise ValueError(f"XGBoost objective {name!r} is not supported; supported objectives: "
                          f"{', '.join(SUPPORTED_OBJECTIVES)}")
     canonical, params, link, to_margin = _OBJECTIVES[name]
