@@ -12,7 +12,9 @@ The walk accepts only what it can index exactly: any unknown marker, truncation,
 count that does not fit, typed container that is not a numeric array, nesting deeper
 than ``max_depth`` or trailing bytes stops it with a nonzero status, and the caller
 then reads the document with the strict reader (``parsers/ubjson.py``), which reports
-the problem.
+the problem. A length or count read from the document is compared with the bytes
+left (``length > n - after``), never added to an offset first: ``after + length``
+wraps around in int64 for a length near 2**63 and would pass the check.
 """
 
 import numpy as np
@@ -141,7 +143,7 @@ def _walk(data, max_depth, cap):
                 stack_left[depth - 1] -= 1
             if is_object:
                 kl, after = _length(data, pos)
-                if kl < 0 or after + kl > n:
+                if kl < 0 or kl > n - after:
                     return pos + 1, marker, elem, start, count, parent, key_start, key_len, end
                 ks = after
                 pos = after + kl
@@ -178,7 +180,7 @@ def _walk(data, max_depth, cap):
             start[r] = pos
         elif m == _STR or m == _HIGH:
             length, after = _length(data, pos)
-            if length < 0 or after + length > n:
+            if length < 0 or length > n - after:
                 return at + 1, marker, elem, start, count, parent, key_start, key_len, end
             start[r] = after
             count[r] = length
@@ -197,7 +199,7 @@ def _walk(data, max_depth, cap):
                 if m != _ARRAY_OPEN or size == 0 or pos + 2 >= n or data[pos + 2] != _COUNT:
                     return at + 1, marker, elem, start, count, parent, key_start, key_len, end
                 length, after = _length(data, pos + 3)
-                if length < 0 or after + length * size > n:
+                if length < 0 or length > (n - after) // size:
                     return at + 1, marker, elem, start, count, parent, key_start, key_len, end
                 elem[r] = t
                 start[r] = after

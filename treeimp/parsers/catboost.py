@@ -72,6 +72,7 @@ import tempfile
 import numpy as np
 
 from ..ensemble import BOOSTING, NAN_MISSING, Objective, Tree, TreeEnsemble
+from .catboost_checks import check_split_fields, check_structure
 from .catboost_hash import hash_values
 
 TOP_KEYS = ("features_info", "model_info")
@@ -127,6 +128,7 @@ def parse_catboost_json(doc, *, model=None, classes=None) -> TreeEnsemble:
     raw_trees = doc["oblivious_trees"] if symmetric else doc["trees"]
     if not isinstance(raw_trees, list) or not raw_trees:
         raise ValueError("CatBoost JSON model has no trees")
+    check_structure(doc, symmetric)  # types, feature indices, floats (catboost_checks)
     feats = _Features(doc["features_info"])
     params = _dict(doc["model_info"].get("params", {}), "model_info.params")
     n_outputs, scale, bias = _scale_and_bias(doc, params)
@@ -135,6 +137,7 @@ def parse_catboost_json(doc, *, model=None, classes=None) -> TreeEnsemble:
         "learning_rate", 1.0))
     build = _symmetric_tree if symmetric else _nonsymmetric_tree
     all_parts = [build(raw, t, feats, n_outputs) for t, raw in enumerate(raw_trees)]
+    check_split_fields(doc, symmetric)  # split_index vs border / value (catboost_checks)
     trees, columns, thresholds, ctr_features = [], [], [], []
     for t, parts in enumerate(all_parts):
         _table_positions(parts, feats)  # every tree read: the hash tables are complete

@@ -44,7 +44,7 @@ from ..ensemble import (
 )
 from .lgbm_categories import feature_categories
 from .lgbm_objective import objective_from_text
-from .lgbm_text import read_param, scan_model_text
+from .lgbm_text import check_tree_sizes, read_param, scan_model_text
 
 HEADER_KEYS = ("version", "num_class", "num_tree_per_iteration", "max_feature_idx",
                "feature_names", "feature_infos")
@@ -163,6 +163,11 @@ def parse_lightgbm_text(text: str, *, classes=None) -> TreeEnsemble:
     if n_features < 1 or n_per_iter < 1 or num_class < 1:
         raise ValueError(f"LightGBM header: max_feature_idx={n_features - 1}, "
                          f"num_tree_per_iteration={n_per_iter}, num_class={num_class}")
+    if num_class != n_per_iter:
+        # LightGBM writes them equal; it predicts num_class columns from the trees laid out
+        # num_tree_per_iteration per round, so they must agree
+        raise ValueError(f"LightGBM header num_class={num_class} disagrees with "
+                         f"num_tree_per_iteration={n_per_iter} (LightGBM writes them equal)")
     # LightGBM splits its names at " " alone (they hold none: it stores a space as "_"),
     # so a tab or a non-breaking space stays inside a name
     names = [nm for nm in header["feature_names"].split(" ") if nm]
@@ -183,6 +188,8 @@ def parse_lightgbm_text(text: str, *, classes=None) -> TreeEnsemble:
         raise ValueError(f"LightGBM header tree_sizes lists "
                          f"{len(header['tree_sizes'].split())} trees but the text has "
                          f"{len(raw)}")
+    if "tree_sizes" in header:
+        check_tree_sizes(text, header["tree_sizes"])
 
     if objective.params.get("n_classes", 1) != n_per_iter:
         raise ValueError(f"LightGBM objective {objective.source!r} needs "

@@ -174,3 +174,34 @@ def read_param(params, key, default, cast=float):
     except ValueError:
         raise ValueError(f"LightGBM parameter {key}={params[key][:30]!r} is not a "
                          f"{cast.__name__}") from None
+
+
+def check_tree_sizes(text, sizes):
+    """``tree_sizes`` (the header's, as text) against the trees' blocks in ``text``.
+
+    LightGBM reads tree i at the offset the sizes before it add up to (it does not look
+    for the ``Tree=i`` line), so sizes that disagree with the blocks can make it read
+    other trees than the text shows (sizes ``0 ...``: tree 0 twice). The size of tree i
+    is the number of bytes from its ``Tree=`` line to the next tree's (or to ``end of
+    trees``), as LightGBM writes it. The caller has checked the number of sizes.
+    """
+    starts = []
+    at = text.find("\nTree=")
+    while at >= 0:
+        starts.append(at + 1)
+        at = text.find("\nTree=", at + 1)
+    end = text.find("\nend of trees", starts[-1] if starts else 0)
+    if not starts or end < 0:
+        return  # the scanner has reported the framing
+    starts.append(end + 1)
+    for t, word in enumerate(sizes.split()):
+        try:
+            size = int(word)
+        except ValueError:
+            raise ValueError(f"LightGBM header tree_sizes has {word[:20]!r} for tree {t}, "
+                             "not an integer") from None
+        actual = len(text[starts[t]:starts[t + 1]].encode("utf-8"))
+        if size != actual:
+            raise ValueError(f"LightGBM header tree_sizes gives tree {t} {size} bytes but its "
+                             f"Tree= block has {actual} (LightGBM reads each tree at the "
+                             "offset tree_sizes gives; was the file edited?)")

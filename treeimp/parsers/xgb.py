@@ -77,11 +77,18 @@ def _identity(b):
     return b
 
 
+_PROB_EPS = np.float32(1e-6)  # XGBoost's kRtEps: base_score is clipped to [eps, 1 - eps]
+
+
 def _logit(p):
-    if np.any((p <= 0) | (p >= 1)):
-        raise ValueError(f"XGBoost base_score {p} must be a probability in (0, 1) for a "
+    """XGBoost's ProbToMargin: in float32, after clipping the probability to
+    [1e-6, 1 - 1e-6] (xgboost 3.2: base_score 1e-300 and 0 give the margin of 1e-6;
+    float64 arithmetic does not give XGBoost's margin near 0 and 1)."""
+    if np.any((p < 0) | (p > 1)):
+        raise ValueError(f"XGBoost base_score {p} must be a probability in [0, 1] for a "
                          "logistic objective")
-    return -np.log(1.0 / p - 1.0)
+    p32 = np.clip(np.asarray(p, np.float32), _PROB_EPS, np.float32(1) - _PROB_EPS)
+    return (-np.log(np.float32(1) / p32 - np.float32(1))).astype(np.float64)
 
 
 def _log(mean):
@@ -304,14 +311,23 @@ def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None,
                          f"{n_outputs} outputs (version {version})")
 
     jtrees = _get(model, ("trees",), version, where="gradient_booster.model")
+    if flat_trees is None and not isinstance(jtrees, list):
+        raise ValueError(f"XGBoost gradient_booster.model.trees must be a list of trees, got "
+                         f"{type(jtrees).__name__} (version {version})")
     n_trees = len(jtrees) if flat_trees is None else flat_trees.n_trees
-    tree_info = np.asarray(_get(model, ("tree_info",), version, where="gradient_booster.model"),
-                           dtype=np.int64)
+    tree_info = _numbers(_get(model, ("tree_info",), version, where="gradient_booster.model"),
+                         "tree_info", np.int64)
     if tree_info.shape != (n_trees,):
         raise ValueError(f"XGBoost model has {n_trees} trees but tree_info has "
                          f"{tree_info.size} entries")
     if n_trees == 0:
         raise ValueError("the XGBoost model has no trees (was it trained for 0 rounds?)")
+    num_trees = model.get("gbtree_model_param", {}).get("num_trees") if isinstance(
+        model.get("gbtree_model_param"), dict) else None
+    if num_trees is not None and str(num_trees).strip() != str(n_trees):
+        # XGBoost refuses the file (gbtree_model.cc: trees_json.size() == num_trees)
+        raise ValueError(f"XGBoost gbtree_model_param.num_trees is {num_trees} but the model "
+                         f"has {n_trees} trees (version {version})")
     stages = _stages(model, n_trees, n_outputs, version)
     if weight_drop is not None and weight_drop.shape != (n_trees,):
         raise ValueError(f"XGBoost DART model has {n_trees} trees but {weight_drop.size} "
@@ -328,8 +344,7 @@ def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None,
     if np.any(tree_info < 0) or np.any(tree_info >= n_outputs):
         raise ValueError(f"XGBoost tree_info has outputs outside 0..{n_outputs - 1}")
     adaptive = objective.name in _ADAPTIVE_LEAVES
-    npt = int(_get(model, ("gbtree_model_param", "num_parallel_tree"), version,
-                   where="gradient_booster.model"))
+    npt = _num_parallel_tree(model, version)
     # resolved when a measure first reads tree_learning_rate (xgb_eta)
     eta = XGBoostEta(shrinkage_input(raw, adaptive), n_trees=n_trees, num_parallel_tree=npt,
                      learning_rate=learning_rate, regularization=regularization)
@@ -451,6 +466,20 @@ def _size(mparam, key, version, high, *, low=1, default=None):
     return value
 
 
+def _num_parallel_tree(model, version):
+    """``gbtree_model_param.num_parallel_tree`` (XGBoost writes it as a string) as an
+    int."""
+    value = _get(model, ("gbtree_model_param", "num_parallel_tree"), version,
+                 where="gradient_booster.model")
+    try:
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise ValueError
+        return int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"XGBoost gbtree_model_param.num_parallel_tree is "
+                         f"{str(value)[:40]!r}, not an integer (version {version})") from None
+
+
 def _get(d, path, version, *, where="model"):
     cur = d
     for i, key in enumerate(path):
@@ -465,6 +494,9 @@ def _get(d, path, version, *, where="model"):
 def _objective(learner, version):
     obj = _get(learner, ("objective",), version, where="learner")
     name = _get(obj, ("name",), version, where="learner.objective")
+    if not isinstance(name, str):
+        raise ValueError(f"XGBoost objective {name!r} is not supported; supported objectives: "
+                         f"{', '.join(SUPPORTED_OBJECTIVES)}")
     if name in _VERSIONED:
         return _versioned_objective(name, obj, version)
     if name not in _OBJECTIVES:
@@ -561,12 +593,11 @@ def _base_score(text):
 def _stages(model, n_trees, n_outputs, version):
     indptr = model.get("iteration_indptr")
     if indptr is None:  # older documents: every round adds n_groups x num_parallel_tree
-        npt = int(_get(model, ("gbtree_model_param", "num_parallel_tree"), version,
-                       where="gradient_booster.model"))
+        npt = _num_parallel_tree(model, version)
         per_round = max(1, npt * n_outputs)
         return np.arange(n_trees) // per_round
-    indptr = np.asarray(indptr, dtype=np.int64)
-    if indptr.ndim != 1 or indptr.size < 1 or indptr[0] != 0 or indptr[-1] != n_trees \
+    indptr = _numbers(indptr, "iteration_indptr", np.int64)
+    if indptr.size < 1 or indptr[0] != 0 or indptr[-1] != n_trees \
             or np.any(np.diff(indptr) < 0):
         raise ValueError(f"XGBoost iteration_indptr {indptr[:10].tolist()} does not cover "
                          f"the model's {n_trees} trees")
@@ -574,8 +605,11 @@ def _stages(model, n_trees, n_outputs, version):
 
 
 def _features(learner, n_features, version):
-    names = list(learner.get("feature_names", []) or [])
-    types = list(learner.get("feature_types", []) or [])
+    names = learner.get("feature_names", []) or []
+    types = learner.get("feature_types", []) or []
+    if not isinstance(names, list) or not isinstance(types, list):
+        raise ValueError(f"XGBoost learner.feature_names / feature_types must be lists, got "
+                         f"{type(names).__name__} / {type(types).__name__} (version {version})")
     if names and len(names) != n_features:
         raise ValueError(f"XGBoost model has {len(names)} feature names for {n_features} "
                          f"features (version {version})")
@@ -595,8 +629,9 @@ def _read_tree(jt, i, version):
         if key not in jt:
             raise ValueError(f"XGBoost tree {i} has no key {key!r} (version {version}); "
                              f"expected keys: {', '.join(_TREE_KEYS)}")
-    left = np.asarray(jt["left_children"], dtype=np.int64)
+    left = _numbers(jt["left_children"], f"tree {i}: 'left_children'", np.int64)
     n = left.size
+    _check_tree_counts(jt, i, n)
     k = int(jt["tree_param"].get("size_leaf_vector", 1) or 1)
     k = max(k, 1)
     r = {"left": left}
@@ -607,14 +642,14 @@ def _read_tree(jt, i, version):
                              ("split_type", "split_type", np.int64),
                              ("sum_hessian", "hess", np.float32),
                              ("loss_changes", "gain", np.float32)):
-        a = np.asarray(jt[key])
+        a = _numbers(jt[key], f"tree {i}: {key!r}")
         if key in _FLAG_KEYS:
             _check_flags(a, key, i)
-        a = a.astype(dtype, copy=False)  # UBJSON arrays: often no copy
+        a = _numbers(a, f"tree {i}: {key!r}", dtype)  # UBJSON arrays: often no copy
         if a.shape != (n,):
             raise ValueError(f"XGBoost tree {i}: {key!r} has {a.size} entries for {n} nodes")
         r[name] = a
-    bw = np.asarray(jt["base_weights"], dtype=np.float32)
+    bw = _numbers(jt["base_weights"], f"tree {i}: 'base_weights'", np.float32)
     if bw.size != n * k:
         raise ValueError(f"XGBoost tree {i}: base_weights has {bw.size} entries, expected "
                          f"{n} nodes x {k}")
@@ -637,6 +672,55 @@ def _read_tree(jt, i, version):
     return _drop_unreachable(r, i)
 
 
+def _check_tree_counts(jt, i, n):
+    """A tree's ``id`` and ``tree_param.num_nodes`` agree with its position and its
+    arrays: XGBoost places a tree by its id (a repeated id crashes it, one past the trees
+    is refused) and refuses arrays whose length is not num_nodes."""
+    tid = jt.get("id", i)
+    if isinstance(tid, bool) or not isinstance(tid, (int, np.integer)) or tid != i:
+        raise ValueError(f"XGBoost tree {i} has id {tid!r}; XGBoost places each tree by its "
+                         f"id, which must be its position {i}")
+    param = jt["tree_param"]
+    if not isinstance(param, dict):
+        raise ValueError(f"XGBoost tree {i}: tree_param must be an object, got "
+                         f"{type(param).__name__}")
+    num_nodes = param.get("num_nodes")
+    if num_nodes is not None and str(num_nodes).strip() != str(n):
+        raise ValueError(f"XGBoost tree {i}: tree_param.num_nodes is {num_nodes} but "
+                         f"left_children has {n} entries")
+
+
+def _numbers(value, what, dtype=None):
+    """``value`` (a list or a UBJSON array) as a 1-D numeric array, converted to
+    ``dtype`` when given: anything else (objects, strings, nesting, a single number) and,
+    for an integer ``dtype``, values that are not integers in its range are a damaged
+    file, reported naming ``what``; XGBoost refuses them too."""
+    try:
+        a = np.asarray(value)
+    except (TypeError, ValueError, OverflowError):  # ragged nesting, huge integers
+        a = np.asarray([None])
+    if a.ndim != 1 or (a.dtype.kind not in "biuf" and a.size):
+        if isinstance(value, list):
+            k = next((k for k, v in enumerate(value) if isinstance(v, (bool, str, list, dict))
+                      or v is None), 0)
+            shown = f"entry {k} is {str(value[k])[:40] if value else value!r}"
+        else:
+            shown = f"got {type(value).__name__} {str(value)[:40]!r}"
+        raise ValueError(f"XGBoost {what} must be an array of numbers, but {shown}")
+    if dtype is None or a.dtype == dtype:
+        return a
+    if np.dtype(dtype).kind in "iu" and a.dtype.kind in "fu":
+        info = np.iinfo(dtype)
+        with np.errstate(invalid="ignore"):
+            bad = ~((a == np.floor(a)) & (a >= info.min) & (a <= info.max))
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"XGBoost {what} must hold integers, but entry {k} is "
+                             f"{a[k].item()!r}")
+    with np.errstate(over="ignore"):  # float64 -> float32: XGBoost's rounding too
+        return a.astype(dtype, copy=False)
+
+
 # per-node fields XGBoost writes as 0/1: where NaN goes, numeric (0) or categorical (1)
 _FLAG_KEYS = ("default_left", "split_type")
 
@@ -657,10 +741,14 @@ def _check_flags(a, key, i):
 
 
 def _categories(jt, r, i):
-    nodes = np.asarray(jt["categories_nodes"], dtype=np.int64)
-    segs = np.asarray(jt["categories_segments"], dtype=np.int64)
-    sizes = np.asarray(jt["categories_sizes"], dtype=np.int64)
-    codes = np.asarray(jt["categories"], dtype=np.int64)
+    nodes, segs, sizes, codes = (
+        _numbers(jt[key], f"tree {i}: {key!r}", np.int64)
+        for key in ("categories_nodes", "categories_segments", "categories_sizes",
+                    "categories"))
+    if codes.size and (codes.min() < 0 or codes.max() > np.iinfo(np.int32).max):
+        bad = codes[(codes < 0) | (codes > np.iinfo(np.int32).max)][0]
+        raise ValueError(f"XGBoost tree {i}: categories holds the code {bad}, outside "
+                         "0..2**31-1 (XGBoost stores codes as int32)")
     if not nodes.size == segs.size == sizes.size:
         raise ValueError(f"XGBoost tree {i}: categories_nodes/segments/sizes have different "
                          f"lengths ({nodes.size}, {segs.size}, {sizes.size})")

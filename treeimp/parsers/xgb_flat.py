@@ -205,6 +205,8 @@ def _gather_trees(table, trees_row):
         return None
     if not _single_output(table, found[:, -1]):
         return None
+    if not _counts_agree(table, trees, found[:, -1], sizes):
+        return None  # the per-tree path reports the disagreement
     types = [_DTYPES[m].newbyteorder("=") for m in elem[0].tolist()]
     itemsize = np.array([t.itemsize for t in types], np.int64)
     *words, at = gather_numbers(table.buf, table.start[rows], counts, itemsize)
@@ -252,6 +254,33 @@ def _single_output(table, params):
     first = table.buf[np.minimum(table.start[rows], table.buf.size - 1)]
     return bool(np.all((table.marker[rows] == _STRING) & (table.count[rows] == 1)
                        & ((first == ord("0")) | (first == ord("1")))))
+
+
+def _counts_agree(table, trees, params, sizes):
+    """Whether every tree's ``id`` (when it has one) is its position and its
+    ``tree_param.num_nodes`` (when given) its node count, as XGBoost requires."""
+    found = table.members(trees, ("id",))
+    if found is None:
+        return False
+    rows = found[:, 0]
+    if np.any(rows >= 0):
+        if np.any(rows < 0):
+            return False
+        ok, ids = integers_at(table.buf, table.marker, table.start, rows)
+        if not ok or np.any(ids != np.arange(trees.size)):
+            return False
+    found = table.members(params, ("num_nodes",))
+    if found is None:
+        return False
+    for r, n in zip(found[:, 0].tolist(), sizes.tolist()):
+        if r < 0:
+            continue
+        if table.marker[r] != _STRING:
+            return False
+        s = int(table.start[r])
+        if bytes(table.buf[s:s + int(table.count[r])]) != str(n).encode():
+            return False
+    return True
 
 
 def _tree_categories(flat, out):
