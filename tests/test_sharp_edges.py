@@ -114,10 +114,15 @@ def test_integer_past_int64_is_a_clean_error(tmp_path):
     assert "Python int" not in text and "C long" not in text and "Error" not in text
 
 
-def test_methods_none(forest):
+def test_methods_none_means_the_defaults_and_other_types_are_refused(forest):
     rf, X, y = forest
+    res = treeimp.explain(rf, X, y, methods=None, random_state=0)
+    named = treeimp.explain(rf, X, y, random_state=0,
+                            methods=("mdi", "mdi_oob", "mdi_oob_centered", "ufi"))
+    assert sorted(res.table.columns) == sorted(named.table.columns)
+    pd.testing.assert_frame_equal(res.table[named.table.columns], named.table)
     with pytest.raises(TypeError, match="methods must be a method name or a sequence"):
-        treeimp.explain(rf, X, y, methods=None)
+        treeimp.explain(rf, X, y, methods=5)
 
 
 @pytest.mark.parametrize("alpha", ["0.05", None])
