@@ -124,7 +124,7 @@ def test_xgboost_tree_identical_with_our_gradients(obj, params, y, objective):
 
 @pytest.mark.skipif(tuple(int(v) for v in xgb.__version__.split(".")[:2]) >= (3, 4),
                     reason="XGBoost >= 3.4 fits these with a smoothed surrogate (see "
-                    "tests/test_xgb_levels.py)")
+                    "tests/test_xgb_smoothed.py)")
 @pytest.mark.parametrize("obj,params,objective", [
     ("reg:absoluteerror", {}, obj_("absolute_error")),
     ("reg:quantileerror", {"quantile_alpha": 0.3}, obj_("quantile", alpha=0.3)),

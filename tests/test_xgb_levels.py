@@ -5,8 +5,8 @@
 * ``reg:quantileerror`` (one output per ``quantile_alpha``) and ``reg:absoluteerror``:
   sign gradients with refitted leaves before 3.4 ("quantile" / "quantiles" /
   "absolute_error"); since 3.4 a smoothed surrogate scaled by all training residuals
-  ("smoothed_quantile" / "smoothed_absolute_error", which treeimp cannot evaluate on
-  held-out rows and refuses to explain).
+  ("smoothed_quantile" / "smoothed_absolute_error": their gradients are checked in
+  ``tests/test_xgb_smoothed.py``; refused where the rows come in chunks).
 
 Truths: XGBoost's own margins, ``pred_contribs`` and predictions, and for the gradients
 one boosting round grown by XGBoost's built-in objective against one grown from the
@@ -97,7 +97,7 @@ def test_gradients_are_xgboosts(obj, extra):
     if SMOOTHED and obj != "reg:expectileerror":
         objective = treeimp.parse(xgb.train(_params(obj, extra), xgb.DMatrix(X, Y), 1))
         assert objective.objective.name.startswith("smoothed_")
-        pytest.skip("XGBoost >= 3.4: no held-out gradient (test_smoothed_objectives_refused)")
+        pytest.skip("XGBoost >= 3.4: smoothed gradients (tests/test_xgb_smoothed.py)")
     objective = _same_round(obj, extra, Y, W, rounds=2)
     # a margin equal to the label: the gradient's sign convention at a tie decides splits
     ties = {"base_score": 1.0} if obj != "reg:expectileerror" else {}
@@ -178,8 +178,6 @@ def test_crossing_quantile_predictions():
 @pytest.mark.parametrize("obj,extra", CASES, ids=IDS)
 def test_explain_finite_and_informative_feature_first(obj, extra):
     booster, Xv, yv = _model(obj, extra)
-    if SMOOTHED and obj != "reg:expectileerror":
-        pytest.skip("XGBoost >= 3.4: refused (test_smoothed_objectives_refused)")
     res = treeimp.explain(booster, Xv, yv, methods=("mdi_oob", "ufi"), random_state=0)
     for method in ("mdi_oob", "ufi"):
         assert np.isfinite(res.table[method]).all()
@@ -202,10 +200,21 @@ def test_sign_gradients_no_longer_grow_xgboosts_trees(obj, extra, sign):
 
 @pytest.mark.skipif(not SMOOTHED, reason="XGBoost < 3.4 fits sign gradients")
 @pytest.mark.parametrize("obj,extra", CASES[:3], ids=IDS[:3])
-def test_smoothed_objectives_refused(obj, extra):
+def test_smoothed_objectives_refused_on_chunks(obj, extra):
+    """Every round's gradient scale is a statistic of all the evaluation rows: refused
+    where they come in chunks (an iterable, Explainer.accumulate, Dask), computed in one
+    call on in-memory rows."""
     booster, Xv, yv = _model(obj, extra)
-    with pytest.raises(ValueError, match="XGBoost >= 3.4 scales every row's gradient"):
-        treeimp.explain(booster, Xv, yv, methods=("mdi_oob",))
-    # what reads no gradient still works
-    res = treeimp.explain(booster, Xv, methods=("mdi",))
-    assert np.isfinite(res.table["mdi"]).all()
+    why = "a statistic of all the evaluation rows at once"
+    with pytest.raises(ValueError, match=why):
+        treeimp.explain(booster, iter([(Xv[:50], yv[:50]), (Xv[50:], yv[50:])]),
+                        methods=("mdi_oob",))
+    ex = treeimp.Explainer(booster)
+    with pytest.raises(ValueError, match=why):
+        ex.accumulate(Xv[:50], yv[:50], random_state=0)
+    da = pytest.importorskip("dask.array")
+    with pytest.raises(ValueError, match=why):
+        ex.explain(da.from_array(Xv, chunks=50), da.from_array(yv, chunks=50),
+                   methods=("mdi_oob",))
+    res = ex.explain(Xv, yv, methods=("mdi_oob",), random_state=0)
+    assert np.isfinite(res.table["mdi_oob"]).all()

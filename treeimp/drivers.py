@@ -18,7 +18,8 @@ import numpy as np
 from .kernel_inputs import Loss, RowInputs, StagedTrees
 from .kernels.node_stats import forest_leaf_stats, propagate_up
 from .kernels.staged import N_TERMS, staged_leaf_stats
-from .losses import LOGISTIC, check_target, loss_spec
+from .kernels.staged_scale import staged_root_residual_sums
+from .losses import LOGISTIC, SMOOTHED, check_target, loss_spec, smoothed_spec
 from .routing import routing_flags
 from .targets import n_target_columns
 from .threads import numba_threads
@@ -139,7 +140,10 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
     if ens.value_dim != 1:
         raise ValueError(f"this model's trees have {ens.value_dim} values per leaf (vector-"
                          "leaf trees): split them with vector_leaves.per_output_trees first")
-    code, params = loss_spec(ens.objective, n_outputs=ens.n_outputs)
+    smoothed = ens.objective.name in SMOOTHED
+    code, params = (smoothed_spec(ens.objective, ens.n_outputs,
+                                  np.zeros((len(stage_starts(ens)) - 1, ens.n_outputs)))
+                    if smoothed else loss_spec(ens.objective, n_outputs=ens.n_outputs))
     # row-major: a row's targets side by side, as the staged kernel reads them
     y_t = np.ascontiguousarray(check_target(ens.objective, y, ens.classes,
                                             n_target_columns(ens)), dtype=np.float64).ravel()
@@ -152,6 +156,10 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
     loss = Loss(code, params, ens.base_score)
     trees = staged_trees(ens, code, params)
     routing = ens.routing_arrays()
+    if smoothed:  # the scale of every round, from all the rows, before the pass
+        scales = smoothed_scales(ens, rows, rows_in, loss, trees, routing, n_jobs)
+        code, params = smoothed_spec(ens.objective, ens.n_outputs, scales)
+        loss = Loss(code, params, ens.base_score)
     slot = ens.leaf_slots.slot
     # dynamic: the statistic blocks are few, long and equal; a thread slowed by another
     # process leaves its remaining blocks to the other (see numba_threads)
@@ -166,6 +174,30 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
             if bar is not None:
                 bar.update(chunk.shape[0])
     return stats, (margin if keep_margin else None)
+
+
+# row parts of the smoothed-scale pre-pass: fixed, so that its sums do not depend on
+# the thread count
+SCALE_PARTS = 16
+
+
+def smoothed_scales(ens, rows, rows_in, loss, trees, routing, n_jobs=None):
+    """(n_stages, n_outputs) scales S of XGBoost >= 3.4's smoothed objectives over all of
+    ``rows`` at their staged margins: (sum w sqrt|m - y| / sum w)^2 per round and output,
+    0 where |sum w| < 1e-6 (XGBoost's CloseTo), as XGBoost computes them over its
+    training rows (``losses.smoothed_spec``)."""
+    n_stages = len(trees.stage_start) - 1
+    sums = np.zeros((SCALE_PARTS, n_stages, ens.n_outputs))
+    with numba_threads(n_jobs, dynamic=True):
+        for start, chunk in rows.chunks(CHUNK_ROWS, split=True):
+            strict, round32 = routing_flags(ens, chunk)
+            staged_root_residual_sums(chunk, start, rows_in, loss, trees, routing, strict,
+                                      round32, sums)
+    w = rows_in.w
+    total_w = float(w[0]) * rows.n_rows if w.shape[0] == 1 else float(np.sum(w))
+    if abs(total_w) < 1e-6:
+        return np.zeros((n_stages, ens.n_outputs))
+    return (sums.sum(axis=0) / total_w) ** 2
 
 
 def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,

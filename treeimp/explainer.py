@@ -144,11 +144,14 @@ class Explainer:
         if is_dask_collection(X):  # rows on a Dask cluster: statistics where they lie
             from .dask.explain import explain_dask
 
+            _refuse_smoothed_chunks(self.ensemble, "a Dask collection")
+
             return explain_dask(self, X, y, oob=oob, methods=methods,
                                 sample_weight=sample_weight, base_margin=base_margin,
                                 groups=groups, n_blocks=n_blocks, random_state=random_state,
                                 alpha=alpha, lam=lam)
         if _is_chunk_stream(X):
+            _refuse_smoothed_chunks(self.ensemble, "an iterable of (X, y) chunks")
             return self._explain_stream(X, y, oob=oob, methods=methods,
                                         sample_weight=sample_weight, base_margin=base_margin,
                                         groups=groups, n_blocks=n_blocks,
@@ -206,6 +209,7 @@ class Explainer:
         NodeStats
             A chunk without rows gives zero statistics.
         """
+        _refuse_smoothed_chunks(self.ensemble, "Explainer.accumulate on a chunk of rows")
         oob = _check_oob(oob)
         _check_n_blocks(n_blocks, None)
         extra = ()
@@ -566,6 +570,21 @@ class Explainer:
 # statistics cells (leaves x blocks x terms) below which finalising runs on one thread
 # (waking the thread pool costs more than the work)
 SERIAL_CELLS = 1 << 20
+
+
+def _refuse_smoothed_chunks(ens, where):
+    """XGBoost >= 3.4's smoothed absolute error / quantile: every round's gradient scale
+    is a statistic of all the evaluation rows (``losses.smoothed_spec``), which no chunk
+    of them knows."""
+    from .losses import SMOOTHED
+
+    if ens.kind != FOREST and ens.objective.name in SMOOTHED:
+        raise ValueError(f"objective {ens.objective.name!r} (XGBoost >= 3.4) cannot be "
+                         f"explained from {where}: its gradients are scaled, every round, by "
+                         "a statistic of all the evaluation rows at once (S = (weighted mean "
+                         "of sqrt|margin - y|)^2), which one chunk does not know; pass all "
+                         "the rows in one call, explain(model, X, y) with in-memory X "
+                         "(permutation_importance and contributions work on chunks)")
 
 
 def _last_step(model):

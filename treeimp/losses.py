@@ -64,12 +64,14 @@ scikit-learn 1.9.1 in ``tests/test_losses.py``):
   parser gives it only to models saved by XGBoost < 3.4 (one alpha; several alphas:
   "quantiles"). XGBoost >= 3.4 fits ``reg:absoluteerror`` and ``reg:quantileerror``
   with a surrogate whose gradients are scaled, every round, by a statistic of all the
-  training residuals (S = (mean sqrt|m - y|)^2 per output; g = r S / hypot(S, r),
-  h = S / hypot(S, r) for absolute error), which the model does not store: the parser
-  names them "smoothed_absolute_error" / "smoothed_quantile", which have no gradient
-  here. ``reg:expectileerror`` (XGBoost >= 3.3) is "expectile_stack": its outputs are
-  non-crossing expectiles (output k > 1 is a softplus increment over output k - 1),
-  and its g, h are the Gauss-Newton ones XGBoost computes (checked on 3.3.0 and 3.4.1).
+  training residuals, which the model does not store: the parser names them
+  "smoothed_absolute_error" / "smoothed_quantile", which have no ``loss_spec``; the
+  staged pass computes that scale over the evaluation rows and builds their vector
+  with :func:`smoothed_spec` (formulas there and in ``_smoothed_grad_hess``, checked on
+  3.4.1 in ``tests/test_xgb_smoothed.py``). ``reg:expectileerror`` (XGBoost >= 3.3)
+  is "expectile_stack": its outputs are non-crossing expectiles (output k > 1 is a
+  softplus increment over output k - 1), and its g, h are the Gauss-Newton ones
+  XGBoost computes (checked on 3.3.0 and 3.4.1).
   Not modelled: XGBoost floors the logistic and softmax hessians at 1e-16 (only matters
   for |margin| > 36).
 * LightGBM: ``multiclass`` hess_factor K/(K-1); ``binary`` / ``multiclassova``
@@ -126,6 +128,13 @@ EXPECTILE = 13
 LOG_COSH = 14
 QUANTILES = 15
 EXPECTILE_STACK = 16
+# XGBoost >= 3.4's reg:absoluteerror / reg:quantileerror (kernels/staged_scale.py)
+SMOOTHED_ABSOLUTE_ERROR = 17
+SMOOTHED_QUANTILE = 18
+SMOOTHED = ("smoothed_absolute_error", "smoothed_quantile")
+# XGBoost's float32 constants of the smoothed quantile (kSmoothingScale, kMinSurrogateRatio)
+SMOOTHING_SCALE = float(np.float32(0.04))
+MIN_SURROGATE_RATIO = float(np.float32(3.0e-4))
 # XGBoost's gap between consecutive non-crossing expectiles (kRtEps)
 EXPECTILE_GAP = 1e-6
 MAX_ALPHAS = 4096  # quantile / expectile levels of one model
@@ -160,17 +169,18 @@ SUPPORTED = tuple(_SPECS)
 LINKS = ("identity", "sigmoid", "softmax", "exp", "sigmoid2", "proba", "expectile_stack",
          "sorted")
 _CLASS_OBJECTIVES = ("logistic", "softmax", "ova_logistic", "exponential", "cross_entropy")
+_SMOOTHED_WHY = ("XGBoost >= 3.4 scales every row's gradient, at every round, by a statistic "
+                 "of all its training residuals, which the model does not store; the "
+                 "node-statistic measures (mdi_oob, ufi, ...) of one explain call on "
+                 "in-memory rows compute it over those rows, the per-row measures "
+                 "(shap_oob, saabas_oob) do not")
 _NOT_SUPPORTED_WHY = {
     "huber_quantile": "scikit-learn's GradientBoosting re-estimates the Huber delta as a "
                       "quantile of the training residuals at every stage and does not store it",
     "class_probability": "forest classifiers have no gradient; they are evaluated on one-hot "
                          "targets",
-    "smoothed_absolute_error": "XGBoost >= 3.4 scales every row's gradient, at every round, by "
-                               "a statistic of all its training residuals, which the model does "
-                               "not store",
-    "smoothed_quantile": "XGBoost >= 3.4 scales every row's gradient, at every round, by a "
-                         "statistic of all its training residuals, which the model does not "
-                         "store",
+    "smoothed_absolute_error": _SMOOTHED_WHY,
+    "smoothed_quantile": _SMOOTHED_WHY,
 }
 
 
@@ -317,6 +327,84 @@ def loss_spec(objective, n_outputs=None):
     return code, np.asarray(vec, dtype=np.float64)
 
 
+def smoothed_spec(objective, n_outputs, scales):
+    """Loss code and parameter vector of XGBoost >= 3.4's smoothed absolute error /
+    quantile, whose gradients need a scale per boosting round and output.
+
+    Parameters
+    ----------
+    objective : Objective
+        "smoothed_absolute_error" or "smoothed_quantile" (params ``alphas``).
+    n_outputs : int
+        The model's outputs K (one per alpha, or one per target for absolute error).
+    scales : ndarray of shape (n_stages, K)
+        S of every round and output: (sum w sqrt|m - y| / sum w)^2 over the rows at their
+        margins before the round, 0 when sum w is 0 (``drivers.smoothed_scales``).
+
+    Returns
+    -------
+    code : int
+    params : ndarray of float64
+        [K, alpha_1..K (0 for absolute error), S_1..K of the current round (filled by
+        ``set_stage_params``), then ``scales`` row by row].
+    """
+    name, params = _name_params(objective)
+    if name not in SMOOTHED:
+        raise ValueError(f"objective {name!r} is not one of {SMOOTHED}")
+    K = int(n_outputs)
+    if name == "smoothed_quantile":
+        alphas = _alphas(name, "alphas", params.get("alphas"))
+        if len(alphas) != K:
+            raise ValueError(f"objective {name!r} needs {len(alphas)} model outputs, the "
+                             f"model has {K}")
+    else:
+        alphas = (0.0,) * K
+    scales = np.asarray(scales, dtype=np.float64)
+    if scales.ndim != 2 or scales.shape[1] != K:
+        raise ValueError(f"scales must have shape (n_stages, {K}), got {scales.shape}")
+    code = SMOOTHED_QUANTILE if name == "smoothed_quantile" else SMOOTHED_ABSOLUTE_ERROR
+    vec = np.concatenate([[K], alphas, np.zeros(K), scales.ravel()])
+    return code, vec
+
+
+@njit(cache=True, inline="always")
+def is_smoothed(code):
+    """Whether the objective's gradients read a scale per round (``smoothed_spec``)."""
+    return code == SMOOTHED_ABSOLUTE_ERROR or code == SMOOTHED_QUANTILE
+
+
+@njit(cache=True)
+def set_stage_params(code, params, source, stage):
+    """Smoothed objectives: params' current scales := round ``stage``'s from ``source``
+    (the ``smoothed_spec`` vector); other objectives: nothing."""
+    if not is_smoothed(code):
+        return
+    K = int(source[0])
+    first = 1 + 2 * K + stage * K
+    for k in range(K):
+        params[1 + K + k] = source[first + k]
+
+
+@njit(cache=True, inline="always")
+def _smoothed_grad_hess(code, alpha, scale, m, y):
+    """(g, h) of XGBoost >= 3.4's surrogate at margin m, target y, round scale S (its
+    arithmetic, in float64): absolute error g = r S / hypot(S, r), h = S / hypot(S, r)
+    (1 when both are 0); quantile, x = r / (c S): g = S (tanh x + 1 - 2 alpha) / 2,
+    h = max(tanh(x) / x, eps) / (2 c) (tanh(x) / x = 1 at x = 0), both 0 when S <= 0."""
+    r = m - y
+    if code == SMOOTHED_ABSOLUTE_ERROR:
+        norm = math.hypot(scale, r)
+        c = scale / norm if norm > 0.0 else 1.0
+        return r * c, c
+    if not scale > 0.0:
+        return 0.0, 0.0
+    x = r / (SMOOTHING_SCALE * scale)
+    t = math.tanh(x)
+    ratio = 1.0 if x == 0.0 else t / x
+    ratio = max(ratio, MIN_SURROGATE_RATIO)
+    return 0.5 * scale * (t + 1.0 - 2.0 * alpha), 0.5 / SMOOTHING_SCALE * ratio
+
+
 # --------------------------------------------------------------------------- numba
 @njit(cache=True)
 def _scalar_grad_hess(code, params, m, y):
@@ -428,6 +516,10 @@ def grad_hess_row(code, params, margin, r, y, g, h):
             h[r, k] = 1.0
     elif code == EXPECTILE_STACK:
         _expectile_stack_row(params, margin, r, y, g, h)
+    elif is_smoothed(code):
+        for k in range(K):
+            g[r, k], h[r, k] = _smoothed_grad_hess(code, params[1 + k], params[1 + K + k],
+                                                   margin[r, k], y)
     else:
         for k in range(K):
             g[r, k], h[r, k] = _scalar_grad_hess(code, params, margin[r, k], y)
@@ -468,7 +560,8 @@ def target_columns(code, K):
     ova_logistic (the class index), for quantile / expectile levels of one target and
     for one output, else K (a regression objective on K targets, output k against
     target k)."""
-    if code == SOFTMAX or code == OVA_LOGISTIC or code == QUANTILES or code == EXPECTILE_STACK:
+    if (code == SOFTMAX or code == OVA_LOGISTIC or code == QUANTILES or code == EXPECTILE_STACK
+            or code == SMOOTHED_QUANTILE):
         return 1
     return K
 
@@ -479,6 +572,11 @@ def grad_hess_targets(code, params, margin, r, y, g, h):
     row r at ``margin[r, k]`` against target ``y[r * K + k]`` (``y`` the rows' targets
     side by side, row-major)."""
     K = margin.shape[1]
+    if is_smoothed(code):
+        for k in range(K):
+            g[r, k], h[r, k] = _smoothed_grad_hess(code, params[1 + k], params[1 + K + k],
+                                                   margin[r, k], y[r * K + k])
+        return
     for k in range(K):
         g[r, k], h[r, k] = _scalar_grad_hess(code, params, margin[r, k], y[r * K + k])
 
@@ -598,7 +696,8 @@ def check_target(objective, y, classes=None, n_targets=1):
         indices (softmax, ova_logistic without classes). Messages give counts.
     """
     name, params = _name_params(objective)
-    v = _param_values(name, params)
+    # smoothed objectives (no loss_spec; ``smoothed_spec``): any finite target
+    v = {} if name in SMOOTHED else _param_values(name, params)
     arr = np.asarray(y.to_numpy() if hasattr(y, "to_numpy") else y)
     if n_targets > 1:
         if name in _CLASS_OBJECTIVES:

@@ -28,7 +28,14 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..losses import LOGISTIC, SQUARED_ERROR, grad_hess_row, grad_hess_targets, target_columns
+from ..losses import (
+    LOGISTIC,
+    SQUARED_ERROR,
+    grad_hess_row,
+    grad_hess_targets,
+    set_stage_params,
+    target_columns,
+)
 from .route import walk_batch
 
 BATCH = 64
@@ -160,6 +167,8 @@ def staged_leaf_stats(X, row0, order, block_start, rows_in, loss, trees, routing
     (kernel_inputs.Routing). ``slot`` (n_nodes,): every leaf's slot in ``stats``
     (n_leaves, n_blocks, N_TERMS) (``TreeEnsemble.leaf_slots``). ``margin_out`` (len(X), K)
     receives each row's final margin (local rows); pass a (0, K) array to skip that.
+    Smoothed objectives read round st's scales from ``loss.params``
+    (``losses.smoothed_spec``).
     """
     y, w, row_start = rows_in.target, rows_in.w, rows_in.row_start
     loss_code, loss_params, base_score = loss.code, loss.params, loss.base_score
@@ -189,6 +198,8 @@ def staged_leaf_stats(X, row0, order, block_start, rows_in, loss, trees, routing
         yg = np.empty(GROUP * target_columns(loss_code, K))
         wg = np.empty(GROUP)
         e = np.empty(GROUP)  # logistic: exp(-s margin), updated tree by tree
+        # smoothed objectives: the current round's scales are set in this copy
+        params = loss_params.copy()
         use_e = leaf_factor.shape[0] > 0
         xg = np.empty((GROUP if copy_rows else 0, X.shape[1]), X.dtype)
         group_rows = np.arange(GROUP)
@@ -203,7 +214,8 @@ def staged_leaf_stats(X, row0, order, block_start, rows_in, loss, trees, routing
                     for f in range(X.shape[1]):
                         xg[r, f] = X[rows[r], f]
             for st in range(n_stages):
-                stage_terms(loss_code, loss_params, margin, ng, yg, wg, g, h, terms, e)
+                set_stage_params(loss_code, params, loss_params, st)
+                stage_terms(loss_code, params, margin, ng, yg, wg, g, h, terms, e)
                 for t in range(stage_start[st], stage_start[st + 1]):
                     col = tree_output[t]
                     sc = tree_scale[t]
