@@ -71,7 +71,8 @@ def default_screening_method(kind, task, objective=None):
 
     ``objective``: the model's canonical objective name (``Ensemble.objective.name``),
     if known; boosting regression objectives whose hessian can approach zero (Poisson,
-    gamma, Tweedie, pseudo-Huber, log-cosh, Huber) get "mdi_oob_centered" rather than
+    gamma, Tweedie, pseudo-Huber, log-cosh, Huber, XGBoost 3.4's smoothed absolute error
+    and quantile) and quantile / expectile levels get "mdi_oob_centered" rather than
     "ufi" (see :data:`BOUNDED_HESSIAN`)."""
     if kind not in (FOREST, BOOSTING):
         raise ValueError(f"kind must be one of {[FOREST, BOOSTING]}, got {kind!r}")
