@@ -86,6 +86,16 @@ def test_catboost_maps_columns_by_name_as_catboost_does():
     same = ex.explain(X_FIT, Y_FIT, methods=("mdi_oob",), n_blocks=5, random_state=0)
     pd.testing.assert_series_equal(res.table["mdi_oob"].loc[NAMES],
                                    same.table["mdi_oob"].loc[NAMES])
+    # other columns beside the model's: CatBoost reads the model's by name, so does treeimp
+    wider = swapped.assign(extra=np.arange(len(swapped), dtype=float))[
+        ["extra", *NAMES[::-1]]]
+    np.testing.assert_allclose(model.predict(wider), model.predict(X_FIT))
+    np.testing.assert_allclose(ex.predict_raw(wider)[:, 0],
+                               model.predict(X_FIT, prediction_type="RawFormulaVal"),
+                               rtol=1e-6, atol=1e-6)
+    wide = ex.explain(wider, Y_FIT, methods=("mdi_oob",), n_blocks=5, random_state=0)
+    pd.testing.assert_series_equal(wide.table["mdi_oob"].loc[NAMES],
+                                   same.table["mdi_oob"].loc[NAMES])
     # a name CatBoost does not find: it refuses, so does treeimp
     renamed = X_FIT.set_axis(["zz"] + NAMES[1:], axis=1)
     with pytest.raises(Exception, match="should be|must be"):

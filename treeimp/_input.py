@@ -431,7 +431,8 @@ def _in_model_order(X, ens):
     columns by name, else X as it is. CatBoost does (``CheckColumnRemappingPossible``:
     when every feature's name is among the table's unique column names, each feature
     reads the column of its name), so a table holding the model's names in another
-    order is reordered; other names are left to the name check."""
+    order, or beside other columns, is reduced to the model's columns in its order; other
+    tables are left to the name check."""
     if ens.library != "catboost" or ens.feature_names is None or isinstance(X, np.ndarray) \
             or _is_sparse(X):
         return X
@@ -439,14 +440,14 @@ def _in_model_order(X, ens):
     if _is_dataframe(X):
         cols = list(X.columns)
         if _named(cols) and cols != names and len(set(cols)) == len(cols) \
-                and set(cols) == set(names):
+                and set(names) <= set(cols):
             return X[names]
         return X
     frame = _as_dataframe(X)
     if frame is None:
         return X
     cols = list(frame.columns)
-    if cols != names and len(set(cols)) == len(cols) and set(cols) == set(names):
+    if cols != names and len(set(cols)) == len(cols) and set(names) <= set(cols):
         import narwhals.stable.v1 as nw
 
         return nw.to_native(frame.select(names))
