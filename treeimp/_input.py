@@ -416,25 +416,23 @@ def _named(columns):
 
 
 def _library_names(columns, ens):
-    """A table's column names as the model's library stores them: LightGBM replaces every
-    " " of a name by "_" when it builds its Dataset (and refuses JSON's special characters),
-    so the frame a LightGBM model was fit on carries names with spaces that its stored
-    names spell with "_"."""
+    """A table's column names as the model's library stores them
+    (``ens.column_names``): "space_as_underscore" spells every " " of a name as "_"."""
     cols = [str(c) for c in columns]
-    if ens.library == "lightgbm":
+    if ens.column_names == "space_as_underscore":
         return [c.replace(" ", "_") for c in cols]
     return cols
 
 
 def _in_model_order(X, ens):
     """X with its columns in the model's order when the model's library takes a table's
-    columns by name, else X as it is. CatBoost does (``CheckColumnRemappingPossible``:
-    when every feature's name is among the table's unique column names, each feature
-    reads the column of its name), so a table holding the model's names in another
+    columns by name (``ens.column_names == "by_name"``, CatBoost's rule: when every
+    feature's name is among the table's unique column names, each feature reads the
+    column of its name), else X as it is: a table holding the model's names in another
     order, or beside other columns, is reduced to the model's columns in its order; other
     tables are left to the name check."""
-    if ens.library != "catboost" or ens.feature_names is None or isinstance(X, np.ndarray) \
-            or _is_sparse(X):
+    if ens.column_names != "by_name" or ens.feature_names is None \
+            or isinstance(X, np.ndarray) or _is_sparse(X):
         return X
     names = [str(n) for n in ens.feature_names]
     if _is_dataframe(X):

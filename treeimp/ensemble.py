@@ -46,6 +46,11 @@ NAN_CAT_NEGATIVE_UNLISTED = 4  # categorical nodes only: a negative value is unl
 MAX_FEATURES = 2**31 - 1  # feature indices are int32
 
 IMPURITY_KINDS = ("variance", "other", "median")
+# how the model's library matches a table's column names with its feature names:
+# "exact" (same names, same order), "space_as_underscore" (stored with every " " of a
+# name as "_", compared after that replacement), "by_name" (each feature reads the
+# column of its name, wherever it stands)
+COLUMN_NAME_RULES = ("exact", "space_as_underscore", "by_name")
 
 # below this many nodes the structural passes of from_trees run on one thread: they
 # are a few operations per node, less than starting the thread pool costs
@@ -288,6 +293,7 @@ class TreeEnsemble:
     classes: np.ndarray | None  # class labels of a classifier
     sparse_absent: float  # what an absent sparse entry is: 0.0 or NaN
     missing_value: float  # an input value routed as missing (NaN: only NaN)
+    column_names: str  # one of COLUMN_NAME_RULES: how a table's columns are matched
     offset_replaces_base: bool  # a per-row offset replaces base_score (XGBoost)
     base_in_first_round: bool  # the base score is folded into round 0's trees (LightGBM)
     # -- per tree (length n_trees; tree_offsets n_trees + 1)
@@ -356,6 +362,7 @@ class TreeEnsemble:
     def __setstate__(self, state):
         """Unpickled with read-only arrays again (pickle does not keep the flag), so
         kernels see the same array types as for a parsed ensemble."""
+        state.setdefault("column_names", "exact")  # pickled before the field existed
         self.__dict__.update(state)
         self._freeze_arrays()
 
@@ -382,6 +389,7 @@ class TreeEnsemble:
         impurity_kind: str = "variance",
         sparse_absent: float = 0.0,
         missing_value: float = np.nan,
+        column_names: str = "exact",
         offset_replaces_base: bool = False,
         base_in_first_round: bool = False,
         value_hasher=None,
@@ -428,6 +436,9 @@ class TreeEnsemble:
           values of these features (strings, integers, 'category' labels) are first
           replaced by ``value_hasher(values)``, then looked up in ``category_values``
           (CatBoost's one-hot features, whose splits store the hash of a value).
+
+        ``column_names`` (one of :data:`COLUMN_NAME_RULES`): how the library matches a
+        table's column names with ``feature_names``, which treeimp then does too.
 
         ``offset_replaces_base``: a per-row offset (``base_margin=``) REPLACES the base
         score (XGBoost: ``predict(base_margin=b)`` is b + trees) instead of being added
@@ -488,7 +499,8 @@ class TreeEnsemble:
             category_as_code=category_as_code, category_values=category_values,
             classes=classes, library=library, gain_kind=gain_kind,
             impurity_kind=impurity_kind, sparse_absent=sparse_absent,
-            missing_value=missing_value, offset_replaces_base=offset_replaces_base,
+            missing_value=missing_value, column_names=column_names,
+            offset_replaces_base=offset_replaces_base,
             base_in_first_round=base_in_first_round, value_hasher=value_hasher,
             hashed_features=hashed_features, leaf_router=leaf_router,
             target_classes=target_classes)
@@ -604,6 +616,7 @@ class TreeEnsemble:
             classes=None if meta.get("classes") is None else np.array(meta["classes"]),
             sparse_absent=_absent_value(meta.get("sparse_absent", 0.0)),
             missing_value=_missing_value(meta.get("missing_value", np.nan)),
+            column_names=_column_names(meta.get("column_names", "exact")),
             offset_replaces_base=bool(meta.get("offset_replaces_base", False)),
             base_in_first_round=bool(meta.get("base_in_first_round", False)),
             tree_offsets=offsets,
@@ -920,6 +933,12 @@ def check_iteration_range(iteration_range, n_rounds):
                          f"model's {n_rounds} boosting rounds (0 <= start < stop <= "
                          f"{n_rounds}; stop 0 means {n_rounds})")
     return start, stop
+
+
+def _column_names(rule):
+    if rule not in COLUMN_NAME_RULES:
+        raise ValueError(f"column_names must be one of {COLUMN_NAME_RULES}, got {rule!r}")
+    return rule
 
 
 def _absent_value(v):

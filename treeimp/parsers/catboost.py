@@ -170,6 +170,9 @@ def parse_catboost_json(doc, *, model=None, classes=None) -> TreeEnsemble:
         # CrossEntropy's targets are probabilities, not class labels
         classes=None if objective.name == "cross_entropy" else _classes(doc, classes),
         library="catboost", gain_kind="gain",
+        # CatBoost takes a table's columns by name when every feature's name is among its
+        # unique column names (CheckColumnRemappingPossible)
+        column_names="by_name",
         impurity_kind="other", value_hasher=hash_values if feats.cat else None,
         # every categorical column takes raw categories, also those no split reads
         hashed_features=sorted(feats.cat_column(int(f["feature_index"])) for f in feats.cat),

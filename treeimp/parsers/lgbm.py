@@ -212,6 +212,9 @@ def parse_lightgbm_text(text: str, *, classes=None) -> TreeEnsemble:
         feature_categories=feature_categories(model.pandas_categorical, infos, params),
         classes=classes,
         library="lightgbm",
+        # LightGBM stores every " " of a feature name as "_" (and refuses JSON's special
+        # characters), so the frame it was fit on matches after that replacement
+        column_names="space_as_underscore",
         base_in_first_round=True,  # predict(start_iteration > 0) leaves the init score out
         gain_kind="gain",
     )
