@@ -23,6 +23,7 @@ import stat
 import warnings
 
 from ..ensemble import TreeEnsemble
+from ..regular_files import open_regular, stat_path
 
 _XGB_EXTENSIONS = (".json", ".ubj")
 _LGBM_EXTENSIONS = (".txt",)
@@ -73,7 +74,6 @@ def load(path, *, iteration_range=None, missing=None) -> TreeEnsemble:
         name = os.fspath(path)
     except TypeError:
         raise TypeError(f"load() needs a file path, got {type(path).__name__}") from None
-    from ..regular_files import stat_path
 
     if stat.S_ISDIR(stat_path(name, "model file").st_mode):  # names a symlink loop too
         raise ValueError(f"model path {name!r} is a directory, not a model file")
@@ -111,18 +111,9 @@ def load(path, *, iteration_range=None, missing=None) -> TreeEnsemble:
 
 def _read_regular_file(name):
     """The bytes of a regular file. Devices (/dev/zero, which never ends), FIFOs and
-    sockets (which block) are refused before anything is read; the check is made on the
-    opened descriptor, so the file cannot be swapped in between."""
-    fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    with os.fdopen(fd, "rb") as fh:
-        mode = os.fstat(fh.fileno()).st_mode
-        if not stat.S_ISREG(mode):
-            kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else
-                    "a character device" if stat.S_ISCHR(mode) else
-                    "a block device" if stat.S_ISBLK(mode) else
-                    "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
-            raise ValueError(f"model path {name!r} is {kind}, not a regular file; save the "
-                             "model to a file and pass its path")
+    sockets (which block) are refused before anything is read
+    (:func:`treeimp.regular_files.open_regular`)."""
+    with open_regular(name, "model path", "save the model to a file and pass its path") as fh:
         return fh.read()
 
 
