@@ -36,7 +36,7 @@ from scipy import stats
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import treeimp  # noqa: E402
-from treeimp.defaults import CROSSFIT_VARIANCE_FACTOR, OOB_VARIANCE_FACTOR  # noqa: E402
+from treeimp.measures.defaults import CROSSFIT_VARIANCE_FACTOR, OOB_VARIANCE_FACTOR  # noqa: E402
 
 METHODS = ("mdi_oob", "mdi_oob_centered", "ufi")
 NOISE_KINDS = ("continuous", "binary", "categorical20", "row_id")

@@ -47,7 +47,7 @@ from scipy import stats
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import treeimp  # noqa: E402
-from treeimp.result import bh_qvalues  # noqa: E402
+from treeimp.results.importances import bh_qvalues  # noqa: E402
 
 TREEIMP_MEASURES = ("mdi_oob", "mdi_oob_centered", "ufi")
 ALPHA = 0.05

@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from screening import DESIGNS, li_classification  # noqa: E402
 
 import treeimp  # noqa: E402
-from treeimp.result import bh_qvalues  # noqa: E402
+from treeimp.results.importances import bh_qvalues  # noqa: E402
 
 MEASURES = ("mdi_oob_centered", "ufi")
 FORESTS = ((100, 3), (100, 10), (200, 10), (300, 10))  # (trees, min_samples_leaf)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from treeimp.blocks import BlockKey, block_key, check_positions, row_blocks
+from treeimp.stats.blocks import BlockKey, block_key, check_positions, row_blocks
 
 
 @pytest.mark.parametrize("n,n_blocks", [(1003, 7), (50_000, 10), (50_000, 20)])

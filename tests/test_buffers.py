@@ -8,7 +8,7 @@ import pytest
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
 import treeimp
-from treeimp.buffers import BufferPool
+from treeimp.stats.buffers import BufferPool
 
 
 def _data(seed=0, n=400):

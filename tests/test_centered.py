@@ -155,10 +155,10 @@ def test_fused_kernel_equals_the_numpy_form(kind):
     """kernels/formulas.py's MDI_OOB_CENTERED sums equal mdi_oob's fused sums minus the
     numpy centring term, split by split summed per tree, feature and class."""
     from tests.test_formulas import _forest, _stats
-    from treeimp import measures
-    from treeimp._input import RowSource
-    from treeimp.drivers import staged_pass
-    from treeimp.measures import MDI_OOB, NodeStats
+    from treeimp.inputs.rows import RowSource
+    from treeimp.measures.formulas import MDI_OOB, NodeStats
+    from treeimp.measures.formulas import formulas as measures
+    from treeimp.stats.drivers import staged_pass
 
     if kind == "boosting":
         rng = np.random.default_rng(0)

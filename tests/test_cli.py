@@ -19,8 +19,8 @@ import pytest
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
 import treeimp
-from treeimp.cli import main as _main
-from treeimp.cli_inputs import CSV_OPTIONS
+from treeimp.cli.inputs import CSV_OPTIONS
+from treeimp.cli.main import main as _main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,7 +40,7 @@ def _api_records(model, X, y, **kw):
 
 def main(argv):
     """The command line, with --trust-pickle for the pickles these tests write
-    themselves (the flag's own tests call ``treeimp.cli.main`` directly)."""
+    themselves (the flag's own tests call ``treeimp.cli.main.main`` directly)."""
     pickled = any(str(a).endswith((".pkl", ".pickle", ".joblib")) for a in argv)
     return _main([*argv, "--trust-pickle"] if pickled and argv[:1] == ["explain"] else argv)
 
@@ -231,7 +231,7 @@ def test_parquet_and_table_and_plot(tmp_path, capsys):
     (0.0, 0.0, "0 ± 0"), (2.5e-7, 1.1e-7, "2.5e-07 ± 1.1e-07"), (0.25684, np.nan, "0.2568"),
 ])
 def test_value_format(value, stderr, text):
-    from treeimp.cli import _format_value
+    from treeimp.cli.main import _format_value
 
     assert _format_value(value, stderr) == text
 
@@ -433,7 +433,7 @@ def test_demo_noise_columns_drop_from_mdi_to_mdi_oob():
     """The demo's point, on the numbers it computes (default trees and seed): in-sample
     MDI ranks every noise column above real features, out of bag each one falls in rank
     and is not above zero by more than a standard error."""
-    from treeimp.demo import NOISE, demo_importances, rank_moves
+    from treeimp.cli.demo import NOISE, demo_importances, rank_moves
 
     moves = rank_moves(demo_importances())
     assert list(moves.index) == list(NOISE)

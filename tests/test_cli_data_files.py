@@ -17,9 +17,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from treeimp import table_batches
-from treeimp.cli import main
-from treeimp.table_batches import open_table
+from treeimp.cli.main import main, table_batches
+from treeimp.cli.table_batches import open_table
 
 xgb = pytest.importorskip("xgboost")
 

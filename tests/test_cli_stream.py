@@ -16,7 +16,7 @@ pytest.importorskip("pyarrow")
 xgb = pytest.importorskip("xgboost")
 
 import treeimp  # noqa: E402
-from treeimp.cli import main  # noqa: E402
+from treeimp.cli.main import main  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -65,7 +65,7 @@ def _assert_close(cli, api, rtol=1e-10):
 _RUN = r"""
 import sys, tracemalloc
 import pyarrow as pa
-from treeimp.cli import main
+from treeimp.cli.main import main
 model, small, data, out = sys.argv[1:5]
 common = ["--target", "y", "--seed", "0", "--format", "json", "--batch-rows", "2000",
           "--n-jobs", "1"]

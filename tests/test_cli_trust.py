@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from sklearn.ensemble import RandomForestRegressor
 
-from treeimp.cli import main
+from treeimp.cli.main import main
 
 
 class _WritesFile:

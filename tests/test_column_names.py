@@ -106,7 +106,7 @@ def test_catboost_maps_columns_by_name_as_catboost_does():
 
 def test_command_line_reads_the_lightgbm_training_table(tmp_path, capsys):
     lgb = pytest.importorskip("lightgbm")
-    from treeimp.cli import main
+    from treeimp.cli.main import main
 
     names = [n for n in NAMES if "\t" not in n]  # a tab would split the CSV's header
     X = X_FIT[names]

@@ -161,8 +161,9 @@ def _brute_force_shap(ens, X):
     from math import factorial
 
     from treeimp.contributions import shap_cover
+
     from treeimp.kernels.route import feature_value, step
-    from treeimp.routing import routing_flags
+    from treeimp.model.routing import routing_flags
 
     r = ens.routing_arrays()
     nodes = (r.left, r.right, r.threshold, r.flags)

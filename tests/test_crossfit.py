@@ -12,7 +12,7 @@ from sklearn.model_selection import KFold
 
 import treeimp
 from treeimp.crossfit import CROSSFIT_VARIANCE_FACTOR, combine_folds
-from treeimp.result import Importances
+from treeimp.results.importances import Importances
 
 
 def test_combination_equals_the_folds_explained_by_hand():

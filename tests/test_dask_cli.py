@@ -16,7 +16,7 @@ import dask  # noqa: E402
 
 import treeimp  # noqa: E402
 from tests.dask_fixtures import dask_client  # noqa: E402, F401
-from treeimp.cli import main  # noqa: E402
+from treeimp.cli.main import main  # noqa: E402
 
 
 def _dataset(tmp_path, n=900, n_files=3, classes=False):

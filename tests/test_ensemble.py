@@ -20,7 +20,7 @@ from sklearn.ensemble import (
 from threadpoolctl import threadpool_limits
 
 import treeimp
-from treeimp.ensemble import MAX_FEATURES, Tree, TreeEnsemble
+from treeimp.model.ensemble import MAX_FEATURES, Tree, TreeEnsemble
 
 
 @pytest.fixture(autouse=True)

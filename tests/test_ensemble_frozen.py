@@ -10,8 +10,8 @@ import xgboost as xgb
 from sklearn.ensemble import RandomForestClassifier
 
 import treeimp
-from treeimp import measures
-from treeimp.ensemble import Routing, Tree, TreeEnsemble
+from treeimp.measures.formulas import formulas as measures
+from treeimp.model.ensemble import Routing, Tree, TreeEnsemble
 
 
 def _xy(n=200, seed=0):

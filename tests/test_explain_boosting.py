@@ -12,8 +12,8 @@ from sklearn.ensemble import (
 )
 
 import treeimp
-from treeimp._input import RowSource
-from treeimp.drivers import staged_pass
+from treeimp.inputs.rows import RowSource
+from treeimp.stats.drivers import staged_pass
 
 xgb = pytest.importorskip("xgboost")
 lgb = pytest.importorskip("lightgbm")
@@ -452,8 +452,8 @@ def test_dart_weights_scale_mdi_oob_but_not_the_fit_ufi_reads():
     held-out statistics, doubling every weight doubles mdi_oob and leaves ufi alone."""
     import dataclasses
 
-    from treeimp.drivers import staged_pass
-    from treeimp.measures import NodeStats, mdi_oob, ufi
+    from treeimp.measures.formulas import NodeStats, mdi_oob, ufi
+    from treeimp.stats.drivers import staged_pass
 
     X, y = _data(kind="regression")
     m = xgb.XGBRegressor(booster="dart", n_estimators=10, max_depth=3, rate_drop=0.3,

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import treeimp
-from treeimp._input import RowSource
-from treeimp.drivers import staged_pass
-from treeimp.losses import check_target, grad_hess_array
+from treeimp.inputs.rows import RowSource
+from treeimp.model.losses import check_target, grad_hess_array
+from treeimp.stats.drivers import staged_pass
 
 catboost = pytest.importorskip("catboost")
 

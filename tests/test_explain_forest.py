@@ -231,7 +231,7 @@ def test_block_standard_errors_are_a_delete_a_block_jackknife():
     _, rf, X, y, _ = CASES[1]
     res = treeimp.explain(rf, X, y, oob=True, n_blocks=5, random_state=1)
     held = treeimp.explain(rf, X, y, n_blocks=5, random_state=1)
-    from treeimp.blocks import block_key, row_blocks
+    from treeimp.stats.blocks import block_key, row_blocks
 
     block = row_blocks(np.arange(len(y)), block_key(1), 5)  # each row's block
     for m in ("mdi_oob", "ufi"):

@@ -15,9 +15,9 @@ from sklearn.ensemble import GradientBoostingRegressor, RandomForestClassifier
 from sklearn.inspection import permutation_importance as sk_permutation_importance
 
 import treeimp
-from treeimp import _input
-from treeimp._input import RowSource
-from treeimp.drivers import staged_pass
+from treeimp.inputs import rows as _input
+from treeimp.inputs.rows import RowSource
+from treeimp.stats.drivers import staged_pass
 
 xgb = pytest.importorskip("xgboost")
 lgb = pytest.importorskip("lightgbm")
@@ -419,7 +419,7 @@ def test_lightgbm_poisson_init_score():
 
 # ---------------------------------------------------------------- the command line
 def test_cli_nameless_model_needs_columns_by_position(tmp_path, capsys):
-    from treeimp.cli import main
+    from treeimp.cli.main import main
 
     X, y = _regression(400)
     booster = xgb.train({"max_depth": 3}, xgb.DMatrix(X[:250], y[:250]), 8)  # no names
@@ -446,7 +446,7 @@ def test_cli_nameless_model_needs_columns_by_position(tmp_path, capsys):
 
 
 def test_cli_best_iteration_warning_and_iteration_range(early_stopped, tmp_path, capsys):
-    from treeimp.cli import main
+    from treeimp.cli.main import main
 
     m, X, y = early_stopped
     model = str(tmp_path / "m.json")
@@ -480,7 +480,7 @@ def test_cli_pickled_early_stopped_wrapper(early_stopped, tmp_path, capsys):
     import json
     import pickle
 
-    from treeimp.cli import main
+    from treeimp.cli.main import main
 
     m, X, y = early_stopped
     model = tmp_path / "m.pkl"
@@ -503,7 +503,7 @@ def test_cli_pickled_early_stopped_wrapper(early_stopped, tmp_path, capsys):
 def test_cli_missing_sentinel(sentinel_model, tmp_path, capsys):
     import json
 
-    from treeimp.cli import main
+    from treeimp.cli.main import main
 
     m, X, y = sentinel_model
     model = str(tmp_path / "m.ubj")

@@ -6,11 +6,10 @@ import pytest
 from sklearn.ensemble import ExtraTreesRegressor, RandomForestClassifier
 
 import treeimp
-from treeimp import registry
-from treeimp._input import RowSource
-from treeimp.drivers import forest_node_stats
-from treeimp.measures import NodeStats, by_class, class_parts, mdi_oob, ufi
-from treeimp.targets import forest_targets
+from treeimp.inputs.rows import RowSource
+from treeimp.inputs.targets import forest_targets
+from treeimp.measures.formulas import NodeStats, by_class, class_parts, mdi_oob, registry, ufi
+from treeimp.stats.drivers import forest_node_stats
 
 N_BLOCKS = 4
 
@@ -86,7 +85,7 @@ def _reference(ens, n, Q, S, classification):
 @pytest.mark.parametrize("fused", [True, False])
 @pytest.mark.parametrize("kind", ["binary", "multiclass", "regression", "multi-output"])
 def test_fused_and_numpy_sums_equal_split_by_split_loops(kind, fused):
-    from treeimp.measures import use_fused
+    from treeimp.measures.formulas import use_fused
 
     ens, st, classification = _forest_stats(kind)
     exp_mdi, exp_ufi = _reference(ens, st.n, st.Q, st.S, classification)
@@ -158,8 +157,7 @@ def test_leave_one_out_form_equals_block_sums(kind):
 def test_one_hot_statistics_give_the_same_measures():
     """Class sums alone (n' their sum, built only when a formula reads all of it) give
     every forest measure of the full layout (n', Q', S')."""
-    from treeimp import registry
-    from treeimp.measures import compute
+    from treeimp.measures.formulas import compute, registry
 
     ens, X, y = _forest("multiclass")
     Z, classification = forest_targets(ens, y)
@@ -186,7 +184,7 @@ def test_one_hot_statistics_give_the_same_measures():
 def _boosting_stats(library):
     """A small boosted model and its held-out statistics (4 blocks of 15 rows: many
     children without rows in some block)."""
-    from treeimp.drivers import staged_pass
+    from treeimp.stats.drivers import staged_pass
 
     rng = np.random.default_rng(5)
     X = rng.normal(size=(260, 4))
@@ -256,7 +254,7 @@ CASES = ["binary", "multiclass", "multiclass one-hot", "regression", "multi-outp
 
 @pytest.mark.parametrize("case", CASES)
 def test_fused_kernels_equal_their_numpy_forms(case):
-    from treeimp import measures
+    from treeimp.measures.formulas import formulas as measures
 
     if case.startswith("boosting"):
         pytest.importorskip(case.split()[-1])
@@ -300,7 +298,7 @@ def test_fused_kernels_equal_their_numpy_forms(case):
 
 
 def test_use_fused_takes_a_bool():
-    from treeimp import measures
+    from treeimp.measures.formulas import formulas as measures
 
     with pytest.raises(TypeError, match="True or False"):
         with measures.use_fused("no"):
@@ -369,7 +367,7 @@ def _reference_boosting(ens, st):
 def test_centered_and_boosting_sums_equal_split_by_split_loops(case, fused):
     """mdi_oob_centered on forests, and all three measures' split sums on boosted models,
     by both paths against the loops."""
-    from treeimp import measures
+    from treeimp.measures.formulas import formulas as measures
 
     if case.startswith("boosting"):
         pytest.importorskip(case.split()[-1])
@@ -396,7 +394,7 @@ def test_explain_on_the_numpy_forms_equals_the_default():
     standard errors, per-class tables) gives the default's numbers."""
     from sklearn.ensemble import GradientBoostingRegressor
 
-    from treeimp.measures import use_fused
+    from treeimp.measures.formulas import use_fused
 
     rng = np.random.default_rng(11)
     X = rng.normal(size=(240, 4))

@@ -193,7 +193,7 @@ def test_layout_views_are_not_copied_or_modified():
     wide[::2, ::2] = X
     view = wide[::2, ::2]
     before = wide.copy()
-    from treeimp._input import RowSource
+    from treeimp.inputs.rows import RowSource
 
     (start, chunk), = list(RowSource(view, ens).chunks())
     assert start == 0 and chunk is view

@@ -40,18 +40,18 @@ from sklearn.metrics import mean_squared_error
 
 import treeimp
 from tests.edge_rows import threshold_rows
-from treeimp._input import RowSource
-from treeimp.drivers import forest_node_stats, staged_pass
-from treeimp.ensemble import (
+from treeimp.inputs.rows import RowSource
+from treeimp.kernels.route import add_trees_chunk
+from treeimp.model.ensemble import (
     NAN_AS_ZERO,
     NAN_CAT_EXACT,
     NAN_CAT_NEGATIVE_UNLISTED,
     NAN_ZERO_MISSING,
 )
-from treeimp.kernels.route import add_trees_chunk
-from treeimp.losses import check_target, grad_hess_array
+from treeimp.model.losses import check_target, grad_hess_array
+from treeimp.model.routing import routing_flags
 from treeimp.parsers import inbag_bits
-from treeimp.routing import routing_flags
+from treeimp.stats.drivers import forest_node_stats, staged_pass
 
 xgb = pytest.importorskip("xgboost")
 lgb = pytest.importorskip("lightgbm")
@@ -488,8 +488,8 @@ def test_deep_forest_routes_in_large_row_blocks():
     """Trees of > LARGE_TREE_NODES nodes take the large-task path of predict_raw/apply."""
     from sklearn.ensemble import RandomForestClassifier
 
-    from treeimp.routing import LARGE_TREE_NODES, row_block
-    from treeimp.threads import numba_threads
+    from treeimp.inputs.threads import numba_threads
+    from treeimp.model.routing import LARGE_TREE_NODES, row_block
 
     rng = np.random.default_rng(3)
     X = rng.normal(size=(6000, 4))
@@ -637,10 +637,10 @@ def test_staged_pass(boosting_case, variant):
 def test_logistic_terms_recompute_exp_that_left_the_product_range():
     """The staged kernel hands stage_terms e = exp(-s m) kept up to date by products;
     values outside [1e-300, 1e300] or NaN are recomputed from the margin, so the terms
-    equal treeimp.losses' gradients at those margins either way."""
-    from treeimp.ensemble import Objective
+    equal treeimp.model.losses' gradients at those margins either way."""
     from treeimp.kernels.staged import N_TERMS, stage_terms
-    from treeimp.losses import loss_spec
+    from treeimp.model.ensemble import Objective
+    from treeimp.model.losses import loss_spec
 
     obj = Objective("logistic", {"sigmoid": 1.5, "pos_weight": 2.0}, link="sigmoid")
     code, params = loss_spec(obj, n_outputs=1)
@@ -660,7 +660,7 @@ def test_logistic_terms_recompute_exp_that_left_the_product_range():
 
 
 def test_reference_gradients_agree_with_losses_module(boosting_case):
-    """The hand-written gradients used above are those of treeimp.losses."""
+    """The hand-written gradients used above are those of treeimp.model.losses."""
     ens = boosting_case["ens"]
     rng = np.random.default_rng(2)
     n = 50
@@ -711,7 +711,7 @@ def test_numba_threads_dynamic_schedule_is_scoped():
     also when the block raises."""
     import numba
 
-    from treeimp.threads import numba_threads
+    from treeimp.inputs.threads import numba_threads
 
     before = (numba.get_num_threads(), numba.get_parallel_chunksize())
     with numba_threads(1, dynamic=True):

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from tests.test_formulas import N_BLOCKS, _forest
-from treeimp import measures
-from treeimp._input import RowSource
-from treeimp.drivers import forest_leaf_sums, node_planes, staged_leaf_sums
-from treeimp.measures import LeafStats, NodeStats
-from treeimp.targets import forest_targets
+from treeimp.inputs.rows import RowSource
+from treeimp.inputs.targets import forest_targets
+from treeimp.measures.formulas import LeafStats, NodeStats
+from treeimp.measures.formulas import formulas as measures
+from treeimp.stats.drivers import forest_leaf_sums, node_planes, staged_leaf_sums
 
 FUSED = ("mdi_oob", "mdi_oob_centered", "ufi")
 
@@ -144,7 +144,7 @@ def test_statistics_pickled_in_the_node_plane_layout_are_refused():
     import pickle
 
     import treeimp
-    from treeimp.stats import NodeStats as Accumulated
+    from treeimp.stats.node_stats import NodeStats as Accumulated
 
     ens, X, y = _forest("regression")
     stats = treeimp.Explainer(ens).accumulate(X, y, random_state=0)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from treeimp import Objective
-from treeimp.losses import (
+from treeimp.model.losses import (
     SUPPORTED,
     check_target,
     default_link,

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.edge_rows import threshold_rows
-from treeimp.ensemble import NAN_AS_ZERO, NAN_MISSING, NAN_ZERO_MISSING
+from treeimp.model.ensemble import NAN_AS_ZERO, NAN_MISSING, NAN_ZERO_MISSING
 from treeimp.parsers import parse
 from treeimp.parsers.lgbm import parse_lightgbm_text
 

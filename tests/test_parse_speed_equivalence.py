@@ -14,13 +14,13 @@ import re
 import numpy as np
 import pytest
 
-from treeimp.ensemble import Tree, TreeEnsemble
 from treeimp.kernels.structure import (
     check_node_fields,
     check_trees,
     children_partition,
     count_reachable,
 )
+from treeimp.model.ensemble import Tree, TreeEnsemble
 
 N_FEATURES = 4
 

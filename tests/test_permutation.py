@@ -7,12 +7,12 @@ from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 from sklearn.inspection import permutation_importance as sk_permutation_importance
 
 import treeimp
-from treeimp._input import RowSource
-from treeimp.leaf_index import LeafIndex
-from treeimp.permutation import _working_copy
-from treeimp.routing import _forest_scale, routing_flags
-from treeimp.scoring import make_scorer
-from treeimp.threads import numba_threads
+from treeimp.inputs.rows import RowSource
+from treeimp.inputs.threads import numba_threads
+from treeimp.measures.scoring import make_scorer
+from treeimp.model.routing import _forest_scale, routing_flags
+from treeimp.permutation.importance import _working_copy
+from treeimp.permutation.leaf_index import LeafIndex
 
 xgb = pytest.importorskip("xgboost")
 lgb = pytest.importorskip("lightgbm")
@@ -206,7 +206,7 @@ def test_exact_sums():
     """The test for order-free float64 sums of the leaf terms: float32 values of a few
     binary orders of magnitude pass; a term far below the others, full float64
     mantissas, or a bound at the limit fail."""
-    from treeimp.leaf_index import exact_sums
+    from treeimp.permutation.leaf_index import exact_sums
 
     rng = np.random.default_rng(0)
     terms = rng.normal(scale=0.1, size=(600, 1)).astype(np.float32).astype(np.float64)
@@ -356,7 +356,7 @@ SCORER_CASES = [
 def test_bound_scorer_equals_sklearn_bitwise(name, make, kind, scorings, weighted):
     """The scorer that does the target-only work once gives scikit-learn's metric bit for
     bit on permuted margins (and is the one used, not the fallback)."""
-    from treeimp.scoring import bind_scorer
+    from treeimp.measures.scoring import bind_scorer
 
     X, y = _data(kind, n=400)
     if kind == "regression":
@@ -380,7 +380,7 @@ def test_bound_scorer_equals_sklearn_bitwise(name, make, kind, scorings, weighte
 def test_bound_scorer_falls_back_to_sklearn():
     """String labels (no shortcut for accuracy) and probabilities scikit-learn warns
     about go through scikit-learn."""
-    from treeimp.scoring import bind_scorer
+    from treeimp.measures.scoring import bind_scorer
 
     X, y = _data("binary")
     labels = np.array(["no", "yes"])[y]
@@ -402,7 +402,7 @@ def test_bound_scorer_one_output_falls_back_on_bad_margins():
     """A binary model with one output (XGBoost) takes the log-loss shortcut on its single
     probability column; a margin giving NaN probabilities goes to scikit-learn, which
     raises its own error."""
-    from treeimp.scoring import bind_scorer
+    from treeimp.measures.scoring import bind_scorer
 
     X, y = _data("binary")
     ens = treeimp.parse(xgb.XGBClassifier(n_estimators=5, max_depth=3).fit(X, y))

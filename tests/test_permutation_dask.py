@@ -180,7 +180,7 @@ def test_partitions_in_blocks_of_rows(forest_regressor, monkeypatch):
     """A partition larger than the leaf index's memory is re-predicted in blocks of
     rows (here 16), each block taking its rows' permuted values from the whole
     partition: the same importances."""
-    from treeimp import permutation_dask
+    from treeimp.dask import permutation as permutation_dask
 
     model, X, y = forest_regressor
     Xd = da.from_array(X, chunks=(UNEVEN, 5))

@@ -16,8 +16,8 @@ from sklearn.datasets import make_classification, make_regression  # noqa: E402
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor  # noqa: E402
 
 import treeimp  # noqa: E402
-from treeimp.plot import plot_importances  # noqa: E402
-from treeimp.result import Importances  # noqa: E402
+from treeimp.results.importances import Importances  # noqa: E402
+from treeimp.results.plot import plot_importances  # noqa: E402
 
 METHODS = ("mdi", "mdi_oob", "ufi")
 

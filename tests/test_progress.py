@@ -7,7 +7,8 @@ import pytest
 from sklearn.ensemble import RandomForestClassifier
 
 import treeimp
-from treeimp import _input, progress
+from treeimp.inputs import rows as _input
+from treeimp.stats.node_stats import progress
 
 pytest.importorskip("tqdm")
 xgb = pytest.importorskip("xgboost")

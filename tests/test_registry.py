@@ -15,10 +15,11 @@ import xgboost as xgb
 from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
 import treeimp
-from treeimp import measures, registry
-from treeimp.cli import main, method_choices
-from treeimp.ensemble import BOOSTING, FOREST
-from treeimp.registry import Measure
+from treeimp.cli.main import main, method_choices
+from treeimp.measures.formulas import formulas as measures
+from treeimp.measures.formulas import registry
+from treeimp.measures.registry import Measure
+from treeimp.model.ensemble import BOOSTING, FOREST
 from treeimp.selector import ImportanceSelector, selection_methods
 
 
@@ -247,7 +248,7 @@ def test_errors_list_exactly_the_registrys_valid_names(rf, data):
 def test_compute_dispatches_through_the_registry(rf, data):
     """measures.compute gives the entry's formula, and refuses measures of another kind
     or another source with a clear error."""
-    from treeimp.measures import NodeStats, compute
+    from treeimp.measures.formulas import NodeStats, compute
 
     X, y = data
     ens = treeimp.parse(rf)

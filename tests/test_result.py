@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from treeimp.result import Importances
+from treeimp.results.importances import Importances
 
 FEATURES = ["a", "b", "c", "d", "e", "f"]
 

@@ -7,8 +7,8 @@ import pytest
 
 from tests.test_parse_speed_equivalence import _forest
 from tests.test_structure_serial import _concatenated
-from treeimp.ensemble import NAN_AS_ZERO, NAN_MISSING, NAN_ZERO_MISSING
 from treeimp.kernels import route, structure
+from treeimp.model.ensemble import NAN_AS_ZERO, NAN_MISSING, NAN_ZERO_MISSING
 
 
 def _plain_nodes(rng, strict):
@@ -76,7 +76,7 @@ def test_trees_are_plain_unless_a_node_is_categorical_or_zero_missing():
     import dataclasses
 
     import treeimp
-    from treeimp.ensemble import _node_arrays, _plain_trees
+    from treeimp.model.ensemble import _node_arrays, _plain_trees
 
     rng = np.random.default_rng(3)
     X = rng.normal(size=(300, 4))

@@ -18,8 +18,8 @@ from sklearn.ensemble import (
 )
 
 import treeimp
-from treeimp.cli import main
-from treeimp.screening import default_screening_method, model_task
+from treeimp.cli.main import main
+from treeimp.measures.screening import default_screening_method, model_task
 
 RNG = np.random.default_rng(0)
 X_SMALL = RNG.normal(size=(300, 4))

@@ -13,7 +13,7 @@ from sklearn.ensemble import (
 from sklearn.utils import check_random_state
 
 import treeimp
-from treeimp.screening import default_screening_method
+from treeimp.measures.screening import default_screening_method
 
 
 def _far_from_zero():

@@ -201,7 +201,7 @@ def test_cli_checks_output_paths_before_computing(tmp_path, monkeypatch, capsys,
     import pickle
 
     import treeimp.api
-    from treeimp.cli import main
+    from treeimp.cli.main import main
 
     rf, X, y = forest
     (tmp_path / "rf.pkl").write_bytes(pickle.dumps(rf))

@@ -39,7 +39,7 @@ from sklearn.preprocessing import (
 )
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
-from treeimp.skops_trust import TREE_MODEL_TYPES, untrusted_outside
+from treeimp.cli.skops_trust import TREE_MODEL_TYPES, untrusted_outside
 
 sio = pytest.importorskip("skops.io")
 UntrustedTypesFoundException = pytest.importorskip(

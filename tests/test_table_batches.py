@@ -13,13 +13,13 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 
-from treeimp.cli_inputs import (  # noqa: E402
+from treeimp.cli.inputs import (  # noqa: E402
     StreamedRows,
     encode_categories,
     read_table,
     split_target,
 )
-from treeimp.table_batches import CSV_OPTIONS, open_table  # noqa: E402
+from treeimp.cli.table_batches import CSV_OPTIONS, open_table  # noqa: E402
 
 
 def _frame(n, seed=0):
@@ -156,7 +156,7 @@ def test_bad_paths_and_columns_are_named(tmp_path):
 _ITERATE = r"""
 import sys, tracemalloc
 import pyarrow as pa, pyarrow.dataset, pyarrow.parquet  # imported before the count
-from treeimp.table_batches import open_table
+from treeimp.cli.table_batches import open_table
 tracemalloc.start()
 rows = 0
 for _ in range(2):

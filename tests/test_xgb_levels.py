@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import treeimp
-from treeimp.losses import check_target, grad_hess_array, link
+from treeimp.model.losses import check_target, grad_hess_array, link
 
 xgb = pytest.importorskip("xgboost")
 VERSION = tuple(int(x) for x in xgb.__version__.split(".")[:2])

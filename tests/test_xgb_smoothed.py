@@ -101,8 +101,8 @@ def test_numpy_formulas_grow_xgboosts_trees(obj, extra):
 
 def _staged(booster, Xs, ys, ws):
     """treeimp's staged statistics (4, n_nodes) over the rows Xs, ys, ws (one block)."""
-    from treeimp._input import RowSource
-    from treeimp.drivers import staged_pass
+    from treeimp.inputs.rows import RowSource
+    from treeimp.stats.drivers import staged_pass
 
     ens = treeimp.parse(booster)
     stats, _ = staged_pass(ens, RowSource(Xs, ens), ys, ws, np.zeros(len(Xs), np.int32), 1)

@@ -1,16 +1,16 @@
 """treeimp: out-of-sample feature importance for tree ensembles."""
 
 from .api import explain
-from .contributions import Contributions, contributions
+from .attributions.contributions import Contributions, contributions
 from .crossfit import cross_explain
-from .ensemble import Objective, Tree, TreeEnsemble
 from .explainer import Explainer
+from .model.ensemble import Objective, Tree, TreeEnsemble
 from .parsers import parse
 from .parsers.files import load
-from .permutation import permutation_importance
-from .result import Importances
+from .permutation.importance import permutation_importance
+from .results.importances import Importances
 from .selector import ImportanceSelector
-from .stats import NodeStats
+from .stats.node_stats import NodeStats
 
 __all__ = ["Contributions", "Explainer", "ImportanceSelector", "Importances", "NodeStats",
            "Objective", "Tree", "TreeEnsemble", "contributions", "cross_explain", "explain",

@@ -7,11 +7,11 @@ import numbers
 import numpy as np
 import pandas as pd
 
-from . import registry
-from .defaults import DEFAULT_METHODS, DEFAULT_N_BLOCKS, OOB_VARIANCE_FACTOR  # noqa: F401
-from .ensemble import FOREST
-from .result import Importances
-from .screening import default_methods, model_task, objective_name
+from .measures import registry
+from .measures.defaults import DEFAULT_METHODS, DEFAULT_N_BLOCKS, OOB_VARIANCE_FACTOR  # noqa: F401
+from .measures.screening import default_methods, model_task, objective_name
+from .model.ensemble import FOREST
+from .results.importances import Importances
 
 
 def explain(model, X, y=None, *, oob=False, methods=None, sample_weight=None,
@@ -55,7 +55,7 @@ def explain(model, X, y=None, *, oob=False, methods=None, sample_weight=None,
         bootstrap=True; X, y must be the training rows in training order).
     methods : sequence of str or None
         None (default): "mdi", "mdi_oob", "ufi" and the model's default screening
-        measure (:func:`treeimp.screening.default_screening_method`: "mdi_oob_centered"
+        measure (:func:`treeimp.measures.screening.default_screening_method`: "mdi_oob_centered"
         for forests and classifiers), the one ``select()`` tests. Any of "mdi"
         (in-sample, what the library reports), "mdi_oob" (Li et al. 2019),
         "mdi_oob_centered" (MDI-oob with the target centred per tree at the tree's

@@ -13,9 +13,9 @@ from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.utils import _safe_indexing
 
 from .api import DEFAULT_N_BLOCKS, explain, jackknife_stderr
-from .defaults import CROSSFIT_VARIANCE_FACTOR
-from .result import Importances
-from .targets import as_1d_target, check_sample_weight
+from .inputs.targets import as_1d_target, check_sample_weight
+from .measures.defaults import CROSSFIT_VARIANCE_FACTOR
+from .results.importances import Importances
 
 
 def cross_explain(estimator, X, y, *, cv=5, methods=None, sample_weight=None,

@@ -7,7 +7,7 @@ finalize them into importances.
 
 ``ex.explain(X, y, ...)`` is ``ex.finalize(ex.accumulate(X, y, ...), methods=...)`` in
 one call (the statistics then live in a buffer the Explainer keeps for its next call).
-Every row's statistic block is fixed by its global position (:mod:`treeimp.blocks`),
+Every row's statistic block is fixed by its global position (:mod:`treeimp.stats.blocks`),
 so chunking, the order of chunks and the process that reads them never change a result.
 """
 
@@ -18,22 +18,12 @@ import threading
 
 import numpy as np
 
-from . import registry
-from ._input import RowSource
-from .blocks import BlockKey, block_key, check_positions, row_blocks
 from .dask import is_dask_collection
-from .defaults import DEFAULT_N_BLOCKS, OOB_VARIANCE_FACTOR
-from .drivers import forest_leaf_shape, forest_leaf_sums, staged_leaf_shape, staged_leaf_sums
-from .ensemble import FOREST
-from .groups import resolve_groups
-from .inbag_check import check_training_rows
-from .input_checks import check_explainable, check_methods_for_targets, check_unique_columns
-from .offsets import check_base_margin
-from .parsers import inbag_bits, parse, training_rows
-from .pipeline import is_pipeline, unwrap
-from .progress import progress_bar
-from .stats import BOOSTING, ONE_HOT, REGRESSION, NodeStats, runs_of
-from .targets import (
+from .inputs.checks import check_explainable, check_methods_for_targets, check_unique_columns
+from .inputs.groups import resolve_groups
+from .inputs.pipeline import is_pipeline, unwrap
+from .inputs.rows import RowSource
+from .inputs.targets import (
     as_target,
     check_sample_weight,
     forest_class_targets,
@@ -41,8 +31,18 @@ from .targets import (
     n_target_columns,
     target_classes,
 )
-from .threads import numba_threads, resolve_n_jobs
-from .vector_leaves import per_output_trees
+from .inputs.threads import numba_threads, resolve_n_jobs
+from .measures import registry
+from .measures.defaults import DEFAULT_N_BLOCKS, OOB_VARIANCE_FACTOR
+from .model.ensemble import FOREST
+from .model.offsets import check_base_margin
+from .parsers import inbag_bits, parse, training_rows
+from .stats.blocks import BlockKey, block_key, check_positions, row_blocks
+from .stats.drivers import forest_leaf_shape, forest_leaf_sums, staged_leaf_shape, staged_leaf_sums
+from .stats.inbag_check import check_training_rows
+from .stats.node_stats import BOOSTING, ONE_HOT, REGRESSION, NodeStats, runs_of
+from .stats.progress import progress_bar
+from .stats.vector_leaves import per_output_trees
 
 
 class Explainer:
@@ -86,7 +86,7 @@ class Explainer:
 
     def __init__(self, model, *, iteration_range=None, missing=None, feature_names=None,
                  n_jobs=None):
-        from .buffers import BufferPool
+        from .stats.buffers import BufferPool
 
         resolve_n_jobs(n_jobs)  # a bad n_jobs fails here, not at the first call
         self.model = model
@@ -258,8 +258,8 @@ class Explainer:
                                base_margin=None):
         """Permutation importance of this model (see :func:`treeimp.permutation_importance`),
         without parsing it again."""
-        from .permutation import permutation_importance_parsed
-        from .permutation_dask import dask_permutation_importance
+        from .dask.permutation import dask_permutation_importance
+        from .permutation.importance import permutation_importance_parsed
 
         if any(is_dask_collection(v) for v in (X, y, sample_weight, base_margin)):
             model = self.model if is_pipeline(self.model) else self.ensemble
@@ -380,7 +380,7 @@ class Explainer:
 
     def _accumulate(self, rows, y, names, input_groups, *, positions, oob, sample_weight,
                     base_margin, n_blocks, key, extra, progress, out, private=False):
-        from . import shap_oob
+        from .attributions import shap_oob
 
         ens = self.ensemble
         n = rows.n_rows
@@ -473,9 +473,9 @@ class Explainer:
     def _finalize(self, stats, methods, alpha, lam, grp, names):
         """Importances from accumulated statistics (read, never written: the measures
         take them through ``measures.LeafStats``)."""
-        from . import measures
         from .api import _assemble
-        from .shap_oob import per_tree_values
+        from .attributions.shap_oob import per_tree_values
+        from .measures import formulas as measures
 
         ens = self.ensemble
         settings = stats.settings
@@ -576,7 +576,7 @@ def _refuse_smoothed_chunks(ens, where):
     """XGBoost >= 3.4's smoothed absolute error / quantile: every round's gradient scale
     is a statistic of all the evaluation rows (``losses.smoothed_spec``), which no chunk
     of them knows."""
-    from .losses import SMOOTHED
+    from .model.losses import SMOOTHED
 
     if ens.kind != FOREST and ens.objective.name in SMOOTHED:
         raise ValueError(f"objective {ens.objective.name!r} (XGBoost >= 3.4) cannot be "

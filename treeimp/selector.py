@@ -21,11 +21,11 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils import _safe_indexing, check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from . import registry
 from .api import DEFAULT_N_BLOCKS
 from .crossfit import cross_explain
 from .explainer import Explainer
-from .screening import default_screening_method, model_task, objective_name
+from .measures import registry
+from .measures.screening import default_screening_method, model_task, objective_name
 
 try:  # scikit-learn >= 1.6
     from sklearn.utils import get_tags
@@ -90,7 +90,7 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
         (forests only) "pg1", "pg2", "pg3". Not "mdi", which has no p-values, nor
         "pg_oob", whose parameters the selector does not pass. None: the measure that
         held the false discovery rate with the most power in benchmarks/screening.py for
-        the model's kind and task (:func:`treeimp.screening.default_screening_method`):
+        the model's kind and task (:func:`treeimp.measures.screening.default_screening_method`):
         "ufi" for boosting regression (objectives with a hessian bounded away from 0,
         e.g. squared error), "mdi_oob_centered" otherwise.
     alpha : float in (0, 1), default 0.05

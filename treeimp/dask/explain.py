@@ -19,7 +19,7 @@ import queue
 
 import numpy as np
 
-from ..defaults import DEFAULT_N_BLOCKS
+from ..measures.defaults import DEFAULT_N_BLOCKS
 from .partitions import split_partitions
 
 # seconds the explain pass waits, with a distributed Client, for the next of its tasks to
@@ -85,10 +85,10 @@ def explain_dask(explainer, X, y=None, *, oob=False, methods=None,
     """
     import dask
 
-    from .. import registry
     from ..api import _check_methods, _check_n_blocks
-    from ..blocks import BlockKey, block_key
-    from ..input_checks import check_methods_for_targets
+    from ..inputs.checks import check_methods_for_targets
+    from ..measures import registry
+    from ..stats.blocks import BlockKey, block_key
 
     if isinstance(split_every, bool) or not isinstance(split_every, numbers.Integral) \
             or split_every < 2:
@@ -229,7 +229,7 @@ def _kernel_threads(client, n_jobs):
                                                   or _usable_cores()))
     if n_jobs is None:
         return share
-    from ..threads import resolve_n_jobs
+    from ..inputs.threads import resolve_n_jobs
 
     return min(share, resolve_n_jobs(n_jobs))
 

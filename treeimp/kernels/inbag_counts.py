@@ -7,7 +7,7 @@ training order give, so a wrong order or wrong rows show up as a node that disag
 import numpy as np
 from numba import njit, prange
 
-from .node_stats import ROW_CHUNK
+from .forest_stats import ROW_CHUNK
 from .route import BATCH, walk_batch
 
 

@@ -28,7 +28,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..losses import (
+from ..model.losses import (
     LOGISTIC,
     SQUARED_ERROR,
     grad_hess_row,

@@ -14,7 +14,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..losses import target_columns
+from ..model.losses import target_columns
 from .route import walk_batch
 from .staged import BATCH, GROUP, start_group
 

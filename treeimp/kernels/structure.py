@@ -3,7 +3,7 @@
 import numpy as np
 from numba import njit, prange
 
-from ..ensemble import NAN_AS_ZERO, NAN_CAT_EXACT, NAN_CAT_NEGATIVE_UNLISTED, NAN_ZERO_MISSING
+from ..model.ensemble import NAN_AS_ZERO, NAN_CAT_EXACT, NAN_CAT_NEGATIVE_UNLISTED, NAN_ZERO_MISSING
 from . import route
 
 

@@ -12,7 +12,7 @@ import importlib
 import os
 import sys
 
-from ..ensemble import TreeEnsemble, check_iteration_range
+from ..model.ensemble import TreeEnsemble, check_iteration_range
 
 # (library module, class path inside it, "treeimp parser module:function").
 # Order matters only where classes inherit from each other (none of these do).
@@ -78,7 +78,7 @@ def parse(model, *, iteration_range=None, missing=None) -> TreeEnsemble:
 
         return load(model, iteration_range=iteration_range, missing=missing)
     if isinstance(model, dict) and "booster" in model:  # what xgboost.dask.train returns
-        from ..dask.models import booster_of_train_output
+        from .dask_models import booster_of_train_output
 
         model = booster_of_train_output(model)
     if isinstance(model, TreeEnsemble):
@@ -90,7 +90,7 @@ def parse(model, *, iteration_range=None, missing=None) -> TreeEnsemble:
                 ens = _resolve(spec)(model)
                 break
         else:
-            from ..pipeline import is_pipeline
+            from ..inputs.pipeline import is_pipeline
 
             if is_pipeline(model):
                 raise TypeError("parse() reads one tree model, not a Pipeline: pass the "

@@ -52,7 +52,7 @@ symmetric model equals ``model.get_feature_importance()``.
 Target-statistic (CTR) splits (``OnlineCtr``) compare a statistic of CatBoost's hashed
 counter tables, which treeimp does not evaluate. A model object with such splits is
 routed by CatBoost's own leaf indices (``calc_leaf_indexes``; a
-:class:`treeimp.leaf_router.LeafRouter` on the ensemble), each CTR node credited to the
+:class:`treeimp.model.leaf_router.LeafRouter` on the ensemble), each CTR node credited to the
 first categorical feature of its statistic (TreeSHAP contributions share a statistic of
 several categorical features equally among them, as CatBoost's ShapValues does: the
 router's ``shap_feature`` / ``shap_groups``); the structure, leaf values and weights are
@@ -71,7 +71,7 @@ import tempfile
 
 import numpy as np
 
-from ..ensemble import BOOSTING, NAN_MISSING, Objective, Tree, TreeEnsemble
+from ..model.ensemble import BOOSTING, NAN_MISSING, Objective, Tree, TreeEnsemble
 from .catboost_checks import check_split_fields, check_structure
 from .catboost_hash import hash_values
 
@@ -550,7 +550,7 @@ def _shap_players(all_parts, n_outputs, n_features):
 
 
 def _leaf_router(model, all_parts, symmetric, columns, thresholds, n_outputs, n_features):
-    from ..leaf_router import LeafRouter
+    from ..model.leaf_router import LeafRouter
 
     numbers = []
     for parts in all_parts:
@@ -576,7 +576,7 @@ def _split_router(model, all_parts, n_outputs):
     """The router of a symmetric model that gives every node the row's own outcome of its
     split (one routing column per CatBoost tree and depth, holding the outcome bit;
     threshold 0.5), as TreeSHAP needs it also at the nodes off the row's path."""
-    from ..leaf_router import LeafRouter
+    from ..model.leaf_router import LeafRouter
 
     depths = [int(np.log2(parts.left.size + 1)) - 1 for parts in all_parts]
     first = np.concatenate([[0], np.cumsum(depths)])

@@ -22,8 +22,8 @@ import os
 import stat
 import warnings
 
-from ..ensemble import TreeEnsemble
-from ..regular_files import open_regular, stat_path
+from ..inputs.files import open_regular, stat_path
+from ..model.ensemble import TreeEnsemble
 
 _XGB_EXTENSIONS = (".json", ".ubj")
 _LGBM_EXTENSIONS = (".txt",)
@@ -112,7 +112,7 @@ def load(path, *, iteration_range=None, missing=None) -> TreeEnsemble:
 def _read_regular_file(name):
     """The bytes of a regular file. Devices (/dev/zero, which never ends), FIFOs and
     sockets (which block) are refused before anything is read
-    (:func:`treeimp.regular_files.open_regular`)."""
+    (:func:`treeimp.inputs.files.open_regular`)."""
     with open_regular(name, "model path", "save the model to a file and pass its path") as fh:
         return fh.read()
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ensemble import (
+from ..model.ensemble import (
     BOOSTING,
     NAN_AS_ZERO,
     NAN_MISSING,

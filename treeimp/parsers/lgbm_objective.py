@@ -1,4 +1,4 @@
-"""LightGBM objective -> canonical :class:`treeimp.ensemble.Objective`.
+"""LightGBM objective -> canonical :class:`treeimp.model.ensemble.Objective`.
 
 The header's ``objective=`` line holds the name and the constants LightGBM stores with
 it (``binary sigmoid:1``, ``multiclass num_class:3``, ``multiclassova num_class:3
@@ -9,7 +9,7 @@ quantile ``alpha``, ``tweedie_variance_power``, ``poisson_max_delta_step``,
 
 from __future__ import annotations
 
-from ..ensemble import Objective
+from ..model.ensemble import Objective
 from .lgbm_text import read_param
 
 SUPPORTED_OBJECTIVES = ("regression", "regression_l1", "huber", "quantile", "binary",

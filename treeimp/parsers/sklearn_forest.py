@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ensemble import FOREST, Objective, TreeEnsemble
+from ..model.ensemble import FOREST, Objective, TreeEnsemble
 from .sklearn_tree import check_fitted, read_tree_fields, required_attr, tree_from_fields
 
 

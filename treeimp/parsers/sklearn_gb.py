@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ensemble import BOOSTING, Objective, TreeEnsemble
+from ..model.ensemble import BOOSTING, Objective, TreeEnsemble
 from .sklearn_private import gb_init_margin
 from .sklearn_tree import check_fitted, read_tree_fields, required_attr, tree_from_fields
 

@@ -45,7 +45,7 @@ import numbers
 
 import numpy as np
 
-from ..ensemble import BOOSTING, NAN_CAT_EXACT, NAN_MISSING, Objective, Tree, TreeEnsemble
+from ..model.ensemble import BOOSTING, NAN_CAT_EXACT, NAN_MISSING, Objective, Tree, TreeEnsemble
 from . import sklearn_private as private
 from .sklearn_tree import check_fitted, required_attr
 

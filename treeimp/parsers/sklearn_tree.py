@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ensemble import Tree
+from ..model.ensemble import Tree
 
 # the ``tree_`` fields read; missing_go_to_left exists since scikit-learn 1.3
 TREE_FIELDS = ("children_left", "children_right", "feature", "threshold", "value",

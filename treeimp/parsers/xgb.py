@@ -51,17 +51,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ensemble import (
+from ..kernels.structure import children_partition
+from ..model.ensemble import (
     BOOSTING,
-    MAX_FEATURES,  # feature indices are int32 in the normal form (XGBoost's are uint32)
+    MAX_FEATURES,
     NAN_CAT_NEGATIVE_UNLISTED,
     NAN_MISSING,
     Objective,
     Tree,
     TreeEnsemble,
 )
-from ..kernels.structure import children_partition
-from ..losses import EXPECTILE_GAP
+from ..model.losses import EXPECTILE_GAP
 from .xgb_categories import stored_categories
 from .xgb_eta import XGBoostEta, shrinkage_input
 from .xgb_eta import shrinkage_input as _shrinkage_input  # noqa: F401  (tests)

@@ -25,13 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernels.structure import children_partitions
-from ..kernels.ubjson_index import (
-    gather_numbers,
-    index_values,
-    integers_at,
-    key_ids,
-    member_rows,
-)
+from ..kernels.ubjson_index import gather_numbers, index_values, integers_at, key_ids, member_rows
 from .ubjson import MAX_DEPTH, read_ubjson
 
 # number marker -> big-endian dtype

@@ -1,0 +1,1 @@
+"""The command line: ``treeimp explain`` and ``treeimp demo`` (also ``python -m treeimp``)."""

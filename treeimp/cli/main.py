@@ -1,0 +1,485 @@
+"""Command line: ``treeimp explain`` and ``treeimp demo`` (also ``python -m treeimp``).
+
+Usage errors (a missing --target, an unknown option), errors from reading the inputs and
+from :func:`treeimp.explain` (ValueError, TypeError, OSError) are printed as one line
+``treeimp: error: ...`` with exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import os
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from ..measures import registry
+from ..measures.defaults import DEFAULT_N_BLOCKS
+from .table_batches import DEFAULT_BATCH_ROWS
+
+EXPLAIN_HELP = """\
+Out-of-sample feature importances of a saved tree ensemble on held-out rows.
+
+MODEL is an XGBoost model saved with save_model (.json or .ubj), a LightGBM model saved
+with save_model (.txt), both read without importing xgboost or lightgbm and running no
+code from the file; a scikit-learn model saved with skops (.skops; skops' trusted types
+and the scikit-learn tree types treeimp has vetted are loaded, any other type is listed
+and loaded only when named with --trust-pickle --trust-types); or a pickled
+scikit-learn, XGBoost or LightGBM model (.pkl, .pickle, .joblib), loaded only with
+--trust-pickle because unpickling runs code stored in the file. A scikit-learn Pipeline
+ending in a tree model (skops or pickle) is explained on the columns its last step sees,
+DATA holding its input columns.
+
+DATA is a CSV or Parquet file, a folder of Parquet files or a quoted glob pattern of
+them (Parquet needs pyarrow) of rows the model was NOT trained on (or, with --oob, the
+training rows of a pickled bagged forest in training order). It is read in batches of
+--batch-rows rows, so it need not fit in memory (--oob reads it whole); the result is
+the same as from reading it at once. The column named by --target holds the labels;
+every other column is a feature. When the model stores feature names, columns are
+matched by name (order does not matter).
+Text columns are read as categories when the model stores its training categories, or
+when it is an XGBoost / LightGBM model with categorical splits.
+
+On a Dask cluster (--scheduler, needs pip install "treeimp[dask]"): DATA is a Parquet
+dataset, a file, a directory or a glob such as 'data/*.parquet' (quote it), read with
+dask.dataframe.read_parquet; its partitions are explained where they are read and only
+the node statistics come back. The result equals the in-memory one on the same rows.
+
+Classifiers: pickled models map labels through their classes_; model files do not
+store class labels, so for them the target must hold the class indices 0..K-1 the
+model was trained on (0/1 for binary models).
+"""
+
+
+FORMATS = ("table", "csv", "json")
+# --output suffixes that name a format: the format follows them, a --format that
+# contradicts them is refused (any other suffix takes any format, table by default)
+FORMAT_OF_SUFFIX = {".json": "json", ".csv": "csv"}
+
+
+def output_format(fmt, output):
+    """The --format to write: ``fmt`` when given, else the one --output's suffix names,
+    else "table". A --format other than the one the suffix names is a ValueError."""
+    named = FORMAT_OF_SUFFIX.get(os.path.splitext(output or "")[1].lower())
+    if fmt is None:
+        return named or "table"
+    if named is not None and named != fmt:
+        raise ValueError(f"--format {fmt} does not match --output {output!r}, whose suffix "
+                         f"{os.path.splitext(output)[1]!r} names {named}; pass --format "
+                         f"{named} or an --output name that fits {fmt}")
+    return fmt
+
+
+def method_choices():
+    """The measures ``--methods`` takes: the registry's, except those needing parameters
+    the command line does not pass (pg_oob's alpha and lam)."""
+    return registry.names(passed_params=False)
+
+
+def _methods_section():
+    """The Methods part of ``treeimp explain --help``, one line per measure."""
+    lines = ["Methods (--methods):"]
+    width = max(len(n) for n in method_choices())
+    for name in method_choices():
+        m = registry.get(name)
+        only = ("" if set(m.kinds) == set(registry.KINDS)
+                else f" [{' and '.join(m.kinds)} models only]")
+        lines += textwrap.wrap(f"{m.description}{only}", 88, initial_indent=f"  {name:<{width}}  ",
+                               subsequent_indent=" " * (width + 4))
+    return "\n".join(lines) + "\n"
+
+
+def _check_method_names(methods):
+    """--methods names that the command line can pass (model-specific checks: explain)."""
+    choices = method_choices()
+    if not methods:
+        raise ValueError(f"--methods is empty; choose from {list(choices)}")
+    for name in methods:
+        if name not in choices:
+            why = ""
+            if name in registry.names():
+                m = registry.get(name)
+                why = (f" ({name!r}, {m.description}, takes {', '.join(m.params)}, "
+                       "which the command line does not pass)")
+            raise ValueError(f"unknown method {name!r} in --methods{why}; valid methods: "
+                             f"{list(choices)}")
+
+
+class UsageError(ValueError):
+    """A command line argparse rejects (reported in one line, not argparse's usage text)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(f"{message} (see: {self.prog} --help)")
+
+
+def build_parser():
+    parser = _Parser(prog="treeimp", description="Out-of-sample feature "
+                     "importance for tree ensembles.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    ex = sub.add_parser("explain", help="importances of a saved model on a data file",
+                        description=EXPLAIN_HELP + "\n" + _methods_section(),
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ex.add_argument("model", metavar="MODEL", help="model file: .json/.ubj (XGBoost), .txt "
+                    "(LightGBM), .skops, .pkl/.pickle/.joblib (with --trust-pickle)")
+    ex.add_argument("data", metavar="DATA", help="held-out rows: .csv, .parquet, a folder "
+                    "of .parquet files or a quoted glob pattern of them")
+    ex.add_argument("--target", required=True, metavar="COL",
+                    help="name of the label column in DATA")
+    ex.add_argument("--methods", default=None, metavar="LIST",
+                    help=f"comma-separated: {', '.join(method_choices())} (see Methods "
+                    "above) (default: mdi,mdi_oob,ufi and the model's default screening "
+                    "measure, as explain computes)")
+    ex.add_argument("--select", type=float, default=None, metavar="ALPHA",
+                    help="also screen: list the features whose importance is significantly "
+                    "> 0 at false discovery rate ALPHA (Benjamini-Hochberg), by the default "
+                    "screening measure of the model's kind and task: ufi for boosting "
+                    "regression, mdi_oob_centered otherwise (added to --methods if absent)")
+    ex.add_argument("--format", choices=FORMATS, default=None,
+                    help="table (readable), csv or json (one record per feature and "
+                    "method: importance, stderr, pvalue, qvalue); default: by the suffix "
+                    "of --output (.json, .csv), else table")
+    ex.add_argument("--output", metavar="FILE", help="write the result here instead of "
+                    "standard output (a .json or .csv name sets --format)")
+    ex.add_argument("--plot", metavar="PNG", help="also save a bar chart (needs matplotlib)")
+    ex.add_argument("--oob", action="store_true", help="pickled RandomForest / ExtraTrees "
+                    "with bootstrap only: DATA are the training rows, each tree is measured "
+                    "on its out-of-bag rows")
+    ex.add_argument("--n-blocks", type=int, default=DEFAULT_N_BLOCKS, metavar="B",
+                    help="row blocks for standard errors and p-values (default "
+                    f"{DEFAULT_N_BLOCKS})")
+    ex.add_argument("--seed", type=int, default=None, metavar="S",
+                    help="seed of the random row blocks (default: not reproducible)")
+    ex.add_argument("--drop", default="", metavar="LIST",
+                    help="comma-separated columns of DATA to ignore (e.g. an ID column)")
+    ex.add_argument("--n-jobs", type=int, default=None, metavar="N",
+                    help="threads (default: all cores)")
+    ex.add_argument("--batch-rows", type=int, default=DEFAULT_BATCH_ROWS, metavar="N",
+                    help="rows of DATA read at a time (default "
+                    f"{DEFAULT_BATCH_ROWS}): memory grows with N, not with DATA's size")
+    ex.add_argument("--progress", action="store_true",
+                    help="show a progress bar in rows of DATA (needs tqdm; default: shown "
+                    "when standard error is a terminal and the run is long)")
+    ex.add_argument("--columns-by-position", action="store_true",
+                    help="the model stores no feature names: take DATA's feature columns "
+                    "in their order as the model's features (without this flag such a "
+                    "model is refused)")
+    ex.add_argument("--iteration-range", default=None, metavar="START,STOP",
+                    help="boosting rounds to explain (XGBoost's iteration_range; default: "
+                    "those the model's own predict uses)")
+    ex.add_argument("--missing", type=float, default=None, metavar="VALUE",
+                    help="XGBoost's missing-value sentinel: VALUE is routed as missing")
+    ex.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                    help="run on Dask: ADDRESS of a distributed scheduler (tcp://host:8786), "
+                    "or processes, threads or synchronous (dask's local schedulers); DATA "
+                    "is then a Parquet dataset (file, directory or glob)")
+    ex.add_argument("--trust-pickle", action="store_true",
+                    help="load .pkl/.pickle/.joblib files (this runs code stored in the "
+                    "file, use only for files you trust) and, with --trust-types, the "
+                    "types of a skops file named there")
+    ex.add_argument("--trust-types", default="", metavar="LIST",
+                    help="comma-separated types of a .skops file to trust besides skops' "
+                    "defaults and the scikit-learn tree types treeimp trusts (needs "
+                    "--trust-pickle; the error for a refused file lists its types)")
+
+    demo = sub.add_parser("demo", help="MDI vs MDI-oob and UFI on breast cancer data (15%% "
+                          "of labels flipped) with a row ID and two pure-noise columns")
+    demo.add_argument("--trees", type=int, default=300, help="number of trees (default 300)")
+    demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    return parser
+
+
+def main(argv=None):
+    """Run the command line; returns the exit status (0 success, 2 error)."""
+    try:
+        args = build_parser().parse_args(argv)  # subparsers are _Parser too
+        if args.command == "demo":
+            return _demo(args)
+        return _explain(args)
+    except (ValueError, TypeError, OSError) as exc:
+        if isinstance(exc, BrokenPipeError):  # e.g. `treeimp explain ... | head`
+            return 0
+        print(f"treeimp: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+
+
+def _demo(args):
+    from .demo import run_demo
+
+    if args.trees < 1:
+        raise ValueError("--trees must be >= 1")
+    run_demo(n_estimators=args.trees, random_state=args.seed)
+    return 0
+
+
+def _explain(args):
+    from ..api import explain
+    from ..inputs.pipeline import is_pipeline
+    from ..stats.progress import progress_bar
+    from .inputs import (
+        StreamedRows,
+        check_class_labels,
+        encode_categories,
+        load_model,
+        split_pipeline_target,
+        split_target,
+    )
+    from .table_batches import open_table
+
+    methods = None  # explain's defaults for the model, resolved once it is parsed
+    if args.methods is not None:
+        methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+        _check_method_names(methods)
+    drop = [c.strip() for c in args.drop.split(",") if c.strip()]
+    # output paths are checked before the work, not after it
+    if args.plot:
+        _check_writable(args.plot, "--plot")
+        _check_plotting()
+    if args.output:
+        _check_writable(args.output, "--output")
+    fmt = output_format(args.format, args.output)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trust_types = [t.strip() for t in args.trust_types.split(",") if t.strip()]
+        model, ens = load_model(args.model, trust_pickle=args.trust_pickle, warn=_warn,
+                                trust_types=trust_types)
+    rounds = _iteration_range(args.iteration_range)
+    for w in caught:  # e.g. best_iteration stored in the file: moot with --iteration-range
+        if rounds is None or "best_iteration" not in str(w.message):
+            hint = (" (on the command line: --iteration-range START,STOP)"
+                    if "iteration_range" in str(w.message) else "")
+            _warn(f"{w.message}{hint}")
+    pipeline = is_pipeline(model)
+    if rounds is not None or args.missing is not None:
+        from ..parsers import parse
+
+        ens = parse(model[-1] if pipeline else model, iteration_range=rounds,
+                    missing=args.missing)
+    if args.oob and (model is ens or ens.kind != "forest"):
+        what = ("is a model file, which stores no in-bag rows" if model is ens else
+                f"holds a {type(model).__name__}, which has no out-of-bag rows")
+        raise ValueError("--oob needs a pickled bagged forest (RandomForest / ExtraTrees with "
+                         f"bootstrap=True); {args.model!r} {what}: pass held-out rows and "
+                         "leave out --oob")
+    on_dask = args.scheduler is not None
+    if args.batch_rows < 1:
+        raise ValueError(f"--batch-rows must be >= 1, got {args.batch_rows}")
+    if args.progress:
+        from importlib.util import find_spec
+
+        if find_spec("tqdm") is None:
+            raise ValueError("--progress needs tqdm: pip install tqdm")
+    source = f"data file {args.data!r}"
+    if on_dask:  # a Parquet dataset read by dask, explained where its partitions lie
+        from . import dask_data as cli_data
+
+        df = cli_data.read_parquet_dataset(args.data)
+        if pipeline:  # its own steps read the input columns
+            X, y = split_pipeline_target(df, args.target, model, drop=drop, source=source)
+        else:
+            X, y = split_target(df, args.target, ens, drop=drop, source=source,
+                                by_position=args.columns_by_position)
+            X = cli_data.encode_partitions(X, ens, _warn)
+        y = cli_data.check_partition_labels(y, ens, source)
+    elif args.oob:  # the forest's in-bag rows are counted over the whole training set
+        df = pd.concat(list(open_table(args.data, batch_size=args.batch_rows).frames()))
+        if pipeline:  # its own steps read the input columns
+            X, y = split_pipeline_target(df, args.target, model, drop=drop, source=source)
+        else:
+            X, y = split_target(df, args.target, ens, drop=drop, source=source,
+                                by_position=args.columns_by_position)
+            X = encode_categories(X, ens, _warn)
+        y = check_class_labels(y, ens, source)
+    else:  # streamed: (X, y) chunks of --batch-rows rows
+        rows = StreamedRows(open_table(args.data, batch_size=args.batch_rows), ens,
+                            args.target, drop=drop, source=source,
+                            by_position=args.columns_by_position,
+                            pipeline=model if pipeline else None, warn=_warn)
+    if methods is None:
+        from ..measures.screening import default_methods
+
+        methods = default_methods(ens)
+    screen = None
+    if args.select is not None:
+        from ..measures.screening import default_screening_method, model_task, objective_name
+
+        if not 0.0 < args.select < 1.0:
+            raise ValueError(f"--select needs a false discovery rate in (0, 1), got "
+                             f"{args.select}")
+        screen = default_screening_method(ens.kind, model_task(ens), objective_name(ens))
+        methods = methods + [screen] if screen not in methods else methods
+    run_on = cli_data.scheduler(args.scheduler) if on_dask else contextlib.nullcontext()
+    with run_on, warnings.catch_warnings():  # encode_categories has told the user already
+        warnings.filterwarnings("ignore", message=".*labels the model never saw")
+        # the model object itself where explain needs more than its trees (in-bag rows,
+        # a Pipeline's steps): then with the rounds and sentinel chosen here
+        whole = args.oob or pipeline
+        kw = dict(oob=args.oob, methods=methods, n_blocks=args.n_blocks,
+                  random_state=args.seed, n_jobs=args.n_jobs,
+                  iteration_range=rounds if whole else None,
+                  missing=args.missing if whole else None)
+        if args.oob or on_dask:
+            res = explain(model if whole else ens, X, y, **kw)
+        else:  # (X, y) chunks, read as explain takes them
+            bar = progress_bar(True if args.progress else None, total=rows.n_rows,
+                               work=(rows.n_rows or np.inf) * ens.n_trees, desc="rows")
+            try:
+                # chunks carry no names to the result: a model without stored names
+                # (--columns-by-position) takes the table's
+                names = (rows.features if not pipeline and ens.feature_names is None
+                         else None)
+                res = explain(model if whole else ens, _counted(rows, bar), progress=False,
+                              feature_names=names, **kw)
+            finally:
+                bar.close()
+    if fmt == "json":
+        text = res.to_json() + "\n"
+    elif fmt == "csv":
+        text = res.to_frame().to_csv(index=False)
+    else:
+        text = format_table(res, model_file=args.model, data_file=args.data,
+                            target=args.target, oob=args.oob) + "\n"
+        if screen is not None:
+            kept = res.select(screen, args.select)
+            text += (f"kept at false discovery rate {args.select:g} by {screen}: "
+                     f"{', '.join(kept) if kept else '(none)'}\n")
+    if args.plot:
+        _save_plot(res, args.plot)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    return 0
+
+
+def _counted(chunks, bar):
+    """The chunks, each one's rows added to the progress bar as it is handed on."""
+    for chunk in chunks:
+        yield chunk
+        bar.update(len(chunk[0]))
+
+
+def _iteration_range(text):
+    """--iteration-range "START,STOP" -> (start, stop), or None."""
+    if text is None:
+        return None
+    parts = text.split(",")
+    try:
+        if len(parts) != 2:
+            raise ValueError
+        return int(parts[0]), int(parts[1])
+    except ValueError:
+        raise ValueError(f"--iteration-range must be two integers START,STOP (e.g. 0,100), "
+                         f"got {text!r}") from None
+
+
+def format_table(res, *, model_file="", data_file="", target="", oob=False):
+    """Readable table: value ± standard error and one-sided p-value per method, features
+    ordered by the first out-of-sample method."""
+    rows = "out-of-bag rows of" if oob else "held-out rows of"
+    head = [f"{res.model_name or res.kind} {model_file}: {len(res.feature_names)} features, "
+            f"{res.n_rows} {rows} {data_file}, target {target!r}",
+            f"value ± standard error (jackknife over {res.n_blocks} row blocks); "
+            "p = one-sided p-value of importance > 0"]
+    order = res.ranking()
+    cols = {}
+    for m in res.methods:
+        value, se, p = res.table[m][order], res.stderr[m][order], res.pvalues[m][order]
+        if np.all(np.isnan(se)):
+            cols[m] = [f"{v:.4g}" for v in value]
+            continue
+        cols[m] = [_format_value(v, s) for v, s in zip(value, se)]
+        cols[f"p({m})"] = [_format_p(x) for x in p]
+    show = pd.DataFrame(cols, index=pd.Index(order, name="feature"))
+    with pd.option_context("display.max_rows", None, "display.max_columns", None,
+                           "display.width", 200, "display.max_colwidth", 40):
+        body = show.to_string()
+    first = next((m for m in res.methods if registry.needs_rows(m)), res.methods[0])
+    return "\n".join(head + [body, f"(sorted by {first})"])
+
+
+def _format_value(value, stderr):
+    """``value ± stderr`` with the error to 2 significant digits and the value to the
+    same decimal place (scientific notation for very small or large errors)."""
+    if np.isnan(value):
+        return "nan"
+    if np.isnan(stderr):
+        return f"{value:.4g}"
+    if stderr == 0:
+        return f"{value:.4g} ± 0"
+    if not 1e-5 <= stderr < 1e5:
+        return f"{value:.3g} ± {stderr:.2g}"
+    decimals = max(0, 1 - int(np.floor(np.log10(stderr))))
+    return f"{value:.{decimals}f} ± {stderr:.{decimals}f}"
+
+
+def _format_p(p):
+    if np.isnan(p):
+        return ""
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _check_writable(path, option):
+    """A file can be written at ``path``: its folder exists and is writable, and the
+    path is not a folder or a read-only file. Nothing is created."""
+    target = os.path.abspath(path)
+    folder = os.path.dirname(target)
+    if os.path.islink(target) and not os.path.exists(target):
+        try:
+            os.stat(target)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise ValueError(f"{option} {path!r} is a symlink loop (a chain of symbolic "
+                                 "links that leads back to itself)") from None
+    if os.path.isdir(target):
+        raise ValueError(f"{option} {path!r} is a directory; give a file name")
+    if not os.path.isdir(folder):
+        raise ValueError(f"{option} {path!r}: the directory {folder!r} does not exist")
+    if os.path.exists(target):
+        if not os.access(target, os.W_OK):
+            raise ValueError(f"{option} {path!r} exists and is not writable")
+    elif not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"{option} {path!r}: the directory {folder!r} is not writable")
+
+
+def _check_plotting():
+    from importlib.util import find_spec
+
+    if find_spec("matplotlib") is None:
+        raise ValueError("--plot needs matplotlib: pip install matplotlib")
+
+
+def _save_plot(res, path):
+    _check_plotting()
+    import matplotlib
+
+    matplotlib.use("Agg")  # the command line only writes files
+    fig = res.plot()
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def _warn(message):
+    print(f"treeimp: warning: {message}", file=sys.stderr)
+
+
+def _one_line(exc):
+    text = " ".join(str(exc).split())
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        text = f"{exc.strerror}: {exc.filename!r}"
+    return text or type(exc).__name__
+
+
+if __name__ == "__main__":
+    sys.exit(main())

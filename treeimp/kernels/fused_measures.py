@@ -1,0 +1,305 @@
+"""Fused per-split sums of mdi_oob, mdi_oob_centered and ufi (forests and boosting).
+
+The formulas in :mod:`treeimp.measures.formulas` read like the papers (their numpy forms
+``mdi_oob_parts``, ``mdi_oob_centered_parts``, ``ufi_parts``, which tests/test_formulas.py
+checks these kernels against); on a forest of deep trees (a million nodes, ten jackknife
+replicates) those spend most of their time materialising (n_splits, B) temporaries. These
+kernels evaluate the same per-split terms in one pass and add them straight into
+``out[tree * n_features + feature, b, c]`` (the blocks of one key side by side: the block
+loop is innermost). Their inputs come grouped (:mod:`treeimp.model.kernel_inputs`: SplitIndex,
+SplitTerms, HeldOut). ``split_sums`` reads statistics already summed up the trees;
+``leaf_split_sums`` starts from the accumulated leaf sums and evaluates several measures
+in one pass; both run ``tree_terms`` on every tree.
+
+Threads own whole trees (splits are stored tree by tree, and a tree's keys are its own),
+so no two threads write the same output cell and no per-thread buffers are needed.
+
+The kernels use numba's numpy error model: no zero-division test per division (every
+divisor here is a row count or hessian sum already tested to be positive).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .forest_stats import total_and_complement
+
+MDI_OOB = 0          # (v_l - v_m).S'_l + (v_r - v_m).S'_r, per class c
+UFI_CLASSIFICATION = 1  # w_l v_lc p'_lc + w_r v_rc p'_rc - w_m v_mc p'_mc, both children seen
+UFI_REGRESSION = 2   # w-weighted decrease of the held-out MSE (|y - v|^2 summed over
+                     # outputs) + in-sample decrease
+UFI_BOOSTING = 3     # w-weighted decrease of the held-out Newton impurity + in-sample decrease
+MDI_OOB_CENTERED = 4  # (v_l - v_m).(S'_l - c_t N'_l) + (v_r - v_m).(S'_r - c_t N'_r), per c
+
+# plane layouts of accumulated statistics (treeimp/stats.py: REGRESSION, ONE_HOT, BOOSTING)
+LAYOUT_REGRESSION = 0  # n', Q', S'_1..C
+LAYOUT_ONE_HOT = 1     # S'_1..C (n' is their sum)
+LAYOUT_BOOSTING = 2    # n', S', H', R'
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def split_sums(kind, splits, terms, held, out):
+    """Accumulate per-split terms of measure ``kind`` into out (n_keys, B, C).
+
+    splits (kernel_inputs.SplitIndex): node/left/right/key (n_splits,) the split node,
+    its children, tree * F + feature; tree_splits (n_trees + 1,) split offsets per tree,
+    tree_offsets its nodes'. terms (kernel_inputs.SplitTerms): w (n_nodes,) in-sample
+    weight fractions; v (n_nodes, C) node values (MDI_OOB on a boosted model: as the tree
+    adds them to the margin, i.e. times its DART weight; UFI_BOOSTING: the unshrunk node
+    estimates mu); extra: (n_splits,) in-sample decrease (UFI_REGRESSION, UFI_BOOSTING),
+    or (MDI_OOB_CENTERED) (n_trees * C,) the centres c_t tree by tree. held
+    (kernel_inputs.HeldOut): n, Q, H, R (n_nodes, B); S (C, n_nodes, B) evaluation
+    statistics (H, R: boosting; MDI_OOB_CENTERED reads its weights N' from H: the
+    hessian sums for boosting, the counts n' otherwise); ``n_from_s``: n' is not stored
+    (one-hot class targets) but the sum over c of S[c] (``n`` and, for
+    MDI_OOB_CENTERED, ``H`` are then not read). UFI_REGRESSION and UFI_BOOSTING, whose
+    terms are one number (summed over outputs), write column c = 0 of out.
+    """
+    node, left, right, key, tree_splits, tree_offsets = splits
+    w, v, extra = terms
+    n, Q, S, H, R, n_from_s = held
+    for t in prange(tree_splits.size - 1):
+        tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, 0, w, v,
+                   extra, n, Q, S, H, R, n_from_s, out)
+    return out
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, w, v, extra,
+               n, Q, S, H, R, n_from_s, out):
+    """Tree t's part of ``split_sums``: its split terms of ``kind`` added into out.
+
+    The evaluation statistics n .. R are indexed by node - ``off``: the ensemble's own
+    planes (off = 0) or a copy of tree t's nodes alone (off = its first node,
+    ``leaf_split_sums``); w, v and extra by the global node or split. Unsigned node
+    indices (no wraparound arithmetic), and mdi_oob and ufi in separate loop nests: the
+    block loop is then a straight run over B values."""
+    B = S.shape[2]
+    C = S.shape[0]
+    uo = np.uint64(off)
+    if kind == MDI_OOB:
+        for s in range(tree_splits[t], tree_splits[t + 1]):
+            m, l, r, k = _split(node, left, right, key, s)
+            for c in range(C):
+                dl = v[l, c] - v[m, c]
+                dr = v[r, c] - v[m, c]
+                for b in range(B):
+                    out[k, b, c] += dl * S[c, l - uo, b] + dr * S[c, r - uo, b]
+        return
+    if kind == MDI_OOB_CENTERED:
+        for s in range(tree_splits[t], tree_splits[t + 1]):
+            m, l, r, k = _split(node, left, right, key, s)
+            il, ir = l - uo, r - uo
+            for c in range(C):
+                centre = extra[t * C + c]
+                dl = v[l, c] - v[m, c]
+                dr = v[r, c] - v[m, c]
+                for b in range(B):
+                    nl = _count(H, S, il, b, n_from_s)
+                    nr = _count(H, S, ir, b, n_from_s)
+                    out[k, b, c] += (dl * (S[c, il, b] - centre * nl)
+                                     + dr * (S[c, ir, b] - centre * nr))
+        return
+    # the ufi forms: n' of the tree's nodes first, in storage order (_tree_counts)
+    base = tree_offsets[t]
+    ub = np.uint64(base)  # unsigned like the split's node indices
+    cnt = _tree_counts(n, S, base - off, tree_offsets[t + 1] - off, n_from_s)
+    # the per-node held-out impurity of the regression forms (the tree is in cache)
+    imp = np.empty((cnt.shape[0] if kind != UFI_CLASSIFICATION else 0, B))
+    for i in range(imp.shape[0]):
+        j = np.uint64(base + i)
+        jl = np.uint64(base - off + i)
+        for b in range(B):
+            if kind == UFI_REGRESSION:
+                imp[i, b] = (_held_mse(Q, S, v, j, jl, b, cnt[i, b])
+                             if cnt[i, b] > 0.0 else 0.0)
+            else:
+                imp[i, b] = _held_newton(S, H, R, v, j, jl, b)
+    for s in range(tree_splits[t], tree_splits[t + 1]):
+        m, l, r, k = _split(node, left, right, key, s)
+        im, il, ir = m - ub, l - ub, r - ub
+        for b in range(B):
+            nl = cnt[il, b]
+            nr = cnt[ir, b]
+            if nl <= 0.0 or nr <= 0.0:  # skip rule: a child without rows
+                continue
+            if kind == UFI_CLASSIFICATION:
+                _add_ufi_class(out, k, b, w, v, S, m, l, r, uo, nl, nr, cnt[im, b])
+                continue
+            if kind == UFI_BOOSTING and (H[l - uo, b] <= 0.0 or H[r - uo, b] <= 0.0):
+                continue  # no Newton impurity
+            out[k, b, 0] += (w[m] * imp[im, b] - w[l] * imp[il, b]
+                             - w[r] * imp[ir, b] + extra[s])
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def leaf_split_sums(measures, splits, order, left, right, slots, leaves, layout, out, roots):
+    """``split_sums`` of several measures straight from leaf sums, tree by tree.
+
+    ``leaves`` (n_leaves, B, D): the statistics as accumulated, per leaf slot (``slots``:
+    kernel_inputs.LeafSlots) and row block, the D terms by ``layout``
+    (LAYOUT_REGRESSION n', Q', S'..; LAYOUT_ONE_HOT the class sums S'; LAYOUT_BOOSTING
+    n', S', H', R'). Each tree's leaves are copied once into a small node-indexed
+    buffer (D, nodes, B + 1), summed up the tree (``order``: the post-order tree by
+    tree, ``left``, ``right`` the children, -1 at leaves) and turned into
+    leave-one-block-out replicates with the total last (as ``node_stats.propagate_up``
+    does on the node planes), and every measure j of ``measures``
+    (kernel_inputs.FusedMeasures) adds that tree's terms into out[j] (B + 1, n_keys, C)
+    while the tree is in cache: ``leaves`` is read once and never written.
+    MDI_OOB_CENTERED reads its weights N' from H' for boosting and n' otherwise.
+    ``roots`` (n_trees, B + 1) receives n' at every tree's root, block by block.
+    """
+    kinds, w_of, v_of, extra_start, ws, vs, extras = measures
+    node, lefts, rights, key, tree_splits, tree_offsets = splits
+    slot_node, tree_start = slots.node, slots.tree_start
+    B = leaves.shape[1]
+    D = leaves.shape[2]
+    from_s = layout == LAYOUT_ONE_HOT
+    for t in prange(tree_offsets.shape[0] - 1):
+        base = tree_offsets[t]
+        loc = np.empty((D, tree_offsets[t + 1] - base, B + 1))
+        _tree_sums(leaves, slot_node, tree_start[t], tree_start[t + 1], order, left, right,
+                   base, loc)
+        for d in range(D):
+            for i in range(loc.shape[1]):
+                total_and_complement(loc[d], i, B)
+        n, Q, S, H, R = _planes(loc, layout)
+        for b in range(B + 1):
+            roots[t, b] = _count(n, S, 0, b, from_s)
+        for j in range(kinds.shape[0]):
+            kind = kinds[j]
+            extra = extras[extra_start[j]:extra_start[j + 1]]
+            weights = n if kind == MDI_OOB_CENTERED and layout != LAYOUT_BOOSTING else H
+            tree_terms(kind, node, lefts, rights, key, tree_splits, tree_offsets, t, base,
+                       ws[w_of[j]], vs[v_of[j]], extra, n, Q, S, weights, R, from_s,
+                       np.transpose(out[j], (1, 0, 2)))
+
+
+@njit(cache=True, parallel=True)
+def leaf_root_counts(order, tree_offsets, left, right, slots, leaves, layout, roots):
+    """roots (n_trees, B + 1) := n' at every tree's root from leaf sums (``leaves``,
+    ``slots`` and ``order``, ``left``, ``right`` as in ``leaf_split_sums``), added up the
+    tree in the same order and turned into leave-one-block-out replicates with the total
+    last before the class planes are summed, so equal to the root counts that function
+    gives."""
+    slot_node, tree_start = slots.node, slots.tree_start
+    B = leaves.shape[1]
+    from_s = layout == LAYOUT_ONE_HOT
+    P = leaves.shape[2] if from_s else 1  # one-hot: the class planes, summed at the root
+    for t in prange(tree_offsets.shape[0] - 1):
+        base = tree_offsets[t]
+        cnt = np.empty((P, tree_offsets[t + 1] - base, B + 1))
+        _tree_sums(leaves, slot_node, tree_start[t], tree_start[t + 1], order, left, right,
+                   base, cnt)
+        top = np.empty((P, 1, B + 1))  # the root's planes, then their replicates
+        for p in range(P):
+            for b in range(B):
+                top[p, 0, b] = cnt[p, 0, b]
+            total_and_complement(top[p], 0, B)
+        for b in range(B + 1):
+            roots[t, b] = _count(top[0], top, 0, b, from_s)
+
+
+@njit(cache=True, inline="always")
+def _tree_sums(leaves, slot_node, s0, s1, order, left, right, base, loc):
+    """One tree's node sums, block by block: loc[d, node - base, b] := leaves[s, b, d] at
+    the tree's leaf slots s0 .. s1 - 1 (one run of the leaf sums), then every internal
+    node the sum of its children, in the tree's post-order (its entries of ``order``
+    are base .. base + nodes - 1), for the first loc.shape[0] terms d and the B blocks
+    of ``leaves`` (a spare last block of loc is left alone)."""
+    for s in range(s0, s1):
+        i = slot_node[s] - base
+        for b in range(leaves.shape[1]):
+            for d in range(loc.shape[0]):
+                loc[d, i, b] = leaves[s, b, d]
+    for k in range(base, base + loc.shape[1]):
+        nd = order[k]
+        lc = left[nd]
+        if lc < 0:
+            continue
+        i, il, ir = nd - base, lc - base, right[nd] - base
+        for d in range(loc.shape[0]):
+            for b in range(leaves.shape[1]):
+                loc[d, i, b] = loc[d, il, b] + loc[d, ir, b]
+
+
+@njit(cache=True, inline="always")
+def _planes(loc, layout):
+    """The planes (n, Q, S, H, R) of one tree's statistics ``loc`` by ``layout`` (those a
+    layout lacks are filled by n' and not read; one-hot: n' is not stored, S[0] stands
+    in)."""
+    if layout == LAYOUT_BOOSTING:
+        return loc[0], loc[0], loc[1:2], loc[2], loc[3]
+    if layout == LAYOUT_REGRESSION:
+        return loc[0], loc[1], loc[2:], loc[0], loc[0]
+    return loc[0], loc[0], loc[:], loc[0], loc[0]
+
+
+@njit(cache=True, inline="always")
+def _tree_counts(n, S, start, stop, from_s):
+    """n' of nodes start..stop-1 (one tree) in every block, (stop - start, B), read in
+    storage order: one stream through the tree's statistics, which the split loops,
+    jumping to right children, then find in cache."""
+    cnt = np.empty((stop - start, S.shape[2]))
+    for i in range(cnt.shape[0]):
+        j = np.uint64(start + i)
+        for b in range(cnt.shape[1]):
+            cnt[i, b] = _count(n, S, j, b, from_s)
+    return cnt
+
+
+@njit(cache=True, inline="always")
+def _add_ufi_class(out, k, b, w, v, S, m, l, r, uo, nl, nr, nm):
+    """out[k, b, c] += w_l v_lc p'_lc + w_r v_rc p'_rc - w_m v_mc p'_mc, with the held-out
+    class shares p' = S' / n' (one division per node); S indexed by node - ``uo``."""
+    fl = w[l] / nl
+    fr = w[r] / nr
+    fm = w[m] / nm
+    for c in range(S.shape[0]):
+        out[k, b, c] += (fl * v[l, c] * S[c, l - uo, b]
+                         + fr * v[r, c] * S[c, r - uo, b]
+                         - fm * v[m, c] * S[c, m - uo, b])
+
+
+@njit(cache=True, inline="always")
+def _split(node, left, right, key, s):
+    """Split s: its node, children and output key, as unsigned indices."""
+    return np.uint64(node[s]), np.uint64(left[s]), np.uint64(right[s]), np.uint64(key[s])
+
+
+@njit(cache=True, inline="always")
+def _count(n, S, node, b, from_s):
+    """n' of ``node`` in block b: stored, or the sum of the class planes (0 + S[0] + ...,
+    the order of numpy's S.sum(axis=0), so both give the same number)."""
+    if not from_s:
+        return n[node, b]
+    c = 0.0
+    for j in range(S.shape[0]):
+        c += S[j, node, b]
+    return c
+
+
+@njit(cache=True, inline="always")
+def _held_newton(S, H, R, mu, node, held, b):
+    """Held-out Newton impurity (R' + 2 mu G' + mu^2 H') / H' with G' = -S' (0 when
+    H' = 0): the weighted mean of h (-g/h - mu)^2 over the node's rows (mu at ``node``,
+    the statistics at ``held``)."""
+    h = H[held, b]
+    if h <= 0.0:
+        return 0.0
+    m = mu[node, 0]
+    return (R[held, b] + 2.0 * m * -S[0, held, b] + m * m * h) / h
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _held_mse(Q, S, v, node, held, b, cnt):
+    """Mean of |y - v|^2 over a node's evaluation rows from its sums,
+    (Q' - 2 v.S' + |v|^2 n') / n', summed over the outputs of a multi-output target (v at
+    ``node``, the statistics at ``held``)."""
+    vs = 0.0
+    vv = 0.0
+    for c in range(S.shape[0]):
+        vs += v[node, c] * S[c, held, b]
+        vv += v[node, c] * v[node, c]
+    return (Q[held, b] - 2.0 * vs + vv * cnt) / cnt

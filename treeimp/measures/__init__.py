@@ -1,0 +1,2 @@
+"""Node statistics -> importances: the measure registry, the numpy formulas, the
+screening defaults and the scores of permutation importance."""

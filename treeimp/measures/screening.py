@@ -1,0 +1,87 @@
+"""The default screening measure per model kind and task (ImportanceSelector,
+Importances.select, the command line): the measure benchmarks/screening.py found to
+hold the false discovery rate with the most power (numbers and designs in
+benchmarks/README.md, "Default screening measure")."""
+
+from __future__ import annotations
+
+from ..model.ensemble import BOOSTING, FOREST
+
+CLASSIFICATION = "classification"
+REGRESSION = "regression"
+TASKS = (CLASSIFICATION, REGRESSION)
+
+DEFAULT_SCREENING = {
+    (FOREST, CLASSIFICATION): "mdi_oob_centered",
+    (FOREST, REGRESSION): "mdi_oob_centered",
+    # on overconfident classifiers (e.g. XGBClassifier's defaults) ufi's Newton
+    # pseudo-response -g/h is unbounded (h = p(1 - p) near 0) and its standard errors
+    # swamp every feature; mdi_oob_centered held FDR cross-fitted on every
+    # classification design of the study
+    (BOOSTING, CLASSIFICATION): "mdi_oob_centered",
+    # fewer false selections on Friedman #1 (mdi_oob_centered's noise z-scores are
+    # heavy-tailed for rarely used noise features), the same power cross-fitted
+    (BOOSTING, REGRESSION): "ufi",
+}
+
+# boosting regression objectives whose hessian is bounded away from zero, so that ufi's
+# pseudo-response -g/h is as bounded as the gradient; the others (poisson, gamma,
+# tweedie: h proportional to the predicted mean; pseudo_huber, log_cosh: h -> 0 for large
+# residuals; CatBoost's huber: h = 0 beyond delta) share the classifiers' failure and
+# keep mdi_oob_centered
+BOUNDED_HESSIAN = frozenset({"squared_error", "absolute_error", "quantile", "expectile"})
+UNBOUNDED_HESSIAN_DEFAULT = "mdi_oob_centered"
+
+
+def default_methods(ens):
+    """The measures :func:`treeimp.explain` computes when none are named:
+    :data:`treeimp.measures.defaults.DEFAULT_METHODS` and the model's default screening measure
+    (:func:`default_screening_method`), so that ``Importances.select()`` finds the
+    measure it screens with; in the registry's order."""
+    from . import registry
+    from .defaults import DEFAULT_METHODS
+
+    wanted = set(DEFAULT_METHODS)
+    wanted.add(default_screening_method(ens.kind, model_task(ens), objective_name(ens)))
+    return [m for m in registry.names() if m in wanted]
+
+
+def model_task(ens):
+    """``"classification"`` or ``"regression"`` for a parsed ensemble: classification
+    for forest classifiers (also with several targets) and classification objectives
+    (logistic, softmax, one-vs-all, exponential), regression otherwise."""
+    from ..inputs.targets import target_classes
+    from .scoring import CLASSIFICATION_OBJECTIVES
+
+    name = objective_name(ens)
+    classification = (ens.classes is not None or target_classes(ens) is not None
+                      or name in CLASSIFICATION_OBJECTIVES)
+    return CLASSIFICATION if classification else REGRESSION
+
+
+def objective_name(ens):
+    """The ensemble's canonical objective name, or None if it has none."""
+    objective = getattr(ens, "objective", None)
+    return None if objective is None else objective.name
+
+
+def default_screening_method(kind, task, objective=None):
+    """The default screening measure for a model of ``kind`` ("forest" or "boosting")
+    fitted for ``task`` ("classification" or "regression").
+
+    ``objective``: the model's canonical objective name (``Ensemble.objective.name``),
+    if known; boosting regression objectives whose hessian can approach zero (Poisson,
+    gamma, Tweedie, pseudo-Huber, log-cosh, Huber, XGBoost 3.4's smoothed absolute error
+    and quantile) and quantile / expectile levels get "mdi_oob_centered" rather than
+    "ufi" (see :data:`BOUNDED_HESSIAN`)."""
+    if kind not in (FOREST, BOOSTING):
+        raise ValueError(f"kind must be one of {[FOREST, BOOSTING]}, got {kind!r}")
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {list(TASKS)}, got {task!r}")
+    if objective is not None and not isinstance(objective, str):
+        raise TypeError(f"objective must be None or an objective name (str), got "
+                        f"{type(objective).__name__}")
+    if (kind == BOOSTING and task == REGRESSION and objective is not None
+            and objective not in BOUNDED_HESSIAN):
+        return UNBOUNDED_HESSIAN_DEFAULT
+    return DEFAULT_SCREENING[(kind, task)]

@@ -1,0 +1,915 @@
+"""Gradients, hessians, links and losses of every supported boosting objective.
+
+A boosted tree t is evaluated on held-out rows against ``z = -g``, the negative gradient
+of the model's own objective at the margin the row had before t's boosting round, with
+hessian ``h``. Gradients follow each library's own definition, constant factors included;
+where libraries sharing a canonical name differ, the difference is a parameter of the
+:class:`~treeimp.model.ensemble.Objective` that the parser sets. Sample weights are NOT part of
+``g``/``h`` here: the caller multiplies both by the row weight, as every library does.
+
+Objectives (``Objective.name``, ``Objective.params``; params marked * are required), the
+parameter vector that :func:`loss_spec` builds from them, and the formulas (m the margin,
+y the target, d = m - y, p the probability on the link scale):
+
+=============== ================================= ==========================================
+name            params -> vector                  g, h
+=============== ================================= ==========================================
+squared_error   {} -> []                          d, 1
+absolute_error  {tie_gradient=0} -> [tie]         sign(d), 1; g = tie_gradient when d == 0
+pseudo_huber    {slope*} -> [slope]               d / sqrt(c), 1 / c^1.5; c = 1 + (d/slope)^2
+huber           {delta*, outer_hessian=1}         clip(d, -delta, delta), 1 for |d| <= delta
+                -> [delta, outer_hessian]         and outer_hessian beyond
+quantile        {alpha*, tie_gradient=1-alpha,    1 - alpha if d > delta, -alpha if
+                delta=0} -> [alpha, tie, delta]   d < -delta, tie_gradient if |d| <= delta;
+                                                  h = 1
+logistic        {sigmoid*, pos_weight*,           p = 1/(1+exp(-s m)); c = pos_weight if
+                neg_weight=1} -> [s, pw, nw]      y == 1, neg_weight if y == 0, else 1;
+                                                  g = c s (p - y), h = c s^2 p (1 - p)
+cross_entropy   {} -> []                          p - y, p (1 - p)  (y in [0, 1])
+softmax         {n_classes*, hess_factor*}        p = softmax(m); g_k = p_k - [y == k],
+                -> [K, f]                         h_k = f p_k (1 - p_k)
+ova_logistic    {sigmoid*, n_classes*,            output k: logistic with label [y == k]
+                pos_weight=1, neg_weight=1}
+                -> [s, K, pw, nw]
+poisson         {max_delta_step*}                 exp(m) - y, exp(m + max_delta_step)
+                -> [mds, exp(mds)]
+gamma           {} -> []                          1 - y exp(-m), y exp(-m)
+tweedie         {variance_power*} -> [rho]        -y e1 + e2, -(1-rho) y e1 + (2-rho) e2;
+                                                  e1 = exp((1-rho) m), e2 = exp((2-rho) m)
+exponential     {} -> []                          -y e^-m + (1-y) e^m, y e^-m + (1-y) e^m
+expectile       {alpha*} -> [alpha]               2 a d, 2 a; a = alpha if d < 0, 1 - alpha
+                                                  otherwise (loss a d^2)
+log_cosh        {} -> []                          tanh(d), 1 - tanh(d)^2 (loss log cosh d)
+quantiles       {alphas*} -> [K, alpha_1..K]      output k: quantile with alpha_k and
+                                                  tie_gradient 1 - alpha_k (delta 0)
+expectile_stack {alphas*} -> [K, alpha_1..K]      q_1 = m_1, q_k = q_(k-1) + 1e-6 +
+                                                  softplus(m_k); d_k = q_k - y, a_k =
+                                                  alpha_k if d_k < 0 else 1 - alpha_k;
+                                                  g_j = s_j sum_(k>=j) a_k d_k, h_j = s_j^2
+                                                  sum_(k>=j) a_k; s_1 = 1, s_j =
+                                                  sigmoid(m_j) (loss sum_k a_k d_k^2 / 2)
+=============== ================================= ==========================================
+
+``alphas`` is a sequence of K values in (0, 1), one output each; the other parameters
+are numbers.
+
+What each library's parser sets (verified against xgboost 3.2.0, lightgbm 4.7.0 and
+scikit-learn 1.9.1 in ``tests/test_losses.py``):
+
+* XGBoost: ``multi:softprob/softmax`` hess_factor 2.0; ``count:poisson`` max_delta_step
+  from ``poisson_regression_param`` (default 0.7); logistic ``sigmoid`` 1.0 and
+  ``pos_weight`` = ``reg_loss_param.scale_pos_weight``; ``reg:pseudohubererror`` slope =
+  ``huber_slope``; ``binary:logitraw`` is "logistic" with link "identity". "quantile"
+  reproduces the gradient of ``reg:quantileerror`` (``tests/test_losses.py``), but the
+  parser gives it only to models saved by XGBoost < 3.4 (one alpha; several alphas:
+  "quantiles"). XGBoost >= 3.4 fits ``reg:absoluteerror`` and ``reg:quantileerror``
+  with a surrogate whose gradients are scaled, every round, by a statistic of all the
+  training residuals, which the model does not store: the parser names them
+  "smoothed_absolute_error" / "smoothed_quantile", which have no ``loss_spec``; the
+  staged pass computes that scale over the evaluation rows and builds their vector
+  with :func:`smoothed_spec` (formulas there and in ``_smoothed_grad_hess``, checked on
+  3.4.1 in ``tests/test_xgb_smoothed.py``). ``reg:expectileerror`` (XGBoost >= 3.3)
+  is "expectile_stack": its outputs are non-crossing expectiles (output k > 1 is a
+  softplus increment over output k - 1), and its g, h are the Gauss-Newton ones
+  XGBoost computes (checked on 3.3.0 and 3.4.1).
+  Not modelled: XGBoost floors the logistic and softmax hessians at 1e-16 (only matters
+  for |margin| > 36).
+* LightGBM: ``multiclass`` hess_factor K/(K-1); ``binary`` / ``multiclassova``
+  ``sigmoid`` = the ``sigmoid`` parameter, pos_weight = ``scale_pos_weight``
+  (``is_unbalance`` instead weights the smaller class by the count ratio: the positive
+  class via pos_weight, or the negative class via neg_weight); ``poisson``
+  max_delta_step = ``poisson_max_delta_step`` (default 0.7); ``huber`` delta = ``alpha``;
+  ``quantile`` alpha = ``alpha``.
+* scikit-learn (``sklearn._loss``): absolute_error ``tie_gradient`` -1.0, quantile
+  ``tie_gradient`` = -alpha (sklearn's gradient at y == m), poisson max_delta_step 0.0,
+  logistic sigmoid 1 and pos_weight 1, HistGradientBoosting softmax hess_factor 1.0.
+  GradientBoostingClassifier's multinomial line search multiplies its Newton step by
+  (K-1)/K, i.e. its leaves are -sum g / sum (K/(K-1) p (1-p)): hess_factor K/(K-1)
+  makes ``value / learning_rate`` the Newton step of these g, h.
+* CatBoost (its der1 = -g and der2 = -h, checked against catboost 1.2.10 through the
+  leaf values of one-tree models, ``tests/test_catboost_losses.py``): RMSE is
+  squared_error; MAE is quantile with alpha 0.5 (g = +-0.5) and Quantile quantile, both
+  with tie_gradient 0 and CatBoost's delta 1e-6 (rows within 5e-7 of their target get
+  der1 0, rows 2e-6 away do not); Huber huber with outer_hessian 0 (der2 is 0 beyond delta);
+  Expectile expectile; LogCosh log_cosh; Logloss logistic (class_weights as
+  neg_weight / pos_weight); MultiClass softmax with hess_factor 1 (h is the diagonal of
+  the K x K hessian that CatBoost's Newton step inverts); MultiClassOneVsAll
+  ova_logistic; Poisson poisson with max_delta_step 0; Tweedie tweedie.
+
+Cost: one ``exp`` per row and round for every scalar objective except tweedie (two),
+and one per output for softmax / ova. :func:`grad_hess_row` fills every output of a row
+at once; a kernel calls it once per row at the start of every boosting round (all trees
+of the round share those gradients) and reads the column each tree feeds.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from ..inputs.targets import LEVELS, class_indices
+
+SQUARED_ERROR = 0
+ABSOLUTE_ERROR = 1
+PSEUDO_HUBER = 2
+HUBER = 3
+QUANTILE = 4
+LOGISTIC = 5
+CROSS_ENTROPY = 6
+SOFTMAX = 7
+OVA_LOGISTIC = 8
+POISSON = 9
+GAMMA = 10
+TWEEDIE = 11
+EXPONENTIAL = 12
+EXPECTILE = 13
+LOG_COSH = 14
+QUANTILES = 15
+EXPECTILE_STACK = 16
+# XGBoost >= 3.4's reg:absoluteerror / reg:quantileerror (kernels/staged_scale.py)
+SMOOTHED_ABSOLUTE_ERROR = 17
+SMOOTHED_QUANTILE = 18
+SMOOTHED = ("smoothed_absolute_error", "smoothed_quantile")
+# XGBoost's float32 constants of the smoothed quantile (kSmoothingScale, kMinSurrogateRatio)
+SMOOTHING_SCALE = float(np.float32(0.04))
+MIN_SURROGATE_RATIO = float(np.float32(3.0e-4))
+# XGBoost's gap between consecutive non-crossing expectiles (kRtEps)
+EXPECTILE_GAP = 1e-6
+MAX_ALPHAS = 4096  # quantile / expectile levels of one model
+
+_REQUIRED = object()
+_ALPHAS = object()  # a required sequence of levels in (0, 1)
+
+# name -> (code, link, ((param, default or _REQUIRED), ...)) in parameter-vector order
+_SPECS = {
+    "squared_error": (SQUARED_ERROR, "identity", ()),
+    "absolute_error": (ABSOLUTE_ERROR, "identity", (("tie_gradient", 0.0),)),
+    "pseudo_huber": (PSEUDO_HUBER, "identity", (("slope", _REQUIRED),)),
+    "huber": (HUBER, "identity", (("delta", _REQUIRED), ("outer_hessian", 1.0))),
+    "quantile": (QUANTILE, "identity", (("alpha", _REQUIRED), ("tie_gradient", None),
+                                        ("delta", 0.0))),
+    "logistic": (LOGISTIC, "sigmoid", (("sigmoid", _REQUIRED), ("pos_weight", _REQUIRED),
+                                       ("neg_weight", 1.0))),
+    "cross_entropy": (CROSS_ENTROPY, "sigmoid", ()),
+    "softmax": (SOFTMAX, "softmax", (("n_classes", _REQUIRED), ("hess_factor", _REQUIRED))),
+    "ova_logistic": (OVA_LOGISTIC, "sigmoid", (("sigmoid", _REQUIRED), ("n_classes", _REQUIRED),
+                                               ("pos_weight", 1.0), ("neg_weight", 1.0))),
+    "poisson": (POISSON, "exp", (("max_delta_step", _REQUIRED),)),
+    "gamma": (GAMMA, "exp", ()),
+    "tweedie": (TWEEDIE, "exp", (("variance_power", _REQUIRED),)),
+    "exponential": (EXPONENTIAL, "sigmoid2", ()),
+    "expectile": (EXPECTILE, "identity", (("alpha", _REQUIRED),)),
+    "log_cosh": (LOG_COSH, "identity", ()),
+    "quantiles": (QUANTILES, "identity", (("alphas", _ALPHAS),)),
+    "expectile_stack": (EXPECTILE_STACK, "expectile_stack", (("alphas", _ALPHAS),)),
+}
+SUPPORTED = tuple(_SPECS)
+LINKS = ("identity", "sigmoid", "softmax", "exp", "sigmoid2", "proba", "expectile_stack",
+         "sorted")
+_CLASS_OBJECTIVES = ("logistic", "softmax", "ova_logistic", "exponential", "cross_entropy")
+_SMOOTHED_WHY = ("XGBoost >= 3.4 scales every row's gradient, at every round, by a statistic "
+                 "of all its training residuals, which the model does not store; the "
+                 "node-statistic measures (mdi_oob, ufi, ...) of one explain call on "
+                 "in-memory rows compute it over those rows, the per-row measures "
+                 "(shap_oob, saabas_oob) do not")
+_NOT_SUPPORTED_WHY = {
+    "huber_quantile": "scikit-learn's GradientBoosting re-estimates the Huber delta as a "
+                      "quantile of the training residuals at every stage and does not store it",
+    "class_probability": "forest classifiers have no gradient; they are evaluated on one-hot "
+                         "targets",
+    "smoothed_absolute_error": _SMOOTHED_WHY,
+    "smoothed_quantile": _SMOOTHED_WHY,
+}
+
+
+def _unsupported(name):
+    why = _NOT_SUPPORTED_WHY.get(name)
+    return ValueError(
+        f"objective {name!r} has no gradient in treeimp"
+        + (f" ({why})" if why else "")
+        + f"; supported objectives: {', '.join(SUPPORTED)}"
+    )
+
+
+def _name_params(objective):
+    if isinstance(objective, str):
+        return objective, {}
+    name = getattr(objective, "name", None)
+    params = getattr(objective, "params", None)
+    if not isinstance(name, str) or not isinstance(params, dict):
+        raise TypeError(f"objective must be an Objective or a name, got {type(objective).__name__}")
+    return name, params
+
+
+def _param_values(name, params):
+    """Validated parameter dict (defaults filled) of a supported objective."""
+    if name not in _SPECS:
+        raise _unsupported(name)
+    _, _, spec = _SPECS[name]
+    known = [p for p, _ in spec]
+    extra = sorted(set(params) - set(known))
+    if extra:
+        raise ValueError(f"objective {name!r} got unknown parameters {extra}; it takes "
+                         f"{known if known else 'none'}")
+    out = {}
+    for p, default in spec:
+        if default is _ALPHAS:
+            out[p] = _alphas(name, p, params.get(p))
+            continue
+        if p in params:
+            try:
+                out[p] = float(params[p])
+            except (TypeError, ValueError):
+                raise TypeError(f"objective {name!r} parameter {p!r} must be a number, got "
+                                f"{params[p]!r}") from None
+            if not math.isfinite(out[p]):
+                raise ValueError(f"objective {name!r} parameter {p!r} must be finite, got "
+                                 f"{out[p]}")
+        elif default is _REQUIRED:
+            raise ValueError(f"objective {name!r} needs parameter {p!r} (got {sorted(params)})")
+        else:
+            out[p] = default
+    _check_ranges(name, out)
+    return out
+
+
+def _alphas(name, p, values):
+    """A non-empty tuple of at most MAX_ALPHAS finite levels in (0, 1)."""
+    if values is None:
+        raise ValueError(f"objective {name!r} needs parameter {p!r} (levels in (0, 1))")
+    try:
+        a = np.asarray(values, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise TypeError(f"objective {name!r} parameter {p!r} must be numbers, got "
+                        f"{values!r}") from None
+    if not 1 <= a.size <= MAX_ALPHAS:
+        raise ValueError(f"objective {name!r} parameter {p!r} needs 1..{MAX_ALPHAS} levels, "
+                         f"got {a.size}")
+    if not np.all((a > 0.0) & (a < 1.0)):
+        raise ValueError(f"objective {name!r} parameter {p!r} must lie in (0, 1), got "
+                         f"{a.tolist()[:10]}")
+    return tuple(a.tolist())
+
+
+def _check_ranges(name, v):
+    def need(ok, what):
+        if not ok:
+            raise ValueError(f"objective {name!r}: {what}, got {v}")
+
+    if name == "pseudo_huber":
+        need(v["slope"] != 0.0, "slope must be nonzero")
+    elif name == "huber":
+        need(v["delta"] > 0.0, "delta must be > 0")
+        need(v["outer_hessian"] >= 0.0, "outer_hessian must be >= 0")
+    elif name in ("quantile", "expectile"):
+        need(0.0 < v["alpha"] < 1.0, "alpha must be in (0, 1)")
+    if name == "quantile":
+        need(v["delta"] >= 0.0, "delta must be >= 0")
+        if v["tie_gradient"] is None:
+            v["tie_gradient"] = 1.0 - v["alpha"]
+    elif name in ("logistic", "ova_logistic"):
+        need(v["sigmoid"] > 0.0, "sigmoid must be > 0")
+        need(v["pos_weight"] > 0.0 and v["neg_weight"] > 0.0, "pos_weight and neg_weight "
+             "must be > 0")
+    elif name == "tweedie":
+        need(1.0 <= v["variance_power"] < 2.0, "variance_power must be in [1, 2)")
+    if name in ("softmax", "ova_logistic"):
+        k = v["n_classes"]
+        need(k == int(k) and k >= 2, "n_classes must be an integer >= 2")
+    if name == "softmax":
+        need(v["hess_factor"] > 0.0, "hess_factor must be > 0")
+
+
+def loss_spec(objective, n_outputs=None):
+    """Integer loss code and float64 parameter vector for the numba kernels.
+
+    Parameters
+    ----------
+    objective : Objective or str
+        A canonical objective (a bare name only for objectives without required
+        parameters). The parameter-vector layout is in the module docstring.
+    n_outputs : int, optional
+        The model's number of outputs; when given it must be ``n_classes`` for softmax /
+        ova_logistic and 1 for the other classification objectives; a regression
+        objective may have several (one target per output).
+
+    Returns
+    -------
+    code : int
+    params : ndarray of float64
+
+    Examples
+    --------
+    >>> from treeimp import Objective
+    >>> loss_spec(Objective("poisson", {"max_delta_step": 0.0}))
+    (9, array([0., 1.]))
+    """
+    name, params = _name_params(objective)
+    v = _param_values(name, params)
+    code = _SPECS[name][0]
+    if name == "poisson":
+        vec = [v["max_delta_step"], math.exp(v["max_delta_step"])]
+    elif "alphas" in v:
+        vec = [len(v["alphas"]), *v["alphas"]]
+    else:
+        vec = list(v.values())
+    if n_outputs is not None:
+        want = int(v["n_classes"]) if "n_classes" in v else len(v.get("alphas", (0,)))
+        # a regression objective on several targets: one output per target (levels of
+        # one target have one output per level)
+        several = (name not in _CLASS_OBJECTIVES and name not in LEVELS
+                   and int(n_outputs) > 1)
+        if int(n_outputs) != want and not several:
+            raise ValueError(f"objective {name!r} needs {want} model outputs, the model has "
+                             f"{int(n_outputs)}")
+    return code, np.asarray(vec, dtype=np.float64)
+
+
+def smoothed_spec(objective, n_outputs, scales):
+    """Loss code and parameter vector of XGBoost >= 3.4's smoothed absolute error /
+    quantile, whose gradients need a scale per boosting round and output.
+
+    Parameters
+    ----------
+    objective : Objective
+        "smoothed_absolute_error" or "smoothed_quantile" (params ``alphas``).
+    n_outputs : int
+        The model's outputs K (one per alpha, or one per target for absolute error).
+    scales : ndarray of shape (n_stages, K)
+        S of every round and output: (sum w sqrt|m - y| / sum w)^2 over the rows at their
+        margins before the round, 0 when sum w is 0 (``drivers.smoothed_scales``).
+
+    Returns
+    -------
+    code : int
+    params : ndarray of float64
+        [K, alpha_1..K (0 for absolute error), S_1..K of the current round (filled by
+        ``set_stage_params``), then ``scales`` row by row].
+    """
+    name, params = _name_params(objective)
+    if name not in SMOOTHED:
+        raise ValueError(f"objective {name!r} is not one of {SMOOTHED}")
+    K = int(n_outputs)
+    if name == "smoothed_quantile":
+        alphas = _alphas(name, "alphas", params.get("alphas"))
+        if len(alphas) != K:
+            raise ValueError(f"objective {name!r} needs {len(alphas)} model outputs, the "
+                             f"model has {K}")
+    else:
+        alphas = (0.0,) * K
+    scales = np.asarray(scales, dtype=np.float64)
+    if scales.ndim != 2 or scales.shape[1] != K:
+        raise ValueError(f"scales must have shape (n_stages, {K}), got {scales.shape}")
+    code = SMOOTHED_QUANTILE if name == "smoothed_quantile" else SMOOTHED_ABSOLUTE_ERROR
+    vec = np.concatenate([[K], alphas, np.zeros(K), scales.ravel()])
+    return code, vec
+
+
+@njit(cache=True, inline="always")
+def is_smoothed(code):
+    """Whether the objective's gradients read a scale per round (``smoothed_spec``)."""
+    return code == SMOOTHED_ABSOLUTE_ERROR or code == SMOOTHED_QUANTILE
+
+
+@njit(cache=True)
+def set_stage_params(code, params, source, stage):
+    """Smoothed objectives: params' current scales := round ``stage``'s from ``source``
+    (the ``smoothed_spec`` vector); other objectives: nothing."""
+    if not is_smoothed(code):
+        return
+    K = int(source[0])
+    first = 1 + 2 * K + stage * K
+    for k in range(K):
+        params[1 + K + k] = source[first + k]
+
+
+@njit(cache=True, inline="always")
+def _smoothed_grad_hess(code, alpha, scale, m, y):
+    """(g, h) of XGBoost >= 3.4's surrogate at margin m, target y, round scale S (its
+    arithmetic, in float64): absolute error g = r S / hypot(S, r), h = S / hypot(S, r)
+    (1 when both are 0); quantile, x = r / (c S): g = S (tanh x + 1 - 2 alpha) / 2,
+    h = max(tanh(x) / x, eps) / (2 c) (tanh(x) / x = 1 at x = 0), both 0 when S <= 0."""
+    r = m - y
+    if code == SMOOTHED_ABSOLUTE_ERROR:
+        norm = math.hypot(scale, r)
+        c = scale / norm if norm > 0.0 else 1.0
+        return r * c, c
+    if not scale > 0.0:
+        return 0.0, 0.0
+    x = r / (SMOOTHING_SCALE * scale)
+    t = math.tanh(x)
+    ratio = 1.0 if x == 0.0 else t / x
+    ratio = max(ratio, MIN_SURROGATE_RATIO)
+    return 0.5 * scale * (t + 1.0 - 2.0 * alpha), 0.5 / SMOOTHING_SCALE * ratio
+
+
+# --------------------------------------------------------------------------- numba
+@njit(cache=True)
+def _scalar_grad_hess(code, params, m, y):
+    """(g, h) of a single-output objective at margin m, target y."""
+    if code == SQUARED_ERROR:
+        return m - y, 1.0
+    if code == ABSOLUTE_ERROR:
+        d = m - y
+        if d > 0.0:
+            return 1.0, 1.0
+        if d < 0.0:
+            return -1.0, 1.0
+        return params[0], 1.0
+    if code == PSEUDO_HUBER:
+        d = m - y
+        c = 1.0 + (d / params[0]) ** 2
+        sc = math.sqrt(c)
+        return d / sc, 1.0 / (c * sc)
+    if code == HUBER:
+        d = m - y
+        delta = params[0]
+        if d > delta:
+            return delta, params[1]
+        if d < -delta:
+            return -delta, params[1]
+        return d, 1.0
+    if code == QUANTILE:
+        d = m - y
+        if d > params[2]:
+            return 1.0 - params[0], 1.0
+        if d < -params[2]:
+            return -params[0], 1.0
+        return params[1], 1.0
+    if code == LOGISTIC:
+        s = params[0]
+        p = 1.0 / (1.0 + math.exp(-s * m))
+        c = params[1] if y == 1.0 else (params[2] if y == 0.0 else 1.0)
+        return c * s * (p - y), c * s * s * p * (1.0 - p)
+    if code == CROSS_ENTROPY:
+        p = 1.0 / (1.0 + math.exp(-m))
+        return p - y, p * (1.0 - p)
+    if code == POISSON:
+        e = math.exp(m)
+        return e - y, e * params[1]
+    if code == GAMMA:
+        q = y * math.exp(-m)
+        return 1.0 - q, q
+    if code == TWEEDIE:
+        rho = params[0]
+        e1 = math.exp((1.0 - rho) * m)
+        e2 = math.exp((2.0 - rho) * m)
+        return -y * e1 + e2, -y * (1.0 - rho) * e1 + (2.0 - rho) * e2
+    if code == EXPONENTIAL:
+        e = math.exp(m)
+        return -y / e + (1.0 - y) * e, y / e + (1.0 - y) * e
+    if code == EXPECTILE:
+        d = m - y
+        a = params[0] if d < 0.0 else 1.0 - params[0]
+        return 2.0 * a * d, 2.0 * a
+    if code == LOG_COSH:
+        t = math.tanh(m - y)
+        return t, 1.0 - t * t
+    return math.nan, math.nan
+
+
+@njit(cache=True, inline="always")
+def grad_hess_row(code, params, margin, r, y, g, h):
+    """Fill ``g[r, k]``, ``h[r, k]`` for every output k of row ``r``.
+
+    ``margin`` (rows, K) holds the running margins of all outputs (2-D arrays and a row
+    index, because a row view per call costs ten times the arithmetic); ``y`` is the
+    row's target as :func:`check_target` returns it (a class index for softmax /
+    ova_logistic). Call it
+    once per row at the start of every boosting round: softmax normalises over all K
+    outputs here, once. Scalar objectives apply the same y to every output (K is 1 for
+    them; see ``loss_spec(..., n_outputs)``). Unknown codes give NaN.
+    """
+    K = margin.shape[1]
+    if code == SOFTMAX:
+        mx = margin[r, 0]
+        for k in range(1, K):
+            if margin[r, k] > mx:
+                mx = margin[r, k]
+        tot = 0.0
+        for k in range(K):
+            e = math.exp(margin[r, k] - mx)
+            g[r, k] = e
+            tot += e
+        f = params[1]
+        for k in range(K):
+            p = g[r, k] / tot
+            g[r, k] = p - 1.0 if y == k else p
+            h[r, k] = f * p * (1.0 - p)
+    elif code == OVA_LOGISTIC:
+        s = params[0]
+        for k in range(K):
+            p = 1.0 / (1.0 + math.exp(-s * margin[r, k]))
+            if y == k:
+                c = params[2]
+                g[r, k] = c * s * (p - 1.0)
+            else:
+                c = params[3]
+                g[r, k] = c * s * p
+            h[r, k] = c * s * s * p * (1.0 - p)
+    elif code == QUANTILES:
+        for k in range(K):
+            a = params[1 + k]
+            g[r, k] = 1.0 - a if margin[r, k] - y >= 0.0 else -a
+            h[r, k] = 1.0
+    elif code == EXPECTILE_STACK:
+        _expectile_stack_row(params, margin, r, y, g, h)
+    elif is_smoothed(code):
+        for k in range(K):
+            g[r, k], h[r, k] = _smoothed_grad_hess(code, params[1 + k], params[1 + K + k],
+                                                   margin[r, k], y)
+    else:
+        for k in range(K):
+            g[r, k], h[r, k] = _scalar_grad_hess(code, params, margin[r, k], y)
+
+
+@njit(cache=True, inline="always")
+def _softplus1(x):
+    """log(1 + e^x) without overflow."""
+    return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
+
+
+@njit(cache=True)
+def _expectile_stack_row(params, margin, r, y, g, h):
+    """g, h of every output of XGBoost's non-crossing expectiles (module docstring):
+    g[r, k], h[r, k] first hold a_k d_k and a_k, then their suffix sums, then the chain
+    factors."""
+    K = margin.shape[1]
+    q = margin[r, 0]
+    for k in range(K):
+        if k > 0:
+            q += EXPECTILE_GAP + _softplus1(margin[r, k])
+        d = q - y
+        a = 1.0 - params[1 + k] if d >= 0.0 else params[1 + k]
+        g[r, k] = a * d
+        h[r, k] = a
+    for k in range(K - 2, -1, -1):
+        g[r, k] += g[r, k + 1]
+        h[r, k] += h[r, k + 1]
+    for k in range(1, K):
+        s = 1.0 / (1.0 + math.exp(-margin[r, k]))
+        g[r, k] *= s
+        h[r, k] *= s * s
+
+
+@njit(cache=True, inline="always")
+def target_columns(code, K):
+    """Targets per row that the kernels read for a model of K outputs: 1 for softmax /
+    ova_logistic (the class index), for quantile / expectile levels of one target and
+    for one output, else K (a regression objective on K targets, output k against
+    target k)."""
+    if (code == SOFTMAX or code == OVA_LOGISTIC or code == QUANTILES or code == EXPECTILE_STACK
+            or code == SMOOTHED_QUANTILE):
+        return 1
+    return K
+
+
+@njit(cache=True, inline="always")
+def grad_hess_targets(code, params, margin, r, y, g, h):
+    """Fill ``g[r, k]``, ``h[r, k]`` of a regression objective on K targets: output k of
+    row r at ``margin[r, k]`` against target ``y[r * K + k]`` (``y`` the rows' targets
+    side by side, row-major)."""
+    K = margin.shape[1]
+    if is_smoothed(code):
+        for k in range(K):
+            g[r, k], h[r, k] = _smoothed_grad_hess(code, params[1 + k], params[1 + K + k],
+                                                   margin[r, k], y[r * K + k])
+        return
+    for k in range(K):
+        g[r, k], h[r, k] = _scalar_grad_hess(code, params, margin[r, k], y[r * K + k])
+
+
+@njit(cache=True)
+def grad_hess(code, params, margin, col, y):
+    """(g, h) of output ``col`` only; softmax still normalises over all of ``margin``.
+
+    Prefer :func:`grad_hess_row` when several outputs of a row are needed.
+    """
+    if code == SOFTMAX:
+        mx = margin[0]
+        for k in range(1, margin.shape[0]):
+            if margin[k] > mx:
+                mx = margin[k]
+        tot = 0.0
+        for k in range(margin.shape[0]):
+            tot += math.exp(margin[k] - mx)
+        p = math.exp(margin[col] - mx) / tot
+        return (p - 1.0 if y == col else p), params[1] * p * (1.0 - p)
+    if code == OVA_LOGISTIC:
+        s = params[0]
+        p = 1.0 / (1.0 + math.exp(-s * margin[col]))
+        c = params[2] if y == col else params[3]
+        return c * s * (p - (1.0 if y == col else 0.0)), c * s * s * p * (1.0 - p)
+    if code == QUANTILES or code == EXPECTILE_STACK:
+        m = margin.reshape(1, margin.shape[0])
+        g = np.empty_like(m)
+        h = np.empty_like(m)
+        grad_hess_row(code, params, m, 0, y, g, h)
+        return g[0, col], h[0, col]
+    return _scalar_grad_hess(code, params, margin[col], y)
+
+
+@njit(cache=True)
+def _grad_hess_rows(code, params, margin, y, g, h):
+    for i in range(margin.shape[0]):
+        grad_hess_row(code, params, margin, i, y[i], g, h)
+
+
+def _as_margin(margin):
+    m = np.asarray(margin, dtype=np.float64)
+    if m.ndim == 1:
+        m = m[:, None]
+    if m.ndim != 2:
+        raise ValueError(f"margin must be 1-D or 2-D (n_rows, n_outputs), got shape {m.shape}")
+    return np.ascontiguousarray(m)
+
+
+def grad_hess_array(objective, margin, y, col=None):
+    """Gradients and hessians of many rows (tests, the formula layer).
+
+    Parameters
+    ----------
+    objective : Objective or str
+    margin : array of shape (n_rows, n_outputs) or (n_rows,)
+    y : array of shape (n_rows,)
+        Targets as :func:`check_target` returns them.
+    col : int, optional
+        Return only this output's column.
+
+    Returns
+    -------
+    g, h : ndarrays of shape (n_rows, n_outputs), or (n_rows,) with ``col``
+
+    Examples
+    --------
+    >>> g, h = grad_hess_array("squared_error", [1.0, 2.0], [0.5, 2.5], col=0)
+    >>> g.tolist(), h.tolist()
+    ([0.5, -0.5], [1.0, 1.0])
+    """
+    m = _as_margin(margin)
+    code, params = loss_spec(objective, n_outputs=m.shape[1])
+    yv = np.ascontiguousarray(y, dtype=np.float64).reshape(-1)
+    if yv.shape[0] != m.shape[0]:
+        raise ValueError(f"margin has {m.shape[0]} rows but y has {yv.shape[0]}")
+    g = np.empty_like(m)
+    h = np.empty_like(m)
+    _grad_hess_rows(code, params, m, yv, g, h)
+    if col is None:
+        return g, h
+    return g[:, col].copy(), h[:, col].copy()
+
+
+# --------------------------------------------------------------------------- targets
+def _count_msg(name, bad, what, y):
+    n_bad = int(bad.sum())
+    first = int(np.flatnonzero(bad)[0])
+    return (f"y has {n_bad} of {len(y)} values {what} for objective {name!r} "
+            f"(first at row {first}: {float(y[first])})")
+
+
+def check_target(objective, y, classes=None, n_targets=1):
+    """Validate y for the objective; return it as float64 (class indices for classifiers).
+
+    Parameters
+    ----------
+    objective : Objective or str
+    y : array-like of shape (n_rows,), or (n_rows, n_targets)
+    classes : array-like, optional
+        The model's classes; for classification objectives labels are mapped to their
+        positions in it (unknown labels are an error). Ignored for regression objectives.
+    n_targets : int, default 1
+        Targets per row: several for a regression objective fit on several targets
+        (XGBoost ``num_target``), whose y then has one column per target.
+
+    Returns
+    -------
+    ndarray of float64, shape (n_rows,), or (n_rows, n_targets) for several targets
+
+    Raises
+    ------
+    ValueError
+        NaN / inf values; labels outside the model's classes; negative targets (poisson,
+        tweedie), non-positive targets (gamma), targets outside [0, 1] (logistic,
+        cross_entropy, exponential without classes), non-integer or out-of-range class
+        indices (softmax, ova_logistic without classes). Messages give counts.
+    """
+    name, params = _name_params(objective)
+    # smoothed objectives (no loss_spec; ``smoothed_spec``): any finite target
+    v = {} if name in SMOOTHED else _param_values(name, params)
+    arr = np.asarray(y.to_numpy() if hasattr(y, "to_numpy") else y)
+    if n_targets > 1:
+        if name in _CLASS_OBJECTIVES:
+            raise ValueError(f"objective {name!r} has one target per row, not {n_targets}")
+        if arr.ndim != 2 or arr.shape[1] != n_targets:
+            raise ValueError(f"the model was fit on {n_targets} targets: y must have shape "
+                             f"(n_rows, {n_targets}), got {arr.shape}")
+        return check_target(objective, arr.reshape(-1)).reshape(arr.shape)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.ndim != 1:
+        raise ValueError(f"y must be 1-D, got shape {arr.shape}")
+    n_classes = int(v["n_classes"]) if "n_classes" in v else 2
+    if classes is not None and name in _CLASS_OBJECTIVES:
+        classes = np.asarray(classes)
+        if len(classes) != n_classes:
+            raise ValueError(f"objective {name!r} needs {n_classes} classes, the model lists "
+                             f"{len(classes)}")
+        return class_indices(arr, classes).astype(np.float64)
+    try:
+        yf = arr.astype(np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"y must be numeric for objective {name!r} without the model's "
+                        f"classes, got dtype {arr.dtype}") from None
+    bad = ~np.isfinite(yf)
+    if bad.any():
+        raise ValueError(_count_msg(name, bad, "NaN or inf", yf))
+    if name in ("softmax", "ova_logistic"):
+        bad = yf != np.floor(yf)
+        if bad.any():
+            raise ValueError(_count_msg(name, bad, "not integer class indices", yf))
+        bad = (yf < 0) | (yf >= n_classes)
+        if bad.any():
+            raise ValueError(_count_msg(name, bad, f"outside the class indices 0..{n_classes - 1}",
+                                        yf))
+    elif name in ("logistic", "cross_entropy", "exponential"):
+        bad = (yf < 0) | (yf > 1)
+        if bad.any():
+            raise ValueError(_count_msg(name, bad, "outside [0, 1]", yf))
+    elif name in ("poisson", "tweedie"):
+        bad = yf < 0
+        if bad.any():
+            raise ValueError(_count_msg(name, bad, "negative", yf))
+    elif name == "gamma":
+        bad = yf <= 0
+        if bad.any():
+            raise ValueError(_count_msg(name, bad, "<= 0", yf))
+    return yf
+
+
+# --------------------------------------------------------------------------- link, loss
+def _sigmoid(z):
+    """1 / (1 + e^-z) for z >= 0 and e^z / (1 + e^z) below: never exp of a positive
+    number. Both branches use e = exp(-|z|), computed once for all rows (no masks)."""
+    e = np.exp(-np.abs(z))
+    d = 1.0 + e
+    return np.where(z >= 0, 1.0 / d, e / d)
+
+
+def _softplus(z):
+    """log(1 + exp(z)) without overflow."""
+    return np.maximum(z, 0.0) + np.log1p(np.exp(-np.abs(z)))
+
+
+def default_link(name):
+    """The link of a canonical objective name ("sigmoid" for logistic, ...)."""
+    if name not in _SPECS:
+        raise _unsupported(name)
+    return _SPECS[name][1]
+
+
+def link(objective, margin):
+    """Prediction from the raw margin, as the library's predict returns it.
+
+    ``Objective.link`` decides ("identity", "sigmoid" with the objective's ``sigmoid``
+    scale, "softmax" over the outputs, "exp", "sigmoid2" = sigmoid(2 m), "proba" =
+    identity, "expectile_stack" = XGBoost's non-crossing levels, "sorted" = each row's
+    outputs in increasing order); a bare name uses the objective's default link. Same
+    shape as ``margin``.
+    """
+    name, params = _name_params(objective)
+    how = getattr(objective, "link", None) or (_SPECS[name][1] if name in _SPECS else None)
+    if how not in LINKS:
+        raise ValueError(f"unknown link {how!r} for objective {name!r}; known links: "
+                         f"{', '.join(LINKS)}")
+    m = np.asarray(margin, dtype=np.float64)
+    if how in ("identity", "proba"):
+        return m.copy()
+    if how == "exp":
+        return np.exp(m)
+    if how == "sigmoid2":
+        return _sigmoid(2.0 * m)
+    if how == "sigmoid":
+        return _sigmoid(float(params.get("sigmoid", 1.0)) * m)
+    if how == "expectile_stack":
+        return _expectile_levels(_as_margin(m)).reshape(m.shape)
+    if how == "sorted":  # XGBoost >= 3.4 sorts a row's quantiles
+        return np.sort(_as_margin(m), axis=1).reshape(m.shape)
+    m2 = _as_margin(m)
+    e = np.exp(m2 - m2.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True)).reshape(m.shape)
+
+
+def _expectile_levels(M):
+    """XGBoost's non-crossing expectiles from their margins (n, K): the first margin,
+    then each next level 1e-6 + softplus(margin) above the one before."""
+    out = M.copy()
+    if M.shape[1] > 1:
+        out[:, 1:] = EXPECTILE_GAP + _softplus(M[:, 1:])
+    return np.cumsum(out, axis=1)
+
+
+def _class_weights(v, t):
+    return np.where(t == 1.0, v["pos_weight"], np.where(t == 0.0, v["neg_weight"], 1.0))
+
+
+def loss(objective, margin, y):
+    """Per-row training loss whose derivative in the margin is :func:`grad_hess`'s g.
+
+    It equals the library's evaluation metric up to a term that depends on y only:
+    half squared error, absolute error, pinball, Huber, pseudo-Huber
+    (slope^2 (sqrt(1 + (d/slope)^2) - 1)), log loss (times pos_weight / neg_weight, with
+    the ``sigmoid`` scale), cross-entropy, multiclass log loss, the sum of the per-class
+    log losses (ova_logistic), the half deviances of poisson, gamma and tweedie (zero at a
+    perfect fit: scikit-learn's ``loss + constant_to_optimal_zero``; XGBoost's and
+    LightGBM's negative log-likelihoods differ from them by a function of y), and the
+    exponential loss y e^-m + (1 - y) e^m, the expectile loss a d^2 and log cosh d.
+
+    Parameters
+    ----------
+    objective : Objective or str
+    margin : array of shape (n_rows, n_outputs) or (n_rows,)
+    y : array of shape (n_rows,), as :func:`check_target` returns it; (n_rows,
+        n_outputs) for a regression objective on several targets, whose loss is the sum
+        of the per-target losses
+
+    Returns
+    -------
+    ndarray of shape (n_rows,)
+    """
+    name, params = _name_params(objective)
+    v = _param_values(name, params)
+    M = _as_margin(margin)
+    if M.shape[1] > 1 and name not in ("softmax", "ova_logistic") and "alphas" not in v:
+        Y = np.asarray(y, dtype=np.float64)
+        if name in _CLASS_OBJECTIVES or Y.shape != M.shape:
+            raise ValueError(f"objective {name!r} has one output per target; margin has "
+                             f"{M.shape[1]} columns and y shape {Y.shape}")
+        # several targets: the sum of the per-target losses, whose derivative in
+        # margin k is output k's g
+        return sum(loss(objective, M[:, k], Y[:, k]) for k in range(M.shape[1]))
+    yv = np.asarray(y, dtype=np.float64).reshape(-1)
+    if yv.shape[0] != M.shape[0]:
+        raise ValueError(f"margin has {M.shape[0]} rows but y has {yv.shape[0]}")
+    if name in ("softmax", "ova_logistic"):
+        K = int(v["n_classes"])
+        if M.shape[1] != K:
+            raise ValueError(f"objective {name!r} needs {K} margin columns, got {M.shape[1]}")
+        idx = yv.astype(np.int64)
+        if name == "softmax":
+            mx = M.max(axis=1)
+            lse = mx + np.log(np.exp(M - mx[:, None]).sum(axis=1))
+            return lse - M[np.arange(len(idx)), idx]
+        T = (idx[:, None] == np.arange(K)[None, :]).astype(np.float64)
+        Z = v["sigmoid"] * M
+        return (_class_weights(v, T) * (_softplus(Z) - T * Z)).sum(axis=1)
+    if "alphas" in v:
+        al = np.asarray(v["alphas"])
+        if M.shape[1] != al.size:
+            raise ValueError(f"objective {name!r} needs {al.size} margin columns, got "
+                             f"{M.shape[1]}")
+        if name == "quantiles":
+            D = M - yv[:, None]
+            return np.where(D >= 0, (1.0 - al) * D, -al * D).sum(axis=1)
+        D = _expectile_levels(M) - yv[:, None]
+        return 0.5 * (np.where(D >= 0, 1.0 - al, al) * D * D).sum(axis=1)
+    if M.shape[1] != 1:
+        raise ValueError(f"objective {name!r} has one output, margin has {M.shape[1]} columns")
+    m = M[:, 0]
+    d = m - yv
+    if name == "squared_error":
+        return 0.5 * d * d
+    if name == "absolute_error":
+        return np.abs(d)
+    if name == "pseudo_huber":
+        s = v["slope"]
+        return s * s * (np.sqrt(1.0 + (d / s) ** 2) - 1.0)
+    if name == "huber":
+        a, delta = np.abs(d), v["delta"]
+        return np.where(a <= delta, 0.5 * d * d, delta * (a - 0.5 * delta))
+    if name == "expectile":
+        return np.where(d < 0, v["alpha"], 1.0 - v["alpha"]) * d * d
+    if name == "log_cosh":
+        a = np.abs(d)  # log cosh d = |d| + log1p(e^-2|d|) - log 2, without overflow
+        return a + np.log1p(np.exp(-2.0 * a)) - np.log(2.0)
+    if name == "quantile":
+        return np.where(d >= 0, (1.0 - v["alpha"]) * d, -v["alpha"] * d)
+    if name == "logistic":
+        z = v["sigmoid"] * m
+        return _class_weights(v, yv) * (_softplus(z) - yv * z)
+    if name == "cross_entropy":
+        return _softplus(m) - yv * m
+    if name == "exponential":
+        return yv * np.exp(-m) + (1.0 - yv) * np.exp(m)
+    ylogy = np.where(yv > 0, yv * np.log(np.where(yv > 0, yv, 1.0)), 0.0)
+    if name == "poisson":
+        return ylogy - yv * m - yv + np.exp(m)
+    if name == "gamma":
+        return m - np.log(yv) + yv * np.exp(-m) - 1.0
+    # tweedie
+    rho = v["variance_power"]
+    if rho == 1.0:
+        return ylogy - yv * m - yv + np.exp(m)
+    a, b = 1.0 - rho, 2.0 - rho
+    return (np.power(yv, b) / (a * b) - yv * np.exp(a * m) / a + np.exp(b * m) / b)

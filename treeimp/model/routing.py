@@ -1,0 +1,78 @@
+"""Python glue between a TreeEnsemble, the row source and the routing kernels."""
+
+import numba
+import numpy as np
+
+from ..inputs.rows import RowSource
+from ..inputs.threads import numba_threads
+from ..kernels.route import BATCH, ROW_BLOCK, add_trees_chunk, apply_chunk
+
+# trees with more nodes than this (deep forests) are routed in large row blocks
+LARGE_TREE_NODES = 1024
+MAX_ROW_BLOCK = 16384
+
+
+def row_block(ens, n_rows):
+    """Rows per parallel task of the routing kernels (call inside ``numba_threads``).
+
+    A task passes its rows through every tree in turn. Small trees (boosting) stay in
+    cache across tasks, so small tasks (512 rows) are best; a deep forest (hundreds of
+    KB per tree) is read from memory once per task, so its tasks are as large as
+    possible (up to 16,384 rows) while every thread still gets about four.
+    """
+    if ens.n_nodes <= LARGE_TREE_NODES * ens.n_trees:
+        return ROW_BLOCK
+    per_task = -(-n_rows // (4 * numba.get_num_threads()))
+    per_task = -(-per_task // BATCH) * BATCH
+    return int(min(MAX_ROW_BLOCK, max(ROW_BLOCK, per_task)))
+
+
+def routing_flags(ens, X):
+    """(strict, round32) for the kernels: rounding x to float32 is skipped when X already
+    is float32, where it changes nothing."""
+    return ens.comparison == "<", bool(ens.round_float32 and X.dtype != np.float32)
+
+
+def predict_ensemble(ens, X, *, n_jobs=None, base_margin=None):
+    """Raw margin. An averaged forest sums its trees in order and divides once, as
+    scikit-learn does, so equal predictions are bitwise equal (ties stay ties).
+    ``base_margin``: per-row offsets (``offsets.py``, ``TreeEnsemble.start_margin``)."""
+    from .offsets import check_base_margin
+
+    rows = X if isinstance(X, RowSource) else RowSource(X, ens)
+    offset = check_base_margin(base_margin, rows.n_rows, ens)
+    out = np.empty((rows.n_rows, ens.n_outputs))
+    out[:] = ens.base_score if offset is None else ens.start_margin(offset)
+    scale, divisor = _forest_scale(ens)
+    all_trees = np.arange(ens.n_trees)
+    with numba_threads(n_jobs):
+        for start, chunk in rows.chunks():
+            strict, round32 = routing_flags(ens, chunk)
+            add_trees_chunk(chunk, out[start:start + chunk.shape[0]], all_trees, 1.0,
+                            ens.tree_offsets, ens.tree_output, scale, ens.value,
+                            ens.routing, strict, round32,
+                            row_block(ens, chunk.shape[0]))
+    if divisor != 1.0:
+        out /= divisor
+    return out
+
+
+def _forest_scale(ens):
+    """(per-tree scale for the kernel, final divisor): an averaging forest is summed
+    with unit scales and divided by its tree count."""
+    T = ens.n_trees
+    if ens.kind == "forest" and np.all(ens.tree_scale == 1.0 / T) and not ens.base_score.any():
+        return np.ones(T), float(T)
+    return ens.tree_scale, 1.0
+
+
+def apply_ensemble(ens, X, *, n_jobs=None):
+    rows = X if isinstance(X, RowSource) else RowSource(X, ens)
+    out = np.empty((rows.n_rows, ens.n_trees), dtype=np.int32)
+    with numba_threads(n_jobs):
+        for start, chunk in rows.chunks():
+            strict, round32 = routing_flags(ens, chunk)
+            apply_chunk(chunk, out[start:start + chunk.shape[0]], ens.tree_offsets,
+                        ens.routing, strict, round32,
+                        row_block(ens, chunk.shape[0]))
+    return out

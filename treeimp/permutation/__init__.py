@@ -1,0 +1,1 @@
+"""Permutation importance on the compiled normal form."""

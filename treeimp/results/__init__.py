@@ -1,0 +1,2 @@
+"""What explain returns: Importances, its finalisation (standard errors, p-values)
+and plots."""

@@ -1,0 +1,250 @@
+"""The two accumulation drivers: evaluation rows -> per-node, per-block statistics.
+
+Forests (``forest_node_stats``): every tree against the rows' own target (y, or one-hot
+classes), optionally on each tree's out-of-bag rows only. Boosting (``staged_pass``):
+tree t against -g, the negative gradient of the model's own loss at the held-out margin
+before t's stage (measures.md, "The per-tree target"). Both add rows into the leaves
+they reach (``forest_leaf_sums``, ``staged_leaf_sums``: per row block and leaf slot,
+what :meth:`treeimp.Explainer.accumulate` keeps; they add up across chunks of rows).
+``forest_node_stats`` and ``staged_pass`` lay them out by node (``node_planes``) and
+``fill_internal_stats`` sums them up the trees (and forms the leave-one-block-out
+replicates).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..inputs.targets import n_target_columns
+from ..inputs.threads import numba_threads
+from ..kernels.forest_stats import forest_leaf_stats, propagate_up
+from ..kernels.staged import N_TERMS, staged_leaf_stats
+from ..kernels.staged_scale import staged_root_residual_sums
+from ..model.kernel_inputs import Loss, RowInputs, StagedTrees
+from ..model.losses import LOGISTIC, SMOOTHED, check_target, loss_spec, smoothed_spec
+from ..model.routing import routing_flags
+
+# rows per staged kernel call: the per-call sort of rows by block stays small, and the
+# per-block buffers (4 x n_leaves) are flushed rarely enough not to matter
+CHUNK_ROWS = 1 << 18
+
+
+# ------------------------------------------------------------------------ forests
+def forest_leaf_sums(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, positions=None,
+                     one_hot=False, n_jobs=None, bar=None, out=None):
+    """Leaf sums (n_leaves, n_blocks, 2 + value_dim) of the forest targets ``Z``
+    ((n, value_dim); the class sums alone for one-hot rows of ``Z``: ``one_hot=True``,
+    see kernels/node_stats.py): what :meth:`treeimp.Explainer.accumulate` keeps.
+
+    ``inbag_bits`` (packed, one row per tree) restricts each tree to its out-of-bag rows;
+    ``positions`` (n,) are the rows' global positions that index it (default 0 .. n-1).
+    ``out``: a zero-filled float64 array of ``forest_leaf_shape`` to add into instead of
+    a new one.
+    """
+    one_hot = bool(one_hot)
+    if one_hot and ens.value_dim != ens.n_outputs:
+        raise ValueError(f"one_hot statistics need trees that score every class (value_dim "
+                         f"{ens.value_dim} == n_outputs {ens.n_outputs}): the class sums "
+                         "of a node then add up to its row count")
+    stats = _out(out, forest_leaf_shape(ens, n_blocks, one_hot))
+    use_inbag = inbag_bits is not None
+    bits = inbag_bits if use_inbag else empty_inbag()
+    pos = (np.zeros(0, np.int64) if not use_inbag  # read only for in-bag bits
+           else np.arange(rows.n_rows, dtype=np.int64) if positions is None
+           else np.ascontiguousarray(positions, dtype=np.int64))
+    rows_in = RowInputs(np.ascontiguousarray(Z, dtype=np.float64), w,
+                        np.ascontiguousarray(block, dtype=np.int32), pos,
+                        np.zeros((0, 1)))
+    routing = ens.routing_arrays()
+    with numba_threads(n_jobs):
+        for start, chunk in rows.chunks(split=bar is not None and bar.enabled):
+            strict, round32 = routing_flags(ens, chunk)
+            forest_leaf_stats(chunk, start, rows_in, bits, use_inbag, one_hot, stats,
+                              ens.tree_offsets, ens.tree_output, routing, strict, round32,
+                              ens.leaf_slots.slot)
+            if bar is not None:
+                bar.update(chunk.shape[0])
+    return stats
+
+
+def forest_node_stats(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, positions=None,
+                      one_hot=False, leave_one_out=False, propagate=True, n_jobs=None,
+                      bar=None):
+    """Node statistics (2 + value_dim, n_nodes, n_blocks) of the forest targets: the
+    leaf sums of :func:`forest_leaf_sums` (same arguments) laid out by node
+    (:func:`node_planes`). ``leave_one_out``: n_blocks + 1 blocks instead, blocks
+    b < n_blocks the leave-one-block-out statistics and the last the total, see
+    ``propagate_up``. ``propagate=False``: leaf sums only (internal nodes stay zero; a
+    spare last block with ``leave_one_out`` stays zero)."""
+    leaves = forest_leaf_sums(ens, rows, Z, w, block, n_blocks, inbag_bits=inbag_bits,
+                              positions=positions, one_hot=one_hot, n_jobs=n_jobs, bar=bar)
+    with numba_threads(n_jobs):
+        return node_planes(ens, leaves, leave_one_out, propagate)
+
+
+def forest_leaf_shape(ens, n_blocks, one_hot):
+    """Shape of ``forest_leaf_sums``'s statistics."""
+    return (ens.leaf_slots.node.shape[0], n_blocks, (0 if one_hot else 2) + ens.value_dim)
+
+
+def node_planes(ens, leaves, leave_one_out, propagate):
+    """Leaf sums (n_leaves, n_blocks, D) laid out by node, one plane per term: (D, n_nodes,
+    n_blocks + leave_one_out), internal nodes zero or (``propagate``) the sums of their
+    leaves; ``leave_one_out``: a last block more, spare or (``propagate``) the total,
+    the blocks before it leave-one-block-out sums (see ``fill_internal_stats``)."""
+    _, B, D = leaves.shape
+    planes = np.zeros((D, ens.n_nodes, B + bool(leave_one_out)))
+    planes[:, ens.leaf_slots.node, :B] = leaves.transpose(2, 0, 1)
+    if propagate:
+        fill_internal_stats(ens, planes, leave_one_out)
+    return planes
+
+
+def fill_internal_stats(ens, stats, leave_one_out):
+    """Sum leaf statistics up the trees, in place, and return them; ``leave_one_out``:
+    ``stats`` has a last, spare block, which receives the total, and the blocks before
+    it become leave-one-block-out statistics (see ``propagate_up``)."""
+    propagate_up(ens.postorder, ens.tree_offsets, ens.left, ens.right, stats,
+                 bool(leave_one_out))
+    return stats
+
+
+def _out(out, shape):
+    """``out`` after checking its shape, or a new zero-filled array of ``shape``."""
+    if out is None:
+        return np.zeros(shape)
+    if out.shape != shape:
+        raise ValueError(f"out has shape {out.shape}, the statistics need {shape}")
+    return out
+
+
+# ------------------------------------------------------------------------ boosting
+def stage_starts(ens):
+    """(n_stages + 1,) index of the first tree of every stage."""
+    change = np.flatnonzero(np.diff(ens.tree_stage) != 0) + 1
+    return np.concatenate([[0], change, [ens.n_trees]]).astype(np.int64)
+
+
+def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
+                     keep_margin=True, out=None, base_margin=None):
+    """Run the staged kernel: (leaf sums (n_leaves, n_blocks, 4) of the terms n', S',
+    H', R' (kernels/staged.py), final margin (n, n_outputs), or None without
+    ``keep_margin``). ``w``: one weight per row, or one for all. ``out``: a zero-filled
+    float64 array of ``staged_leaf_shape`` to add into instead of a new one.
+    ``base_margin``: per-row offsets ((n, n_outputs), ``offsets.check_base_margin``):
+    every row's held-out margin starts at ``ens.start_margin(base_margin)`` (base score +
+    offset; XGBoost: the offset), so the gradients are the deployed model's. ``y``: one
+    target per row, or (n, n_outputs) for a regression objective on several targets.
+    Vector-leaf trees are split into one tree per output first
+    (``vector_leaves.per_output_trees``)."""
+    if ens.value_dim != 1:
+        raise ValueError(f"this model's trees have {ens.value_dim} values per leaf (vector-"
+                         "leaf trees): split them with vector_leaves.per_output_trees first")
+    smoothed = ens.objective.name in SMOOTHED
+    code, params = (smoothed_spec(ens.objective, ens.n_outputs,
+                                  np.zeros((len(stage_starts(ens)) - 1, ens.n_outputs)))
+                    if smoothed else loss_spec(ens.objective, n_outputs=ens.n_outputs))
+    # row-major: a row's targets side by side, as the staged kernel reads them
+    y_t = np.ascontiguousarray(check_target(ens.objective, y, ens.classes,
+                                            n_target_columns(ens)), dtype=np.float64).ravel()
+    stats = _out(out, staged_leaf_shape(ens, n_blocks))
+    margin = np.empty((rows.n_rows if keep_margin else 0, ens.n_outputs))
+    row_start = (np.zeros((0, ens.n_outputs)) if base_margin is None
+                 else ens.start_margin(base_margin))
+    block = np.asarray(block)
+    rows_in = RowInputs(y_t, w, np.zeros(0, np.int32), np.zeros(0, np.int64), row_start)
+    loss = Loss(code, params, ens.base_score)
+    trees = staged_trees(ens, code, params)
+    routing = ens.routing_arrays()
+    if smoothed:  # the scale of every round, from all the rows, before the pass
+        scales = smoothed_scales(ens, rows, rows_in, loss, trees, routing, n_jobs)
+        code, params = smoothed_spec(ens.objective, ens.n_outputs, scales)
+        loss = Loss(code, params, ens.base_score)
+    slot = ens.leaf_slots.slot
+    # dynamic: the statistic blocks are few, long and equal; a thread slowed by another
+    # process leaves its remaining blocks to the other (see numba_threads)
+    with numba_threads(n_jobs, dynamic=True):
+        for start, chunk in rows.chunks(CHUNK_ROWS, split=True):
+            stop = start + chunk.shape[0]
+            strict, round32 = routing_flags(ens, chunk)
+            order, bounds = rows_by_block(block[start:stop], n_blocks)
+            staged_leaf_stats(chunk, start, order, bounds, rows_in, loss, trees, routing,
+                              strict, round32, slot, stats,
+                              margin[start:stop] if keep_margin else margin)
+            if bar is not None:
+                bar.update(chunk.shape[0])
+    return stats, (margin if keep_margin else None)
+
+
+# row parts of the smoothed-scale pre-pass: fixed, so that its sums do not depend on
+# the thread count
+SCALE_PARTS = 16
+
+
+def smoothed_scales(ens, rows, rows_in, loss, trees, routing, n_jobs=None):
+    """(n_stages, n_outputs) scales S of XGBoost >= 3.4's smoothed objectives over all of
+    ``rows`` at their staged margins: (sum w sqrt|m - y| / sum w)^2 per round and output,
+    0 where |sum w| < 1e-6 (XGBoost's CloseTo), as XGBoost computes them over its
+    training rows (``losses.smoothed_spec``)."""
+    n_stages = len(trees.stage_start) - 1
+    sums = np.zeros((SCALE_PARTS, n_stages, ens.n_outputs))
+    with numba_threads(n_jobs, dynamic=True):
+        for start, chunk in rows.chunks(CHUNK_ROWS, split=True):
+            strict, round32 = routing_flags(ens, chunk)
+            staged_root_residual_sums(chunk, start, rows_in, loss, trees, routing, strict,
+                                      round32, sums)
+    w = rows_in.w
+    total_w = float(w[0]) * rows.n_rows if w.shape[0] == 1 else float(np.sum(w))
+    if abs(total_w) < 1e-6:
+        return np.zeros((n_stages, ens.n_outputs))
+    return (sums.sum(axis=0) / total_w) ** 2
+
+
+def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
+                keep_margin=True, leave_one_out=False, propagate=True, base_margin=None):
+    """(stats (4, n_nodes, n_blocks), final margin (n, n_outputs) or None without
+    ``keep_margin``): the leaf sums of :func:`staged_leaf_sums` (same arguments) laid
+    out by node (:func:`node_planes`). ``leave_one_out``: stats has n_blocks + 1 blocks,
+    the leave-one-block-out statistics and last the total (see
+    ``kernels.node_stats.propagate_up``). ``propagate=False``: leaf sums only."""
+    leaves, margin = staged_leaf_sums(ens, rows, y, w, block, n_blocks, n_jobs=n_jobs,
+                                      bar=bar, keep_margin=keep_margin,
+                                      base_margin=base_margin)
+    with numba_threads(n_jobs):  # many short iterations: equal shares up front
+        return node_planes(ens, leaves, leave_one_out, propagate), margin
+
+
+def rows_by_block(local_block, n_blocks):
+    """(order, bounds): the chunk's local rows sorted by block (stable), and where each
+    block's run starts (n_blocks + 1), for kernels whose threads own whole blocks."""
+    order = np.argsort(local_block, kind="stable").astype(np.int64)
+    bounds = np.searchsorted(local_block[order], np.arange(n_blocks + 1)).astype(np.int64)
+    return order, bounds
+
+
+def staged_trees(ens, code, params):
+    """The per-tree arrays of the staged kernels (kernel_inputs.StagedTrees)."""
+    return StagedTrees(ens.tree_offsets, ens.tree_output,
+                       np.ascontiguousarray(ens.tree_scale, dtype=np.float64), ens.value,
+                       _logistic_leaf_factor(ens, code, params), stage_starts(ens))
+
+
+def staged_leaf_shape(ens, n_blocks):
+    """Shape of ``staged_leaf_sums``'s statistics."""
+    return (ens.leaf_slots.node.shape[0], n_blocks, N_TERMS)
+
+
+def _logistic_leaf_factor(ens, code, params):
+    """Binary logistic loss: exp(-s * scale * value) per node, the factor by which a row
+    reaching that leaf changes exp(-s m). The staged kernel keeps exp(-s m) of every row
+    up to date with one product per tree instead of one exp per round (relative error
+    grows by at most ~1e-16 per tree); other losses: an empty array."""
+    if code != LOGISTIC or ens.n_outputs != 1:
+        return np.empty(0)
+    scaled = ens.tree_scale[ens.node_tree] * ens.value[:, 0]
+    return np.exp(-params[0] * scaled)
+
+
+def empty_inbag():
+    """The in-bag bits argument of a kernel that evaluates every row (not read)."""
+    return np.zeros((1, 1), np.uint8)
