@@ -156,8 +156,8 @@ def test_fused_kernel_equals_the_numpy_form(kind):
     numpy centring term, split by split summed per tree, feature and class."""
     from tests.test_formulas import _forest, _stats
     from treeimp.inputs.rows import RowSource
+    from treeimp.measures import formulas as measures
     from treeimp.measures.formulas import MDI_OOB, NodeStats
-    from treeimp.measures.formulas import formulas as measures
     from treeimp.stats.drivers import staged_pass
 
     if kind == "boosting":

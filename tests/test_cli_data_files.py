@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from treeimp.cli.main import main, table_batches
+from treeimp.cli import table_batches
+from treeimp.cli.main import main
 from treeimp.cli.table_batches import open_table
 
 xgb = pytest.importorskip("xgboost")

@@ -10,7 +10,7 @@ import xgboost as xgb
 from sklearn.ensemble import RandomForestClassifier
 
 import treeimp
-from treeimp.measures.formulas import formulas as measures
+from treeimp.measures import formulas as measures
 from treeimp.model.ensemble import Routing, Tree, TreeEnsemble
 
 

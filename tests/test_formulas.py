@@ -8,7 +8,8 @@ from sklearn.ensemble import ExtraTreesRegressor, RandomForestClassifier
 import treeimp
 from treeimp.inputs.rows import RowSource
 from treeimp.inputs.targets import forest_targets
-from treeimp.measures.formulas import NodeStats, by_class, class_parts, mdi_oob, registry, ufi
+from treeimp.measures import registry
+from treeimp.measures.formulas import NodeStats, by_class, class_parts, mdi_oob, ufi
 from treeimp.stats.drivers import forest_node_stats
 
 N_BLOCKS = 4
@@ -157,7 +158,8 @@ def test_leave_one_out_form_equals_block_sums(kind):
 def test_one_hot_statistics_give_the_same_measures():
     """Class sums alone (n' their sum, built only when a formula reads all of it) give
     every forest measure of the full layout (n', Q', S')."""
-    from treeimp.measures.formulas import compute, registry
+    from treeimp.measures import registry
+    from treeimp.measures.formulas import compute
 
     ens, X, y = _forest("multiclass")
     Z, classification = forest_targets(ens, y)
@@ -254,7 +256,7 @@ CASES = ["binary", "multiclass", "multiclass one-hot", "regression", "multi-outp
 
 @pytest.mark.parametrize("case", CASES)
 def test_fused_kernels_equal_their_numpy_forms(case):
-    from treeimp.measures.formulas import formulas as measures
+    from treeimp.measures import formulas as measures
 
     if case.startswith("boosting"):
         pytest.importorskip(case.split()[-1])
@@ -298,7 +300,7 @@ def test_fused_kernels_equal_their_numpy_forms(case):
 
 
 def test_use_fused_takes_a_bool():
-    from treeimp.measures.formulas import formulas as measures
+    from treeimp.measures import formulas as measures
 
     with pytest.raises(TypeError, match="True or False"):
         with measures.use_fused("no"):
@@ -367,7 +369,7 @@ def _reference_boosting(ens, st):
 def test_centered_and_boosting_sums_equal_split_by_split_loops(case, fused):
     """mdi_oob_centered on forests, and all three measures' split sums on boosted models,
     by both paths against the loops."""
-    from treeimp.measures.formulas import formulas as measures
+    from treeimp.measures import formulas as measures
 
     if case.startswith("boosting"):
         pytest.importorskip(case.split()[-1])

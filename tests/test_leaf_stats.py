@@ -8,8 +8,8 @@ import pytest
 from tests.test_formulas import N_BLOCKS, _forest
 from treeimp.inputs.rows import RowSource
 from treeimp.inputs.targets import forest_targets
+from treeimp.measures import formulas as measures
 from treeimp.measures.formulas import LeafStats, NodeStats
-from treeimp.measures.formulas import formulas as measures
 from treeimp.stats.drivers import forest_leaf_sums, node_planes, staged_leaf_sums
 
 FUSED = ("mdi_oob", "mdi_oob_centered", "ufi")

@@ -8,7 +8,7 @@ from sklearn.ensemble import RandomForestClassifier
 
 import treeimp
 from treeimp.inputs import rows as _input
-from treeimp.stats.node_stats import progress
+from treeimp.stats import progress
 
 pytest.importorskip("tqdm")
 xgb = pytest.importorskip("xgboost")

@@ -16,8 +16,8 @@ from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
 import treeimp
 from treeimp.cli.main import main, method_choices
-from treeimp.measures.formulas import formulas as measures
-from treeimp.measures.formulas import registry
+from treeimp.measures import formulas as measures
+from treeimp.measures import registry
 from treeimp.measures.registry import Measure
 from treeimp.model.ensemble import BOOSTING, FOREST
 from treeimp.selector import ImportanceSelector, selection_methods
