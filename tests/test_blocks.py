@@ -57,7 +57,7 @@ def test_jackknife_of_a_mean_with_multinomial_blocks_is_unbiased():
     """The delete-a-block jackknife of a mean over rows with hash-assigned (unequal)
     blocks estimates the mean's variance: over repetitions, the average squared
     standard error matches the true variance sigma^2 / n within a few percent."""
-    from treeimp.api import jackknife_stderr
+    from treeimp.results.finalize import jackknife_stderr
 
     rng = np.random.default_rng(1)
     n, B, reps = 300, 20, 2000

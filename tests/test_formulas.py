@@ -9,7 +9,8 @@ import treeimp
 from treeimp.inputs.rows import RowSource
 from treeimp.inputs.targets import forest_targets
 from treeimp.measures import registry
-from treeimp.measures.formulas import NodeStats, by_class, class_parts, mdi_oob, ufi
+from treeimp.measures.formulas import NodeStats, mdi_oob, ufi
+from treeimp.measures.per_method import by_class, class_parts
 from treeimp.stats.drivers import forest_node_stats
 
 N_BLOCKS = 4
@@ -159,7 +160,7 @@ def test_one_hot_statistics_give_the_same_measures():
     """Class sums alone (n' their sum, built only when a formula reads all of it) give
     every forest measure of the full layout (n', Q', S')."""
     from treeimp.measures import registry
-    from treeimp.measures.formulas import compute
+    from treeimp.measures.per_method import compute
 
     ens, X, y = _forest("multiclass")
     Z, classification = forest_targets(ens, y)
@@ -257,6 +258,7 @@ CASES = ["binary", "multiclass", "multiclass one-hot", "regression", "multi-outp
 @pytest.mark.parametrize("case", CASES)
 def test_fused_kernels_equal_their_numpy_forms(case):
     from treeimp.measures import formulas as measures
+    from treeimp.measures import per_method
 
     if case.startswith("boosting"):
         pytest.importorskip(case.split()[-1])
@@ -279,15 +281,15 @@ def test_fused_kernels_equal_their_numpy_forms(case):
         assert scale > 0, name
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12 * scale, err_msg=name)
         # and through the measures: compute(fused=False), use_fused(False)
-        fused = measures.compute(name, ens, st, classification=classification)
+        fused = per_method.compute(name, ens, st, classification=classification)
         with measures.use_fused(False):
             assert not measures.using_fused()
-            plain = measures.compute(name, ens, st, classification=classification)
+            plain = per_method.compute(name, ens, st, classification=classification)
         assert measures.using_fused()
         np.testing.assert_allclose(plain, fused, rtol=1e-12, atol=1e-12 * np.nanmax(
             np.abs(fused)), err_msg=name)
         np.testing.assert_array_equal(
-            measures.compute(name, ens, st, classification=classification, fused=False),
+            per_method.compute(name, ens, st, classification=classification, fused=False),
             plain)
     if case.startswith("multiclass"):
         both = registry.class_parts(("mdi_oob", "ufi"), ens, st)
@@ -301,13 +303,14 @@ def test_fused_kernels_equal_their_numpy_forms(case):
 
 def test_use_fused_takes_a_bool():
     from treeimp.measures import formulas as measures
+    from treeimp.measures import per_method
 
     with pytest.raises(TypeError, match="True or False"):
         with measures.use_fused("no"):
             pass
     with pytest.raises(TypeError, match="True or False"):
         ens, st, _ = _case("regression")
-        measures.compute("mdi_oob", ens, st, classification=False, fused=1)
+        per_method.compute("mdi_oob", ens, st, classification=False, fused=1)
 
 
 def _reference_centered(ens, n, S):

@@ -12,7 +12,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 import treeimp
-from treeimp.api import jackknife_stderr
+from treeimp.results.finalize import jackknife_stderr
 
 
 def _data(n=900, seed=0):

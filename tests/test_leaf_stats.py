@@ -9,6 +9,7 @@ from tests.test_formulas import N_BLOCKS, _forest
 from treeimp.inputs.rows import RowSource
 from treeimp.inputs.targets import forest_targets
 from treeimp.measures import formulas as measures
+from treeimp.measures import per_method
 from treeimp.measures.formulas import LeafStats, NodeStats
 from treeimp.stats.drivers import forest_leaf_sums, node_planes, staged_leaf_sums
 
@@ -81,8 +82,8 @@ def test_leaf_sums_give_what_propagated_statistics_give(case):
         want = measures.fused_parts([name], ens, eager, classification)[name]
         np.testing.assert_array_equal(alone, want, err_msg=name)
         np.testing.assert_array_equal(together[name], want, err_msg=name)
-        got = measures.compute(name, ens, lazy, classification=classification)
-        plain = measures.compute(name, ens, eager, classification=classification, fused=False)
+        got = per_method.compute(name, ens, lazy, classification=classification)
+        plain = per_method.compute(name, ens, eager, classification=classification, fused=False)
         np.testing.assert_allclose(got, plain, rtol=1e-12,
                                    atol=1e-12 * np.nanmax(np.abs(plain)), err_msg=name)
     # a view of some blocks reads the same blocks of the propagated statistics
@@ -93,9 +94,9 @@ def test_leaf_sums_give_what_propagated_statistics_give(case):
         measures.fused_parts(["mdi_oob"], ens, last, classification)["mdi_oob"],
         measures.fused_parts(["mdi_oob"], ens, eager, classification)["mdi_oob"][-1:])
     # measures without a fused form read the planes: built once, equal
-    got = measures.compute("naive_oob", ens, lazy, classification=classification)
+    got = per_method.compute("naive_oob", ens, lazy, classification=classification)
     np.testing.assert_array_equal(
-        got, measures.compute("naive_oob", ens, eager, classification=classification))
+        got, per_method.compute("naive_oob", ens, eager, classification=classification))
     np.testing.assert_array_equal(lazy.S, eager.S)
     # the accumulated statistics are read, never written
     np.testing.assert_array_equal(leaves, before)

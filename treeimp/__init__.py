@@ -1,13 +1,12 @@
 """treeimp: out-of-sample feature importance for tree ensembles."""
 
-from .api import explain
+from .api import explain, permutation_importance
 from .attributions.contributions import Contributions, contributions
 from .crossfit import cross_explain
 from .explainer import Explainer
 from .model.ensemble import Objective, Tree, TreeEnsemble
 from .parsers import parse
 from .parsers.files import load
-from .permutation.importance import permutation_importance
 from .results.importances import Importances
 from .selector import ImportanceSelector
 from .stats.node_stats import NodeStats

@@ -12,9 +12,10 @@ from sklearn.base import clone, is_classifier
 from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.utils import _safe_indexing
 
-from .api import DEFAULT_N_BLOCKS, explain, jackknife_stderr
+from .api import explain
 from .inputs.targets import as_1d_target, check_sample_weight
-from .measures.defaults import CROSSFIT_VARIANCE_FACTOR
+from .measures.defaults import CROSSFIT_VARIANCE_FACTOR, DEFAULT_N_BLOCKS
+from .results.finalize import jackknife_stderr
 from .results.importances import Importances
 
 

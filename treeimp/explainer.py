@@ -18,11 +18,14 @@ import threading
 
 import numpy as np
 
+from .attributions import shap_oob
+from .attributions.shap_oob import per_tree_values
 from .dask import is_dask_collection
-from .inputs.checks import check_explainable, check_methods_for_targets, check_unique_columns
+from .dask.explain import explain_dask
+from .dask.permutation import dask_permutation_importance
 from .inputs.groups import resolve_groups
 from .inputs.pipeline import is_pipeline, unwrap
-from .inputs.rows import RowSource
+from .inputs.rows import RowSource, check_unique_columns
 from .inputs.targets import (
     as_target,
     check_sample_weight,
@@ -32,12 +35,18 @@ from .inputs.targets import (
     target_classes,
 )
 from .inputs.threads import numba_threads, resolve_n_jobs
+from .measures import formulas as measures
 from .measures import registry
 from .measures.defaults import DEFAULT_N_BLOCKS, OOB_VARIANCE_FACTOR
+from .measures.screening import resolve_methods
 from .model.ensemble import FOREST
+from .model.losses import SMOOTHED
 from .model.offsets import check_base_margin
 from .parsers import inbag_bits, parse, training_rows
-from .stats.blocks import BlockKey, block_key, check_positions, row_blocks
+from .permutation.importance import permutation_importance_parsed
+from .results.finalize import assemble
+from .stats.blocks import BlockKey, block_key, check_n_blocks, check_positions, row_blocks
+from .stats.buffers import BufferPool
 from .stats.drivers import forest_leaf_shape, forest_leaf_sums, staged_leaf_shape, staged_leaf_sums
 from .stats.inbag_check import check_training_rows
 from .stats.node_stats import BOOSTING, ONE_HOT, REGRESSION, NodeStats, runs_of
@@ -86,13 +95,12 @@ class Explainer:
 
     def __init__(self, model, *, iteration_range=None, missing=None, feature_names=None,
                  n_jobs=None):
-        from .stats.buffers import BufferPool
 
         resolve_n_jobs(n_jobs)  # a bad n_jobs fails here, not at the first call
         self.model = model
         self._final = _last_step(model)
         ens = parse(self._final, iteration_range=iteration_range, missing=missing)
-        check_explainable(ens)
+        registry.check_explainable(ens)
         # vector-leaf boosting: one tree per output, so that each output's gradient
         # meets its own leaf values (vector_leaves.py)
         self.ensemble = per_output_trees(ens)
@@ -139,10 +147,8 @@ class Explainer:
         statistics are accumulated one chunk at a time and added, so the rows never
         need to be in memory at once; the result equals the one-call result.
         """
-        from .api import _check_methods
 
         if is_dask_collection(X):  # rows on a Dask cluster: statistics where they lie
-            from .dask.explain import explain_dask
 
             _refuse_smoothed_chunks(self.ensemble, "a Dask collection")
 
@@ -158,8 +164,8 @@ class Explainer:
                                         random_state=random_state, alpha=alpha, lam=lam,
                                         progress=progress)
         oob = _check_oob(oob)
-        methods = _check_methods(methods, self.ensemble, alpha, lam)
-        check_methods_for_targets(methods, self.ensemble)
+        methods = resolve_methods(methods, self.ensemble, alpha, lam)
+        registry.check_targets(methods, self.ensemble)
         X, names, input_groups = self._unwrap(X, groups)
         check_unique_columns(X)
         rows = RowSource(X, self.ensemble)
@@ -168,7 +174,7 @@ class Explainer:
         if not any(registry.needs_rows(m) for m in methods):
             return self._mdi_only(rows, y, sample_weight, base_margin, methods, names,
                                   n_blocks, grp)
-        _check_n_blocks(n_blocks, rows.n_rows)
+        check_n_blocks(n_blocks, rows.n_rows)
         y = as_target(y, rows.n_rows, n_target_columns(self.ensemble))
         key = self._key(random_state)
         extra = _extra_methods(methods)
@@ -211,12 +217,11 @@ class Explainer:
         """
         _refuse_smoothed_chunks(self.ensemble, "Explainer.accumulate on a chunk of rows")
         oob = _check_oob(oob)
-        _check_n_blocks(n_blocks, None)
+        check_n_blocks(n_blocks, None)
         extra = ()
         if methods is not None:
-            from .api import _check_methods
 
-            extra = _extra_methods(_check_methods(methods, self.ensemble, None, None))
+            extra = _extra_methods(resolve_methods(methods, self.ensemble, None, None))
         X, names, input_groups = self._unwrap(X, None)
         check_unique_columns(X)
         key = self._key(random_state)
@@ -241,14 +246,13 @@ class Explainer:
         ``stats`` is not modified (it can be finalised again, or added to). Their shape
         (leaf slots, blocks, terms, per-row measures) is checked against this model and
         their settings."""
-        from .api import _check_methods
 
         if not isinstance(stats, NodeStats):
             raise TypeError(f"finalize needs the NodeStats of accumulate, got "
                             f"{type(stats).__name__}")
         self._check_shape(stats)
-        methods = _check_methods(methods, self.ensemble, alpha, lam)
-        check_methods_for_targets(methods, self.ensemble)
+        methods = resolve_methods(methods, self.ensemble, alpha, lam)
+        registry.check_targets(methods, self.ensemble)
         names = self._names(stats.names)
         grp = resolve_groups(groups, names, stats.input_groups)
         return self._finalize(stats, methods, alpha, lam, grp, names)
@@ -258,8 +262,6 @@ class Explainer:
                                base_margin=None):
         """Permutation importance of this model (see :func:`treeimp.permutation_importance`),
         without parsing it again."""
-        from .dask.permutation import dask_permutation_importance
-        from .permutation.importance import permutation_importance_parsed
 
         if any(is_dask_collection(v) for v in (X, y, sample_weight, base_margin)):
             model = self.model if is_pipeline(self.model) else self.ensemble
@@ -380,7 +382,6 @@ class Explainer:
 
     def _accumulate(self, rows, y, names, input_groups, *, positions, oob, sample_weight,
                     base_margin, n_blocks, key, extra, progress, out, private=False):
-        from .attributions import shap_oob
 
         ens = self.ensemble
         n = rows.n_rows
@@ -473,9 +474,6 @@ class Explainer:
     def _finalize(self, stats, methods, alpha, lam, grp, names):
         """Importances from accumulated statistics (read, never written: the measures
         take them through ``measures.LeafStats``)."""
-        from .api import _assemble
-        from .attributions.shap_oob import per_tree_values
-        from .measures import formulas as measures
 
         ens = self.ensemble
         settings = stats.settings
@@ -516,26 +514,24 @@ class Explainer:
         # the sqrt(2) of perfect correlation. Held-out rows never trained a tree: 1.
         inflation = OOB_VARIANCE_FACTOR if settings["oob"] else 1.0
         with numba_threads(threads):
-            return _assemble(ens, st, methods, names, classification, stats.n_rows,
+            return assemble(ens, st, methods, names, classification, stats.n_rows,
                              n_blocks, alpha, lam, inflation, extra, groups=grp,
                              block_weight=stats.block_weight.copy(), parts=parts)
 
     def _mdi_only(self, rows, y, sample_weight, base_margin, methods, names, n_blocks, grp):
         """Measures that read the model alone (in-sample MDI): y optional, nothing routed
         (X, y and the weights are still checked)."""
-        from .api import _assemble
 
         n = rows.n_rows
         check_base_margin(base_margin, n, self.ensemble)
         if y is not None:
             as_target(y, n, n_target_columns(self.ensemble))
         check_sample_weight(sample_weight, n)
-        return _assemble(self.ensemble, None, methods, names, False, n,
-                         _check_n_blocks(n_blocks, None), None, None, groups=grp)
+        return assemble(self.ensemble, None, methods, names, False, n,
+                         check_n_blocks(n_blocks, None), None, None, groups=grp)
 
     def _explain_stream(self, chunks, y, *, oob, methods, sample_weight, base_margin, groups,
                         n_blocks, random_state, alpha, lam, progress):
-        from .api import _check_methods
 
         for name, value in (("y", y), ("sample_weight", sample_weight),
                             ("base_margin", base_margin)):
@@ -543,8 +539,8 @@ class Explainer:
                 raise ValueError(f"X is an iterable of (X, y) chunks: give {name} inside "
                                  "the chunks ((X, y) or (X, y, sample_weight)), not "
                                  "separately")
-        methods = _check_methods(methods, self.ensemble, alpha, lam)
-        check_methods_for_targets(methods, self.ensemble)
+        methods = resolve_methods(methods, self.ensemble, alpha, lam)
+        registry.check_targets(methods, self.ensemble)
         key = self._key(random_state)
         total, start = None, 0
         bar = progress_bar(progress, total=None, work=np.inf if progress else 0,
@@ -576,7 +572,6 @@ def _refuse_smoothed_chunks(ens, where):
     """XGBoost >= 3.4's smoothed absolute error / quantile: every round's gradient scale
     is a statistic of all the evaluation rows (``losses.smoothed_spec``), which no chunk
     of them knows."""
-    from .model.losses import SMOOTHED
 
     if ens.kind != FOREST and ens.objective.name in SMOOTHED:
         raise ValueError(f"objective {ens.objective.name!r} (XGBoost >= 3.4) cannot be "
@@ -625,8 +620,3 @@ def _extra_methods(methods):
     """The per-row measures among ``methods`` (accumulated from contributions)."""
     return tuple(registry.by_source(methods).get(registry.CONTRIBUTIONS, ()))
 
-
-def _check_n_blocks(n_blocks, n_rows):
-    from .api import _check_n_blocks as check
-
-    return check(n_blocks, np.inf if n_rows is None else n_rows)

@@ -21,10 +21,10 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils import _safe_indexing, check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .api import DEFAULT_N_BLOCKS
 from .crossfit import cross_explain
 from .explainer import Explainer
 from .measures import registry
+from .measures.defaults import DEFAULT_N_BLOCKS
 from .measures.screening import default_screening_method, model_task, objective_name
 
 try:  # scikit-learn >= 1.6

@@ -21,12 +21,24 @@ import numba
 import numpy as np
 import pandas as pd
 
-from ..inputs.rows import CHUNK_ROWS, RowSource
+from ..inputs.groups import resolve_groups
+from ..inputs.rows import CHUNK_ROWS, RowSource, feature_names_of
+from ..inputs.targets import as_1d_target
 from ..inputs.threads import numba_threads
-from ..kernels.treeshap import ROWS_PER_TASK
+from ..kernels.treeshap import (
+    ROWS_PER_TASK,
+    contributions_chunk,
+    expected_values,
+    oob_contributions_chunk,
+    path_features,
+    summed_cover,
+)
 from ..model.ensemble import FOREST
 from ..model.kernel_inputs import ShapTables
+from ..model.offsets import check_base_margin
 from ..model.routing import routing_flags
+from ..parsers import inbag_bits, parse
+from ..stats.inbag_check import check_training_rows
 
 METHODS = ("shap", "saabas")
 ROUTED_CHUNK_VALUES = 1 << 23  # router numbers of one chunk (64 MB of float64)
@@ -37,7 +49,6 @@ def shap_cover(ens):
     one (LightGBM: row counts, as its pred_contrib), else the training weight (scikit-learn:
     weighted_n_node_samples; XGBoost: hessian sums; HistGradientBoosting: counts); at
     internal nodes the sum of the children's (``summed_cover``)."""
-    from ..kernels.treeshap import summed_cover
 
     leaf_cover = np.where(np.isnan(ens.cover), ens.weight, ens.cover)
     return summed_cover(ens.tree_offsets, ens.postorder, ens.left, ens.right,
@@ -102,7 +113,6 @@ def kernel_inputs(ens, method, players=None):
         feature = np.ascontiguousarray(ens.feature, dtype=np.int64)
         per_path = ens.path_features
     else:
-        from ..kernels.treeshap import path_features
 
         feature = players[0]
         per_path = path_features(ens.tree_offsets, ens.left, ens.right, feature,
@@ -117,7 +127,6 @@ def expected_tree_values(ens, method):
     roots = ens.tree_offsets[:-1]
     if method == "saabas":
         return np.asarray(ens.value, dtype=np.float64)[roots]
-    from ..kernels.treeshap import expected_values
 
     node = expected_values(ens.tree_offsets, ens.postorder, ens.left, ens.right,
                            shap_cover(ens), np.ascontiguousarray(ens.value, np.float64))
@@ -188,10 +197,6 @@ def contributions(model, X, y=None, *, oob=False, method="shap", groups=None, n_
     >>> bool(abs(c.base_values + c.values.sum(axis=1) - rf.oob_prediction_).max() < 1e-9)
     True
     """
-    from ..api import _feature_names
-    from ..inputs.groups import resolve_groups
-    from ..model.offsets import check_base_margin
-    from ..parsers import inbag_bits, parse
 
     ens = parse(model, iteration_range=iteration_range, missing=missing)
     players = shap_players(ens)
@@ -203,10 +208,9 @@ def contributions(model, X, y=None, *, oob=False, method="shap", groups=None, n_
     rows = RowSource(X, ens)
     n = rows.n_rows
     if y is not None:
-        from ..inputs.targets import as_1d_target
 
         y = as_1d_target(y, n)
-    names = _feature_names(None, rows, ens)
+    names = feature_names_of(None, rows, ens)
     grp = resolve_groups(groups, names)
     K, F = ens.n_outputs, ens.n_features
     per_tree = expected_tree_values(ens, method)
@@ -228,13 +232,11 @@ def contributions(model, X, y=None, *, oob=False, method="shap", groups=None, n_
     if bits.shape[0] != ens.n_trees:
         raise ValueError(f"the forest has {ens.n_trees} trees but in-bag rows for "
                          f"{bits.shape[0]}")
-    from ..stats.inbag_check import check_training_rows
 
     check_training_rows(ens, model, rows, bits, n_jobs=n_jobs)  # the training order
     phi_oob = np.zeros((n, F, K))
     phi_in = np.zeros((n, F, K))
     n_oob = np.zeros(n, np.int64)
-    from ..kernels.treeshap import oob_contributions_chunk
 
     with numba_threads(n_jobs):
         for start, chunk in rows.chunks():
@@ -270,7 +272,6 @@ def _in_sample(ens, rows, inputs, n_jobs, groups=()):
     """(n_rows, n_features, n_outputs) contributions; the kernels credit one column per
     player (``shap_players``), and each group's column is then shared equally among its
     features."""
-    from ..kernels.treeshap import contributions_chunk
 
     F = ens.n_features
     out = np.zeros((rows.n_rows, F + len(groups), ens.n_outputs))

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..inputs.targets import forest_targets
 from ..inputs.threads import numba_threads
+from ..kernels.treeshap import forest_block_sums, staged_block_sums
 from ..measures import registry
 from ..model.ensemble import FOREST
 from ..model.kernel_inputs import Loss, RowInputs
+from ..model.losses import check_target, loss_spec
 from ..model.routing import routing_flags
-from ..stats.drivers import rows_by_block
+from ..stats.drivers import empty_inbag, rows_by_block, staged_trees
 from .contributions import ROUTED_CHUNK_VALUES, kernel_inputs, split_routed
 
 CHUNK_ROWS = 1 << 18
@@ -52,7 +55,6 @@ def block_sums(method, ens, rows, y, w, block, n_blocks, *, inbag_bits=None, pos
     rows, indexed by the rows' global ``positions`` (default 0 .. n-1).
     ``base_margin``: per-row offsets of a boosting model ((n, n_outputs), see
     ``offsets.check_base_margin``): held-out margins start at ``ens.start_margin``."""
-    from ..kernels.treeshap import forest_block_sums, staged_block_sums
 
     contributions = registry.get(method).contributions
     routed = split_routed(ens, contributions)
@@ -63,8 +65,6 @@ def block_sums(method, ens, rows, y, w, block, n_blocks, *, inbag_bits=None, pos
     n_eval = np.zeros((n_blocks, ens.n_trees))
     oob = inbag_bits is not None
     if ens.kind == FOREST:
-        from ..inputs.targets import forest_targets
-        from ..stats.drivers import empty_inbag
 
         Z, _ = forest_targets(ens, y)
         bits = inbag_bits if oob else empty_inbag()
@@ -81,8 +81,6 @@ def block_sums(method, ens, rows, y, w, block, n_blocks, *, inbag_bits=None, pos
             raise ValueError(f"this model's trees have {ens.value_dim} values per leaf "
                              "(vector-leaf trees); held-out gradient importances need one "
                              "value per leaf")
-        from ..model.losses import check_target, loss_spec
-        from ..stats.drivers import staged_trees
 
         code, params = loss_spec(ens.objective, n_outputs=ens.n_outputs)
         y_t = np.ascontiguousarray(check_target(ens.objective, y, ens.classes),

@@ -19,7 +19,12 @@ import queue
 
 import numpy as np
 
+from ..inputs.threads import resolve_n_jobs
+from ..measures import registry
 from ..measures.defaults import DEFAULT_N_BLOCKS
+from ..measures.registry import check_targets
+from ..measures.screening import resolve_methods
+from ..stats.blocks import BlockKey, block_key, check_n_blocks
 from .partitions import split_partitions
 
 # seconds the explain pass waits, with a distributed Client, for the next of its tasks to
@@ -85,10 +90,6 @@ def explain_dask(explainer, X, y=None, *, oob=False, methods=None,
     """
     import dask
 
-    from ..api import _check_methods, _check_n_blocks
-    from ..inputs.checks import check_methods_for_targets
-    from ..measures import registry
-    from ..stats.blocks import BlockKey, block_key
 
     if isinstance(split_every, bool) or not isinstance(split_every, numbers.Integral) \
             or split_every < 2:
@@ -100,12 +101,12 @@ def explain_dask(explainer, X, y=None, *, oob=False, methods=None,
                                 or not timeout > 0 or not np.isfinite(timeout)):
         raise ValueError(f"timeout must be a positive number of seconds or None, got "
                          f"{timeout!r}")
-    methods = _check_methods(methods, explainer.ensemble, alpha, lam)
-    check_methods_for_targets(methods, explainer.ensemble)
+    methods = resolve_methods(methods, explainer.ensemble, alpha, lam)
+    check_targets(methods, explainer.ensemble)
     parts = split_partitions(X, y, sample_weight=sample_weight, base_margin=base_margin)
     if not any(registry.needs_rows(m) for m in methods):
         return _mdi_only(explainer, parts, methods, groups, n_blocks)
-    _check_n_blocks(n_blocks, parts.n_rows)
+    check_n_blocks(n_blocks, parts.n_rows)
     key = BlockKey(block_key(random_state))
     # per-row measures (contributions) are accumulated only when named
     extra = tuple(registry.by_source(methods).get(registry.CONTRIBUTIONS, ()))
@@ -229,7 +230,6 @@ def _kernel_threads(client, n_jobs):
                                                   or _usable_cores()))
     if n_jobs is None:
         return share
-    from ..inputs.threads import resolve_n_jobs
 
     return min(share, resolve_n_jobs(n_jobs))
 

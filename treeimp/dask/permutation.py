@@ -50,13 +50,18 @@ import uuid
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
-from ..api import _feature_names
-from ..inputs.checks import check_explainable, check_unique_columns
 from ..inputs.groups import resolve_groups
 from ..inputs.pipeline import is_pipeline
-from ..inputs.rows import RowSource, _check_names, _check_width
+from ..inputs.rows import (
+    RowSource,
+    _check_names,
+    _check_width,
+    check_unique_columns,
+    feature_names_of,
+)
 from ..inputs.targets import as_target, class_indices, n_target_columns
 from ..inputs.threads import numba_threads, resolve_n_jobs
+from ..measures.registry import check_explainable
 from ..measures.scoring import (
     class_probabilities,
     is_classifier,
@@ -64,11 +69,14 @@ from ..measures.scoring import (
     model_classes,
     regression_prediction,
 )
+from ..model.losses import check_target, loss
 from ..model.offsets import check_base_margin
 from ..model.routing import _forest_scale, predict_ensemble, routing_flags
 from ..parsers import parse
+from ..permutation.importance import importance_bunch
 from ..permutation.leaf_index import LeafIndex
 from .collections import is_dask_collection, require_dask
+from .explain import tree_sum
 
 # scorings that are sums over rows, computable from partition statistics
 ADDITIVE_SCORINGS = ("accuracy", "neg_log_loss", "r2", "neg_mean_squared_error",
@@ -153,7 +161,6 @@ def dask_permutation_importance(model, X, y, *, scoring=None, n_repeats=5,
         raise RuntimeError(f"partition statistics cover {total.n_rows} rows, X has {n}")
     scores = total.scores(plan)
     baseline = scores[0]
-    from ..permutation.importance import importance_bunch
 
     return importance_bunch(baseline - scores[1:].reshape(len(columns), plan.n_repeats),
                             grp, names)
@@ -193,7 +200,7 @@ def _check_columns(X, ens, coded):
     columns = getattr(X, "columns", None)
     if columns is None:  # a dask array
         _check_width(X.shape[1], ens.n_features, "X")
-        return _feature_names(None, Bunch(feature_names=None), ens)
+        return feature_names_of(None, Bunch(feature_names=None), ens)
     check_unique_columns(X)
     raw = list(columns)
     _check_width(len(raw), ens.n_features, "X")
@@ -282,7 +289,6 @@ def _tree_sum(dask, parts):
     if isinstance(split_every, dict) or int(split_every) < 2:
         raise ValueError(f"dask's split_every must be an integer >= 2 for "
                          f"permutation_importance, got {split_every!r}")
-    from .explain import tree_sum
 
     return tree_sum(parts, int(split_every))
 
@@ -419,8 +425,6 @@ def _statistic(ens, plan, y, w):
             p = np.clip(class_probabilities(ens, m)[rows, true], eps, 1 - eps)
             return [np.sum(w * -np.log(p))]
     elif scoring == "objective":
-        from ..inputs.targets import n_target_columns
-        from ..model.losses import check_target, loss
 
         y_t = check_target(ens.objective, y, ens.classes, n_target_columns(ens))
 

@@ -562,3 +562,34 @@ def _check_numeric_allowed(table, j, where, ens):
                         f"are text ({', '.join(map(repr, cats[:5]))}"
                         f"{', ...' if len(cats) > 5 else ''}); pass a pandas DataFrame with "
                         "a 'category' column for it")
+
+
+def feature_names_of(feature_names, rows, ens):
+    """The names of X's columns in the model's order: the caller's ``feature_names``,
+    else the table's, else the model's, else x0, x1, ..."""
+    if feature_names is not None:
+        names = [str(f) for f in feature_names]
+        if len(names) != ens.n_features:
+            raise ValueError(f"{len(names)} feature_names for {ens.n_features} features")
+        return names
+    if rows.feature_names is not None:
+        return rows.feature_names
+    if ens.feature_names is not None:
+        return list(ens.feature_names)
+    return [f"x{j}" for j in range(ens.n_features)]
+
+
+def check_unique_columns(X):
+    """A table with two columns of the same name cannot be matched to the model by name."""
+    columns = getattr(X, "columns", None)
+    if columns is None or isinstance(X, np.ndarray):
+        return
+    names = [str(c) for c in list(columns)]
+    seen, dup = set(), []
+    for c in names:
+        if c in seen and c not in dup:
+            dup.append(c)
+        seen.add(c)
+    if dup:
+        raise ValueError(f"X has duplicated column names {dup[:10]}; every column needs "
+                         "its own name to be matched to the model's features")

@@ -10,7 +10,8 @@ Loecher's penalized Gini). Notation: node m with children l, r; ``v`` node value
 model's scale; ``W`` training weights; primes are evaluation-row statistics.
 
 The measures' names, what each is defined for, their parameters and which formula here
-each runs are the table of :mod:`treeimp.measures.registry`; :func:`compute` dispatches through it.
+each runs are the table of :mod:`treeimp.measures.registry`;
+:func:`treeimp.measures.per_method.compute` dispatches through it.
 
 Numpy throughout. The per-split sums of mdi_oob, mdi_oob_centered and ufi are written
 here as readable numpy formulas (:func:`mdi_oob_parts`, :func:`mdi_oob_centered_parts`,
@@ -41,8 +42,10 @@ from ..kernels.fused_measures import (
     leaf_split_sums,
     split_sums,
 )
-from ..model.ensemble import FOREST
+from ..kernels.structure import split_arrays
+from ..model.ensemble import FOREST, register_derived
 from ..model.kernel_inputs import FusedMeasures, HeldOut, SplitIndex, SplitTerms
+from ..stats.drivers import node_planes
 from ..stats.node_stats import BOOSTING, ONE_HOT, REGRESSION
 
 
@@ -174,7 +177,6 @@ class LeafStats(NodeStats):
     def _propagated(self) -> NodeStats:
         full = self._cache.get("full")
         if full is None:
-            from ..stats.drivers import node_planes
 
             arr = node_planes(self._ens, self._leaves, leave_one_out=True, propagate=True)
             full = self._cache["full"] = NodeStats.from_array(
@@ -260,7 +262,6 @@ class _Splits:
     """Index arrays of the internal nodes of an ensemble (computed once per call)."""
 
     def __init__(self, ens):
-        from ..kernels.structure import split_arrays
 
         (self.m, self.l, self.r, self.tree, self.root, self.key,
          self.tree_splits) = split_arrays(ens.tree_offsets, ens.left, ens.right, ens.feature,
@@ -286,6 +287,9 @@ class _Splits:
         if self._decrease is None:
             self._decrease = _insample_variance_decrease(ens, self)
         return self._decrease
+
+
+register_derived("splits", _Splits)
 
 
 def _splits(ens) -> _Splits:
@@ -835,39 +839,6 @@ def ufi_class_parts(ens, st: NodeStats):
     return (_fused_ufi if using_fused() else ufi_parts)(ens, st, classification=True)
 
 
-def class_parts(method, ens, st: NodeStats):
-    """The per-class split sums (B, n_trees, n_features, C) of a measure with a per-class
-    form (mdi_oob, mdi_oob_centered, ufi) on a classification forest, before the
-    per-tree scaling: computed once, they serve both the measure (``compute(...,
-    parts=)``) and ``by_class``."""
-    return _per_class_form(method).parts(ens, st)
-
-
-def _per_class_form(method):
-    from . import registry
-
-    form = registry.get(method).per_class
-    if form is None:
-        have = [m.name for m in registry.all_measures() if m.per_class is not None]
-        raise ValueError(f"per-class values exist for {', '.join(map(repr, have))}, "
-                         f"not {method!r}")
-    return form
-
-
-def by_class(method, ens, st: NodeStats, parts=None):
-    """Per-class parts of "mdi_oob", "mdi_oob_centered" or "ufi" for a classification
-    forest, summing to the measure: (n_trees, n_features, n_classes) on the full
-    statistics ``st`` (B = 1).
-
-    mdi_oob: the class-c terms (v_lc - v_mc) S'_lc + (v_rc - v_mc) S'_rc over n'_root;
-    mdi_oob_centered: the same with S'_c - c_t,c n' (c_t,c the in-bag class-c share);
-    ufi: w_l p_lc p'_lc + w_r p_rc p'_rc - w_m p_mc p'_mc (its constant 1 cancels since
-    W_m = W_l + W_r). ``parts``: ``class_parts(method, ens, st)`` when already computed.
-    """
-    form = _per_class_form(method)
-    return form.values(ens, st, form.parts(ens, st) if parts is None else parts)
-
-
 def class_values_per_row(ens, st: NodeStats, parts):
     """Per-class values (n_trees, n_features, C) of split sums that are divided by the
     tree's evaluation weight n'_root (mdi_oob, mdi_oob_centered); B = 1."""
@@ -884,18 +855,3 @@ def class_values_per_tree(ens, st: NodeStats, parts):
     sp = _splits(ens)
     seen = st.n_at(sp.root_of_tree)[:, 0] > 0
     return parts[0] * np.where(seen, 1.0, np.nan)[:, None, None]
-
-
-def compute(method, ens, st, *, classification, alpha=None, lam=None, parts=None,
-            fused=None):
-    """The per-tree values (B, n_trees, n_features) of the node-statistics measure
-    ``method``, through its registry entry (:mod:`treeimp.measures.registry`). ``alpha``, ``lam``:
-    pg_oob's parameters; ``parts``: ``class_parts(method, ens, st)`` (mdi_oob,
-    mdi_oob_centered, ufi on a classification forest); ``fused``: True (fused kernels)
-    or False (numpy forms) for the per-split sums, None: as :func:`use_fused` says (by
-    default fused)."""
-    from . import registry
-
-    with contextlib.nullcontext() if fused is None else use_fused(fused):
-        return registry.compute(method, ens, st, classification=classification,
-                                params={"alpha": alpha, "lam": lam}, parts=parts)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..inputs.targets import LEVELS, MULTICLASS, n_target_columns
 from ..model.ensemble import BOOSTING, FOREST
 from . import formulas as measures
 
@@ -365,7 +366,6 @@ def check_targets(methods, ens):
             raise ValueError(f"{bad} not defined for a classification forest with {n} "
                              f"targets; use methods from {ok} (or one forest per target)")
         return
-    from ..inputs.targets import n_target_columns
 
     if ens.objective.name == "class_probability" or n_target_columns(ens) == 1:
         return
@@ -428,3 +428,22 @@ def shared_parts(wanted, ens, st, *, classification) -> dict:
     if len(fused) < 2 or not measures.using_fused():
         return {}
     return measures.fused_parts(fused, ens, st, classification)
+
+
+# two-class objectives: one output per label column when a model has several
+_TWO_CLASS = ("logistic", "cross_entropy", "exponential")
+
+
+def check_explainable(ens):
+    """Refuse models whose importances treeimp does not define: boosting with several
+    outputs of a two-class objective (multi-label classification, e.g. XGBoost
+    binary:logistic on several label columns). Several regression targets (one output
+    each, or vector leaves), multiclass margins and the levels of one target (quantiles,
+    expectiles) are explained."""
+    if (ens.kind == FOREST or ens.n_outputs == 1
+            or ens.objective.name in MULTICLASS + LEVELS):
+        return
+    if ens.objective.name in _TWO_CLASS:
+        raise ValueError(f"this {ens.library or 'boosting'} model has {ens.n_outputs} "
+                         f"{ens.objective.name} outputs (multi-label classification), which "
+                         "treeimp does not explain: explain one model per label")

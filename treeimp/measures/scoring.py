@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..inputs.targets import n_target_columns
+from ..model.losses import check_target, link, loss
+
 CLASSIFICATION_OBJECTIVES = {"logistic", "softmax", "ova_logistic", "exponential",
                              "class_probability"}
 SCORINGS = ("accuracy", "neg_log_loss", "roc_auc", "r2", "neg_mean_squared_error",
@@ -28,7 +31,6 @@ def model_classes(ens):
 
 def class_probabilities(ens, margin):
     """(n, n_classes) probabilities from a raw margin, as predict_proba returns them."""
-    from ..model.losses import link
 
     return _class_columns(np.asarray(link(ens.objective, margin), dtype=np.float64))
 
@@ -43,7 +45,6 @@ def _class_columns(pred):
 
 
 def regression_prediction(ens, margin):
-    from ..model.losses import link
 
     pred = np.asarray(link(ens.objective, margin), dtype=np.float64).reshape(len(margin), -1)
     # a multi-output regression forest, or a boosting model on several regression targets,
@@ -95,8 +96,6 @@ def make_scorer(ens, scoring):
             return -metrics.mean_squared_error(y, regression_prediction(ens, margin),
                                                sample_weight=w)
     else:  # the model's own objective: negative mean loss
-        from ..inputs.targets import n_target_columns
-        from ..model.losses import check_target, loss
 
         def score(margin, y, w):
             y_t = check_target(ens.objective, y, ens.classes, n_target_columns(ens))
@@ -169,7 +168,6 @@ def _prepared_log_loss(ens, y, w):
     from scipy.special import xlogy
     from sklearn.preprocessing import LabelBinarizer
 
-    from ..model.losses import link
 
     onehot = LabelBinarizer().fit(model_classes(ens)).transform(y)
     if onehot.shape[1] == 1:

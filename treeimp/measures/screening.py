@@ -5,7 +5,11 @@ benchmarks/README.md, "Default screening measure")."""
 
 from __future__ import annotations
 
+from ..inputs.targets import target_classes
 from ..model.ensemble import BOOSTING, FOREST
+from . import registry
+from .defaults import DEFAULT_METHODS
+from .scoring import CLASSIFICATION_OBJECTIVES
 
 CLASSIFICATION = "classification"
 REGRESSION = "regression"
@@ -38,8 +42,6 @@ def default_methods(ens):
     :data:`treeimp.measures.defaults.DEFAULT_METHODS` and the model's default screening measure
     (:func:`default_screening_method`), so that ``Importances.select()`` finds the
     measure it screens with; in the registry's order."""
-    from . import registry
-    from .defaults import DEFAULT_METHODS
 
     wanted = set(DEFAULT_METHODS)
     wanted.add(default_screening_method(ens.kind, model_task(ens), objective_name(ens)))
@@ -50,8 +52,6 @@ def model_task(ens):
     """``"classification"`` or ``"regression"`` for a parsed ensemble: classification
     for forest classifiers (also with several targets) and classification objectives
     (logistic, softmax, one-vs-all, exponential), regression otherwise."""
-    from ..inputs.targets import target_classes
-    from .scoring import CLASSIFICATION_OBJECTIVES
 
     name = objective_name(ens)
     classification = (ens.classes is not None or target_classes(ens) is not None
@@ -85,3 +85,21 @@ def default_screening_method(kind, task, objective=None):
             and objective not in BOUNDED_HESSIAN):
         return UNBOUNDED_HESSIAN_DEFAULT
     return DEFAULT_SCREENING[(kind, task)]
+
+
+def resolve_methods(methods, ens, alpha, lam):
+    """``methods`` as a checked list: None gives the defaults with the model's screening
+    measure; every name registered, defined for this model, its parameters valid."""
+    if methods is None:  # the defaults, with the model's screening measure
+        return registry.check_methods(default_methods(ens), ens, {"alpha": alpha, "lam": lam})
+    if isinstance(methods, str):
+        methods = (methods,)
+    if not hasattr(methods, "__iter__"):
+        raise TypeError(f"methods must be a method name or a sequence of them (e.g. "
+                        f"{list(DEFAULT_METHODS)}), got {methods!r}")
+    methods = list(dict.fromkeys(methods))
+    bad = [m for m in methods if not isinstance(m, str)]
+    if bad:
+        raise TypeError(f"methods must be strings, got {bad[0]!r}")
+    # registered, defined for this model (kind, node values, targets), parameters
+    return registry.check_methods(methods, ens, {"alpha": alpha, "lam": lam})

@@ -32,16 +32,23 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..kernels import route, structure
+from ..kernels.nan_modes import (  # noqa: F401 (the normal form's names for them)
+    NAN_AS_ZERO,
+    NAN_CAT_EXACT,
+    NAN_CAT_NEGATIVE_UNLISTED,
+    NAN_MISSING,
+    NAN_ZERO_MISSING,
+)
+from ..kernels.treeshap import path_features
+from .fingerprint import ensemble_fingerprint
 from .kernel_inputs import LeafSlots, Routing
+from .kinds import BOOSTING, FOREST
+from .routing import apply_ensemble, predict_ensemble
 
 if TYPE_CHECKING:
     from .leaf_router import LeafRouter
 
-NAN_MISSING = 0
-NAN_AS_ZERO = 1
-NAN_ZERO_MISSING = 2
-NAN_CAT_EXACT = 3  # categorical nodes only: a non-integer value is an unlisted code
-NAN_CAT_NEGATIVE_UNLISTED = 4  # categorical nodes only: a negative value is unlisted
 
 MAX_FEATURES = 2**31 - 1  # feature indices are int32
 
@@ -55,9 +62,6 @@ COLUMN_NAME_RULES = ("exact", "space_as_underscore", "by_name")
 # below this many nodes the structural passes of from_trees run on one thread: they
 # are a few operations per node, less than starting the thread pool costs
 SERIAL_NODES = 1 << 20
-
-FOREST = "forest"
-BOOSTING = "boosting"
 
 
 @dataclass
@@ -519,7 +523,6 @@ class TreeEnsemble:
         :meth:`from_trees`. ``bad_shapes``: ``{field: (tree, message)}`` of fields with
         a wrong shape from the tree they start (from_trees' gathering).
         """
-        from ..kernels import structure
 
         bad_shapes = bad_shapes or {}
         kind, comparison = meta["kind"], meta["comparison"]
@@ -749,7 +752,6 @@ class TreeEnsemble:
     @functools.cached_property
     def postorder(self) -> np.ndarray:
         """Every node, children before parents, tree by tree (int64, read-only)."""
-        from ..kernels import structure
 
         order = (structure.postorder_serial if self.n_nodes < SERIAL_NODES
                  else structure.postorder)
@@ -768,7 +770,6 @@ class TreeEnsemble:
     @functools.cached_property
     def routing(self) -> Routing:
         """The routing kernels' inputs (:class:`Routing`), read-only."""
-        from ..kernels import structure
 
         depths = (structure.tree_depths_serial if self.n_nodes < SERIAL_NODES
                   else structure.tree_depths)
@@ -780,16 +781,15 @@ class TreeEnsemble:
 
     @functools.cached_property
     def splits(self):
-        """The split bookkeeping the measures read (``treeimp.measures.formulas._Splits``)."""
-        from ..measures.formulas import _Splits
-
-        return _Splits(self)
+        """The split index the measures read (``treeimp.measures.formulas._Splits``),
+        built once by the builder the measures layer registers (:func:`register_derived`):
+        the stage that owns the structure owns its code, the ensemble keeps it."""
+        return _DERIVED_BUILDERS["splits"](self)
 
     @functools.cached_property
     def path_features(self) -> np.ndarray:
         """Per tree, the most distinct features on a root-to-leaf path (TreeSHAP's
         quadrature size), read-only."""
-        from ..kernels.treeshap import path_features
 
         return _read_only(path_features(self.tree_offsets, self.left, self.right,
                                         self.feature, self.n_features))
@@ -821,7 +821,6 @@ class TreeEnsemble:
         two parses of one model, in any process; statistics accumulated for one
         ensemble are combined only with statistics of an ensemble of the same
         fingerprint."""
-        from .fingerprint import ensemble_fingerprint
 
         return ensemble_fingerprint(self)
 
@@ -861,7 +860,6 @@ class TreeEnsemble:
           with ``L`` leaves has ``L - 1`` internal nodes first, so leaf ``k`` is node
           ``L - 1 + k`` (a one-leaf tree is node 0): ``k = node - (L - 1)``.
         """
-        from .routing import apply_ensemble
 
         return apply_ensemble(self, X, n_jobs=n_jobs)
 
@@ -877,7 +875,6 @@ class TreeEnsemble:
         the offset; XGBoost's base_margin replaces its base score, as XGBoost's
         predict does). X may be a numpy array, a scipy.sparse matrix or a DataFrame.
         """
-        from .routing import predict_ensemble
 
         return predict_ensemble(self, X, n_jobs=n_jobs, base_margin=base_margin)
 
@@ -901,6 +898,18 @@ class RateSlice:
 _STRUCTURE_CACHES = ("node_tree", "postorder", "routing", "splits", "path_features",
                      "tree_learning_rate")
 _CACHED = (*_STRUCTURE_CACHES, "fingerprint")
+
+
+# builders of the structures a later stage derives from the trees and the ensemble
+# keeps as cached properties (``splits``: the measures' split index)
+_DERIVED_BUILDERS = {}
+
+
+def register_derived(name, build):
+    """Register ``build(ensemble)`` as the builder of the cached property ``name``."""
+    if name != "splits":
+        raise ValueError(f"TreeEnsemble derives no structure {name!r}")
+    _DERIVED_BUILDERS[name] = build
 
 
 def _read_only(a):
@@ -961,7 +970,6 @@ def _node_arrays(ens):
     """The routing's node arrays (left, right, feature, threshold, flags; see
     kernel_inputs.Routing). With a leaf router, nodes compare the router's numbers (plain
     numeric splits)."""
-    from ..kernels import route, structure
 
     # small ensembles on one thread: a thread-pool launch costs more than the pass
     fill = (structure.fill_node_arrays_serial if ens.n_nodes < SERIAL_NODES
@@ -985,7 +993,6 @@ def _node_arrays(ens):
 
 def _plain_trees(ens, flags):
     """Per tree, whether none of its nodes is in route.NOT_PLAIN (bool)."""
-    from ..kernels import route
 
     if ens.n_trees == 0:
         return np.zeros(0, np.bool_)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ensemble import FOREST
+from .kinds import FOREST
 
 
 def check_base_margin(base_margin, n_rows, ens):

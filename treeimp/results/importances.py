@@ -9,6 +9,8 @@ import pandas as pd
 from scipy import stats as _stats
 
 from ..measures.registry import needs_rows
+from ..measures.screening import default_screening_method
+from .plot import plot_importances
 
 
 def one_sided_pvalues(value, stderr, dof):
@@ -176,7 +178,6 @@ class Importances:
         when ``methods`` is not given; a ValueError if this result lacks it (never
         another measure in its place)."""
         if method is None:
-            from ..measures.screening import default_screening_method
 
             # results pickled before task and objective were recorded have neither
             task = getattr(self, "task", None)
@@ -208,7 +209,6 @@ class Importances:
         """Matplotlib figure: horizontal bars with standard-error whiskers (several
         methods side by side), or ``kind="per_tree"`` box plots of per-tree values.
         See :func:`treeimp.results.plot.plot_importances`."""
-        from .plot import plot_importances
 
         return plot_importances(self, method=method, kind=kind, top=top, ax=ax)
 

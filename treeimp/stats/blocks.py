@@ -106,3 +106,15 @@ def check_positions(rows, n_rows):
     if arr.size and arr.min() < 0:
         raise ValueError(f"rows must be non-negative positions, got {int(arr.min())}")
     return arr.astype(np.int64, copy=False)
+
+
+def check_n_blocks(n_blocks, n_rows):
+    """``n_blocks`` as an int in 2 .. n_rows (n_rows: the evaluation rows, None when
+    not known yet)."""
+    if isinstance(n_blocks, bool) or not isinstance(n_blocks, numbers.Integral):
+        raise TypeError(f"n_blocks must be an integer, got {n_blocks!r}")
+    if n_blocks < 2:
+        raise ValueError(f"n_blocks must be >= 2 (standard errors need 2 blocks), got {n_blocks}")
+    if n_rows is not None and n_blocks > n_rows:
+        raise ValueError(f"n_blocks={n_blocks} is more than the {n_rows} evaluation rows")
+    return int(n_blocks)

@@ -1,0 +1,99 @@
+"""Finalisation: per-tree values of every measure -> :class:`~treeimp.Importances`, with
+the delete-a-block jackknife standard errors, the across-trees error and the per-class
+tables."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..measures import registry
+from ..measures.screening import model_task, objective_name
+from ..model.ensemble import FOREST
+from .importances import Importances
+
+
+def assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alpha, lam,
+              inflation=1.0, extra=None, groups=None, block_weight=None, parts=None):
+    forest = ens.kind == FOREST
+    agg = _nanmean_trees if forest else _nansum_trees
+    # feature groups: per-tree values (and their leave-one-block-out replicates) summed
+    # over each group's members before averaging over trees, so that the jackknife runs
+    # on the group sums
+    to_groups = (lambda v: v) if groups is None else groups.sum_members  # noqa: E731
+    index_name = "feature" if groups is None else "group"
+    member_names = None if groups is None else groups.member_names(names)
+    if groups is not None:
+        names = groups.names
+    width = len(names)
+    table, se, se_trees, per_tree, blocks = {}, {}, {}, {}, {}
+    # ``stats``: NodeStats over n_blocks + 1 blocks, the leave-one-block-out replicates
+    # and last all rows, so that one pass of each formula gives both; None: no measure
+    # from node statistics was asked for, no rows were routed for them
+    # ``parts``: (per-class parts, the split sums each formula takes), computed here when
+    # not given (registry.split_parts)
+    class_parts, parts = (registry.split_parts(methods, ens, stats, forest=forest,
+                                               classification=classification)
+                          if parts is None else parts)
+    given = {"alpha": alpha, "lam": lam}
+    for m in methods:
+        entry = registry.get(m)
+        if entry.source == registry.CONTRIBUTIONS:
+            # (n_blocks + 1, n_trees, n_features) as the formulas', from shap_oob.py
+            values = to_groups(extra[m])
+        else:
+            values = to_groups(entry.formula(ens, stats, classification,
+                                             entry.params_for(given), parts.get(m)))
+        pt = values[-1:]
+        # read from the model alone: no evaluation rows, no row blocks
+        bv = agg(values[:-1]) if entry.needs_rows else np.full((n_blocks, width), np.nan)
+        per_tree[m] = pt[0]
+        table[m] = agg(pt)[0]
+        blocks[m] = bv
+        se[m] = inflation * jackknife_stderr(bv)
+        se_trees[m] = _tree_stderr(pt[0], forest)
+    by_class = {}
+    for m, parts in class_parts.items():
+        pc = registry.get(m).per_class.values(ens, stats.blocks(slice(-1, None)), parts[-1:])
+        pc = to_groups(pc.transpose(0, 2, 1)).transpose(0, 2, 1)  # (trees, width, classes)
+        by_class[m] = pd.DataFrame(
+            _nanmean_trees(pc.reshape(1, ens.n_trees, -1))[0].reshape(width, -1),
+            index=pd.Index(names, name=index_name),
+            columns=pd.Index(ens.classes, name="class"))
+    frame = lambda d: pd.DataFrame(d, index=pd.Index(names, name=index_name))  # noqa: E731
+    return Importances(table=frame(table), stderr=frame(se), stderr_trees=frame(se_trees),
+                       per_tree=per_tree, block_values=blocks, n_blocks=n_blocks,
+                       kind=ens.kind, n_rows=n_rows, table_by_class=by_class,
+                       model_name=ens.model_name, groups=member_names,
+                       block_weight=block_weight, task=model_task(ens),
+                       objective=objective_name(ens))
+
+
+def jackknife_stderr(loo_values):
+    """Delete-a-group jackknife: sqrt((B - 1) / B * sum_b (theta_(-b) - mean)^2)."""
+    B = loo_values.shape[0]
+    dev = loo_values - loo_values.mean(axis=0)
+    return np.sqrt((B - 1) / B * np.sum(dev**2, axis=0))
+
+
+def _nanmean_trees(v):
+    """(B, n_trees, F) -> (B, F): mean over trees that saw evaluation rows."""
+    seen = ~np.isnan(v)
+    count = seen.sum(axis=1)
+    total = np.where(seen, v, 0.0).sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def _nansum_trees(v):
+    """(B, n_trees, F) -> (B, F): sum over trees that saw evaluation rows (NaN: none)."""
+    return np.sum(v, axis=1, where=~np.isnan(v))
+
+
+def _tree_stderr(pt, forest):
+    """Li et al.'s across-trees error sqrt((mean v^2 - mean(v)^2) / T); for a boosting
+    sum, T times the error of the mean."""
+    T = np.sum(~np.isnan(pt), axis=0)
+    var = np.nanmean(pt**2, axis=0) - np.nanmean(pt, axis=0) ** 2
+    se = np.sqrt(np.maximum(var, 0.0) / np.maximum(T, 1))
+    return se if forest else se * T
