@@ -157,7 +157,8 @@ def test_fused_kernel_equals_the_numpy_form(kind):
     from tests.test_formulas import _forest, _stats
     from treeimp.inputs.rows import RowSource
     from treeimp.measures import formulas as measures
-    from treeimp.measures.formulas import MDI_OOB, NodeStats
+    from treeimp.measures.formulas import MDI_OOB
+    from treeimp.measures.formulas import NodeSums as NodeStats
     from treeimp.stats.drivers import staged_pass
 
     if kind == "boosting":

@@ -452,7 +452,8 @@ def test_dart_weights_scale_mdi_oob_but_not_the_fit_ufi_reads():
     held-out statistics, doubling every weight doubles mdi_oob and leaves ufi alone."""
     import dataclasses
 
-    from treeimp.measures.formulas import NodeStats, mdi_oob, ufi
+    from treeimp.measures.formulas import NodeSums as NodeStats
+    from treeimp.measures.formulas import mdi_oob, ufi
     from treeimp.stats.drivers import staged_pass
 
     X, y = _data(kind="regression")

@@ -9,7 +9,8 @@ import treeimp
 from treeimp.inputs.rows import RowSource
 from treeimp.inputs.targets import forest_targets
 from treeimp.measures import registry
-from treeimp.measures.formulas import NodeStats, mdi_oob, ufi
+from treeimp.measures.formulas import NodeSums as NodeStats
+from treeimp.measures.formulas import mdi_oob, ufi
 from treeimp.measures.per_method import by_class, class_parts
 from treeimp.stats.drivers import forest_node_stats
 

@@ -10,7 +10,8 @@ from treeimp.inputs.rows import RowSource
 from treeimp.inputs.targets import forest_targets
 from treeimp.measures import formulas as measures
 from treeimp.measures import per_method
-from treeimp.measures.formulas import LeafStats, NodeStats
+from treeimp.measures.formulas import LeafStats
+from treeimp.measures.formulas import NodeSums as NodeStats
 from treeimp.stats.drivers import forest_leaf_sums, node_planes, staged_leaf_sums
 
 FUSED = ("mdi_oob", "mdi_oob_centered", "ufi")

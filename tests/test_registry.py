@@ -248,7 +248,7 @@ def test_errors_list_exactly_the_registrys_valid_names(rf, data):
 def test_compute_dispatches_through_the_registry(rf, data):
     """measures.compute gives the entry's formula, and refuses measures of another kind
     or another source with a clear error."""
-    from treeimp.measures.formulas import NodeStats
+    from treeimp.measures.formulas import NodeSums as NodeStats
     from treeimp.measures.per_method import compute
 
     X, y = data

@@ -442,7 +442,7 @@ class Explainer:
         if stats.layout != layout or settings.get("layout") != layout:
             raise ValueError(f"these node statistics have the target layout "
                              f"{stats.layout!r} but the model's is {layout!r}")
-        L, B, D = stats._array.shape
+        L, B, D = stats.leaf_sums.shape
         if settings.get("n_blocks") != B:
             raise ValueError(f"these node statistics have {B} blocks but their settings "
                              f"say {settings.get('n_blocks')}")
@@ -490,7 +490,7 @@ class Explainer:
         if stats.n_rows < n_blocks:
             raise ValueError(f"n_blocks={n_blocks} is more than the {stats.n_rows} "
                              "evaluation rows")
-        array = stats._array
+        array = stats.leaf_sums
         # small statistics on one thread: waking the thread pool costs more than the work
         threads = 1 if array.size < SERIAL_CELLS else self.n_jobs
         st = measures.LeafStats(array, ens, settings["layout"])

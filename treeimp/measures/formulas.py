@@ -1,6 +1,6 @@
 """Node statistics + TreeEnsemble -> per-tree importances.
 
-Every function here takes a :class:`NodeStats` whose arrays carry a block axis
+Every function here takes a :class:`NodeSums` whose arrays carry a block axis
 (``n`` is (n_nodes, B)) and returns per-tree, per-feature values of shape
 (B, n_trees, n_features). The same code serves the full evaluation set (B = 1, the
 blocks summed) and the B random row blocks used for standard errors.
@@ -49,7 +49,7 @@ from ..stats.drivers import node_planes
 from ..stats.node_stats import BOOSTING, ONE_HOT, REGRESSION
 
 
-class NodeStats:
+class NodeSums:
     """Evaluation-row sums per node and block.
 
     n: (n_nodes, B) weighted count; S: (C, n_nodes, B) weighted target sum (boosting:
@@ -103,10 +103,10 @@ class NodeStats:
             return cls(n=None, Q=None, S=stats)
         return cls(n=stats[0], Q=stats[1], S=stats[2:])
 
-    def blocks(self, sl) -> NodeStats:
+    def blocks(self, sl) -> NodeSums:
         """The statistics of the blocks ``sl`` (a slice; views, no copy)."""
         take = lambda a: None if a is None else a[..., sl]  # noqa: E731
-        return NodeStats(n=take(self._n), S=take(self.S), Q=take(self.Q), H=take(self.H),
+        return NodeSums(n=take(self._n), S=take(self.S), Q=take(self.Q), H=take(self.H),
                          R=take(self.R))
 
     @property
@@ -114,10 +114,10 @@ class NodeStats:
         return self.S.shape[2]
 
 
-class LeafStats(NodeStats):
+class LeafStats(NodeSums):
     """Node statistics as they were accumulated: sums at the leaves only, per leaf slot
-    and row block, (n_leaves, B, D) (:class:`treeimp.stats.node_stats.NodeStats`), shown as the
-    B + 1 blocks of the other NodeStats here: the leave-one-block-out replicates and
+    and row block, (n_leaves, B, D) (:class:`treeimp.stats.node_stats.NodeSums`), shown as the
+    B + 1 blocks of the other NodeSums here: the leave-one-block-out replicates and
     the total last.
 
     The fused per-split sums (mdi_oob, mdi_oob_centered, ufi and their per-class parts)
@@ -141,7 +141,7 @@ class LeafStats(NodeStats):
         self._code = self._CODES[layout]
         # the blocks (of the B + 1: replicates, then the total) this view shows
         self._sel = np.arange(leaves.shape[1] + 1) if blocks is None else blocks
-        # shared by the views of blocks(): the propagated NodeStats, the root counts
+        # shared by the views of blocks(): the propagated NodeSums, the root counts
         self._cache = {} if cache is None else cache
 
     # what the formulas ask before reading planes: answered without building them
@@ -174,12 +174,12 @@ class LeafStats(NodeStats):
         return a if self._all_blocks() else a[..., self._sel]
 
     # the planes: the propagated statistics, built once
-    def _propagated(self) -> NodeStats:
+    def _propagated(self) -> NodeSums:
         full = self._cache.get("full")
         if full is None:
 
             arr = node_planes(self._ens, self._leaves, leave_one_out=True, propagate=True)
-            full = self._cache["full"] = NodeStats.from_array(
+            full = self._cache["full"] = NodeSums.from_array(
                 arr, boosting=self.boosting, one_hot=self.n_is_class_sum)
         return full if self._all_blocks() else full.blocks(self._sel)
 
@@ -373,7 +373,7 @@ def _run_split_sums(request, sp, st):
     return _key_major_to_parts(out, sp)
 
 
-def _held_out(st: NodeStats, H=None):
+def _held_out(st: NodeSums, H=None):
     """The statistics as the fused kernels take them (kernel_inputs.HeldOut): planes a
     layout lacks are filled by n' (not read); ``H``: what the kernel reads as H, if not
     st.H. One-hot class targets: the kernel sums n' from the class planes itself."""
@@ -467,7 +467,7 @@ def mdi(ens):
     return _per_tree(sp, term[:, None])[0]
 
 
-def mdi_oob(ens, st: NodeStats, parts=None):
+def mdi_oob(ens, st: NodeSums, parts=None):
     """Li et al. (2019) eq. 14: (1/n'_root) sum_m (v_l - v_m).S'_l + (v_r - v_m).S'_r.
 
     For boosting (S' = sum of -g) this is the first-order decrease of the held-out mean
@@ -478,7 +478,7 @@ def mdi_oob(ens, st: NodeStats, parts=None):
     return _per_row(_splits(ens), st, _over_classes(parts))
 
 
-def mdi_oob_centered(ens, st: NodeStats, parts=None):
+def mdi_oob_centered(ens, st: NodeSums, parts=None):
     """MDI-oob with the target centred per tree at the tree's own in-bag root value c_t:
     (1/n'_root) sum_m (v_l - v_m).(S'_l - c_t N'_l) + (v_r - v_m).(S'_r - c_t N'_r).
 
@@ -501,7 +501,7 @@ def mdi_oob_centered(ens, st: NodeStats, parts=None):
     return _per_row(_splits(ens), st, _over_classes(parts))
 
 
-def _fused_centered(ens, sp, st: NodeStats):
+def _fused_centered(ens, sp, st: NodeSums):
     """mdi_oob_centered's per-class split sums (B, n_trees, n_features, C) in one fused
     pass (kernels/formulas.py, MDI_OOB_CENTERED): the same numbers as
     ``_fused(MDI_OOB, ...) - _centring_parts(...)``, which the tests check."""
@@ -523,13 +523,13 @@ def _root_centre(ens, sp, boosting):
     return v
 
 
-def centring_parts(ens, st: NodeStats):
+def centring_parts(ens, st: NodeSums):
     """What mdi_oob_centered subtracts from mdi_oob's per-class split sums:
     (B, n_trees, n_features, C), see :func:`_centring_parts`."""
     return _centring_parts(ens, _splits(ens), st)
 
 
-def _centring_parts(ens, sp, st: NodeStats):
+def _centring_parts(ens, sp, st: NodeSums):
     """(B, n_trees, n_features, C): c_t,c times the sum over splits on k of
     N'_l (v_lc - v_mc) + N'_r (v_rc - v_mc), N' = n' (forests) or H' (boosting); i.e.
     c_t,c sum_i w_i h_i f_k,c(x_i), what mdi_oob_centered subtracts from mdi_oob's sums."""
@@ -555,7 +555,7 @@ def _centring_parts(ens, sp, st: NodeStats):
     return out
 
 
-def ufi(ens, st: NodeStats, *, classification: bool, parts=None):
+def ufi(ens, st: NodeSums, *, classification: bool, parts=None):
     """Zhou & Hooker (2020) unbiased feature importance, in-sample weights w_m = W_m/W_root.
 
     Splits whose children include one without evaluation rows contribute 0. Boosting:
@@ -569,7 +569,7 @@ def ufi(ens, st: NodeStats, *, classification: bool, parts=None):
     return _with_rows(_splits(ens), st, _over_classes(parts))
 
 
-def _fused_ufi(ens, st: NodeStats, *, classification: bool):
+def _fused_ufi(ens, st: NodeSums, *, classification: bool):
     """:func:`ufi_parts` by the fused kernel (UFI_BOOSTING, UFI_CLASSIFICATION or
     UFI_REGRESSION of kernels/formulas.py)."""
     sp = _splits(ens)
@@ -587,7 +587,7 @@ def _ufi_request(ens, sp, st, classification):
     return _request(UFI_REGRESSION, ens, st, w=w, extra=_insample_decrease(ens, sp, "ufi"))
 
 
-def fused_parts(methods, ens, st: NodeStats, classification: bool) -> dict:
+def fused_parts(methods, ens, st: NodeSums, classification: bool) -> dict:
     """{method: per-class split sums (B, n_trees, n_features, C)} of the measures among
     mdi_oob, mdi_oob_centered and ufi in ``methods``, by the fused kernels: statistics
     still at the leaves (:class:`LeafStats`) give all of them from one pass over the
@@ -676,7 +676,7 @@ def _ufi_boosting_parts(ens, sp):
     return mu, delta_in
 
 
-def naive_oob(ens, st: NodeStats):
+def naive_oob(ens, st: NodeSums):
     """Impurity decrease measured on evaluation rows alone (the strawman of Li et al.).
 
     Forests: (n'_m G'(m) - n'_l G'(l) - n'_r G'(r)) / n'_root with the held-out Gini or
@@ -697,7 +697,7 @@ def naive_oob(ens, st: NodeStats):
     return _per_row(sp, st, _per_tree(sp, np.where(keep, term, 0.0)))
 
 
-def pg_oob(ens, st: NodeStats, *, alpha: float, lam: float, classification: bool):
+def pg_oob(ens, st: NodeSums, *, alpha: float, lam: float, classification: bool):
     """Loecher's penalized Gini: PG(m) = alpha G'(m) + (1-alpha) G(m) + (lam/2)|p'_m - p_m|^2,
     decrease weighted by in-sample fractions, skip rule as ufi.
 
@@ -730,9 +730,9 @@ def pg_oob(ens, st: NodeStats, *, alpha: float, lam: float, classification: bool
 # Each returns (B, n_trees, n_features, C): the measure's terms for every split m (children
 # l, r) and block b, summed over the splits of each tree on each feature. Node-indexed
 # arrays are read at the split's nodes (x[l] is x_l for every split at once); class or
-# output planes come first, (C, n_splits, B), as in NodeStats.S. The fused kernels of
+# output planes come first, (C, n_splits, B), as in NodeSums.S. The fused kernels of
 # kernels/formulas.py compute the same sums (tests/test_formulas.py).
-def mdi_oob_parts(ens, st: NodeStats):
+def mdi_oob_parts(ens, st: NodeSums):
     """mdi_oob per class c: (v_lc - v_mc) S'_lc + (v_rc - v_mc) S'_rc, with node values v
     as they enter the margin (:func:`_margin_value`)."""
     sp = _splits(ens)
@@ -742,7 +742,7 @@ def mdi_oob_parts(ens, st: NodeStats):
     return _sum_per_key(sp, term)
 
 
-def mdi_oob_centered_parts(ens, st: NodeStats):
+def mdi_oob_centered_parts(ens, st: NodeSums):
     """mdi_oob_centered per class c:
     (v_lc - v_mc)(S'_lc - c_tc N'_l) + (v_rc - v_mc)(S'_rc - c_tc N'_r), c_t the root
     value of the split's tree (boosting: unshrunk, :func:`_root_centre`), N' = n'
@@ -757,7 +757,7 @@ def mdi_oob_centered_parts(ens, st: NodeStats):
     return _sum_per_key(sp, term)
 
 
-def ufi_parts(ens, st: NodeStats, *, classification: bool):
+def ufi_parts(ens, st: NodeSums, *, classification: bool):
     """ufi's split sums, on splits whose children both saw evaluation rows (n'_l, n'_r > 0;
     boosting also H'_l, H'_r > 0), in-sample weight fractions w = W / W_root:
 
@@ -795,7 +795,7 @@ def ufi_parts(ens, st: NodeStats, *, classification: bool):
     return _sum_per_key(sp, term[None])
 
 
-def _counts(st: NodeStats):
+def _counts(st: NodeSums):
     """n' (n_nodes, B); for one-hot class targets the sum of the class planes, built here
     without keeping it in ``st`` (whose lean form the default measures keep)."""
     return st.S.sum(axis=0) if st.n_is_class_sum else st.n
@@ -814,7 +814,7 @@ def _sum_per_key(sp, term):
     return out
 
 
-def mdi_oob_class_parts(ens, st: NodeStats):
+def mdi_oob_class_parts(ens, st: NodeSums):
     """mdi_oob's per-class split sums (B, n_trees, n_features, C) (any model; on a
     classification forest its per-class form), before the per-tree scaling
     (``mdi_oob(..., parts=)``, ``by_class``): :func:`mdi_oob_parts`, by the fused kernel
@@ -824,7 +824,7 @@ def mdi_oob_class_parts(ens, st: NodeStats):
     return mdi_oob_parts(ens, st)
 
 
-def mdi_oob_centered_class_parts(ens, st: NodeStats):
+def mdi_oob_centered_class_parts(ens, st: NodeSums):
     """mdi_oob_centered's per-class split sums (B, n_trees, n_features, C):
     :func:`mdi_oob_centered_parts`, by the fused kernel unless ``use_fused(False)``."""
     if using_fused():
@@ -832,14 +832,14 @@ def mdi_oob_centered_class_parts(ens, st: NodeStats):
     return mdi_oob_centered_parts(ens, st)
 
 
-def ufi_class_parts(ens, st: NodeStats):
+def ufi_class_parts(ens, st: NodeSums):
     """ufi's per-class split sums (B, n_trees, n_features, C) on a classification forest:
     w_l p_lc p'_lc + w_r p_rc p'_rc - w_m p_mc p'_mc (the Gini's constant 1 cancels);
     :func:`ufi_parts`, by the fused kernel unless ``use_fused(False)``."""
     return (_fused_ufi if using_fused() else ufi_parts)(ens, st, classification=True)
 
 
-def class_values_per_row(ens, st: NodeStats, parts):
+def class_values_per_row(ens, st: NodeSums, parts):
     """Per-class values (n_trees, n_features, C) of split sums that are divided by the
     tree's evaluation weight n'_root (mdi_oob, mdi_oob_centered); B = 1."""
     sp = _splits(ens)
@@ -849,7 +849,7 @@ def class_values_per_row(ens, st: NodeStats, parts):
     return parts[0] * scale[:, None, None]
 
 
-def class_values_per_tree(ens, st: NodeStats, parts):
+def class_values_per_tree(ens, st: NodeSums, parts):
     """Per-class values (n_trees, n_features, C) of split sums that are the tree's value
     as they are (ufi), NaN for a tree without evaluation rows; B = 1."""
     sp = _splits(ens)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import contextlib
 
 from . import registry
-from .formulas import NodeStats, use_fused
+from .formulas import NodeSums, use_fused
 
 
-def class_parts(method, ens, st: NodeStats):
+def class_parts(method, ens, st: NodeSums):
     """The per-class split sums (B, n_trees, n_features, C) of a measure with a per-class
     form (mdi_oob, mdi_oob_centered, ufi) on a classification forest, before the
     per-tree scaling: computed once, they serve both the measure (``compute(...,
@@ -27,7 +27,7 @@ def _per_class_form(method):
     return form
 
 
-def by_class(method, ens, st: NodeStats, parts=None):
+def by_class(method, ens, st: NodeSums, parts=None):
     """Per-class parts of "mdi_oob", "mdi_oob_centered" or "ufi" for a classification
     forest, summing to the measure: (n_trees, n_features, n_classes) on the full
     statistics ``st`` (B = 1).

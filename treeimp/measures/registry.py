@@ -28,7 +28,7 @@ from . import formulas as measures
 KINDS = (FOREST, BOOSTING)
 # where a measure's values come from
 MODEL = "model"                  # the model alone (no evaluation rows): mdi
-NODE_STATS = "node_stats"        # held-out node statistics (NodeStats) and the model
+NODE_STATS = "node_stats"        # held-out node statistics (NodeSums) and the model
 CONTRIBUTIONS = "contributions"  # per-row contributions, block sums kept by shap_oob.py
 SOURCES = (MODEL, NODE_STATS, CONTRIBUTIONS)
 
@@ -63,7 +63,7 @@ class Measure:
         evaluation rows of the target times per-row contributions, ``contributions``
         naming which: "shap" or "saabas"; computed by :mod:`treeimp.attributions.shap_oob`).
     formula : (ens, stats, classification, params, parts) -> (B, n_trees, n_features):
-        the per-tree values on each block of ``stats`` (a NodeStats; None for MODEL,
+        the per-tree values on each block of ``stats`` (a NodeSums; None for MODEL,
         which returns (1, n_trees, n_features)); ``classification`` whether the forest's
         targets are classes; ``params`` the measure's parameters (:meth:`params_for`);
         ``parts`` its ``per_class.parts`` when already computed, else None. None for

@@ -54,7 +54,7 @@ SplitTerms = namedtuple("SplitTerms", ["w", "v", "extra"])
 FusedMeasures = namedtuple("FusedMeasures", ["kind", "w_of", "v_of", "extra_start", "w", "v",
                                              "extra"])
 
-# the evaluation statistics (measures.NodeStats planes, (n_nodes, B) and S (C, n_nodes,
+# the evaluation statistics (measures.formulas.NodeSums planes, (n_nodes, B) and S (C, n_nodes,
 # B)): n', Q', S', H', R' (planes a layout lacks are filled by another of the same shape
 # and not read) and whether n' is the sum of the class planes S' (one-hot class targets)
 HeldOut = namedtuple("HeldOut", ["n", "Q", "S", "H", "R", "n_from_s"])

@@ -66,6 +66,13 @@ class NodeStats:
         return self._array.shape[1]
 
     @property
+    def leaf_sums(self) -> np.ndarray:
+        """The sums (n_leaves, n_blocks, n_terms) at every leaf slot
+        (``TreeEnsemble.leaf_slots``) of every row block, as accumulated: what the
+        measures read. Treat as read-only (``a + b`` makes new statistics)."""
+        return self._array
+
+    @property
     def planes(self) -> np.ndarray:
         """The sums (n_planes, n_leaves, n_blocks), by leaf slot
         (``TreeEnsemble.leaf_slots``; a read-only view)."""
