@@ -27,7 +27,8 @@ changed rows.
 
 The active backend is one setting for the whole process (:func:`set_backend`,
 :func:`use_backend`), so that threads a pass starts (Dask's threaded scheduler) use it
-too. Layer: above ``kernels`` and below everything else; imports nothing else of treeimp.
+too; the worker processes of a Dask cluster each have their own (register and set it
+there as well). Layer: above ``kernels`` and below everything else; imports nothing else of treeimp.
 """
 
 from __future__ import annotations
