@@ -1,11 +1,13 @@
-"""Python glue between a TreeEnsemble, the row source and the routing kernels."""
+"""Python glue between a TreeEnsemble, the row source and the routing operations of the
+active backend (``backends``)."""
 
 import numba
 import numpy as np
 
+from ..backends import get_backend
 from ..inputs.rows import RowSource
 from ..inputs.threads import numba_threads
-from ..kernels.route import BATCH, ROW_BLOCK, add_trees_chunk, apply_chunk
+from ..kernels.route import BATCH, ROW_BLOCK
 
 # trees with more nodes than this (deep forests) are routed in large row blocks
 LARGE_TREE_NODES = 1024
@@ -45,13 +47,14 @@ def predict_ensemble(ens, X, *, n_jobs=None, base_margin=None):
     out[:] = ens.base_score if offset is None else ens.start_margin(offset)
     scale, divisor = _forest_scale(ens)
     all_trees = np.arange(ens.n_trees)
+    backend = get_backend()
     with numba_threads(n_jobs):
         for start, chunk in rows.chunks():
             strict, round32 = routing_flags(ens, chunk)
-            add_trees_chunk(chunk, out[start:start + chunk.shape[0]], all_trees, 1.0,
-                            ens.tree_offsets, ens.tree_output, scale, ens.value,
-                            ens.routing, strict, round32,
-                            row_block(ens, chunk.shape[0]))
+            backend.add_trees(chunk, out[start:start + chunk.shape[0]], all_trees, 1.0,
+                              ens.tree_offsets, ens.tree_output, scale, ens.value,
+                              ens.routing, strict, round32,
+                              row_block(ens, chunk.shape[0]))
     if divisor != 1.0:
         out /= divisor
     return out
@@ -69,10 +72,10 @@ def _forest_scale(ens):
 def apply_ensemble(ens, X, *, n_jobs=None):
     rows = X if isinstance(X, RowSource) else RowSource(X, ens)
     out = np.empty((rows.n_rows, ens.n_trees), dtype=np.int32)
+    backend = get_backend()
     with numba_threads(n_jobs):
         for start, chunk in rows.chunks():
             strict, round32 = routing_flags(ens, chunk)
-            apply_chunk(chunk, out[start:start + chunk.shape[0]], ens.tree_offsets,
-                        ens.routing, strict, round32,
-                        row_block(ens, chunk.shape[0]))
+            backend.apply(chunk, out[start:start + chunk.shape[0]], ens.tree_offsets,
+                          ens.routing, strict, round32, row_block(ens, chunk.shape[0]))
     return out

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 from numba import get_num_threads
 
+from ..backends import get_backend
 from ..kernels.permute import (
     all_margins,
     leaf_ranks,
@@ -17,7 +18,7 @@ from ..kernels.permute import (
     sort_rows_by_leaf,
     tree_layout,
 )
-from ..kernels.route import apply_chunk
+from ..kernels.route import ROW_BLOCK
 from ..model.kernel_inputs import ColumnTops, LeafLayout, MarginTerms, RowLeaves
 
 
@@ -83,10 +84,11 @@ class LeafIndex:
         self.L = np.empty((n, T), dtype)
         roots = ens.tree_offsets[:-1]
         block = max(1, 2**22 // T)  # rows routed at a time (16 MB of node indices)
+        backend = get_backend()
         for r0 in range(0, n, block):
             local = np.empty((min(n, r0 + block) - r0, T), np.int32)
-            apply_chunk(X[r0:r0 + block], local, ens.tree_offsets, self.routing,
-                        self.strict, self.round32)
+            backend.apply(X[r0:r0 + block], local, ens.tree_offsets, self.routing,
+                          self.strict, self.round32, ROW_BLOCK)
             leaf_ranks(local, roots, self.first_leaf, self.L[r0:r0 + block])
         self.order = np.empty((T, n), np.int32)
         self.lstart = np.empty(self.leaf_node.shape[0], np.int64)

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backends import get_backend
 from ..inputs.targets import n_target_columns
 from ..inputs.threads import numba_threads
-from ..kernels.forest_stats import forest_leaf_stats, propagate_up
-from ..kernels.staged import N_TERMS, staged_leaf_stats
-from ..kernels.staged_scale import staged_root_residual_sums
+from ..kernels.forest_stats import propagate_up
+from ..kernels.staged import N_TERMS
 from ..model.kernel_inputs import Loss, RowInputs, StagedTrees
 from ..model.losses import LOGISTIC, SMOOTHED, check_target, loss_spec, smoothed_spec
 from ..model.routing import routing_flags
@@ -56,12 +56,13 @@ def forest_leaf_sums(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, posit
                         np.ascontiguousarray(block, dtype=np.int32), pos,
                         np.zeros((0, 1)))
     routing = ens.routing_arrays()
+    backend = get_backend()
     with numba_threads(n_jobs):
         for start, chunk in rows.chunks(split=bar is not None and bar.enabled):
             strict, round32 = routing_flags(ens, chunk)
-            forest_leaf_stats(chunk, start, rows_in, bits, use_inbag, one_hot, stats,
-                              ens.tree_offsets, ens.tree_output, routing, strict, round32,
-                              ens.leaf_slots.slot)
+            backend.forest_leaf_stats(chunk, start, rows_in, bits, use_inbag, one_hot, stats,
+                                      ens.tree_offsets, ens.tree_output, routing, strict,
+                                      round32, ens.leaf_slots.slot)
             if bar is not None:
                 bar.update(chunk.shape[0])
     return stats
@@ -161,6 +162,7 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
         code, params = smoothed_spec(ens.objective, ens.n_outputs, scales)
         loss = Loss(code, params, ens.base_score)
     slot = ens.leaf_slots.slot
+    backend = get_backend()
     # dynamic: the statistic blocks are few, long and equal; a thread slowed by another
     # process leaves its remaining blocks to the other (see numba_threads)
     with numba_threads(n_jobs, dynamic=True):
@@ -168,9 +170,9 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
             stop = start + chunk.shape[0]
             strict, round32 = routing_flags(ens, chunk)
             order, bounds = rows_by_block(block[start:stop], n_blocks)
-            staged_leaf_stats(chunk, start, order, bounds, rows_in, loss, trees, routing,
-                              strict, round32, slot, stats,
-                              margin[start:stop] if keep_margin else margin)
+            backend.staged_leaf_stats(chunk, start, order, bounds, rows_in, loss, trees,
+                                      routing, strict, round32, slot, stats,
+                                      margin[start:stop] if keep_margin else margin)
             if bar is not None:
                 bar.update(chunk.shape[0])
     return stats, (margin if keep_margin else None)
@@ -188,10 +190,11 @@ def smoothed_scales(ens, rows, rows_in, loss, trees, routing, n_jobs=None):
     training rows (``losses.smoothed_spec``)."""
     n_stages = len(trees.stage_start) - 1
     sums = np.zeros((SCALE_PARTS, n_stages, ens.n_outputs))
+    backend = get_backend()
     with numba_threads(n_jobs, dynamic=True):
         for start, chunk in rows.chunks(CHUNK_ROWS, split=True):
             strict, round32 = routing_flags(ens, chunk)
-            staged_root_residual_sums(chunk, start, rows_in, loss, trees, routing, strict,
+            backend.staged_scale_sums(chunk, start, rows_in, loss, trees, routing, strict,
                                       round32, sums)
     w = rows_in.w
     total_w = float(w[0]) * rows.n_rows if w.shape[0] == 1 else float(np.sum(w))

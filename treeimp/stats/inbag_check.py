@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backends import get_backend
 from ..inputs.threads import numba_threads
-from ..kernels.inbag_counts import first_count_mismatch, inbag_leaf_counts
+from ..kernels.inbag_counts import first_count_mismatch
 from ..model.routing import routing_flags
 
 
@@ -31,11 +32,12 @@ def check_training_rows(ens, model, rows, bits, *, n_jobs=None):
     counts = np.zeros(ens.n_nodes, np.int64)
     routing = ens.routing_arrays()
     first = np.empty(ens.n_trees, np.int64)
+    backend = get_backend()
     with numba_threads(n_jobs):
         for start, chunk in rows.chunks():
             strict, round32 = routing_flags(ens, chunk)
-            inbag_leaf_counts(chunk, start, bits, ens.tree_offsets, routing, strict, round32,
-                              counts)
+            backend.inbag_counts(chunk, start, bits, ens.tree_offsets, routing, strict,
+                                 round32, counts)
         first_count_mismatch(ens.postorder, ens.tree_offsets, ens.left, ens.right, counts,
                              expected, first)
     bad = np.flatnonzero(first >= 0)

@@ -1,0 +1,43 @@
+"""The default backend: the numba CPU kernels of ``treeimp/kernels/``, called with the
+arguments the operations receive (``backends.Backend`` describes them)."""
+
+from __future__ import annotations
+
+from ..kernels.forest_stats import forest_leaf_stats
+from ..kernels.inbag_counts import inbag_leaf_counts
+from ..kernels.route import add_trees_chunk, apply_chunk
+from ..kernels.staged import staged_leaf_stats
+from ..kernels.staged_scale import staged_root_residual_sums
+
+
+class NumbaBackend:
+    """Routing and accumulation on the CPU, in parallel over numba's threads (the
+    count the glue sets with ``inputs.threads.numba_threads``)."""
+
+    def add_trees(self, X, out, trees, sign, tree_offsets, tree_output, tree_scale, value,
+                  routing, strict, round32, row_block):
+        add_trees_chunk(X, out, trees, sign, tree_offsets, tree_output, tree_scale, value,
+                        routing, strict, round32, row_block)
+
+    def apply(self, X, out, tree_offsets, routing, strict, round32, row_block):
+        apply_chunk(X, out, tree_offsets, routing, strict, round32, row_block)
+
+    def forest_leaf_stats(self, X, row0, rows_in, inbag_bits, use_inbag, one_hot, stats,
+                          tree_offsets, tree_output, routing, strict, round32, slot):
+        forest_leaf_stats(X, row0, rows_in, inbag_bits, use_inbag, one_hot, stats,
+                          tree_offsets, tree_output, routing, strict, round32, slot)
+
+    def staged_leaf_stats(self, X, row0, order, block_start, rows_in, loss, trees, routing,
+                          strict, round32, slot, stats, margin_out):
+        staged_leaf_stats(X, row0, order, block_start, rows_in, loss, trees, routing, strict,
+                          round32, slot, stats, margin_out)
+
+    def staged_scale_sums(self, X, row0, rows_in, loss, trees, routing, strict, round32,
+                          out):
+        staged_root_residual_sums(X, row0, rows_in, loss, trees, routing, strict, round32,
+                                  out)
+
+    def inbag_counts(self, X, row0, inbag_bits, tree_offsets, routing, strict, round32,
+                     counts):
+        inbag_leaf_counts(X, row0, inbag_bits, tree_offsets, routing, strict, round32,
+                          counts)
