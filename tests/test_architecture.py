@@ -151,7 +151,7 @@ def test_top_level_is_short():
     assert len(top) <= 8, top
 
 
-@pytest.mark.parametrize("layer", ["kernels", "inputs", "model", "parsers", "stats",
+@pytest.mark.parametrize("layer", ["kernels", "backends", "inputs", "model", "parsers", "stats",
                                    "measures", "results", "permutation", "attributions",
                                    "dask", "cli"])
 def test_every_stage_is_a_documented_package(layer):

@@ -175,7 +175,6 @@ class Explainer:
             return self._mdi_only(rows, y, sample_weight, base_margin, methods, names,
                                   n_blocks, grp)
         check_n_blocks(n_blocks, rows.n_rows)
-        y = as_target(y, rows.n_rows, n_target_columns(self.ensemble))
         key = self._key(random_state)
         extra = _extra_methods(methods)
         with self._pool.zeroed(self._stats_shape(n_blocks)) as out:
@@ -388,8 +387,9 @@ class Explainer:
         # the runs of positions seen (a position given twice is refused here, before any
         # work)
         runs = runs_of(range(n) if positions is None else positions)
-        offset = check_base_margin(base_margin, n, ens)
+        # y is checked once, here, for explain and accumulate alike
         y_arr = as_target(y, n, n_target_columns(ens))
+        offset = check_base_margin(base_margin, n, ens)
         # no sample_weight: one weight for every row (the kernels read w[min(row, len - 1)])
         w = np.ones(1) if sample_weight is None else check_sample_weight(sample_weight, n)
         block = row_blocks(range(n) if positions is None else positions, key, n_blocks)
