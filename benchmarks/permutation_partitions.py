@@ -1,7 +1,7 @@
 """How close permutations within dask partitions come to scikit-learn's global ones.
 
 ``treeimp.permutation_importance`` on a dask collection permutes each partition's rows
-on its own (``treeimp/permutation_dask.py``); in memory it shuffles every column over
+on its own (``treeimp/dask/permutation.py``); in memory it shuffles every column over
 all rows, as scikit-learn does. On held-out rows that fit in memory this runs both on the
 same rows, single-threaded on the synchronous scheduler, and reports per model and
 scoring, over the features:

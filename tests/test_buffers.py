@@ -1,4 +1,4 @@
-"""The kept statistics buffer of an Explainer (treeimp/buffers.py): reused zero-filled,
+"""The kept statistics buffer of an Explainer (treeimp/stats/buffers.py): reused zero-filled,
 never shared by two users at once, never aliased by a result, freed with its Explainer."""
 
 import copy

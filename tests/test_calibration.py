@@ -59,7 +59,7 @@ def test_forest_noise_p_values_are_calibrated(oob):
     assert 0.85 <= sd <= 1.15, sd
     # The fraction of the 520 noise p-values below 0.05 is noisy: they come in 40
     # correlated sets. Out of bag it measured 0.039 with one set of row blocks and
-    # 0.017 / 0.021 / 0.031 with three others (position-keyed blocks, treeimp/blocks.py),
+    # 0.017 / 0.021 / 0.031 with three others (position-keyed blocks, treeimp/stats/blocks.py),
     # the z spread staying in its band: below 0.03 is a little conservative (a power
     # matter), above 0.06 would be a false-discovery matter.
     assert (0.015 if oob else 0.03) <= frac <= 0.06, frac

@@ -152,7 +152,7 @@ def test_noise_mean_zero_where_mdi_oob_is_biased(design):
 @pytest.mark.parametrize("kind", ["regression", "multiclass", "multiclass one-hot",
                                   "boosting"])
 def test_fused_kernel_equals_the_numpy_form(kind):
-    """kernels/formulas.py's MDI_OOB_CENTERED sums equal mdi_oob's fused sums minus the
+    """kernels/fused_measures.py's MDI_OOB_CENTERED sums equal mdi_oob's fused sums minus the
     numpy centring term, split by split summed per tree, feature and class."""
     from tests.test_formulas import _forest, _stats
     from treeimp.inputs.rows import RowSource

@@ -1,4 +1,4 @@
-"""The fused formula kernels (treeimp/kernels/formulas.py) against the formulas of
+"""The fused formula kernels (treeimp/kernels/fused_measures.py) against the formulas of
 measures.md written out split by split in Python, on real forests with B > 1 blocks."""
 
 import numpy as np

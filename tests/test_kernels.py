@@ -1,7 +1,7 @@
 """Every optimised (numba) kernel against a straightforward pure-Python/numpy reference.
 
 The reference walks each row down each tree in plain Python, following the routing
-rules documented at the top of ``treeimp/ensemble.py`` (not the routing kernel's code),
+rules documented at the top of ``treeimp/model/ensemble.py`` (not the routing kernel's code),
 and records the whole root-to-leaf path. A node statistic is then the sum over the rows
 whose path passes through the node, accumulated directly (no bottom-up propagation),
 and the staged boosting reference carries every row's margin stage by stage in numpy

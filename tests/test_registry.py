@@ -1,4 +1,4 @@
-"""The registry of measures (treeimp/registry.py): one entry is all a new measure needs to
+"""The registry of measures (treeimp/measures/registry.py): one entry is all a new measure needs to
 flow through explain, Importances, ImportanceSelector, the plots and the command line;
 every entry is accepted for the models it declares and refused for the others, and errors
 name exactly the registry's valid methods."""

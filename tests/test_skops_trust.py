@@ -1,4 +1,4 @@
-"""treeimp's vetted skops types (``treeimp/skops_trust.py``) against the installed skops:
+"""treeimp's vetted skops types (``treeimp/cli/skops_trust.py``) against the installed skops:
 every kind of model treeimp explains, saved with skops, holds no untrusted type outside
 the list and loads with ``trusted=`` the list to the same predictions; a function
 reference outside it stays refused."""

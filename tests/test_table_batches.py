@@ -1,4 +1,4 @@
-"""Tables read in batches (``treeimp/table_batches.py``) and encoded batch by batch
+"""Tables read in batches (``treeimp/cli/table_batches.py``) and encoded batch by batch
 (``cli_inputs.StreamedRows``): the batches put together equal what pandas / pyarrow read
 from the whole file, and memory stays flat in the file's size."""
 

@@ -1,4 +1,4 @@
-"""``python -m treeimp``: the command line of treeimp/cli.py."""
+"""``python -m treeimp``: the command line of treeimp/cli/main.py."""
 
 import sys
 

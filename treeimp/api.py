@@ -64,7 +64,7 @@ def explain(model, X, y=None, *, oob=False, methods=None, sample_weight=None,
         2020), "naive_oob", "pg1", "pg2", "pg3" (Loecher's penalized Gini presets,
         forests), "pg_oob" with ``alpha`` and ``lam``, "shap_oob" (per tree, the mean
         over evaluation rows of the target times the row's TreeSHAP values; see
-        ``treeimp/shap_oob.py``) and "saabas_oob" (the same with Saabas contributions:
+        ``treeimp/attributions/shap_oob.py``) and "saabas_oob" (the same with Saabas contributions:
         equal to "mdi_oob", computed row by row).
     sample_weight : array-like (n_rows,), optional
         Weights of the evaluation rows.
@@ -149,7 +149,7 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
         A dask array or DataFrame (``pip install "treeimp[dask]"``; y, sample_weight
         and base_margin then dask collections partitioned as X, or in-memory arrays):
         each partition permutes its own rows with a seeded generator and returns score
-        sums, added up on the cluster (``treeimp/permutation_dask.py`` explains and
+        sums, added up on the cluster (``treeimp/dask/permutation.py`` explains and
         measures the scheme; roc_auc is refused).
     y : array-like (n_rows,)
     scoring : None or str
@@ -187,7 +187,7 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     tree) pair (5 for trees of up to 256 leaves: 125 MB for 50,000 rows and 500 trees).
     Pass a subset of rows for very large inputs. Models routed by their library's leaf
     indices (CatBoost with target-statistic splits) are re-predicted through the library
-    for every permuted copy of X, as scikit-learn does (``treeimp/permutation_routed.py``).
+    for every permuted copy of X, as scikit-learn does (``treeimp/permutation/routed.py``).
 
     Examples
     --------

@@ -102,7 +102,7 @@ class Explainer:
         ens = parse(self._final, iteration_range=iteration_range, missing=missing)
         registry.check_explainable(ens)
         # vector-leaf boosting: one tree per output, so that each output's gradient
-        # meets its own leaf values (vector_leaves.py)
+        # meets its own leaf values (stats/vector_leaves.py)
         self.ensemble = per_output_trees(ens)
         if feature_names is not None:
             feature_names = [str(f) for f in feature_names]

@@ -1,7 +1,7 @@
 """What ``treeimp explain --scheduler`` adds: a Parquet dataset read lazily with
 ``dask.dataframe.read_parquet``, and the scheduler the explain runs on.
 
-The table checks of the in-memory command line (``treeimp/cli_inputs.py``) are reused:
+The table checks of the in-memory command line (``treeimp/cli/inputs.py``) are reused:
 column names and dtypes are checked on the client from the dataset's schema; category
 encoding and the class-label check run partition by partition on the workers.
 """

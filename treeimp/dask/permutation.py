@@ -367,7 +367,7 @@ def _block_sums(ens, plan, start, Xp, a, b, statistic, shift, sums):
 def _rerouted_sums(ens, plan, start, X, statistic, sums):
     """Fill ``sums`` for a model routed by its library's leaf indices: every permuted
     copy of the partition's rows goes through the library again, as in memory
-    (``permutation_routed.py``), the columns of a DataFrame keeping their dtypes."""
+    (``permutation/routed.py``), the columns of a DataFrame keeping their dtypes."""
     frame = hasattr(X, "iloc")
     X = X if frame else np.asarray(X)
     n, R = X.shape[0], plan.n_repeats

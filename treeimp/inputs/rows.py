@@ -30,7 +30,7 @@ What a value means is the model's business, recorded by its parser in the normal
 * on a hashed feature (``ens.hashed_features``, CatBoost's one-hot features) the raw
   value (string, integer, 'category' label, of any column dtype) is first replaced by
   ``ens.value_hasher`` of it, then looked up in the value table;
-* a model with a leaf router (``ens.leaf_router``, see ``treeimp/leaf_router.py``) is
+* a model with a leaf router (``ens.leaf_router``, see ``treeimp/model/leaf_router.py``) is
   routed on the router's numbers of each chunk of the user's rows, which go to the
   router as they are (only their width and column names are checked here).
 

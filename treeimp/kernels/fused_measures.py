@@ -32,7 +32,8 @@ UFI_REGRESSION = 2   # w-weighted decrease of the held-out MSE (|y - v|^2 summed
 UFI_BOOSTING = 3     # w-weighted decrease of the held-out Newton impurity + in-sample decrease
 MDI_OOB_CENTERED = 4  # (v_l - v_m).(S'_l - c_t N'_l) + (v_r - v_m).(S'_r - c_t N'_r), per c
 
-# plane layouts of accumulated statistics (treeimp/stats.py: REGRESSION, ONE_HOT, BOOSTING)
+# plane layouts of accumulated statistics (stats/node_stats.py: REGRESSION, ONE_HOT,
+# BOOSTING)
 LAYOUT_REGRESSION = 0  # n', Q', S'_1..C
 LAYOUT_ONE_HOT = 1     # S'_1..C (n' is their sum)
 LAYOUT_BOOSTING = 2    # n', S', H', R'

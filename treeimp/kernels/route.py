@@ -1,4 +1,4 @@
-"""Routing: push rows down trees of the normal form (see treeimp/ensemble.py).
+"""Routing: push rows down trees of the normal form (see treeimp/model/ensemble.py).
 
 ``step`` is the single place that knows how a node sends a row left or right;
 ``walk_batch`` moves a batch of rows down one tree with it (``descend``: from any nodes),

@@ -503,7 +503,7 @@ def mdi_oob_centered(ens, st: NodeSums, parts=None):
 
 def _fused_centered(ens, sp, st: NodeSums):
     """mdi_oob_centered's per-class split sums (B, n_trees, n_features, C) in one fused
-    pass (kernels/formulas.py, MDI_OOB_CENTERED): the same numbers as
+    pass (kernels/fused_measures.py, MDI_OOB_CENTERED): the same numbers as
     ``_fused(MDI_OOB, ...) - _centring_parts(...)``, which the tests check."""
     return _run_split_sums(_centered_request(ens, sp, st), sp, st)
 
@@ -571,7 +571,7 @@ def ufi(ens, st: NodeSums, *, classification: bool, parts=None):
 
 def _fused_ufi(ens, st: NodeSums, *, classification: bool):
     """:func:`ufi_parts` by the fused kernel (UFI_BOOSTING, UFI_CLASSIFICATION or
-    UFI_REGRESSION of kernels/formulas.py)."""
+    UFI_REGRESSION of kernels/fused_measures.py)."""
     sp = _splits(ens)
     return _run_split_sums(_ufi_request(ens, sp, st, classification), sp, st)
 
@@ -648,7 +648,7 @@ def _insample_variance_decrease(ens, sp):
 
 def _ufi_boosting_parts(ens, sp):
     """(mu per node, in-sample Delta per split) of the Zhou-Hooker regression form on the
-    Newton pseudo-response -g/h with weights h; kernels/formulas.py (UFI_BOOSTING) adds
+    Newton pseudo-response -g/h with weights h; kernels/fused_measures.py (UFI_BOOSTING) adds
     the held-out part.
 
     mu = unshrunk node estimate v / learning_rate; in-sample
@@ -731,7 +731,7 @@ def pg_oob(ens, st: NodeSums, *, alpha: float, lam: float, classification: bool)
 # l, r) and block b, summed over the splits of each tree on each feature. Node-indexed
 # arrays are read at the split's nodes (x[l] is x_l for every split at once); class or
 # output planes come first, (C, n_splits, B), as in NodeSums.S. The fused kernels of
-# kernels/formulas.py compute the same sums (tests/test_formulas.py).
+# kernels/fused_measures.py compute the same sums (tests/test_formulas.py).
 def mdi_oob_parts(ens, st: NodeSums):
     """mdi_oob per class c: (v_lc - v_mc) S'_lc + (v_rc - v_mc) S'_rc, with node values v
     as they enter the margin (:func:`_margin_value`)."""

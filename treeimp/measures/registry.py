@@ -29,7 +29,7 @@ KINDS = (FOREST, BOOSTING)
 # where a measure's values come from
 MODEL = "model"                  # the model alone (no evaluation rows): mdi
 NODE_STATS = "node_stats"        # held-out node statistics (NodeSums) and the model
-CONTRIBUTIONS = "contributions"  # per-row contributions, block sums kept by shap_oob.py
+CONTRIBUTIONS = "contributions"  # per-row contributions, block sums of attributions/shap_oob
 SOURCES = (MODEL, NODE_STATS, CONTRIBUTIONS)
 
 # how error messages name the models of each kind

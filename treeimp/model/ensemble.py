@@ -101,7 +101,7 @@ class Tree:
 class Objective:
     """The model's objective: a canonical loss name plus the constants that define it.
 
-    Names and parameters are described in ``treeimp/losses.py``; ``link`` maps the raw
+    Names and parameters are described in ``treeimp/model/losses.py``; ``link`` maps the raw
     margin to the prediction scale ("identity", "sigmoid", "softmax", "exp",
     "proba" for forest classifiers whose raw output already is a probability).
     """
@@ -414,7 +414,7 @@ class TreeEnsemble:
         node means) or "median" (values are node medians, impurities absolute
         deviations: the variance-based ufi / penalized Gini are undefined).
 
-        How input is read (see ``treeimp/_input.py``), per feature:
+        How input is read (see ``treeimp/inputs/rows.py``), per feature:
 
         * ``category_as_code`` (bool for every feature, or one per feature): True where a pandas
           'category' column is routed as category codes (its labels mapped to their
@@ -453,7 +453,7 @@ class TreeEnsemble:
 
         ``leaf_router`` (a :class:`treeimp.model.leaf_router.LeafRouter`): rows are routed by
         the library's own leaf indices (splits treeimp cannot evaluate, e.g. CatBoost's
-        target statistics); see ``treeimp/leaf_router.py``.
+        target statistics); see ``treeimp/model/leaf_router.py``.
 
         ``target_classes``: multi-output classifiers, each target's classes (a list of
         arrays; the outputs are their class probabilities side by side); None otherwise.

@@ -35,7 +35,7 @@ StagedTrees = namedtuple("StagedTrees", ["tree_offsets", "tree_output", "tree_sc
 # the loss of a boosted model: its code and parameters (losses.py) and base score
 Loss = namedtuple("Loss", ["code", "params", "base_score"])
 
-# the internal nodes of an ensemble for the formula kernels (kernels/formulas.py), split
+# the internal nodes of an ensemble for the formula kernels (kernels/fused_measures.py), split
 # by split in tree order (TreeEnsemble.splits): each split's node, its children, its
 # output key tree * n_features + feature; each tree's first split and first node
 SplitIndex = namedtuple("SplitIndex", ["node", "left", "right", "key", "tree_splits",
@@ -46,7 +46,7 @@ SplitIndex = namedtuple("SplitIndex", ["node", "left", "right", "key", "tree_spl
 # and output (the measure's in-sample decrease, or mdi_oob_centered's centres)
 SplitTerms = namedtuple("SplitTerms", ["w", "v", "extra"])
 
-# several fused measures evaluated in one pass over the trees (kernels/formulas.py
+# several fused measures evaluated in one pass over the trees (kernels/fused_measures.py
 # leaf_split_sums): each measure's kind, the rows of ``w`` and ``v`` it reads (w: in-sample
 # weight fractions per node, v: node values (n_nodes, C); measures reading the same array
 # share a row), and its slice extra[extra_start[j]:extra_start[j + 1]] of the per-split or

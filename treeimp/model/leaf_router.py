@@ -3,7 +3,7 @@
 Some splits need state that only the library has: CatBoost's target-statistic (CTR)
 splits compare a statistic computed from its hashed counter tables. For such a model the
 parser attaches a :class:`LeafRouter` to the ensemble. The input layer
-(``treeimp/_input.py``) then hands every chunk of the user's rows to ``route``, which
+(``treeimp/inputs/rows.py``) then hands every chunk of the user's rows to ``route``, which
 asks the library for each row's leaf in each of its trees and returns one number per row
 and routing column; the routing kernels walk the normal-form trees on those numbers with
 the router's per-node ``column`` and ``threshold`` instead of the model's own features

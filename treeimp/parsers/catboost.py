@@ -639,7 +639,7 @@ SUPPORTED_OBJECTIVES = ("RMSE", "MAE", "Quantile", "Huber", "Expectile", "LogCos
 
 def objective_from_params(params, n_outputs):
     """Objective of CatBoost's ``loss_function`` (``model_info.params``), its derivatives
-    as CatBoost defines them (treeimp/losses.py, "CatBoost"). An objective without a
+    as CatBoost defines them (treeimp/model/losses.py, "CatBoost"). An objective without a
     treeimp gradient keeps CatBoost's name (prefixed "catboost:"): prediction and
     "mdi" work, held-out methods raise a ValueError naming it."""
     lf = params.get("loss_function")

@@ -142,7 +142,7 @@ SUPPORTED_OBJECTIVES = tuple(sorted((*_OBJECTIVES, *_VERSIONED)))
 # (residual quantiles)
 _ADAPTIVE_LEAVES = ("absolute_error", "quantile", "quantiles")
 # XGBoost 3.4 replaced the refitted sign gradients of absolute error and quantile loss by
-# a smoothed surrogate scaled by all training residuals (treeimp/losses.py)
+# a smoothed surrogate scaled by all training residuals (treeimp/model/losses.py)
 _SMOOTHED_SINCE = (3, 4)
 
 
@@ -553,7 +553,7 @@ def _expectile_margin(base):
 def _versioned_objective(name, obj, version):
     """(Objective, base->margin) of reg:absoluteerror / reg:quantileerror (sign
     gradients and refitted leaves before XGBoost 3.4, a smoothed surrogate since: see
-    treeimp/losses.py; an unknown version counts as new) and reg:expectileerror."""
+    treeimp/model/losses.py; an unknown version counts as new) and reg:expectileerror."""
     v = _version_tuple(version)
     smoothed = v is None or v >= _SMOOTHED_SINCE
     if name == "reg:expectileerror":

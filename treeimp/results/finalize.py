@@ -39,7 +39,7 @@ def assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alpha
     for m in methods:
         entry = registry.get(m)
         if entry.source == registry.CONTRIBUTIONS:
-            # (n_blocks + 1, n_trees, n_features) as the formulas', from shap_oob.py
+            # (n_blocks + 1, n_trees, n_features) as the formulas', from attributions/shap_oob.py
             values = to_groups(extra[m])
         else:
             values = to_groups(entry.formula(ens, stats, classification,

@@ -103,7 +103,7 @@ class Importances:
         (jackknife replicates).
     block_weight : ndarray (n_blocks,) or None
         The evaluation weight (row count without sample weights) of every row block
-        (blocks are drawn per row, so their sizes differ: see ``treeimp/blocks.py``).
+        (blocks are drawn per row, so their sizes differ: see ``treeimp/stats/blocks.py``).
     table_by_class : dict
         Classification forests: method with a per-class form in the registry
         (``treeimp.measures.registry``: "mdi_oob", "mdi_oob_centered", "ufi") ->

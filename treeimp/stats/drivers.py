@@ -34,7 +34,7 @@ def forest_leaf_sums(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, posit
                      one_hot=False, n_jobs=None, bar=None, out=None):
     """Leaf sums (n_leaves, n_blocks, 2 + value_dim) of the forest targets ``Z``
     ((n, value_dim); the class sums alone for one-hot rows of ``Z``: ``one_hot=True``,
-    see kernels/node_stats.py): what :meth:`treeimp.Explainer.accumulate` keeps.
+    see kernels/forest_stats.py): what :meth:`treeimp.Explainer.accumulate` keeps.
 
     ``inbag_bits`` (packed, one row per tree) restricts each tree to its out-of-bag rows;
     ``positions`` (n,) are the rows' global positions that index it (default 0 .. n-1).

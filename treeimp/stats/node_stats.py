@@ -28,7 +28,7 @@ import numpy as np
 # node planes)
 STATE_FORMAT = 3
 
-# target layouts of the statistic terms (kernels/node_stats.py, kernels/staged.py)
+# target layouts of the statistic terms (kernels/forest_stats.py, kernels/staged.py)
 REGRESSION = "regression"  # n', Q', S'_1..C
 ONE_HOT = "one_hot"        # class sums S'_1..C (n' is their sum)
 BOOSTING = "boosting"      # n', S' = sum of -g, H', R'
@@ -56,7 +56,7 @@ class NodeStats:
         self.block_weight = block_weight
         self.settings = dict(settings)
         # per-row measures: method -> (sums (n_blocks, n_trees, n_features), row weight
-        # (n_blocks, n_trees)), see treeimp/shap_oob.py
+        # (n_blocks, n_trees)), see treeimp/attributions/shap_oob.py
         self.extra = dict(extra or {})
         self.names = names
         self.input_groups = input_groups
