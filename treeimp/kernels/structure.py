@@ -3,8 +3,8 @@
 import numpy as np
 from numba import njit, prange
 
-from ..model.ensemble import NAN_AS_ZERO, NAN_CAT_EXACT, NAN_CAT_NEGATIVE_UNLISTED, NAN_ZERO_MISSING
 from . import route
+from .nan_modes import NAN_AS_ZERO, NAN_CAT_EXACT, NAN_CAT_NEGATIVE_UNLISTED, NAN_ZERO_MISSING
 
 
 @njit(cache=True)

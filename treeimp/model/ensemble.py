@@ -32,16 +32,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..kernels.nan_modes import (  # noqa: F401  (re-exported: parsers and tests import them here)
+    NAN_AS_ZERO,
+    NAN_CAT_EXACT,
+    NAN_CAT_NEGATIVE_UNLISTED,
+    NAN_MISSING,
+    NAN_ZERO_MISSING,
+)
 from .kernel_inputs import LeafSlots, Routing
 
 if TYPE_CHECKING:
     from .leaf_router import LeafRouter
 
-NAN_MISSING = 0
-NAN_AS_ZERO = 1
-NAN_ZERO_MISSING = 2
-NAN_CAT_EXACT = 3  # categorical nodes only: a non-integer value is an unlisted code
-NAN_CAT_NEGATIVE_UNLISTED = 4  # categorical nodes only: a negative value is unlisted
 
 MAX_FEATURES = 2**31 - 1  # feature indices are int32
 
