@@ -284,3 +284,15 @@ def test_the_first_problem_in_the_document_is_reported(data):
     a string before the place where the walk stopped is still the one reported."""
     with pytest.raises(ValueError, match="UTF-8"):
         read_ubjson(data)
+
+
+def test_typed_null_arrays_cannot_outgrow_the_document():
+    """Elements of a typed array of Z / T / F take no bytes, so each such array's count
+    fits in the bytes left; many short headers could still ask for a number of values
+    quadratic in the document's size. They may hold one element per byte in all."""
+    header = b"[$Z#I" + struct.pack(">h", 4000)
+    doc = b"[" + header * 1000 + b"]" + b"N" * 4000
+    with pytest.raises(ValueError, match="more than the document's"):
+        read_ubjson(doc)
+    ok = b"[" + header + b"T" * 4000 + b"]"  # one array within the document's size
+    assert read_ubjson(ok) == [[None] * 4000] + [True] * 4000

@@ -46,6 +46,7 @@ ERROR_TYPE_MARKER = 6  # the invalid type marker after '$'
 ERROR_NO_COUNT = 7  # a typed container ('$') without a count ('#')
 ERROR_COUNT_TOO_LARGE = 8  # the count, bytes per element at least, bytes left
 ERROR_TRAILING = 9  # bytes after the document
+ERROR_EMPTY_ELEMENTS = 10  # the elements of no bytes in all so far, the document's bytes
 WHAT_STRING_LENGTH = 0
 WHAT_CONTAINER_COUNT = 1
 
@@ -193,6 +194,9 @@ def _walk(data, max_depth, cap):
     depth = 0
     rows = 0
     complete = 0  # rows whose fields are all set (an error may stop the last one early)
+    # elements that take no bytes (typed arrays of Z, T or F): at most one per byte of
+    # the document in all, else a few bytes of headers could ask for any number of rows
+    empty_elements = 0
     pos = 0
     while True:
         complete = rows
@@ -307,6 +311,11 @@ def _walk(data, max_depth, cap):
                 if length > (n - after) // size:
                     _fail(err, ERROR_COUNT_TOO_LARGE, after, length, size, n - after)
                     break
+                if m == _ARRAY_OPEN and (t == _Z or t == _T or t == _F):
+                    empty_elements += length
+                    if empty_elements > n:
+                        _fail(err, ERROR_EMPTY_ELEMENTS, after, empty_elements, n, 0)
+                        break
                 if m == _ARRAY_OPEN and number_size(t) > 0:  # a typed numeric array
                     elem[r] = t
                     start[r] = after

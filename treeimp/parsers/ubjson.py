@@ -90,6 +90,9 @@ class UbjsonIndex:
         elif code == walk.ERROR_COUNT_TOO_LARGE:
             what = (f"container count {a} needs at least {a * b} bytes but only {c} are "
                     "left")
+        elif code == walk.ERROR_EMPTY_ELEMENTS:
+            what = (f"typed arrays of null / true / false hold {a} elements in all, more "
+                    f"than the document's {b} bytes")
         elif code == walk.ERROR_TRAILING:
             return ValueError(f"UBJSON: {a} unexpected bytes after the document at offset "
                               f"{at}")
