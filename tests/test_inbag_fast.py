@@ -1,4 +1,4 @@
-"""The regenerated bootstrap (``treeimp.parsers.mt19937`` and the numba in-bag path of
+"""The regenerated bootstrap (``treeimp.kernels.mt19937`` and the numba in-bag path of
 ``sklearn_inbag_bits``) equals numpy's ``RandomState`` draws and scikit-learn's own
 ``estimators_samples_``, and falls back to the latter whenever it may not apply."""
 
@@ -9,7 +9,7 @@ import sklearn.ensemble._forest as sk_forest
 from numba import njit
 from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier, RandomForestRegressor
 
-from treeimp.parsers.mt19937 import (
+from treeimp.kernels.mt19937 import (
     N,
     mt19937_block,
     mt19937_seed,

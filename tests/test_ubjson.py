@@ -218,3 +218,81 @@ def test_fuzz_load_damaged_model_files(model_bytes, tmp_path_factory, data):
         else:
             assert ens.n_trees >= 1
     assert time.perf_counter() - start < 5.0
+
+
+def test_typed_containers_of_every_element_type():
+    """Typed containers whose elements carry no marker of their own (the walk reads
+    them with the container's type): containers, chars, constants, high-precision
+    numbers and typed objects of numbers. Expected values from the UBJSON spec."""
+    doc = (b"{" + _key("arrays") + b"[$[#U\x02" + b"$U#U\x02\x01\x02" + b"#U\x01i\xff"
+           + _key("objects") + b"[${#U\x02" + b"#U\x01U\x01aT" + b"$i#U\x01U\x01b\xfe"
+           + _key("chars") + b"[$C#U\x02ab"
+           + _key("nulls") + b"[$Z#U\x03"
+           + _key("true") + b"{$T#U\x02U\x01xU\x01y"
+           + _key("high") + b"[$H#U\x02U\x0212U\x030.5"
+           + _key("doubles") + b"{$D#U\x01U\x01z" + struct.pack(">d", -1.25)
+           + b"}")
+    got = read_ubjson(doc)
+    first, second = got.pop("arrays")
+    np.testing.assert_array_equal(first, np.array([1, 2], np.uint8))
+    assert second == [-1]
+    assert got == {"objects": [{"a": True}, {"b": -2}], "chars": ["a", "b"],
+                   "nulls": [None, None, None], "true": {"x": True, "y": True},
+                   "high": [12, 0.5], "doubles": {"z": -1.25}}
+
+
+def test_truncated_typed_elements_raise():
+    for data in (b"[$S#U\x02U\x01a", b"[$[#U\x02#U\x00", b"{$i#U\x01U\x01a",
+                 b"[$C#U\x02a"):
+        with pytest.raises(ValueError, match="truncated|count"):
+            read_ubjson(data)
+
+
+def test_row_end_is_the_row_after_the_last_descendant():
+    """The walk's row_end, which the XGBoost reader uses to skip the trees, against the
+    parent column: the rows below a value are exactly those whose parent chain reaches
+    it."""
+    from treeimp.kernels.ubjson_index import index_document
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(100, 3))
+    booster = xgb.train({"max_depth": 2}, xgb.DMatrix(X, X[:, 0]), 2)
+    for data in (bytes(booster.save_raw("ubj")), b"[[[i\x01]{U\x01a[]}]Z]"):
+        err, marker, *_, parent, _, _, _, row_end = index_document(
+            np.frombuffer(data, np.uint8), 256)
+        assert err[0] == 0
+        for r in range(marker.size):
+            below = r + 1
+            while below < marker.size:
+                p = parent[below]
+                while p > r:
+                    p = parent[p]
+                if p != r:
+                    break
+                below += 1
+            assert row_end[r] == below
+
+
+@pytest.mark.parametrize("data", [
+    b"{U\x02\xc3\x28X",                  # a bad key, then a bad marker
+    b"[SU\x01\xffX",                     # a bad string, then a bad marker
+    b"[SU\x01\xff[$d#U\x09\x00]",        # a bad string, then a count past the end
+    b"{U\x01aSU\x01\xffU\x01b",          # a bad string, then truncation
+])
+def test_the_first_problem_in_the_document_is_reported(data):
+    """String contents are checked where they are decoded, after the walk; a problem in
+    a string before the place where the walk stopped is still the one reported."""
+    with pytest.raises(ValueError, match="UTF-8"):
+        read_ubjson(data)
+
+
+def test_typed_null_arrays_cannot_outgrow_the_document():
+    """Elements of a typed array of Z / T / F take no bytes, so each such array's count
+    fits in the bytes left; many short headers could still ask for a number of values
+    quadratic in the document's size. They may hold one element per byte in all."""
+    header = b"[$Z#I" + struct.pack(">h", 4000)
+    doc = b"[" + header * 1000 + b"]" + b"N" * 4000
+    with pytest.raises(ValueError, match="more than the document's"):
+        read_ubjson(doc)
+    ok = b"[" + header + b"T" * 4000 + b"]"  # one array within the document's size
+    assert read_ubjson(ok) == [[None] * 4000] + [True] * 4000

@@ -113,3 +113,29 @@ def test_threads_resolve_the_rate_once(trained, monkeypatch):
         got = list(pool.map(lambda e: e.tree_learning_rate, parts * 4))
     assert len(calls) == 1
     np.testing.assert_array_equal(np.concatenate(got[:2]), got[2])
+
+
+@pytest.mark.parametrize("params", [
+    {"objective": "binary:logistic", "eta": 0.15, "lambda": 2.0, "alpha": 0.5},
+    {"objective": "count:poisson", "eta": 0.2, "max_delta_step": 0.01},  # clipped nodes
+])
+def test_recovery_of_concatenated_trees_equals_tree_by_tree(params):
+    """The recovery reads the trees gathered all at once (xgb_flat) as they come; it
+    gives what it gives on the same trees one by one, bitwise."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(400, 5))
+    y = rng.poisson(np.exp(0.5 * X[:, 0])).astype(float) if "poisson" in params[
+        "objective"] else (X[:, 0] + rng.normal(0, 0.5, 400) > 0).astype(float)
+    booster = xgb.train({"max_depth": 3, "nthread": 1, **params}, xgb.DMatrix(X, y), 8)
+    trees = treeimp.parse(booster).tree_learning_rate_source.trees
+    assert isinstance(trees, xgb_shrinkage.ConcatenatedTrees)
+    cut = np.cumsum(trees.sizes)[:-1]
+    one_by_one = list(zip(*(np.split(a, cut) for a in (trees.left, trees.right,
+                                                        trees.steps[:, None], trees.hess))))
+    got = xgb_shrinkage.derive_learning_rate(trees)
+    want = xgb_shrinkage.derive_learning_rate(one_by_one)
+    assert got is not None and want is not None
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[1].keys() == want[1].keys()
+    np.testing.assert_array_equal(list(got[1].values()), list(want[1].values()))
+    np.testing.assert_allclose(got[0], params["eta"], rtol=1e-5)

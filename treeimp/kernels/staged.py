@@ -28,7 +28,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..model.losses import (
+from .gradients import (
     LOGISTIC,
     SQUARED_ERROR,
     grad_hess_row,
@@ -60,7 +60,7 @@ def _put(terms, r, wi, gi, hi):
 def stage_terms(code, params, margin, n, y, w, g, h, terms, e):
     """terms[k, :, r] := (w, -w g, w h, w g^2 / h) of rows r < n at their margins
     (``terms``: (K, N_TERMS, GROUP)); rows of weight 0 get zeros. ``y``: each row's
-    target, or for a regression objective on K targets (``losses.target_columns``) its K
+    target, or for a regression objective on K targets (``gradients.target_columns``) its K
     targets side by side. The common objectives run as tight loops. ``e``: logistic with
     one output: e[r] = exp(-s margin[r]) kept up to date by the caller (``leaf_factor``);
     a value that left [1e-300, 1e300] is recomputed."""
@@ -135,7 +135,7 @@ def start_group(rows, ng, row0, y, w, base_score, row_start, s, use_e, margin, e
 @njit(cache=True, error_model="numpy")
 def _logistic_terms(s, pos_weight, neg_weight, n, y, w, e, t):
     """``stage_terms`` of binary logistic loss (the arithmetic of
-    losses._scalar_grad_hess) into t (N_TERMS, GROUP). A loop of its own over 2-D ``t``:
+    gradients._scalar_grad_hess) into t (N_TERMS, GROUP). A loop of its own over 2-D ``t``:
     it compiles to vector instructions, which the same arithmetic inlined in
     ``stage_terms`` does not."""
     for r in range(n):
@@ -158,7 +158,7 @@ def staged_leaf_stats(X, row0, order, block_start, rows_in, loss, trees, routing
 
     ``order[block_start[b]:block_start[b + 1]]`` are the local rows of statistic block
     b. ``rows_in`` (kernel_inputs.RowInputs): the targets y (row-major, K per row for a
-    regression objective on K targets: ``losses.target_columns``), weights w (one weight for
+    regression objective on K targets: ``gradients.target_columns``), weights w (one weight for
     every row, or one per row) and ``row_start``, indexed by the call's row number
     r = row0 + i: ``row_start`` (n, K) each row's margin before the first tree (base
     score + offset, ``base_margin``), or a (0, K) array: ``loss.base_score`` for every

@@ -14,7 +14,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..model.losses import target_columns
+from .gradients import target_columns
 from .route import walk_batch
 from .staged import BATCH, GROUP, start_group
 
@@ -25,7 +25,7 @@ def staged_root_residual_sums(X, row0, rows_in, loss, trees, routing, strict, ro
     of X, part p of ``out.shape[0]`` equal contiguous parts) at their margins m before
     stage st (``trees.stage_start``). ``rows_in``, ``loss``, ``trees``, ``routing`` as
     in ``staged.staged_leaf_stats``; ``y_k`` is the row's target k for a model on
-    several targets (``losses.target_columns``), else its one target."""
+    several targets (``gradients.target_columns``), else its one target."""
     y, w, row_start = rows_in.target, rows_in.w, rows_in.row_start
     base_score = loss.base_score
     tree_offsets, tree_output, tree_scale = trees.tree_offsets, trees.tree_output, trees.tree_scale

@@ -1,20 +1,26 @@
 """One pass over a UBJSON document that locates every value without decoding it.
 
-:func:`index_values` walks the bytes once and returns a table with one row per value
+This walk is treeimp's one reader of the UBJSON grammar (draft 12, as XGBoost writes
+its ``.ubj`` models): :func:`index_document` returns a table with one row per value
 (containers, strings, numbers, constants): its marker, where its payload starts, its
-element count or length, its parent container and, inside an object, where its key
-is. Strongly typed numeric arrays (``[$<type>#<count>``, most of an XGBoost model) are
-one row each, their payload skipped by its size. The XGBoost parser then gathers the
-per-tree arrays of all trees at once from this table (``parsers/xgb_flat.py``) instead
-of building a Python object per tree.
+element count or length, its parent container, inside an object where its key is, and
+the row after its last descendant. Strongly typed numeric arrays (``[$<type>#<count>``,
+most of an XGBoost model) are one row each, their payload skipped by its size; the
+elements of other typed containers (``[$S#..``, ``{$U#..``, ...) carry no marker of
+their own and are rows with their container's type as marker. ``parsers/ubjson.py``
+builds Python values from the table (``read_ubjson``); the XGBoost parser gathers the
+per-tree arrays of all trees at once from it (``parsers/xgb_flat.py``).
 
-The walk accepts only what it can index exactly: any unknown marker, truncation,
-count that does not fit, typed container that is not a numeric array, nesting deeper
-than ``max_depth`` or trailing bytes stops it with a nonzero status, and the caller
-then reads the document with the strict reader (``parsers/ubjson.py``), which reports
-the problem. A length or count read from the document is compared with the bytes
-left (``length > n - after``), never added to an offset first: ``after + length``
-wraps around in int64 for a length near 2**63 and would pass the check.
+The walk is strict: an unknown marker, truncation, a length or count that is not a
+non-negative integer or does not fit in the bytes left, a typed container without a
+count or with an invalid type, nesting deeper than ``max_depth`` and trailing bytes
+stop it with an error code, the byte offset and the numbers that ``parsers/ubjson.py``
+puts into its message (``ERROR_*`` below). A count is checked against the bytes left
+before anything is allocated, so corrupt input fails quickly. A length or count read
+from the document is compared with the bytes left (``length > n - after``), never added
+to an offset first: ``after + length`` wraps around in int64 for a length near 2**63
+and would pass the check. String contents (UTF-8), char values and high-precision
+numbers are checked where they are decoded.
 """
 
 import numpy as np
@@ -27,6 +33,22 @@ _FLOAT32, _FLOAT64 = 100, 68  # d D
 _STR, _HIGH, _CHAR = 83, 72, 67  # S H C
 _ARRAY_OPEN, _ARRAY_CLOSE, _OBJECT_OPEN, _OBJECT_CLOSE = 91, 93, 123, 125
 _TYPE, _COUNT = 36, 35  # $ #
+
+# error codes of the walk (err[0]); err[1] is the byte offset, err[2:5] as listed
+# (err[5:7]: the key being read)
+ERROR_NONE = 0
+ERROR_TRUNCATED = 1  # bytes needed, bytes left
+ERROR_MARKER = 2  # the unknown or unexpected marker
+ERROR_NOT_INTEGER = 3  # the marker found, WHAT_*: a length or count must be an integer
+ERROR_NEGATIVE = 4  # the value, WHAT_*
+ERROR_TOO_DEEP = 5  # the nesting limit
+ERROR_TYPE_MARKER = 6  # the invalid type marker after '$'
+ERROR_NO_COUNT = 7  # a typed container ('$') without a count ('#')
+ERROR_COUNT_TOO_LARGE = 8  # the count, bytes per element at least, bytes left
+ERROR_TRAILING = 9  # bytes after the document
+ERROR_EMPTY_ELEMENTS = 10  # the elements of no bytes in all so far, the document's bytes
+WHAT_STRING_LENGTH = 0
+WHAT_CONTAINER_COUNT = 1
 
 
 @njit(cache=True, inline="always")
@@ -61,171 +83,268 @@ def _integer(data, pos, m):
 
 
 @njit(cache=True, inline="always")
-def _length(data, pos):
-    """(length, position after it) of an integer-marked length at ``pos``; length -1
-    when it is not one, is truncated or negative."""
+def _fail(err, code, offset, a, b, c):
+    """Record error ``code`` at byte ``offset`` with its numbers in ``err``."""
+    err[0] = code
+    err[1] = offset
+    err[2] = a
+    err[3] = b
+    err[4] = c
+
+
+@njit(cache=True, inline="always")
+def _length(data, pos, what, err):
+    """(length, position after it) of an integer-marked length or count at ``pos``;
+    length -1 (and ``err`` filled, ``what`` naming it) when there is none, it is
+    truncated or negative."""
     n = data.shape[0]
     if pos >= n:
+        _fail(err, ERROR_TRUNCATED, pos, 1, 0, 0)
         return -1, pos
     m = data[pos]
     if m != _INT8 and m != _UINT8 and m != _INT16 and m != _INT32 and m != _INT64:
+        _fail(err, ERROR_NOT_INTEGER, pos, m, what, 0)
         return -1, pos
     size = number_size(m)
     if pos + 1 + size > n:
+        _fail(err, ERROR_TRUNCATED, pos + 1, size, n - pos - 1, 0)
         return -1, pos
     v = _integer(data, pos + 1, m)
     if v < 0:
+        _fail(err, ERROR_NEGATIVE, pos, v, what, 0)
         return -1, pos
     return v, pos + 1 + size
 
 
+@njit(cache=True, inline="always")
+def _skip_noop(data, pos):
+    """The first position from ``pos`` on that is not a no-op marker 'N'."""
+    while pos < data.shape[0] and data[pos] == _N:
+        pos += 1
+    return pos
+
+
+@njit(cache=True, inline="always")
+def _container_type(t):
+    """Whether ``t`` may follow '$' (the type of a typed container's elements)."""
+    return (number_size(t) > 0 or t == _Z or t == _T or t == _F or t == _STR or t == _CHAR
+            or t == _HIGH or t == _ARRAY_OPEN or t == _OBJECT_OPEN)
+
+
 @njit(cache=True)
-def index_values(data, max_depth):
+def index_document(data, max_depth):
     """Table of every value of the UBJSON document ``data`` (uint8 array).
 
-    Returns ``(status, marker, elem, start, count, parent, key_start, key_len, end)``:
-    ``status`` 0 when the whole document was indexed, else the byte offset + 1 where
-    the walk stopped. Per value, in document order (row 0 is the root): ``marker``
-    its marker byte; ``elem`` a typed numeric array's element marker (0 otherwise);
-    ``start`` its payload offset (a string's first byte, a typed array's first
-    element, a number's first byte); ``count`` a string's byte length, a typed
-    array's element count or a container's number of members; ``parent`` the row of
-    its container (-1 for the root); ``key_start``/``key_len`` its key's bytes inside
-    an object (-1 / 0 elsewhere); ``end`` the offset just after the value.
+    Returns ``(err, marker, elem, start, count, parent, key_start, key_len, end,
+    row_end)``: ``err`` (int64, 7) the error code (``ERROR_NONE``: the whole document
+    was indexed), the byte offset it refers to, up to three numbers for its message and
+    the start and length of the key read last (-1, 0: none).
+    Per value, in document order (row 0 is the root): ``marker`` its marker byte (for an
+    element of a typed container: the container's type); ``elem`` a typed numeric
+    array's element marker (0 otherwise); ``start`` its payload offset (a string's
+    first byte, a typed array's first element, a number's first byte, a container's
+    marker); ``count`` a string's byte length, a typed array's element count or a
+    container's number of members; ``parent`` the row of its container (-1 for the
+    root); ``key_start``/``key_len`` its key's bytes inside an object (-1 / 0
+    elsewhere); ``end`` the offset just after the value; ``row_end`` the row after its
+    last descendant (its own row + 1 for anything but a container). After an error the
+    table holds the values before the problem (their ``end`` and ``row_end`` unset
+    where a container is still open), so that the caller can report a problem in their
+    strings first, as it comes first in the document.
     """
     cap = 64 + data.shape[0] // 256
     while True:
         got = _walk(data, max_depth, cap)
-        if got[0] != -1:
+        if got[0][0] != -1:
             return got
         cap *= 4  # more values than the table's rows (at most one per byte)
 
 
 @njit(cache=True)
+def index_values(data, max_depth):
+    """:func:`index_document` without the error details and ``row_end``: ``(status,
+    marker, elem, start, count, parent, key_start, key_len, end)``, ``status`` 0 when
+    the whole document was indexed, else the byte offset of the problem + 1."""
+    err, marker, elem, start, count, parent, key_start, key_len, end, _ = index_document(
+        data, max_depth)
+    status = 0 if err[0] == ERROR_NONE else err[1] + 1
+    return status, marker, elem, start, count, parent, key_start, key_len, end
+
+
+@njit(cache=True)
 def _walk(data, max_depth, cap):
-    """:func:`index_values` into a table of ``cap`` rows; status -1 when the document
-    has more values than that."""
+    """:func:`index_document` into a table of ``cap`` rows; error code -1 when the
+    document has more values than that. The table is allocated uninitialised (every
+    field of a row is set when the row is read; zeroing a large table that the walk
+    fills only in part cost more than the walk)."""
     n = data.shape[0]
-    marker = np.zeros(cap, np.uint8)
-    elem = np.zeros(cap, np.uint8)
-    start = np.zeros(cap, np.int64)
-    count = np.zeros(cap, np.int64)
-    parent = np.zeros(cap, np.int64)
-    key_start = np.zeros(cap, np.int64)
-    key_len = np.zeros(cap, np.int64)
-    end = np.zeros(cap, np.int64)
+    err = np.zeros(7, np.int64)
+    marker = np.empty(cap, np.uint8)
+    elem = np.empty(cap, np.uint8)
+    start = np.empty(cap, np.int64)
+    count = np.empty(cap, np.int64)
+    parent = np.empty(cap, np.int64)
+    key_start = np.empty(cap, np.int64)
+    key_len = np.empty(cap, np.int64)
+    end = np.empty(cap, np.int64)
+    row_end = np.empty(cap, np.int64)
     stack_row = np.zeros(max_depth + 1, np.int64)
     stack_left = np.zeros(max_depth + 1, np.int64)  # members still to read, -1: until close
+    stack_type = np.zeros(max_depth + 1, np.uint8)  # the members' type, 0: each has a marker
     depth = 0
     rows = 0
+    complete = 0  # rows whose fields are all set (an error may stop the last one early)
+    # elements that take no bytes (typed arrays of Z, T or F): at most one per byte of
+    # the document in all, else a few bytes of headers could ask for any number of rows
+    empty_elements = 0
     pos = 0
     while True:
+        complete = rows
         ks = -1
         kl = 0
+        typ = 0
         if depth > 0:
             c = stack_row[depth - 1]
             is_object = marker[c] == _OBJECT_OPEN
-            if stack_left[depth - 1] < 0:
-                while pos < n and data[pos] == _N:
-                    pos += 1
+            typ = stack_type[depth - 1]
+            if stack_left[depth - 1] < 0:  # uncounted (never typed)
+                pos = _skip_noop(data, pos)
                 if pos >= n:
-                    return pos + 1, marker, elem, start, count, parent, key_start, key_len, end
+                    _fail(err, ERROR_TRUNCATED, pos, 1, 0, 0)
+                    break
                 if data[pos] == (_OBJECT_CLOSE if is_object else _ARRAY_CLOSE):
                     pos += 1
                     end[c] = pos
+                    row_end[c] = rows
                     depth -= 1
                     continue
             elif stack_left[depth - 1] == 0:
                 end[c] = pos
+                row_end[c] = rows
                 depth -= 1
                 continue
             else:
                 stack_left[depth - 1] -= 1
             if is_object:
-                kl, after = _length(data, pos)
-                if kl < 0 or kl > n - after:
-                    return pos + 1, marker, elem, start, count, parent, key_start, key_len, end
+                kl, after = _length(data, pos, WHAT_STRING_LENGTH, err)
+                if kl < 0:
+                    break
+                if kl > n - after:
+                    _fail(err, ERROR_TRUNCATED, after, kl, n - after, 0)
+                    break
                 ks = after
                 pos = after + kl
-            while pos < n and data[pos] == _N:
-                pos += 1
+            if typ == 0:
+                pos = _skip_noop(data, pos)
             count[c] += 1
         elif rows > 0:
             break
+        at = pos
+        if typ == 0:
+            if pos >= n:
+                _fail(err, ERROR_TRUNCATED, pos, 1, 0, 0)
+                break
+            m = data[pos]
+            pos += 1
         else:
-            while pos < n and data[pos] == _N:
-                pos += 1
-        if pos >= n:
-            return pos + 1, marker, elem, start, count, parent, key_start, key_len, end
+            m = typ
         if rows == cap:
-            return -1, marker, elem, start, count, parent, key_start, key_len, end
+            err[0] = -1
+            break
         r = rows
         rows += 1
-        m = data[pos]
         marker[r] = m
         elem[r] = 0
         parent[r] = stack_row[depth - 1] if depth > 0 else -1
         key_start[r] = ks
         key_len[r] = kl
         count[r] = 0
-        at = pos
-        pos += 1
+        row_end[r] = rows
         size = number_size(m)
         if size > 0:
             if pos + size > n:
-                return at + 1, marker, elem, start, count, parent, key_start, key_len, end
+                _fail(err, ERROR_TRUNCATED, pos, size, n - pos, 0)
+                break
             start[r] = pos
             pos += size
         elif m == _Z or m == _T or m == _F:
             start[r] = pos
         elif m == _STR or m == _HIGH:
-            length, after = _length(data, pos)
-            if length < 0 or length > n - after:
-                return at + 1, marker, elem, start, count, parent, key_start, key_len, end
+            length, after = _length(data, pos, WHAT_STRING_LENGTH, err)
+            if length < 0:
+                break
+            if length > n - after:
+                _fail(err, ERROR_TRUNCATED, after, length, n - after, 0)
+                break
             start[r] = after
             count[r] = length
             pos = after + length
         elif m == _CHAR:
             if pos + 1 > n:
-                return at + 1, marker, elem, start, count, parent, key_start, key_len, end
+                _fail(err, ERROR_TRUNCATED, pos, 1, 0, 0)
+                break
             start[r] = pos
             pos += 1
         elif m == _ARRAY_OPEN or m == _OBJECT_OPEN:
             if depth >= max_depth:
-                return at + 1, marker, elem, start, count, parent, key_start, key_len, end
+                _fail(err, ERROR_TOO_DEEP, pos, max_depth, 0, 0)
+                break
+            t = 0
             if pos < n and data[pos] == _TYPE:
-                t = data[pos + 1] if pos + 1 < n else 0
-                size = number_size(t)
-                if m != _ARRAY_OPEN or size == 0 or pos + 2 >= n or data[pos + 2] != _COUNT:
-                    return at + 1, marker, elem, start, count, parent, key_start, key_len, end
-                length, after = _length(data, pos + 3)
-                if length < 0 or length > (n - after) // size:
-                    return at + 1, marker, elem, start, count, parent, key_start, key_len, end
-                elem[r] = t
-                start[r] = after
-                count[r] = length
-                pos = after + length * size
-                end[r] = pos
-                continue
-            start[r] = at  # a container: its marker's offset
-            stack_row[depth] = r
-            stack_left[depth] = -1
+                if pos + 1 >= n:
+                    _fail(err, ERROR_TRUNCATED, pos + 1, 1, 0, 0)
+                    break
+                t = data[pos + 1]
+                if not _container_type(t):
+                    _fail(err, ERROR_TYPE_MARKER, pos + 1, t, 0, 0)
+                    break
+                if pos + 2 >= n or data[pos + 2] != _COUNT:
+                    _fail(err, ERROR_NO_COUNT, pos + 2, 0, 0, 0)
+                    break
+                pos += 2
+            left_members = -1
             if pos < n and data[pos] == _COUNT:
-                length, after = _length(data, pos + 1)
-                if length < 0 or length > n - after:
-                    return at + 1, marker, elem, start, count, parent, key_start, key_len, end
-                stack_left[depth] = length
+                length, after = _length(data, pos + 1, WHAT_CONTAINER_COUNT, err)
+                if length < 0:
+                    break
+                size = max(number_size(t), 1)  # every element needs at least one byte
+                if length > (n - after) // size:
+                    _fail(err, ERROR_COUNT_TOO_LARGE, after, length, size, n - after)
+                    break
+                if m == _ARRAY_OPEN and (t == _Z or t == _T or t == _F):
+                    empty_elements += length
+                    if empty_elements > n:
+                        _fail(err, ERROR_EMPTY_ELEMENTS, after, empty_elements, n, 0)
+                        break
+                if m == _ARRAY_OPEN and number_size(t) > 0:  # a typed numeric array
+                    elem[r] = t
+                    start[r] = after
+                    count[r] = length
+                    pos = after + length * size
+                    end[r] = pos
+                    continue
+                left_members = length
                 pos = after
+            start[r] = at
+            stack_row[depth] = r
+            stack_left[depth] = left_members
+            stack_type[depth] = t
             depth += 1
             continue
         else:
-            return at + 1, marker, elem, start, count, parent, key_start, key_len, end
+            _fail(err, ERROR_MARKER, at, m, 0, 0)
+            break
         end[r] = pos
-    while pos < n and data[pos] == _N:
-        pos += 1
-    status = 0 if pos == n else pos + 1
-    return (status, marker[:rows], elem[:rows], start[:rows], count[:rows], parent[:rows],
-            key_start[:rows], key_len[:rows], end[:rows])
+    if err[0] == ERROR_NONE:
+        pos = _skip_noop(data, pos)
+        if pos != n:
+            _fail(err, ERROR_TRAILING, pos, n - pos, 0, 0)
+    else:
+        rows = complete
+        err[5] = ks  # the key of the member being read, if any (-1)
+        err[6] = kl
+    return (err, marker[:rows], elem[:rows], start[:rows], count[:rows], parent[:rows],
+            key_start[:rows], key_len[:rows], end[:rows], row_end[:rows])
 
 
 @njit(cache=True)

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..kernels import route, structure
-from ..kernels.nan_modes import (  # noqa: F401 (the normal form's names for them)
+from ..kernels.nan_modes import (  # noqa: F401 (re-exported: parsers and tests import them here)
     NAN_AS_ZERO,
     NAN_CAT_EXACT,
     NAN_CAT_NEGATIVE_UNLISTED,

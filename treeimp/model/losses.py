@@ -67,7 +67,7 @@ scikit-learn 1.9.1 in ``tests/test_losses.py``):
   training residuals, which the model does not store: the parser names them
   "smoothed_absolute_error" / "smoothed_quantile", which have no ``loss_spec``; the
   staged pass computes that scale over the evaluation rows and builds their vector
-  with :func:`smoothed_spec` (formulas there and in ``_smoothed_grad_hess``, checked on
+  with :func:`smoothed_spec` (formulas there and in ``kernels/gradients.py``, checked on
   3.4.1 in ``tests/test_xgb_smoothed.py``). ``reg:expectileerror`` (XGBoost >= 3.3)
   is "expectile_stack": its outputs are non-crossing expectiles (output k > 1 is a
   softplus increment over output k - 1), and its g, h are the Gauss-Newton ones
@@ -97,7 +97,8 @@ scikit-learn 1.9.1 in ``tests/test_losses.py``):
   ova_logistic; Poisson poisson with max_delta_step 0; Tweedie tweedie.
 
 Cost: one ``exp`` per row and round for every scalar objective except tweedie (two),
-and one per output for softmax / ova. :func:`grad_hess_row` fills every output of a row
+and one per output for softmax / ova. The numba gradients live in
+``treeimp/kernels/gradients.py``: its ``grad_hess_row`` fills every output of a row
 at once; a kernel calls it once per row at the start of every boosting round (all trees
 of the round share those gradients) and reads the column each tree feeds.
 """
@@ -107,36 +108,34 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from ..inputs.targets import LEVELS, class_indices
+from ..kernels.gradients import (  # noqa: F401  (re-exported: the codes, grad_hess)
+    ABSOLUTE_ERROR,
+    CROSS_ENTROPY,
+    EXPECTILE,
+    EXPECTILE_GAP,
+    EXPECTILE_STACK,
+    EXPONENTIAL,
+    GAMMA,
+    HUBER,
+    LOG_COSH,
+    LOGISTIC,
+    OVA_LOGISTIC,
+    POISSON,
+    PSEUDO_HUBER,
+    QUANTILE,
+    QUANTILES,
+    SMOOTHED_ABSOLUTE_ERROR,
+    SMOOTHED_QUANTILE,
+    SOFTMAX,
+    SQUARED_ERROR,
+    TWEEDIE,
+    grad_hess,
+    grad_hess_rows,
+)
 
-SQUARED_ERROR = 0
-ABSOLUTE_ERROR = 1
-PSEUDO_HUBER = 2
-HUBER = 3
-QUANTILE = 4
-LOGISTIC = 5
-CROSS_ENTROPY = 6
-SOFTMAX = 7
-OVA_LOGISTIC = 8
-POISSON = 9
-GAMMA = 10
-TWEEDIE = 11
-EXPONENTIAL = 12
-EXPECTILE = 13
-LOG_COSH = 14
-QUANTILES = 15
-EXPECTILE_STACK = 16
-# XGBoost >= 3.4's reg:absoluteerror / reg:quantileerror (kernels/staged_scale.py)
-SMOOTHED_ABSOLUTE_ERROR = 17
-SMOOTHED_QUANTILE = 18
 SMOOTHED = ("smoothed_absolute_error", "smoothed_quantile")
-# XGBoost's float32 constants of the smoothed quantile (kSmoothingScale, kMinSurrogateRatio)
-SMOOTHING_SCALE = float(np.float32(0.04))
-MIN_SURROGATE_RATIO = float(np.float32(3.0e-4))
-# XGBoost's gap between consecutive non-crossing expectiles (kRtEps)
-EXPECTILE_GAP = 1e-6
 MAX_ALPHAS = 4096  # quantile / expectile levels of one model
 
 _REQUIRED = object()
@@ -367,256 +366,6 @@ def smoothed_spec(objective, n_outputs, scales):
     return code, vec
 
 
-@njit(cache=True, inline="always")
-def is_smoothed(code):
-    """Whether the objective's gradients read a scale per round (``smoothed_spec``)."""
-    return code == SMOOTHED_ABSOLUTE_ERROR or code == SMOOTHED_QUANTILE
-
-
-@njit(cache=True)
-def set_stage_params(code, params, source, stage):
-    """Smoothed objectives: params' current scales := round ``stage``'s from ``source``
-    (the ``smoothed_spec`` vector); other objectives: nothing."""
-    if not is_smoothed(code):
-        return
-    K = int(source[0])
-    first = 1 + 2 * K + stage * K
-    for k in range(K):
-        params[1 + K + k] = source[first + k]
-
-
-@njit(cache=True, inline="always")
-def _smoothed_grad_hess(code, alpha, scale, m, y):
-    """(g, h) of XGBoost >= 3.4's surrogate at margin m, target y, round scale S (its
-    arithmetic, in float64): absolute error g = r S / hypot(S, r), h = S / hypot(S, r)
-    (1 when both are 0); quantile, x = r / (c S): g = S (tanh x + 1 - 2 alpha) / 2,
-    h = max(tanh(x) / x, eps) / (2 c) (tanh(x) / x = 1 at x = 0), both 0 when S <= 0."""
-    r = m - y
-    if code == SMOOTHED_ABSOLUTE_ERROR:
-        norm = math.hypot(scale, r)
-        c = scale / norm if norm > 0.0 else 1.0
-        return r * c, c
-    if not scale > 0.0:
-        return 0.0, 0.0
-    x = r / (SMOOTHING_SCALE * scale)
-    t = math.tanh(x)
-    ratio = 1.0 if x == 0.0 else t / x
-    ratio = max(ratio, MIN_SURROGATE_RATIO)
-    return 0.5 * scale * (t + 1.0 - 2.0 * alpha), 0.5 / SMOOTHING_SCALE * ratio
-
-
-# --------------------------------------------------------------------------- numba
-@njit(cache=True)
-def _scalar_grad_hess(code, params, m, y):
-    """(g, h) of a single-output objective at margin m, target y."""
-    if code == SQUARED_ERROR:
-        return m - y, 1.0
-    if code == ABSOLUTE_ERROR:
-        d = m - y
-        if d > 0.0:
-            return 1.0, 1.0
-        if d < 0.0:
-            return -1.0, 1.0
-        return params[0], 1.0
-    if code == PSEUDO_HUBER:
-        d = m - y
-        c = 1.0 + (d / params[0]) ** 2
-        sc = math.sqrt(c)
-        return d / sc, 1.0 / (c * sc)
-    if code == HUBER:
-        d = m - y
-        delta = params[0]
-        if d > delta:
-            return delta, params[1]
-        if d < -delta:
-            return -delta, params[1]
-        return d, 1.0
-    if code == QUANTILE:
-        d = m - y
-        if d > params[2]:
-            return 1.0 - params[0], 1.0
-        if d < -params[2]:
-            return -params[0], 1.0
-        return params[1], 1.0
-    if code == LOGISTIC:
-        s = params[0]
-        p = 1.0 / (1.0 + math.exp(-s * m))
-        c = params[1] if y == 1.0 else (params[2] if y == 0.0 else 1.0)
-        return c * s * (p - y), c * s * s * p * (1.0 - p)
-    if code == CROSS_ENTROPY:
-        p = 1.0 / (1.0 + math.exp(-m))
-        return p - y, p * (1.0 - p)
-    if code == POISSON:
-        e = math.exp(m)
-        return e - y, e * params[1]
-    if code == GAMMA:
-        q = y * math.exp(-m)
-        return 1.0 - q, q
-    if code == TWEEDIE:
-        rho = params[0]
-        e1 = math.exp((1.0 - rho) * m)
-        e2 = math.exp((2.0 - rho) * m)
-        return -y * e1 + e2, -y * (1.0 - rho) * e1 + (2.0 - rho) * e2
-    if code == EXPONENTIAL:
-        e = math.exp(m)
-        return -y / e + (1.0 - y) * e, y / e + (1.0 - y) * e
-    if code == EXPECTILE:
-        d = m - y
-        a = params[0] if d < 0.0 else 1.0 - params[0]
-        return 2.0 * a * d, 2.0 * a
-    if code == LOG_COSH:
-        t = math.tanh(m - y)
-        return t, 1.0 - t * t
-    return math.nan, math.nan
-
-
-@njit(cache=True, inline="always")
-def grad_hess_row(code, params, margin, r, y, g, h):
-    """Fill ``g[r, k]``, ``h[r, k]`` for every output k of row ``r``.
-
-    ``margin`` (rows, K) holds the running margins of all outputs (2-D arrays and a row
-    index, because a row view per call costs ten times the arithmetic); ``y`` is the
-    row's target as :func:`check_target` returns it (a class index for softmax /
-    ova_logistic). Call it
-    once per row at the start of every boosting round: softmax normalises over all K
-    outputs here, once. Scalar objectives apply the same y to every output (K is 1 for
-    them; see ``loss_spec(..., n_outputs)``). Unknown codes give NaN.
-    """
-    K = margin.shape[1]
-    if code == SOFTMAX:
-        mx = margin[r, 0]
-        for k in range(1, K):
-            if margin[r, k] > mx:
-                mx = margin[r, k]
-        tot = 0.0
-        for k in range(K):
-            e = math.exp(margin[r, k] - mx)
-            g[r, k] = e
-            tot += e
-        f = params[1]
-        for k in range(K):
-            p = g[r, k] / tot
-            g[r, k] = p - 1.0 if y == k else p
-            h[r, k] = f * p * (1.0 - p)
-    elif code == OVA_LOGISTIC:
-        s = params[0]
-        for k in range(K):
-            p = 1.0 / (1.0 + math.exp(-s * margin[r, k]))
-            if y == k:
-                c = params[2]
-                g[r, k] = c * s * (p - 1.0)
-            else:
-                c = params[3]
-                g[r, k] = c * s * p
-            h[r, k] = c * s * s * p * (1.0 - p)
-    elif code == QUANTILES:
-        for k in range(K):
-            a = params[1 + k]
-            g[r, k] = 1.0 - a if margin[r, k] - y >= 0.0 else -a
-            h[r, k] = 1.0
-    elif code == EXPECTILE_STACK:
-        _expectile_stack_row(params, margin, r, y, g, h)
-    elif is_smoothed(code):
-        for k in range(K):
-            g[r, k], h[r, k] = _smoothed_grad_hess(code, params[1 + k], params[1 + K + k],
-                                                   margin[r, k], y)
-    else:
-        for k in range(K):
-            g[r, k], h[r, k] = _scalar_grad_hess(code, params, margin[r, k], y)
-
-
-@njit(cache=True, inline="always")
-def _softplus1(x):
-    """log(1 + e^x) without overflow."""
-    return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
-
-
-@njit(cache=True)
-def _expectile_stack_row(params, margin, r, y, g, h):
-    """g, h of every output of XGBoost's non-crossing expectiles (module docstring):
-    g[r, k], h[r, k] first hold a_k d_k and a_k, then their suffix sums, then the chain
-    factors."""
-    K = margin.shape[1]
-    q = margin[r, 0]
-    for k in range(K):
-        if k > 0:
-            q += EXPECTILE_GAP + _softplus1(margin[r, k])
-        d = q - y
-        a = 1.0 - params[1 + k] if d >= 0.0 else params[1 + k]
-        g[r, k] = a * d
-        h[r, k] = a
-    for k in range(K - 2, -1, -1):
-        g[r, k] += g[r, k + 1]
-        h[r, k] += h[r, k + 1]
-    for k in range(1, K):
-        s = 1.0 / (1.0 + math.exp(-margin[r, k]))
-        g[r, k] *= s
-        h[r, k] *= s * s
-
-
-@njit(cache=True, inline="always")
-def target_columns(code, K):
-    """Targets per row that the kernels read for a model of K outputs: 1 for softmax /
-    ova_logistic (the class index), for quantile / expectile levels of one target and
-    for one output, else K (a regression objective on K targets, output k against
-    target k)."""
-    if (code == SOFTMAX or code == OVA_LOGISTIC or code == QUANTILES or code == EXPECTILE_STACK
-            or code == SMOOTHED_QUANTILE):
-        return 1
-    return K
-
-
-@njit(cache=True, inline="always")
-def grad_hess_targets(code, params, margin, r, y, g, h):
-    """Fill ``g[r, k]``, ``h[r, k]`` of a regression objective on K targets: output k of
-    row r at ``margin[r, k]`` against target ``y[r * K + k]`` (``y`` the rows' targets
-    side by side, row-major)."""
-    K = margin.shape[1]
-    if is_smoothed(code):
-        for k in range(K):
-            g[r, k], h[r, k] = _smoothed_grad_hess(code, params[1 + k], params[1 + K + k],
-                                                   margin[r, k], y[r * K + k])
-        return
-    for k in range(K):
-        g[r, k], h[r, k] = _scalar_grad_hess(code, params, margin[r, k], y[r * K + k])
-
-
-@njit(cache=True)
-def grad_hess(code, params, margin, col, y):
-    """(g, h) of output ``col`` only; softmax still normalises over all of ``margin``.
-
-    Prefer :func:`grad_hess_row` when several outputs of a row are needed.
-    """
-    if code == SOFTMAX:
-        mx = margin[0]
-        for k in range(1, margin.shape[0]):
-            if margin[k] > mx:
-                mx = margin[k]
-        tot = 0.0
-        for k in range(margin.shape[0]):
-            tot += math.exp(margin[k] - mx)
-        p = math.exp(margin[col] - mx) / tot
-        return (p - 1.0 if y == col else p), params[1] * p * (1.0 - p)
-    if code == OVA_LOGISTIC:
-        s = params[0]
-        p = 1.0 / (1.0 + math.exp(-s * margin[col]))
-        c = params[2] if y == col else params[3]
-        return c * s * (p - (1.0 if y == col else 0.0)), c * s * s * p * (1.0 - p)
-    if code == QUANTILES or code == EXPECTILE_STACK:
-        m = margin.reshape(1, margin.shape[0])
-        g = np.empty_like(m)
-        h = np.empty_like(m)
-        grad_hess_row(code, params, m, 0, y, g, h)
-        return g[0, col], h[0, col]
-    return _scalar_grad_hess(code, params, margin[col], y)
-
-
-@njit(cache=True)
-def _grad_hess_rows(code, params, margin, y, g, h):
-    for i in range(margin.shape[0]):
-        grad_hess_row(code, params, margin, i, y[i], g, h)
-
-
 def _as_margin(margin):
     m = np.asarray(margin, dtype=np.float64)
     if m.ndim == 1:
@@ -655,7 +404,7 @@ def grad_hess_array(objective, margin, y, col=None):
         raise ValueError(f"margin has {m.shape[0]} rows but y has {yv.shape[0]}")
     g = np.empty_like(m)
     h = np.empty_like(m)
-    _grad_hess_rows(code, params, m, yv, g, h)
+    grad_hess_rows(code, params, m, yv, g, h)
     if col is None:
         return g, h
     return g[:, col].copy(), h[:, col].copy()

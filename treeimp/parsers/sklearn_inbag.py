@@ -3,8 +3,8 @@
 The public ``estimators_samples_`` rebuilds every tree's bootstrap with one
 ``RandomState(seed).randint`` call and an int32 copy per tree, which costs a noticeable
 share of ``explain(..., oob=True)``. For the common unweighted bootstrap the same draws are
-regenerated here in numba (``mt19937``), in parallel over trees, straight into the bit
-matrix; every call checks that shortcut against scikit-learn's own generator on the first
+regenerated in numba (``kernels/inbag_bits.py``), in parallel over trees, straight into
+the bit matrix; every call checks that shortcut against scikit-learn's own generator on the first
 tree and otherwise falls back to ``estimators_samples_``.
 """
 
@@ -13,10 +13,9 @@ from __future__ import annotations
 from numbers import Integral
 
 import numpy as np
-from numba import njit, prange
 
+from ..kernels.inbag_bits import bootstrap_bits, set_bits
 from . import sklearn_private as private
-from .mt19937 import N, mt19937_block, mt19937_seed, range_mask
 
 
 def sklearn_inbag_bits(model, n_rows):
@@ -89,18 +88,6 @@ def _bits_from_samples(model, n_rows):
     return bits
 
 
-@njit(cache=True)
-def set_bits(idx, n_rows, out):
-    """Set bit idx[i] of ``out`` (little bit order) for every i; returns the first i with
-    idx[i] outside [0, n_rows) (nothing set from there on), or -1."""
-    for i in range(idx.shape[0]):
-        r = idx[i]
-        if r < 0 or r >= n_rows:
-            return i
-        out[r >> 3] |= np.uint8(1 << (r & 7))
-    return -1
-
-
 def _is_int(v, lo, hi):
     """Whether ``v`` is an integer (not a bool) in [lo, hi]."""
     return isinstance(v, Integral) and not isinstance(v, bool) and lo <= v <= hi
@@ -142,40 +129,6 @@ def _regenerated_bits(model, n_rows):
         private.regenerated_rows_differ()
         return None
     return bits
-
-
-@njit(cache=True, parallel=True)
-def bootstrap_bits(seeds, n_rows, n_draws, bits):
-    """Set in ``bits[t]`` (little bit order) the rows that
-    ``RandomState(seeds[t]).randint(0, n_rows, n_draws)`` draws, for every tree ``t`` in
-    parallel (each tree owns its row of ``bits``). Needs 1 <= n_rows <= 2**31 - 1.
-
-    numpy's masked rejection (keep a masked 32-bit output if it is <= n_rows - 1) runs
-    over whole blocks of ``N``
-    outputs and branch-free: a rejected output sets no bit and counts no draw.
-    """
-    rng = np.uint64(n_rows - 1)
-    mask = range_mask(rng)
-    top = np.uint32(rng)
-    for t in prange(seeds.shape[0]):
-        row = bits[t]
-        if n_rows == 1:  # numpy draws nothing for a single-value range
-            row[0] = 1
-            continue
-        key = np.empty(N, np.uint32)
-        block = np.empty(N, np.uint32)
-        mt19937_seed(key, seeds[t])
-        drawn = 0
-        while drawn < n_draws:
-            mt19937_block(key, block, mask)
-            for j in range(N):
-                v = block[j]
-                ok = np.int64(v <= top)
-                r = np.int64(min(v, top))
-                row[r >> 3] |= np.uint8(ok << (r & 7))
-                drawn += ok
-                if drawn == n_draws:
-                    break
 
 
 def node_sample_counts(model, tree_offsets):

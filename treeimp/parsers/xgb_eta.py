@@ -89,7 +89,7 @@ class XGBoostEta:
             if (self.regularization is not None
                     and constant_rate_fits(self.trees, eta, *self.regularization)):
                 return np.full(self.n_trees, eta)
-        derived = derived_eta(self.trees)
+        derived = derive_learning_rate(self.trees)
         if configured is None:
             if derived is None:
                 warnings.warn("the learning rate of this XGBoost model file cannot be "
@@ -124,15 +124,6 @@ def shrinkage_input(raw, adaptive_leaves):
                                  newton_steps(vars(raw), adaptive_leaves)[:, 0], raw.hess)
     return [(r["left"], r["right"], newton_steps(r, adaptive_leaves), r["hess"])
             for r in raw]
-
-
-def derived_eta(trees):
-    """``xgb_shrinkage.derive_learning_rate`` of :func:`shrinkage_input`'s result."""
-    if isinstance(trees, ConcatenatedTrees):  # the derivation also looks at trees one by one
-        cut = np.cumsum(trees.sizes)[:-1]
-        trees = list(zip(*(np.split(a, cut) for a in (trees.left, trees.right,
-                                                       trees.steps[:, None], trees.hess))))
-    return derive_learning_rate(trees)
 
 
 def newton_steps(r, adaptive_leaves):

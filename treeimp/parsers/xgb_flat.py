@@ -1,16 +1,16 @@
 """XGBoost's trees gathered from the model's UBJSON bytes, all trees at once.
 
 The per-tree reader (``xgb._read_tree``) decodes the whole document into Python
-objects and then handles each tree on its own. Here
-``kernels.ubjson_index.index_values`` locates every value of the document in one
-pass, each per-node field of all trees is copied into one concatenated array
-(``gather_numbers``), and the rest of the document (learner, objective, ...; small)
-is decoded by the strict reader with the trees skipped. The arrays are the same as
-the per-tree reader's, concatenated (``tests/test_xgb_flat.py`` compares them).
+objects and then handles each tree on its own. Here the value table of the UBJSON
+reader (``ubjson.index_ubjson``: every value of the document located in one pass) is
+used directly: each per-node field of all trees is copied into one concatenated array
+(``gather_numbers``), and only the rest of the document (learner, objective, ...;
+small) is decoded (``ubjson.decode``), with the trees skipped. The arrays are the same
+as the per-tree reader's, concatenated (``tests/test_xgb_flat.py`` compares them).
 
 :func:`read_model` returns None whenever the document is not the plain layout this
 reader gathers exactly, and the caller then takes the per-tree path, which handles
-(or reports) everything: a document the index cannot walk, trees with missing,
+(or reports) everything: a document the reader refuses, trees with missing,
 repeated or untyped fields, fields whose length is not the tree's node count,
 vector-leaf trees (``size_leaf_vector`` > 1), ``default_left`` or ``split_type``
 values other than 0 and 1, and trees that keep nodes deleted by pruning (unreachable
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernels.structure import children_partitions
-from ..kernels.ubjson_index import gather_numbers, index_values, integers_at, key_ids, member_rows
-from .ubjson import MAX_DEPTH, read_ubjson
+from ..kernels.ubjson_index import gather_numbers, integers_at, key_ids, member_rows
+from .ubjson import decode, index_ubjson
 
 # number marker -> big-endian dtype
 _DTYPES = {ord(m): np.dtype(dt) for m, dt in (("i", ">i1"), ("U", ">u1"), ("I", ">i2"),
@@ -83,12 +83,12 @@ def read_model(data: bytes):
     """``(document, FlatTrees)`` of an XGBoost UBJSON model (the document's ``trees``
     list is :data:`ubjson.SKIPPED`), or None when the per-tree path must read it (see
     the module docstring). ``data``: bytes or a bytearray (read in place)."""
-    buf = np.frombuffer(data, np.uint8)
-    status, marker, elem, start, count, parent, key_start, key_len, end = index_values(
-        buf, MAX_DEPTH)
-    if status != 0 or marker.size == 0 or marker[0] != _OBJECT:
+    index = index_ubjson(data)
+    if not index.ok or index.marker[0] != _OBJECT:
         return None
-    table = _Table(buf, marker, elem, start, count, parent, key_start, key_len)
+    marker, elem = index.marker, index.elem
+    table = _Table(index.buf, marker, elem, index.start, index.count, index.parent,
+                   index.key_start, index.key_len)
     model_row = table.find_model()
     if model_row is None:
         return None
@@ -101,14 +101,14 @@ def read_model(data: bytes):
     flat = _gather_trees(table, trees_row)
     if flat is None:
         return None
-    skip = {int(start[trees_row]): int(end[trees_row])}
+    skip = [trees_row]
     lists = {}
     for name, r in zip(_MODEL_LISTS, found[0, 1:].tolist()):
         values = table.integer_list(r)
         if values is not None:
-            skip[int(start[r])] = int(end[r])
+            skip.append(r)
             lists[name] = values
-    doc = read_ubjson(data, skip=skip)
+    doc = decode(index, skip)
     model = doc["learner"]["gradient_booster"]
     model = model["model"] if "model" in model else model["gbtree"]["model"]
     model.update(lists)

@@ -261,10 +261,10 @@ def derive_learning_rate(trees):
 
     Parameters
     ----------
-    trees : list of (left, right, steps, sum_hessian)
+    trees : ConcatenatedTrees or list of (left, right, steps, sum_hessian)
         Per tree: child arrays (-1 at leaves), node weights (n_nodes, k) -- internal
         nodes their unshrunk ``base_weights``, leaves their shrunk Newton step -- and
-        the hessian sums (n_nodes,).
+        the hessian sums (n_nodes,); trees of one output each may come concatenated.
 
     Returns
     -------
@@ -274,9 +274,9 @@ def derive_learning_rate(trees):
         module docstring does not hold on enough nodes to identify eta.
     """
     R = _rows(trees)
+    n_trees = len(trees.sizes) if isinstance(trees, ConcatenatedTrees) else len(trees)
     if R.shape[0] < _MIN_ROWS:
-        return _clip_ratio(trees)
-    n_trees = len(trees)
+        return _clip_ratio(trees, n_trees)
     fit = _robust_fit(R, fit_alpha=False)
     if fit is None or not np.all(fit[1]):
         with_alpha = _robust_fit(R, fit_alpha=True)
@@ -290,7 +290,7 @@ def derive_learning_rate(trees):
             return eta, {"lambda": lam, "alpha": 0.0, "n_nodes_used": int(fits.sum()),
                          "n_nodes_rejected": int((~fits).sum()), "schedule": True}
     if fit is None:
-        return _clip_ratio(trees)
+        return _clip_ratio(trees, n_trees)
     (_, lam, alpha), fits = fit
     C, D, B, A, S, _ = (R[:, i] for i in range(6))
     node_eta = (A + lam * B) / (C + lam * D + alpha * S)
@@ -384,13 +384,15 @@ def _schedule_fit(R, n_trees):
     return eta, lam, fits
 
 
-def _clip_ratio(trees):
+def _clip_ratio(trees, n_trees):
     """eta = (largest |leaf value|) / (largest |internal weight|) when both are clipped.
 
     With ``max_delta_step`` every clipped weight is exactly +-max_delta_step: internal
     nodes store it unshrunk, leaves as eta * max_delta_step. When most nodes are clipped
     the identity has too few rows left, but the repeated extreme values give eta.
     """
+    if isinstance(trees, ConcatenatedTrees):
+        trees = [(trees.left, None, trees.steps, None)]  # all nodes as one
     internal, leaves = [], []
     for left, _, steps, _ in trees:
         left = np.asarray(left)
@@ -409,4 +411,4 @@ def _clip_ratio(trees):
     eta = float(top_leaf) / float(top_int)
     info = {"lambda": np.nan, "alpha": np.nan, "n_nodes_used": 0, "n_nodes_rejected": 0,
             "schedule": False, "clipped_at": float(top_int)}
-    return np.full(len(trees), eta), info
+    return np.full(n_trees, eta), info

@@ -5,7 +5,7 @@ regenerating those draws here, in parallel over trees and without index arrays, 
 faster than asking scikit-learn for them (``estimators_samples_``). Only the pieces that
 draw needs are here: integer seeding, the twist, the tempered 32-bit outputs a block of
 ``N`` at a time, and the mask of numpy's masked-rejection ``randint``
-(``sklearn_inbag.bootstrap_bits`` applies the rejection). Each reproduces numpy's
+(``inbag_bits.bootstrap_bits`` applies the rejection). Each reproduces numpy's
 legacy stream exactly; the tests compose them into numpy's one-draw-at-a-time
 ``randint`` and compare values and generator state.
 
