@@ -95,7 +95,6 @@ class Explainer:
 
     def __init__(self, model, *, iteration_range=None, missing=None, feature_names=None,
                  n_jobs=None):
-
         resolve_n_jobs(n_jobs)  # a bad n_jobs fails here, not at the first call
         self.model = model
         self._final = _last_step(model)
@@ -381,7 +380,6 @@ class Explainer:
 
     def _accumulate(self, rows, y, names, input_groups, *, positions, oob, sample_weight,
                     base_margin, n_blocks, key, extra, progress, out, private=False):
-
         ens = self.ensemble
         n = rows.n_rows
         # the runs of positions seen (a position given twice is refused here, before any
@@ -532,7 +530,6 @@ class Explainer:
 
     def _explain_stream(self, chunks, y, *, oob, methods, sample_weight, base_margin, groups,
                         n_blocks, random_state, alpha, lam, progress):
-
         for name, value in (("y", y), ("sample_weight", sample_weight),
                             ("base_margin", base_margin)):
             if value is not None:

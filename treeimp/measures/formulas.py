@@ -262,7 +262,6 @@ class _Splits:
     """Index arrays of the internal nodes of an ensemble (computed once per call)."""
 
     def __init__(self, ens):
-
         (self.m, self.l, self.r, self.tree, self.root, self.key,
          self.tree_splits) = split_arrays(ens.tree_offsets, ens.left, ens.right, ens.feature,
                                           ens.n_features)

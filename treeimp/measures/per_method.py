@@ -18,7 +18,6 @@ def class_parts(method, ens, st: NodeSums):
 
 
 def _per_class_form(method):
-
     form = registry.get(method).per_class
     if form is None:
         have = [m.name for m in registry.all_measures() if m.per_class is not None]

@@ -45,7 +45,6 @@ def _class_columns(pred):
 
 
 def regression_prediction(ens, margin):
-
     pred = np.asarray(link(ens.objective, margin), dtype=np.float64).reshape(len(margin), -1)
     # a multi-output regression forest, or a boosting model on several regression targets,
     # predicts its target vector (scikit-learn's metrics then average over targets);

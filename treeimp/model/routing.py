@@ -8,6 +8,7 @@ from ..backends import get_backend
 from ..inputs.rows import RowSource
 from ..inputs.threads import numba_threads
 from ..kernels.route import BATCH, ROW_BLOCK
+from .offsets import check_base_margin
 
 # trees with more nodes than this (deep forests) are routed in large row blocks
 LARGE_TREE_NODES = 1024
@@ -39,7 +40,6 @@ def predict_ensemble(ens, X, *, n_jobs=None, base_margin=None):
     """Raw margin. An averaged forest sums its trees in order and divides once, as
     scikit-learn does, so equal predictions are bitwise equal (ties stay ties).
     ``base_margin``: per-row offsets (``offsets.py``, ``TreeEnsemble.start_margin``)."""
-    from .offsets import check_base_margin
 
     rows = X if isinstance(X, RowSource) else RowSource(X, ens)
     offset = check_base_margin(base_margin, rows.n_rows, ens)

@@ -12,7 +12,13 @@ import importlib
 import os
 import sys
 
-from ..model.ensemble import TreeEnsemble, check_iteration_range
+from ..inputs.pipeline import is_pipeline
+from ..model.ensemble import TreeEnsemble
+from .dask_models import booster_of_train_output
+from .files import load
+from .rounds import select_trees
+from .sklearn_inbag import sklearn_inbag_bits
+from .sklearn_private import n_training_rows
 
 # (library module, class path inside it, "treeimp parser module:function").
 # Order matters only where classes inherit from each other (none of these do).
@@ -74,11 +80,9 @@ def parse(model, *, iteration_range=None, missing=None) -> TreeEnsemble:
     missing (default: the wrapper's ``missing`` parameter; NaN for a Booster or file).
     """
     if isinstance(model, (str, os.PathLike)):
-        from .files import load
 
         return load(model, iteration_range=iteration_range, missing=missing)
     if isinstance(model, dict) and "booster" in model:  # what xgboost.dask.train returns
-        from .dask_models import booster_of_train_output
 
         model = booster_of_train_output(model)
     if isinstance(model, TreeEnsemble):
@@ -90,7 +94,6 @@ def parse(model, *, iteration_range=None, missing=None) -> TreeEnsemble:
                 ens = _resolve(spec)(model)
                 break
         else:
-            from ..inputs.pipeline import is_pipeline
 
             if is_pipeline(model):
                 raise TypeError("parse() reads one tree model, not a Pipeline: pass the "
@@ -105,31 +108,6 @@ def parse(model, *, iteration_range=None, missing=None) -> TreeEnsemble:
                 and ens.library == "xgboost":
             missing = model.missing  # the XGBoost wrapper's own sentinel
     return select_trees(ens, iteration_range, default_stop, missing)
-
-
-def select_trees(ens, iteration_range, default_stop, missing):
-    """``ens`` restricted to ``iteration_range`` (else to the first ``default_stop``
-    rounds, when not None), with ``missing`` as its missing-value sentinel."""
-    if iteration_range is not None:
-        ens = ens.rounds(*check_iteration_range(iteration_range, ens.n_rounds))
-    elif default_stop is not None and default_stop < ens.n_rounds:
-        ens = ens.rounds(0, default_stop)
-    if missing is not None:
-        if ens.library not in ("xgboost", ""):
-            raise ValueError(f"missing={missing!r} is XGBoost's missing-value sentinel; a "
-                             f"{ens.library} model routes only NaN as missing (replace the "
-                             "sentinel by NaN in X instead)")
-        if not _same_value(missing, ens.missing_value):
-            ens = ens.with_missing_value(missing)
-    return ens
-
-
-def _same_value(a, b):
-    try:
-        a = float(a)
-    except (TypeError, ValueError):
-        return False
-    return a == b or (a != a and b != b)
 
 
 def _default_stop(model):
@@ -153,7 +131,6 @@ def training_rows(model):
     """The number of rows a bagged forest was trained on (what chunked out-of-bag
     statistics index), or None when the model does not record it."""
     if type(model).__module__.split(".")[0] == "sklearn":
-        from .sklearn_private import n_training_rows
 
         n = n_training_rows(model)
         return None if n is None else int(n)
@@ -166,7 +143,6 @@ def inbag_bits(model, n_rows):
         raise ValueError("oob=True needs the fitted forest object (its in-bag rows are not "
                          "part of a TreeEnsemble or a model file); pass held-out rows instead")
     if type(model).__module__.split(".")[0] == "sklearn":
-        from .sklearn_inbag import sklearn_inbag_bits
 
         return sklearn_inbag_bits(model, n_rows)
     raise ValueError(f"oob=True is for bagged forests (scikit-learn RandomForest / ExtraTrees "

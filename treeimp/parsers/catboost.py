@@ -72,6 +72,7 @@ import tempfile
 import numpy as np
 
 from ..model.ensemble import BOOSTING, NAN_MISSING, Objective, Tree, TreeEnsemble
+from ..model.leaf_router import LeafRouter
 from .catboost_checks import check_split_fields, check_structure
 from .catboost_hash import hash_values
 
@@ -550,8 +551,6 @@ def _shap_players(all_parts, n_outputs, n_features):
 
 
 def _leaf_router(model, all_parts, symmetric, columns, thresholds, n_outputs, n_features):
-    from ..model.leaf_router import LeafRouter
-
     numbers = []
     for parts in all_parts:
         if symmetric:
@@ -576,7 +575,6 @@ def _split_router(model, all_parts, n_outputs):
     """The router of a symmetric model that gives every node the row's own outcome of its
     split (one routing column per CatBoost tree and depth, holding the outcome bit;
     threshold 0.5), as TreeSHAP needs it also at the nodes off the row's path."""
-    from ..model.leaf_router import LeafRouter
 
     depths = [int(np.log2(parts.left.size + 1)) - 1 for parts in all_parts]
     first = np.concatenate([[0], np.cumsum(depths)])

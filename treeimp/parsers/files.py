@@ -24,6 +24,12 @@ import warnings
 
 from ..inputs.files import open_regular, stat_path
 from ..model.ensemble import TreeEnsemble
+from .catboost import parse_catboost_json
+from .lgbm import parse_lightgbm_text
+from .rounds import select_trees
+from .ubjson import read_ubjson
+from .xgb import parse_xgboost_json, stored_best_iteration
+from .xgb_flat import read_model
 
 _XGB_EXTENSIONS = (".json", ".ubj")
 _LGBM_EXTENSIONS = (".txt",)
@@ -104,8 +110,6 @@ def load(path, *, iteration_range=None, missing=None) -> TreeEnsemble:
         else:
             detail = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
         raise ValueError(f"cannot read {what} model file {name!r}: {detail}") from None
-    from . import select_trees
-
     return select_trees(ens, iteration_range, None, missing)
 
 
@@ -154,13 +158,10 @@ def _unknown_message(name, data):
 
 def _load_xgboost(data: bytes, kind: str):
     """(ensemble, the stored best_iteration or None)."""
-    from .xgb import parse_xgboost_json, stored_best_iteration
 
     if kind == "json":
         doc = _json_document(data, parse_int=_int64)
         return parse_xgboost_json(doc), stored_best_iteration(doc)
-    from .ubjson import read_ubjson
-    from .xgb_flat import read_model
 
     got = read_model(data)  # all trees at once, as for a live booster
     if got is not None:
@@ -192,17 +193,10 @@ def _json_document(data: bytes, parse_int=None):
 
 
 def _load_catboost(data: bytes) -> TreeEnsemble:
-    from .catboost import parse_catboost_json
-
     return parse_catboost_json(_json_document(data))
 
 
 def _load_lightgbm(data: bytes) -> TreeEnsemble:
-    try:
-        from .lgbm import parse_lightgbm_text
-    except ImportError as exc:
-        raise ValueError("LightGBM text models need treeimp.parsers.lgbm.parse_lightgbm_text, "
-                         f"which is not available ({exc})") from None
     try:
         text = data.decode("utf-8-sig")  # a byte order mark (Windows editors) is skipped
     except UnicodeDecodeError as exc:

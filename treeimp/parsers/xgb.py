@@ -62,9 +62,13 @@ from ..model.ensemble import (
     TreeEnsemble,
 )
 from ..model.losses import EXPECTILE_GAP
-from .xgb_categories import stored_categories
+from .ubjson import read_ubjson
+from .xgb_arrays import numeric_array
+from .xgb_categories import category_sets, stored_categories
 from .xgb_eta import XGBoostEta, shrinkage_input
 from .xgb_eta import shrinkage_input as _shrinkage_input  # noqa: F401  (tests)
+from .xgb_flat import read_model
+from .xgb_save import saved_model
 
 _TREE_KEYS = (
     "left_children", "right_children", "split_indices", "split_conditions", "default_left",
@@ -188,9 +192,6 @@ def parse_xgboost(model) -> TreeEnsemble:
     else:
         raise TypeError(f"expected an xgboost.Booster or XGBModel, got {type(model).__name__}")
     # UBJSON, not JSON: its typed arrays are gathered for all trees at once
-    from .ubjson import read_ubjson
-    from .xgb_flat import read_model
-    from .xgb_save import saved_model
 
     try:
         raw, config = saved_model(booster)  # on a worker thread (see xgb_save.py)
@@ -315,7 +316,7 @@ def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None,
         raise ValueError(f"XGBoost gradient_booster.model.trees must be a list of trees, got "
                          f"{type(jtrees).__name__} (version {version})")
     n_trees = len(jtrees) if flat_trees is None else flat_trees.n_trees
-    tree_info = _numbers(_get(model, ("tree_info",), version, where="gradient_booster.model"),
+    tree_info = numeric_array(_get(model, ("tree_info",), version, where="gradient_booster.model"),
                          "tree_info", np.int64)
     if tree_info.shape != (n_trees,):
         raise ValueError(f"XGBoost model has {n_trees} trees but tree_info has "
@@ -596,7 +597,7 @@ def _stages(model, n_trees, n_outputs, version):
         npt = _num_parallel_tree(model, version)
         per_round = max(1, npt * n_outputs)
         return np.arange(n_trees) // per_round
-    indptr = _numbers(indptr, "iteration_indptr", np.int64)
+    indptr = numeric_array(indptr, "iteration_indptr", np.int64)
     if indptr.size < 1 or indptr[0] != 0 or indptr[-1] != n_trees \
             or np.any(np.diff(indptr) < 0):
         raise ValueError(f"XGBoost iteration_indptr {indptr[:10].tolist()} does not cover "
@@ -629,7 +630,7 @@ def _read_tree(jt, i, version):
         if key not in jt:
             raise ValueError(f"XGBoost tree {i} has no key {key!r} (version {version}); "
                              f"expected keys: {', '.join(_TREE_KEYS)}")
-    left = _numbers(jt["left_children"], f"tree {i}: 'left_children'", np.int64)
+    left = numeric_array(jt["left_children"], f"tree {i}: 'left_children'", np.int64)
     n = left.size
     _check_tree_counts(jt, i, n)
     k = int(jt["tree_param"].get("size_leaf_vector", 1) or 1)
@@ -642,14 +643,14 @@ def _read_tree(jt, i, version):
                              ("split_type", "split_type", np.int64),
                              ("sum_hessian", "hess", np.float32),
                              ("loss_changes", "gain", np.float32)):
-        a = _numbers(jt[key], f"tree {i}: {key!r}")
+        a = numeric_array(jt[key], f"tree {i}: {key!r}")
         if key in _FLAG_KEYS:
             _check_flags(a, key, i)
-        a = _numbers(a, f"tree {i}: {key!r}", dtype)  # UBJSON arrays: often no copy
+        a = numeric_array(a, f"tree {i}: {key!r}", dtype)  # UBJSON arrays: often no copy
         if a.shape != (n,):
             raise ValueError(f"XGBoost tree {i}: {key!r} has {a.size} entries for {n} nodes")
         r[name] = a
-    bw = _numbers(jt["base_weights"], f"tree {i}: 'base_weights'", np.float32)
+    bw = numeric_array(jt["base_weights"], f"tree {i}: 'base_weights'", np.float32)
     if bw.size != n * k:
         raise ValueError(f"XGBoost tree {i}: base_weights has {bw.size} entries, expected "
                          f"{n} nodes x {k}")
@@ -668,7 +669,7 @@ def _read_tree(jt, i, version):
         value = np.where(leaf, r["cond"], np.float32(0.0))[:, None]
     r["value"] = value
     r["base_weights"] = bw.reshape(n, k)
-    r["categories"] = _categories(jt, r, i)
+    r["categories"] = category_sets(jt, r, i)
     return _drop_unreachable(r, i)
 
 
@@ -690,41 +691,6 @@ def _check_tree_counts(jt, i, n):
                          f"left_children has {n} entries")
 
 
-def _numbers(value, what, dtype=None):
-    """``value`` (a list or a UBJSON array) as a 1-D numeric array, converted to
-    ``dtype`` when given: anything else (objects, strings, nesting, a single number) and,
-    for an integer ``dtype``, values that are not integers in its range are a damaged
-    file, reported naming ``what``; XGBoost refuses them too."""
-    try:
-        a = np.asarray(value)
-    except (TypeError, ValueError, OverflowError):  # ragged nesting, huge integers
-        a = np.asarray([None])
-    if a.ndim != 1 or (a.dtype.kind not in "biuf" and a.size):
-        if isinstance(value, list):
-            k = next((k for k, v in enumerate(value) if isinstance(v, (bool, str, list, dict))
-                      or v is None), 0)
-            shown = f"entry {k} is {str(value[k])[:40] if value else value!r}"
-        else:
-            shown = f"got {type(value).__name__} {str(value)[:40]!r}"
-        raise ValueError(f"XGBoost {what} must be an array of numbers, but {shown}")
-    if dtype is None or a.dtype == dtype:
-        return a
-    if np.dtype(dtype).kind in "iu" and a.dtype.kind in "fu":
-        info = np.iinfo(dtype)
-        with np.errstate(invalid="ignore"):
-            bad = ~((a == np.floor(a)) & (a >= info.min) & (a <= info.max))
-        if bad.any():
-            k = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"XGBoost {what} must hold integers, but entry {k} is "
-                             f"{a[k].item()!r}")
-    with np.errstate(over="ignore"):  # float64 -> float32: XGBoost's rounding too
-        return a.astype(dtype, copy=False)
-
-
-# per-node fields XGBoost writes as 0/1: where NaN goes, numeric (0) or categorical (1)
-_FLAG_KEYS = ("default_left", "split_type")
-
-
 def _check_flags(a, key, i):
     """A 0/1 field holds only 0 and 1 (or booleans): any other value is a damaged file,
     not something to guess the meaning of."""
@@ -740,33 +706,8 @@ def _check_flags(a, key, i):
                          f"{a.ravel()[k].item()!r}")
 
 
-def _categories(jt, r, i):
-    nodes, segs, sizes, codes = (
-        _numbers(jt[key], f"tree {i}: {key!r}", np.int64)
-        for key in ("categories_nodes", "categories_segments", "categories_sizes",
-                    "categories"))
-    if codes.size and (codes.min() < 0 or codes.max() > np.iinfo(np.int32).max):
-        bad = codes[(codes < 0) | (codes > np.iinfo(np.int32).max)][0]
-        raise ValueError(f"XGBoost tree {i}: categories holds the code {bad}, outside "
-                         "0..2**31-1 (XGBoost stores codes as int32)")
-    if not nodes.size == segs.size == sizes.size:
-        raise ValueError(f"XGBoost tree {i}: categories_nodes/segments/sizes have different "
-                         f"lengths ({nodes.size}, {segs.size}, {sizes.size})")
-    n = r["left"].size
-    if nodes.size == 0 and not r["split_type"].any():
-        return {}  # no categorical split (the common case: skip the set comparison)
-    cat_split = np.flatnonzero((r["split_type"] == 1) & (r["left"] >= 0))
-    if set(nodes.tolist()) != set(cat_split.tolist()):
-        raise ValueError(f"XGBoost tree {i}: categorical nodes {sorted(cat_split.tolist())[:10]} "
-                         f"but category sets for {sorted(nodes.tolist())[:10]}")
-    out = {}
-    for node, s, z in zip(nodes, segs, sizes):
-        if not 0 <= node < n or s < 0 or z < 0 or s + z > codes.size:
-            raise ValueError(f"XGBoost tree {i}: category set of node {node} "
-                             f"[{s}, {s + z}) is outside its {codes.size} categories")
-        # the listed codes go RIGHT; every other code (unseen ones too) goes left
-        out[int(node)] = (codes[s:s + z], False, True)
-    return out
+# per-node fields XGBoost writes as 0/1: where NaN goes, numeric (0) or categorical (1)
+_FLAG_KEYS = ("default_left", "split_type")
 
 
 def _drop_unreachable(r, i):

@@ -25,6 +25,8 @@ import warnings
 
 import numpy as np
 
+from .xgb_arrays import numeric_array
+
 # first XGBoost version assumed to store non-ASCII labels correctly (3.2.0 does not)
 _UTF8_FIXED = (3, 3)
 
@@ -96,3 +98,34 @@ def _version_tuple(version):
         return tuple(int(x) for x in str(version).split("."))
     except ValueError:
         return (0,)
+
+
+def category_sets(jt, r, i):
+    """Tree ``i``'s category sets {node: (codes, False, True)} from its JSON fields ``jt``
+    and node arrays ``r``: the listed codes go right, every other code left."""
+    nodes, segs, sizes, codes = (
+        numeric_array(jt[key], f"tree {i}: {key!r}", np.int64)
+        for key in ("categories_nodes", "categories_segments", "categories_sizes",
+                    "categories"))
+    if codes.size and (codes.min() < 0 or codes.max() > np.iinfo(np.int32).max):
+        bad = codes[(codes < 0) | (codes > np.iinfo(np.int32).max)][0]
+        raise ValueError(f"XGBoost tree {i}: categories holds the code {bad}, outside "
+                         "0..2**31-1 (XGBoost stores codes as int32)")
+    if not nodes.size == segs.size == sizes.size:
+        raise ValueError(f"XGBoost tree {i}: categories_nodes/segments/sizes have different "
+                         f"lengths ({nodes.size}, {segs.size}, {sizes.size})")
+    n = r["left"].size
+    if nodes.size == 0 and not r["split_type"].any():
+        return {}  # no categorical split (the common case: skip the set comparison)
+    cat_split = np.flatnonzero((r["split_type"] == 1) & (r["left"] >= 0))
+    if set(nodes.tolist()) != set(cat_split.tolist()):
+        raise ValueError(f"XGBoost tree {i}: categorical nodes {sorted(cat_split.tolist())[:10]} "
+                         f"but category sets for {sorted(nodes.tolist())[:10]}")
+    out = {}
+    for node, s, z in zip(nodes, segs, sizes):
+        if not 0 <= node < n or s < 0 or z < 0 or s + z > codes.size:
+            raise ValueError(f"XGBoost tree {i}: category set of node {node} "
+                             f"[{s}, {s + z}) is outside its {codes.size} categories")
+        # the listed codes go RIGHT; every other code (unseen ones too) goes left
+        out[int(node)] = (codes[s:s + z], False, True)
+    return out

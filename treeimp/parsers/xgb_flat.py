@@ -27,6 +27,7 @@ import numpy as np
 from ..kernels.structure import children_partitions
 from ..kernels.ubjson_index import gather_numbers, integers_at, key_ids, member_rows
 from .ubjson import decode, index_ubjson
+from .xgb_categories import category_sets
 
 # number marker -> big-endian dtype
 _DTYPES = {ord(m): np.dtype(dt) for m, dt in (("i", ">i1"), ("U", ">u1"), ("I", ">i2"),
@@ -280,8 +281,6 @@ def _counts_agree(table, trees, params, sizes):
 def _tree_categories(flat, out):
     """Per tree, its category sets as the per-tree reader builds them (trees without
     categorical splits: an empty dict)."""
-    from .xgb import _categories
-
     ends = {k: np.concatenate([[0], np.cumsum(out[k + "_counts"])]) for k in _CATEGORY_KEYS}
     o = flat.offsets
     has_cat = np.add.reduceat(flat.split_type != 0, o[:-1]) > 0
@@ -290,5 +289,5 @@ def _tree_categories(flat, out):
     for t in np.flatnonzero(has_cat).tolist():
         jt = {k: out[k][ends[k][t]:ends[k][t + 1]] for k in _CATEGORY_KEYS}
         r = {"left": flat.left[o[t]:o[t + 1]], "split_type": flat.split_type[o[t]:o[t + 1]]}
-        tables[t] = _categories(jt, r, t)
+        tables[t] = category_sets(jt, r, t)
     return tables

@@ -46,6 +46,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..kernels.shrinkage import constant_rate_counts
+
 # a node fits the identity when its relative residual is below this (values are float32)
 _FIT_TOL = 2e-5
 _MIN_ROWS = 4
@@ -306,7 +308,6 @@ def constant_rate_fits(trees, eta, lam, alpha):
     looks for a schedule), and every tree with a usable node fitting on one at least
     (a schedule changes eta from tree to tree). Same ``trees`` as there."""
     if isinstance(trees, ConcatenatedTrees):  # one pass, no coefficient table
-        from ..kernels.shrinkage import constant_rate_counts
 
         sizes, left, right, steps, hess = (np.ascontiguousarray(a, dtype=d) for a, d in zip(
             trees, (np.int64, np.int64, np.int64, np.float64, np.float64)))

@@ -11,6 +11,7 @@ from ..backends import get_backend
 from ..inputs.threads import numba_threads
 from ..kernels.inbag_counts import first_count_mismatch
 from ..model.routing import routing_flags
+from ..parsers.sklearn_inbag import node_sample_counts
 
 
 def check_training_rows(ens, model, rows, bits, *, n_jobs=None):
@@ -24,7 +25,6 @@ def check_training_rows(ens, model, rows, bits, *, n_jobs=None):
     drew but left out of the tree, or a Bagging model that passed drawn rows as copies),
     which no row order explains.
     """
-    from ..parsers.sklearn_inbag import node_sample_counts
 
     expected = node_sample_counts(model, ens.tree_offsets)
     if expected is None:
