@@ -60,16 +60,15 @@ def _existing_file(path, what):
 
 
 def load_model(path, *, trust_pickle=False, warn=None, trust_types=()):
-    """(model, ensemble) from a saved model file.
+    """The model of a saved model file, to be parsed once by a :class:`treeimp.Explainer`.
 
     XGBoost ``.json``/``.ubj`` and LightGBM ``.txt`` files are parsed by
-    :func:`treeimp.parsers.files.load` (model is then the ensemble itself), running no
+    :func:`treeimp.parsers.files.load` (the model is then its TreeEnsemble), running no
     code from the file. ``.skops`` files are read with ``skops.io`` trusting skops'
     default types and the tree-model types of :mod:`treeimp.cli.skops_trust`; any other type
     in the file is loaded only when ``trust_types`` names it and ``trust_pickle`` is set
     (--trust-pickle --trust-types). ``.pkl``, ``.pickle`` and ``.joblib`` files are
-    unpickled, which runs code stored in the file, so only with ``trust_pickle``. The
-    object is parsed with :func:`treeimp.parsers.parse` (a Pipeline: its last step).
+    unpickled, which runs code stored in the file, so only with ``trust_pickle``.
     """
     path = _existing_file(path, "model file")
     suffix = _suffix(path)
@@ -86,27 +85,16 @@ def load_model(path, *, trust_pickle=False, warn=None, trust_types=()):
                              "stored in the file, so it is loaded only with --trust-pickle "
                              "(pass it only for files you made or trust). Safer: save the "
                              "model with save_model (.json/.ubj/.txt) or skops (.skops)")
-        model = _unpickle(path, suffix)
-        return model, _parse_object(model)
+        return _unpickle(path, suffix)
     if suffix in SKOPS_SUFFIXES:
-        model = _load_skops(path, trust_types, warn)
-        return model, _parse_object(model)
+        return _load_skops(path, trust_types, warn)
     if suffix in MODEL_FILE_SUFFIXES:
         from ..parsers.files import load
 
-        ens = load(path)
-        return ens, ens
+        return load(path)
     raise ValueError(f"model file {str(path)!r} has the unsupported suffix {suffix!r}; "
                      "expected .json or .ubj (XGBoost), .txt (LightGBM), .skops, or .pkl, "
                      ".pickle, .joblib (a pickled model, with --trust-pickle)")
-
-
-def _parse_object(model):
-    """The normal form of a loaded model; of a Pipeline, its last step's."""
-    from ..inputs.pipeline import is_pipeline
-    from ..parsers import parse
-
-    return parse(model[-1] if is_pipeline(model) else model)
 
 
 def _load_skops(path, trust_types, warn):
@@ -292,8 +280,9 @@ class StreamedRows:
     """The rows of a table read in batches (``table_batches.open_table``), as
     :func:`treeimp.explain` takes held-out rows that need not fit in memory: iterating
     gives ``(X, y)`` per batch, X in the model's feature order and encoded as
-    :func:`split_target` + :func:`encode_categories` + :func:`check_class_labels` encode
-    the whole table read at once, so that the importances are the same.
+    :func:`split_target` + :func:`~treeimp.inputs.categories.file_categories` +
+    :func:`check_class_labels` encode the whole table read at once, so that the
+    importances are the same.
 
     Category codes must not depend on the batch: a column the model gives no stored
     categories (an XGBoost / LightGBM model with categorical splits and text columns, a
