@@ -285,8 +285,9 @@ class StreamedRows:
     importances are the same.
 
     Category codes must not depend on the batch: a column the model gives no stored
-    categories (an XGBoost / LightGBM model with categorical splits and text columns, a
-    Parquet dictionary column) is read once beforehand for its labels (only that column,
+    categories (a text column the model codes by its own labels,
+    :func:`~treeimp.inputs.categories.own_label_features`, or a Parquet dictionary
+    column) is read once beforehand for its labels (only that column,
     memory: its distinct labels), and every batch is coded with the labels of the whole
     table. ``n_rows``: the table's row count when its files state it (Parquet), else
     None. Labels the model never saw are reported once, for all batches, when the
