@@ -14,6 +14,7 @@ import os
 import stat
 
 from ..dask.collections import DASK_EXTRA, require_dask
+from ..inputs.categories import file_categories
 
 LOCAL_SCHEDULERS = ("processes", "threads", "synchronous")
 
@@ -76,7 +77,7 @@ def _stated_rows(matches):
 
 
 def encode_partitions(X, ens, warn):
-    """:func:`treeimp.cli.inputs.encode_categories` on every partition of dask ``X``.
+    """:func:`treeimp.inputs.categories.file_categories` on every partition of dask ``X``.
 
     The columns and dtypes are checked once on the client, on the (empty) schema of X,
     so a text column the model cannot read is refused before any data are read and the
@@ -84,12 +85,10 @@ def encode_partitions(X, ens, warn):
     that the model never saw are not shown (the partitions are read on the workers;
     those rows are routed as missing, as in memory).
     """
-    from .inputs import encode_categories
-
-    meta = encode_categories(X._meta, ens, warn)
+    meta = file_categories(X._meta, ens, warn)
     if list(meta.dtypes) == list(X.dtypes):
         return X
-    return X.map_partitions(encode_categories, ens, _quiet, meta=meta)
+    return X.map_partitions(file_categories, ens, _quiet, meta=meta)
 
 
 def check_partition_labels(y, ens, source):

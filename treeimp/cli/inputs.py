@@ -14,6 +14,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..inputs.categories import (
+    OWN_LABELS_WARNING,
+    example,
+    file_categories,
+    own_label_features,
+    short,
+    stored_levels,
+    warn_unseen,
+)
 from ..inputs.files import kind_of, stat_path
 from .table_batches import CSV_OPTIONS, CSV_SUFFIXES, PARQUET_SUFFIXES, open_csv
 
@@ -51,16 +60,15 @@ def _existing_file(path, what):
 
 
 def load_model(path, *, trust_pickle=False, warn=None, trust_types=()):
-    """(model, ensemble) from a saved model file.
+    """The model of a saved model file, to be parsed once by a :class:`treeimp.Explainer`.
 
     XGBoost ``.json``/``.ubj`` and LightGBM ``.txt`` files are parsed by
-    :func:`treeimp.parsers.files.load` (model is then the ensemble itself), running no
+    :func:`treeimp.parsers.files.load` (the model is then its TreeEnsemble), running no
     code from the file. ``.skops`` files are read with ``skops.io`` trusting skops'
     default types and the tree-model types of :mod:`treeimp.cli.skops_trust`; any other type
     in the file is loaded only when ``trust_types`` names it and ``trust_pickle`` is set
     (--trust-pickle --trust-types). ``.pkl``, ``.pickle`` and ``.joblib`` files are
-    unpickled, which runs code stored in the file, so only with ``trust_pickle``. The
-    object is parsed with :func:`treeimp.parsers.parse` (a Pipeline: its last step).
+    unpickled, which runs code stored in the file, so only with ``trust_pickle``.
     """
     path = _existing_file(path, "model file")
     suffix = _suffix(path)
@@ -77,27 +85,16 @@ def load_model(path, *, trust_pickle=False, warn=None, trust_types=()):
                              "stored in the file, so it is loaded only with --trust-pickle "
                              "(pass it only for files you made or trust). Safer: save the "
                              "model with save_model (.json/.ubj/.txt) or skops (.skops)")
-        model = _unpickle(path, suffix)
-        return model, _parse_object(model)
+        return _unpickle(path, suffix)
     if suffix in SKOPS_SUFFIXES:
-        model = _load_skops(path, trust_types, warn)
-        return model, _parse_object(model)
+        return _load_skops(path, trust_types, warn)
     if suffix in MODEL_FILE_SUFFIXES:
         from ..parsers.files import load
 
-        ens = load(path)
-        return ens, ens
+        return load(path)
     raise ValueError(f"model file {str(path)!r} has the unsupported suffix {suffix!r}; "
                      "expected .json or .ubj (XGBoost), .txt (LightGBM), .skops, or .pkl, "
                      ".pickle, .joblib (a pickled model, with --trust-pickle)")
-
-
-def _parse_object(model):
-    """The normal form of a loaded model; of a Pipeline, its last step's."""
-    from ..inputs.pipeline import is_pipeline
-    from ..parsers import parse
-
-    return parse(model[-1] if is_pipeline(model) else model)
 
 
 def _load_skops(path, trust_types, warn):
@@ -122,16 +119,16 @@ def _load_skops(path, trust_types, warn):
         flag = ",".join(refused)
         raise ValueError(f"skops file {str(path)!r} holds {len(refused)} type"
                          f"{'s' if len(refused) > 1 else ''} that neither skops nor treeimp "
-                         f"trusts: {_short(refused)}; loading them may run their code. "
+                         f"trusts: {short(refused)}; loading them may run their code. "
                          "Check them, and to load the file anyway name each one: "
                          f"--trust-pickle --trust-types {flag}")
     named = [t for t in untrusted if t not in TREE_MODEL_TYPES]
     if named and warn is not None:
         warn(f"loading the skops file with the types you trust (--trust-types): "
-             f"{_short(named)}")
+             f"{short(named)}")
     unused = [t for t in trust_types if t not in untrusted]
     if unused and warn is not None:
-        warn(f"--trust-types names {_short(unused)}, which the skops file does not hold "
+        warn(f"--trust-types names {short(unused)}, which the skops file does not hold "
              "as untrusted types")
     try:
         return sio.load(path, trusted=[t for t in untrusted
@@ -192,11 +189,11 @@ def _feature_columns(columns, target, drop, source):
     cols = list(columns)
     if target not in cols:
         raise ValueError(f"{source} has no target column {target!r}; its columns are "
-                         f"{_short(cols)}")
+                         f"{short(cols)}")
     missing_drop = [c for c in drop if c not in cols]
     if missing_drop:
         raise ValueError(f"--drop names columns that {source} does not have: "
-                         f"{_short(missing_drop)}")
+                         f"{short(missing_drop)}")
     if target in drop:
         raise ValueError(f"--drop lists the target column {target!r}")
     return [c for c in cols if c != target and c not in set(drop)]
@@ -215,8 +212,9 @@ def model_features(columns, target, ens, *, drop=(), source="data file",
     features = _feature_columns(columns, target, drop, source)
     if ens.feature_names is not None:
         expected = list(ens.feature_names)
-        # each column under the name the model's library stores for it (LightGBM: " " ->
-        # "_"), so that the table the model was fit on matches
+        # each column under the name the model's library stores for it (the model's
+        # column_names rule, e.g. " " -> "_"), so that the table the model was fit on
+        # matches
         stored = {}
         for name, column in zip(_library_names(features, ens), features):
             if name in stored:
@@ -228,11 +226,11 @@ def model_features(columns, target, ens, *, drop=(), source="data file",
         extra = [column for name, column in stored.items() if name not in expected]
         if missing:
             raise ValueError(f"{source} lacks {len(missing)} of the model's "
-                             f"{len(expected)} features: {_short(missing)}"
-                             + (f" (it has other columns: {_short(extra)})" if extra else ""))
+                             f"{len(expected)} features: {short(missing)}"
+                             + (f" (it has other columns: {short(extra)})" if extra else ""))
         if extra:
             raise ValueError(f"{source} has {_count(extra, 'column')} the model does not use: "
-                             f"{_short(extra)}; remove them or pass --drop "
+                             f"{short(extra)}; remove them or pass --drop "
                              f"{','.join(extra[:3])}{',...' if len(extra) > 3 else ''}")
         return [stored[c] for c in expected]
     if not by_position:
@@ -273,100 +271,23 @@ def pipeline_features(columns, target, pipeline, *, drop=(), source="data file")
         missing = [c for c in expected if c not in features]
         if missing:
             raise ValueError(f"{source} lacks {len(missing)} of the Pipeline's "
-                             f"{len(expected)} input columns: {_short(missing)}")
+                             f"{len(expected)} input columns: {short(missing)}")
         features = expected
     return features
-
-
-def encode_categories(X, ens, warn, *, unseen=None):
-    """Text columns -> pandas 'category' where the model can route categories.
-
-    A feature whose training categories the model stores (``ens.feature_categories``) is
-    matched by label, whatever its dtype in the file; a CatBoost categorical column
-    (``ens.hashed_features``) is passed on as it is. Otherwise text columns are only
-    accepted by XGBoost / LightGBM models with categorical splits; their codes are then
-    the sorted labels of this file (the model file does not say which label had which
-    code), and ``warn`` is told so.
-    """
-    levels = ens.feature_categories or [None] * ens.n_features
-    has_cat_splits = ens.library in ("xgboost", "lightgbm") and bool(
-        np.any(ens.is_categorical))
-    # CatBoost's categorical columns take the raw values (treeimp hashes them as
-    # CatBoost does): text or numbers as the file holds them
-    hashed = set(ens.hashed_features)
-    out = {}
-    for j, name in enumerate(X.columns):
-        col = X[name]
-        dtype = col.dtype
-        if j in hashed:
-            out[name] = col
-        elif levels[j] is not None:
-            out[name] = _as_stored_categories(col, levels[j], name, warn, unseen)
-        elif isinstance(dtype, pd.CategoricalDtype):
-            out[name] = col
-        elif pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype):
-            out[name] = col
-        elif pd.api.types.is_string_dtype(dtype) or pd.api.types.is_object_dtype(dtype):
-            if not has_cat_splits:
-                raise ValueError(
-                    f"column {name!r} holds text (e.g. {_example(col)!r}) but the model "
-                    f"({ens.library or 'custom'} {ens.kind}) has no categorical features; "
-                    "encode it as numbers the way the model was trained")
-            warn(f"column {name!r} holds text and the model does not store its training "
-                 "categories: labels are coded 0, 1, ... in sorted order of the labels in "
-                 "this file, which matches training only if training saw the same labels")
-            out[name] = col.astype("category")
-        else:
-            raise ValueError(f"column {name!r} has dtype {dtype}; only numeric, boolean, "
-                             "text (categorical) and 'category' columns can be used")
-    return pd.DataFrame(out, index=X.index)
-
-
-def _as_stored_categories(col, levels, name, warn, unseen=None):
-    """Column as 'category' with labels of the same type as the stored levels."""
-    values = col.astype(object)
-    if all(isinstance(v, str) for v in levels):
-        values = values.map(lambda v: v if pd.isna(v) else _label_str(v))
-    elif all(isinstance(v, (int, float, np.integer, np.floating)) for v in levels):
-        numeric = pd.to_numeric(values, errors="coerce")
-        bad = numeric.isna() & values.notna()
-        if bad.any():
-            raise ValueError(f"column {name!r} holds {_example(values[bad])!r} but the model's "
-                             f"categories for it are numbers: {_short(levels)}")
-        values = numeric
-    cat = values.astype("category")
-    new = [c for c in cat.cat.categories if c not in set(levels)]
-    if new:
-        n = int(cat.isin(new).sum())
-        if unseen is None:
-            _warn_unseen(warn, name, n, new)
-        elif n:
-            count, labels = unseen.get(name, (0, {}))
-            unseen[name] = (count + n, {**labels, **dict.fromkeys(new)})
-    return cat
-
-
-def _warn_unseen(warn, name, n, labels):
-    warn(f"column {name!r}: {n} rows have labels the model never saw "
-         f"({_short(labels)}); they are routed as missing")
-
-
-def _label_str(v):
-    if isinstance(v, (float, np.floating)) and float(v).is_integer():
-        return str(int(v))
-    return str(v)
 
 
 class StreamedRows:
     """The rows of a table read in batches (``table_batches.open_table``), as
     :func:`treeimp.explain` takes held-out rows that need not fit in memory: iterating
     gives ``(X, y)`` per batch, X in the model's feature order and encoded as
-    :func:`split_target` + :func:`encode_categories` + :func:`check_class_labels` encode
-    the whole table read at once, so that the importances are the same.
+    :func:`split_target` + :func:`~treeimp.inputs.categories.file_categories` +
+    :func:`check_class_labels` encode the whole table read at once, so that the
+    importances are the same.
 
     Category codes must not depend on the batch: a column the model gives no stored
-    categories (an XGBoost / LightGBM model with categorical splits and text columns, a
-    Parquet dictionary column) is read once beforehand for its labels (only that column,
+    categories (a text column the model codes by its own labels,
+    :func:`~treeimp.inputs.categories.own_label_features`, or a Parquet dictionary
+    column) is read once beforehand for its labels (only that column,
     memory: its distinct labels), and every batch is coded with the labels of the whole
     table. ``n_rows``: the table's row count when its files state it (Parquet), else
     None. Labels the model never saw are reported once, for all batches, when the
@@ -391,28 +312,24 @@ class StreamedRows:
         """({column: categories of the whole table}, CSV columns to read as text)."""
         if self.pipeline is not None:
             return {}, []
-        ens = self.ens
-        levels = ens.feature_categories or [None] * ens.n_features
-        hashed = set(ens.hashed_features)
+        levels, hashed = stored_levels(self.ens), set(self.ens.hashed_features)
         open_ = [c for j, c in enumerate(self.features) if levels[j] is None
                  and j not in hashed]
-        has_cat_splits = ens.library in ("xgboost", "lightgbm") and bool(
-            np.any(ens.is_categorical))
+        # columns the model codes by their own labels: their text is read as categories
+        own = own_label_features(self.ens)
+        coded = [c for j, c in enumerate(self.features) if j in own]
         dictionary = [c for c in open_ if self.table.is_dictionary(c)]
-        if not (has_cat_splits and open_) and not dictionary:
+        if not coded and not dictionary:
             return {}, []  # text columns are refused batch by batch, as in one read
-        candidates = self.table.text_candidates(open_) if has_cat_splits else dictionary
+        candidates = self.table.text_candidates(coded) if coded else dictionary
         # columns read as numbers: a batch of text in one of them cannot be coded alike
-        self._numeric = [c for c in open_ if c not in candidates] if has_cat_splits else []
+        self._numeric = [c for c in coded if c not in candidates]
         if not candidates:
             return {}, []
         text, labels = self.table.text_labels(candidates)
         for c in text:
             if not self.table.is_dictionary(c):
-                self.warn(f"column {c!r} holds text and the model does not store its "
-                          "training categories: labels are coded 0, 1, ... in sorted order "
-                          "of the labels in this file, which matches training only if "
-                          "training saw the same labels")
+                self.warn(OWN_LABELS_WARNING.format(name=c))
         return labels, (text if self.table.kind == "csv" else [])
 
     def __iter__(self):
@@ -424,7 +341,7 @@ class StreamedRows:
                             or pd.api.types.is_bool_dtype(X[c].dtype)):
                         raise ValueError(
                             f"{self.source}: column {c!r} holds text (e.g. "
-                            f"{_example(X[c])!r}) in rows {X.index[0]}.. but numbers in "
+                            f"{example(X[c])!r}) in rows {X.index[0]}.. but numbers in "
                             "the first rows; read in batches its labels cannot be coded "
                             "as one read of the file codes them: make the column text "
                             "throughout or numbers throughout")
@@ -433,10 +350,10 @@ class StreamedRows:
                     X[c] = (col.cat.set_categories(cats)
                             if isinstance(col.dtype, pd.CategoricalDtype)
                             else pd.Categorical(col.astype(object), categories=cats))
-                X = encode_categories(X, self.ens, self.warn, unseen=unseen)
+                X = file_categories(X, self.ens, self.warn, unseen=unseen)
             yield X, check_class_labels(y, self.ens, self.source)
         for name, (n, labels) in unseen.items():
-            _warn_unseen(self.warn, name, n, list(labels))
+            warn_unseen(self.warn, name, n, list(labels))
 
 
 def check_class_labels(y, ens, source):
@@ -448,12 +365,12 @@ def check_class_labels(y, ens, source):
             f"indices 0..{K - 1} it was trained on")
     values = y.to_numpy()
     if not (pd.api.types.is_numeric_dtype(y.dtype) or pd.api.types.is_bool_dtype(y.dtype)):
-        raise ValueError(f"{source}: {hint}; found labels {_short(_uniques(values))}")
+        raise ValueError(f"{source}: {hint}; found labels {short(_uniques(values))}")
     raw, values = values, values.astype(np.float64)
     bad = ~np.isfinite(values) | (values != np.round(values)) | (values < 0) | (values > K - 1)
     if bad.any():
         raise ValueError(f"{source}: {hint}; found {_count(np.flatnonzero(bad), 'row')} with "
-                         f"other values: {_short(_uniques(raw[bad]))}")
+                         f"other values: {short(_uniques(raw[bad]))}")
     return pd.Series(values.astype(np.int64), index=y.index, name=y.name)
 
 
@@ -465,11 +382,6 @@ def _uniques(values):
     return sorted({v for v in pd.unique(values).tolist()}, key=str)
 
 
-def _example(col):
-    nonnull = col.dropna()
-    return nonnull.iloc[0] if len(nonnull) else None
-
-
-def _short(items, n=10):
-    items = list(items)
-    return str(items[:n])[:-1] + (", ...]" if len(items) > n else "]")
+# the encoding of a file's columns is the library's (treeimp.inputs.categories); the
+# command line's callers know it under this name
+encode_categories = file_categories

@@ -8,7 +8,7 @@ from :func:`treeimp.explain` (ValueError, TypeError, OSError) are printed as one
 from __future__ import annotations
 
 import argparse
-import contextlib
+import dataclasses
 import errno
 import os
 import sys
@@ -20,6 +20,7 @@ import pandas as pd
 
 from ..measures import registry
 from ..measures.defaults import DEFAULT_N_BLOCKS
+from .evaluation_rows import open_rows
 from .table_batches import DEFAULT_BATCH_ROWS
 
 EXPLAIN_HELP = """\
@@ -220,55 +221,91 @@ def _demo(args):
 
 
 def _explain(args):
-    from ..api import explain
-    from ..inputs.pipeline import is_pipeline
-    from ..stats.progress import progress_bar
-    from .inputs import (
-        StreamedRows,
-        check_class_labels,
-        encode_categories,
-        load_model,
-        split_pipeline_target,
-        split_target,
-    )
-    from .table_batches import open_table
+    """``treeimp explain``: arguments -> model -> explainer -> rows -> importances ->
+    output."""
+    run = _read_arguments(args)
+    model, ex = _load_explainer(args, run)
+    _check_oob_model(args, model, ex.ensemble)
+    rows = open_rows(args, model, ex.ensemble, run.drop, _warn)
+    methods, screen = _methods(args, run.methods, ex.ensemble)
+    res = _importances(rows, ex, methods)
+    _write_output(args, run, res, screen)
+    return 0
 
-    methods = None  # explain's defaults for the model, resolved once it is parsed
-    if args.methods is not None:
-        methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    """What the arguments of ``treeimp explain`` say, checked before any work."""
+
+    methods: list | None  # None: explain's defaults for the model, resolved once parsed
+    drop: list
+    fmt: str
+    rounds: tuple | None
+    trust_types: list
+
+
+def _read_arguments(args):
+    """The arguments checked (output paths before the work, not after it)."""
+    methods = None if args.methods is None else _names_of(args.methods)
+    if methods is not None:
         _check_method_names(methods)
-    drop = [c.strip() for c in args.drop.split(",") if c.strip()]
-    # output paths are checked before the work, not after it
     if args.plot:
         _check_writable(args.plot, "--plot")
         _check_plotting()
     if args.output:
         _check_writable(args.output, "--output")
-    fmt = output_format(args.format, args.output)
+    _check_batch_options(args)
+    return _Run(methods=methods, drop=_names_of(args.drop),
+                fmt=output_format(args.format, args.output),
+                rounds=_iteration_range(args.iteration_range),
+                trust_types=_names_of(args.trust_types))
+
+
+def _names_of(text):
+    """A comma-separated list of names (blanks dropped)."""
+    return [c.strip() for c in text.split(",") if c.strip()]
+
+
+def _load_explainer(args, run):
+    """(the model loaded from ``args.model``, the one Explainer of it: the model parsed
+    once, with --iteration-range and --missing)."""
+    from ..explainer import Explainer
+    from .inputs import load_model
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        trust_types = [t.strip() for t in args.trust_types.split(",") if t.strip()]
-        model, ens = load_model(args.model, trust_pickle=args.trust_pickle, warn=_warn,
-                                trust_types=trust_types)
-    rounds = _iteration_range(args.iteration_range)
+        model = load_model(args.model, trust_pickle=args.trust_pickle, warn=_warn,
+                           trust_types=run.trust_types)
+        ex = Explainer(model, iteration_range=run.rounds, missing=args.missing,
+                       n_jobs=args.n_jobs)
+    _pass_on(caught, run.rounds)
+    return model, ex
+
+
+def _pass_on(caught, rounds):
+    """The warnings of loading and parsing the model, as the command line's warnings."""
     for w in caught:  # e.g. best_iteration stored in the file: moot with --iteration-range
         if rounds is None or "best_iteration" not in str(w.message):
             hint = (" (on the command line: --iteration-range START,STOP)"
                     if "iteration_range" in str(w.message) else "")
             _warn(f"{w.message}{hint}")
-    pipeline = is_pipeline(model)
-    if rounds is not None or args.missing is not None:
-        from ..parsers import parse
 
-        ens = parse(model[-1] if pipeline else model, iteration_range=rounds,
-                    missing=args.missing)
-    if args.oob and (model is ens or ens.kind != "forest"):
-        what = ("is a model file, which stores no in-bag rows" if model is ens else
-                f"holds a {type(model).__name__}, which has no out-of-bag rows")
-        raise ValueError("--oob needs a pickled bagged forest (RandomForest / ExtraTrees with "
-                         f"bootstrap=True); {args.model!r} {what}: pass held-out rows and "
-                         "leave out --oob")
-    on_dask = args.scheduler is not None
+
+def _check_oob_model(args, model, ens):
+    """--oob needs a bagged forest loaded as an object (a model file stores no in-bag
+    rows)."""
+    from ..model.ensemble import FOREST, TreeEnsemble
+
+    if not args.oob or (not isinstance(model, TreeEnsemble) and ens.kind == FOREST):
+        return
+    what = ("is a model file, which stores no in-bag rows" if isinstance(model, TreeEnsemble)
+            else f"holds a {type(model).__name__}, which has no out-of-bag rows")
+    raise ValueError("--oob needs a pickled bagged forest (RandomForest / ExtraTrees with "
+                     f"bootstrap=True); {args.model!r} {what}: pass held-out rows and "
+                     "leave out --oob")
+
+
+def _check_batch_options(args):
     if args.batch_rows < 1:
         raise ValueError(f"--batch-rows must be >= 1, got {args.batch_rows}")
     if args.progress:
@@ -276,80 +313,39 @@ def _explain(args):
 
         if find_spec("tqdm") is None:
             raise ValueError("--progress needs tqdm: pip install tqdm")
-    source = f"data file {args.data!r}"
-    if on_dask:  # a Parquet dataset read by dask, explained where its partitions lie
-        from . import dask_data as cli_data
 
-        df = cli_data.read_parquet_dataset(args.data)
-        if pipeline:  # its own steps read the input columns
-            X, y = split_pipeline_target(df, args.target, model, drop=drop, source=source)
-        else:
-            X, y = split_target(df, args.target, ens, drop=drop, source=source,
-                                by_position=args.columns_by_position)
-            X = cli_data.encode_partitions(X, ens, _warn)
-        y = cli_data.check_partition_labels(y, ens, source)
-    elif args.oob:  # the forest's in-bag rows are counted over the whole training set
-        df = pd.concat(list(open_table(args.data, batch_size=args.batch_rows).frames()))
-        if pipeline:  # its own steps read the input columns
-            X, y = split_pipeline_target(df, args.target, model, drop=drop, source=source)
-        else:
-            X, y = split_target(df, args.target, ens, drop=drop, source=source,
-                                by_position=args.columns_by_position)
-            X = encode_categories(X, ens, _warn)
-        y = check_class_labels(y, ens, source)
-    else:  # streamed: (X, y) chunks of --batch-rows rows
-        rows = StreamedRows(open_table(args.data, batch_size=args.batch_rows), ens,
-                            args.target, drop=drop, source=source,
-                            by_position=args.columns_by_position,
-                            pipeline=model if pipeline else None, warn=_warn)
-    if methods is None:
-        from ..measures.screening import default_methods
 
-        methods = default_methods(ens)
-    screen = None
-    if args.select is not None:
-        from ..measures.screening import default_screening_method, model_task, objective_name
+def _methods(args, methods, ens):
+    """(the methods to compute, the screening method of --select or None): the
+    model's defaults when --methods is not given, --select's measure added."""
+    from ..inputs.checks import check_methods_for_targets
+    from ..measures.screening import default_methods
 
-        if not 0.0 < args.select < 1.0:
-            raise ValueError(f"--select needs a false discovery rate in (0, 1), got "
-                             f"{args.select}")
-        screen = default_screening_method(ens.kind, model_task(ens), objective_name(ens))
-        methods = methods + [screen] if screen not in methods else methods
-    run_on = cli_data.scheduler(args.scheduler) if on_dask else contextlib.nullcontext()
-    with run_on, warnings.catch_warnings():  # encode_categories has told the user already
+    methods = default_methods(ens) if methods is None else methods
+    screen = None if args.select is None else _screening_method(args.select, ens)
+    if screen is not None and screen not in methods:
+        methods = methods + [screen]
+    check_methods_for_targets(methods, ens)
+    return methods, screen
+
+
+def _screening_method(alpha, ens):
+    from ..measures.screening import default_screening_method, model_task, objective_name
+
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"--select needs a false discovery rate in (0, 1), got {alpha}")
+    return default_screening_method(ens.kind, model_task(ens), objective_name(ens))
+
+
+def _importances(rows, ex, methods):
+    with warnings.catch_warnings():  # the rows' encoding has told the user already
         warnings.filterwarnings("ignore", message=".*labels the model never saw")
-        # the model object itself where explain needs more than its trees (in-bag rows,
-        # a Pipeline's steps): then with the rounds and sentinel chosen here
-        whole = args.oob or pipeline
-        kw = dict(oob=args.oob, methods=methods, n_blocks=args.n_blocks,
-                  random_state=args.seed, n_jobs=args.n_jobs,
-                  iteration_range=rounds if whole else None,
-                  missing=args.missing if whole else None)
-        if args.oob or on_dask:
-            res = explain(model if whole else ens, X, y, **kw)
-        else:  # (X, y) chunks, read as explain takes them
-            bar = progress_bar(True if args.progress else None, total=rows.n_rows,
-                               work=(rows.n_rows or np.inf) * ens.n_trees, desc="rows")
-            try:
-                # chunks carry no names to the result: a model without stored names
-                # (--columns-by-position) takes the table's
-                names = (rows.features if not pipeline and ens.feature_names is None
-                         else None)
-                res = explain(model if whole else ens, _counted(rows, bar), progress=False,
-                              feature_names=names, **kw)
-            finally:
-                bar.close()
-    if fmt == "json":
-        text = res.to_json() + "\n"
-    elif fmt == "csv":
-        text = res.to_frame().to_csv(index=False)
-    else:
-        text = format_table(res, model_file=args.model, data_file=args.data,
-                            target=args.target, oob=args.oob) + "\n"
-        if screen is not None:
-            kept = res.select(screen, args.select)
-            text += (f"kept at false discovery rate {args.select:g} by {screen}: "
-                     f"{', '.join(kept) if kept else '(none)'}\n")
+        return rows.importances(ex, methods)
+
+
+def _write_output(args, run, res, screen):
+    """The result to --output (or standard output) in its format, and the --plot."""
+    text = _formatted(args, run.fmt, res, screen)
     if args.plot:
         _save_plot(res, args.plot)
     if args.output:
@@ -358,14 +354,20 @@ def _explain(args):
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
-    return 0
 
 
-def _counted(chunks, bar):
-    """The chunks, each one's rows added to the progress bar as it is handed on."""
-    for chunk in chunks:
-        yield chunk
-        bar.update(len(chunk[0]))
+def _formatted(args, fmt, res, screen):
+    if fmt == "json":
+        return res.to_json() + "\n"
+    if fmt == "csv":
+        return res.to_frame().to_csv(index=False)
+    text = format_table(res, model_file=args.model, data_file=args.data,
+                        target=args.target, oob=args.oob) + "\n"
+    if screen is not None:
+        kept = res.select(screen, args.select)
+        text += (f"kept at false discovery rate {args.select:g} by {screen}: "
+                 f"{', '.join(kept) if kept else '(none)'}\n")
+    return text
 
 
 def _iteration_range(text):

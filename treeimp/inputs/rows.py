@@ -43,6 +43,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .categories import text_as_categories
+
 CHUNK_ROWS = 65536
 # a sparse chunk made dense holds at most this many values (64 MB of float64)
 SPARSE_CHUNK_VALUES = 1 << 23
@@ -165,7 +167,7 @@ class RowSource:
         levels = ens.feature_categories or [None] * self.n_features
         as_code = ens.category_as_code  # one bool, or one per feature
         if self._pandas:
-            native = _text_as_categories(native, levels, as_code)
+            native = text_as_categories(native, ens)
         for j in range(len(raw_cols)):
             col = native.iloc[:, j] if self._pandas else df.get_column(raw_cols[j])
             dtype = col.dtype if self._pandas else None
@@ -381,29 +383,6 @@ def _floats(col, pandas):
 
     values = col.cast(nw.Float64).to_numpy()
     return np.asarray(values, dtype=np.float64)
-
-
-def _text_as_categories(df, levels, as_code):
-    """Plain text (str / object) columns of features whose model stores its training
-    categories and routes category codes (e.g. HistGradientBoosting with
-    ``categorical_features`` naming a text column, which scikit-learn ordinal-encodes by
-    label) as pandas 'category' columns, matched by label like a 'category' column. A
-    shallow copy: other columns are not copied."""
-    import pandas as pd
-
-    out = None
-    for j in range(df.shape[1]):
-        if levels[j] is None or not (as_code if np.ndim(as_code) == 0 else as_code[j]):
-            continue
-        dtype = df.dtypes.iloc[j]
-        if isinstance(dtype, pd.CategoricalDtype) or not (
-                pd.api.types.is_string_dtype(dtype) or pd.api.types.is_object_dtype(dtype)):
-            continue
-        if out is None:
-            out = df.copy(deep=False)
-        out.isetitem(j, df.iloc[:, j].astype("category"))
-    return df if out is None else out
-
 
 
 def _is_dataframe(X):

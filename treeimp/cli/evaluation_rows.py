@@ -1,0 +1,138 @@
+"""The rows of DATA for ``treeimp explain``, opened in one of three ways and explained by
+the command's one :class:`treeimp.Explainer`:
+
+* :class:`Batches` (the default): ``(X, y)`` batches of ``--batch-rows`` rows, each one's
+  node statistics accumulated and added up, then finalised;
+* :class:`WholeTable` (``--oob``): the table read whole, since a forest's out-of-bag
+  rows are checked against its whole training set;
+* :class:`DaskTable` (``--scheduler``): a Parquet dataset read by dask, explained where
+  its partitions lie.
+
+Each encodes its columns with :func:`treeimp.inputs.categories.file_categories` (a
+Pipeline's columns are left to its own steps) and checks class labels with
+:func:`treeimp.cli.inputs.check_class_labels`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pandas as pd
+
+from ..inputs.categories import file_categories
+from ..inputs.pipeline import is_pipeline
+from ..stats.progress import progress_bar
+from .inputs import StreamedRows, check_class_labels, split_pipeline_target, split_target
+from .table_batches import open_table
+
+
+def open_rows(args, model, ens, drop, warn):
+    """The rows of ``args.data`` for ``model`` (parsed as ``ens``), as ``args`` asks."""
+    source = f"data file {args.data!r}"
+    if args.scheduler is not None:
+        return DaskTable(args, model, ens, drop, source, warn)
+    if args.oob:
+        return WholeTable(args, model, ens, drop, source, warn)
+    return Batches(args, model, ens, drop, source, warn)
+
+
+class WholeTable:
+    """The whole table at once: (X, y), X encoded, y checked."""
+
+    def __init__(self, args, model, ens, drop, source, warn):
+        self.args = args
+        df = self._read(args)
+        if is_pipeline(model):  # its own steps read the input columns
+            X, y = split_pipeline_target(df, args.target, model, drop=drop, source=source)
+        else:
+            X, y = split_target(df, args.target, ens, drop=drop, source=source,
+                                by_position=args.columns_by_position)
+            X = self._encode(X, ens, warn)
+        self.X, self.y = X, self._labels(y, ens, source)
+
+    def _read(self, args):
+        return pd.concat(list(open_table(args.data, batch_size=args.batch_rows).frames()))
+
+    def _encode(self, X, ens, warn):
+        return file_categories(X, ens, warn)
+
+    def _labels(self, y, ens, source):
+        return check_class_labels(y, ens, source)
+
+    def _running(self):
+        return contextlib.nullcontext()
+
+    def importances(self, ex, methods):
+        """The explainer's importances of these rows."""
+        args = self.args
+        with self._running():
+            return ex.explain(self.X, self.y, oob=args.oob, methods=methods,
+                              n_blocks=args.n_blocks, random_state=args.seed)
+
+
+class DaskTable(WholeTable):
+    """A Parquet dataset read lazily by dask: encoded and checked partition by
+    partition, explained on ``--scheduler``."""
+
+    def _read(self, args):
+        from .dask_data import read_parquet_dataset
+
+        return read_parquet_dataset(args.data)
+
+    def _encode(self, X, ens, warn):
+        from .dask_data import encode_partitions
+
+        return encode_partitions(X, ens, warn)
+
+    def _labels(self, y, ens, source):
+        from .dask_data import check_partition_labels
+
+        return check_partition_labels(y, ens, source)
+
+    def _running(self):
+        from .dask_data import scheduler
+
+        return scheduler(self.args.scheduler)
+
+
+class Batches:
+    """``(X, y)`` batches of ``--batch-rows`` rows (:class:`StreamedRows`)."""
+
+    def __init__(self, args, model, ens, drop, source, warn):
+        self.args = args
+        self.rows = StreamedRows(open_table(args.data, batch_size=args.batch_rows), ens,
+                                 args.target, drop=drop, source=source,
+                                 by_position=args.columns_by_position,
+                                 pipeline=model if is_pipeline(model) else None, warn=warn)
+
+    def importances(self, ex, methods):
+        """Node statistics accumulated batch by batch (each at its rows' positions in
+        the table), added up and finalised: the importances of the whole table."""
+        args, n = self.args, self.rows.n_rows
+        bar = progress_bar(True if args.progress else None, total=n,
+                           work=(n or np.inf) * ex.ensemble.n_trees, desc="rows")
+        with contextlib.closing(bar):
+            total = sum_stats(ex.accumulate(X, y, rows=rows, n_blocks=args.n_blocks,
+                                            random_state=args.seed, methods=methods,
+                                            progress=False)
+                              for X, y, rows in _positioned(self.rows, bar))
+        return ex.finalize(total, methods)
+
+
+def _positioned(batches, bar):
+    """``(X, y, rows)``: each batch with its rows' positions in the table, its rows
+    added to the progress bar as it is handed on."""
+    start = 0
+    for X, y in batches:
+        yield X, y, range(start, start + len(X))
+        start += len(X)
+        bar.update(len(X))
+
+
+def sum_stats(stats):
+    """The sum of node statistics, added one at a time as they come."""
+    total = None
+    for s in stats:
+        total = s if total is None else total + s
+    return total
