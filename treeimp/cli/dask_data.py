@@ -15,6 +15,9 @@ import stat
 
 from ..dask.collections import DASK_EXTRA, require_dask
 from ..inputs.categories import file_categories
+from ..inputs.files import kind_of, stat_path
+from .inputs import check_class_labels
+from .table_batches import check_parquet_folder
 
 LOCAL_SCHEDULERS = ("processes", "threads", "synchronous")
 
@@ -44,8 +47,6 @@ def read_parquet_dataset(path):
 def _check_local_files(path):
     """The dataset's files are regular files (symlinks followed): a FIFO or a device
     named .parquet would hang the read, a symlink loop is named as one."""
-    from ..inputs.files import kind_of, stat_path
-    from .table_batches import check_parquet_folder
 
     if os.path.lexists(path):
         matches = [path]
@@ -94,7 +95,6 @@ def encode_partitions(X, ens, warn):
 def check_partition_labels(y, ens, source):
     """:func:`treeimp.cli.inputs.check_class_labels` on every partition of dask ``y``
     (a dtype that cannot hold class indices is refused at once, from the schema)."""
-    from .inputs import check_class_labels
 
     meta = check_class_labels(y._meta, ens, source)
     if meta is y._meta:  # the model stores its labels, or is no classifier

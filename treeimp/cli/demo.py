@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..api import explain
+
 NOISE = ("row_id", "noise_gauss", "noise_100_levels")
 FLIPPED = 0.15  # share of diagnoses flipped at random
 METHODS = ("mdi", "mdi_oob", "ufi")
@@ -44,7 +46,6 @@ def demo_importances(*, n_estimators=300, random_state=0):
     """The demo's forest and its Importances (mdi, mdi_oob, ufi; out of bag)."""
     from sklearn.ensemble import RandomForestClassifier
 
-    from ..api import explain
 
     X, y = demo_data(random_state)
     rf = RandomForestClassifier(n_estimators=n_estimators, random_state=random_state,

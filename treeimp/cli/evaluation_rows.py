@@ -23,6 +23,7 @@ import pandas as pd
 from ..inputs.categories import file_categories
 from ..inputs.pipeline import is_pipeline
 from ..stats.progress import progress_bar
+from .dask_data import check_partition_labels, encode_partitions, read_parquet_dataset, scheduler
 from .inputs import StreamedRows, check_class_labels, split_pipeline_target, split_target
 from .table_batches import open_table
 
@@ -76,23 +77,15 @@ class DaskTable(WholeTable):
     partition, explained on ``--scheduler``."""
 
     def _read(self, args):
-        from .dask_data import read_parquet_dataset
-
         return read_parquet_dataset(args.data)
 
     def _encode(self, X, ens, warn):
-        from .dask_data import encode_partitions
-
         return encode_partitions(X, ens, warn)
 
     def _labels(self, y, ens, source):
-        from .dask_data import check_partition_labels
-
         return check_partition_labels(y, ens, source)
 
     def _running(self):
-        from .dask_data import scheduler
-
         return scheduler(self.args.scheduler)
 
 

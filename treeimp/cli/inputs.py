@@ -24,6 +24,9 @@ from ..inputs.categories import (
     warn_unseen,
 )
 from ..inputs.files import kind_of, stat_path
+from ..inputs.rows import _library_names
+from ..parsers.files import load
+from .skops_trust import TREE_MODEL_TYPES, untrusted_outside
 from .table_batches import CSV_OPTIONS, CSV_SUFFIXES, PARQUET_SUFFIXES, open_csv
 
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib")
@@ -89,7 +92,6 @@ def load_model(path, *, trust_pickle=False, warn=None, trust_types=()):
     if suffix in SKOPS_SUFFIXES:
         return _load_skops(path, trust_types, warn)
     if suffix in MODEL_FILE_SUFFIXES:
-        from ..parsers.files import load
 
         return load(path)
     raise ValueError(f"model file {str(path)!r} has the unsupported suffix {suffix!r}; "
@@ -107,7 +109,6 @@ def _load_skops(path, trust_types, warn):
                          "skops (or pip install 'treeimp[cli]')")
     import skops.io as sio
 
-    from .skops_trust import TREE_MODEL_TYPES, untrusted_outside
 
     try:
         untrusted = list(sio.get_untrusted_types(file=path))
@@ -207,7 +208,6 @@ def model_features(columns, target, ens, *, drop=(), source="data file",
     A model without stored feature names cannot match the table's named columns: it is
     refused unless ``by_position`` (``--columns-by-position``) says to take the feature
     columns in their order."""
-    from ..inputs.rows import _library_names
 
     features = _feature_columns(columns, target, drop, source)
     if ens.feature_names is not None:

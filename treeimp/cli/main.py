@@ -18,9 +18,20 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from ..explainer import Explainer
 from ..measures import registry
 from ..measures.defaults import DEFAULT_N_BLOCKS
+from ..measures.registry import check_targets
+from ..measures.screening import (
+    default_methods,
+    default_screening_method,
+    model_task,
+    objective_name,
+)
+from ..model.ensemble import FOREST, TreeEnsemble
+from .demo import run_demo
 from .evaluation_rows import open_rows
+from .inputs import load_model
 from .table_batches import DEFAULT_BATCH_ROWS
 
 EXPLAIN_HELP = """\
@@ -212,8 +223,6 @@ def main(argv=None):
 
 
 def _demo(args):
-    from .demo import run_demo
-
     if args.trees < 1:
         raise ValueError("--trees must be >= 1")
     run_demo(n_estimators=args.trees, random_state=args.seed)
@@ -269,8 +278,6 @@ def _names_of(text):
 def _load_explainer(args, run):
     """(the model loaded from ``args.model``, the one Explainer of it: the model parsed
     once, with --iteration-range and --missing)."""
-    from ..explainer import Explainer
-    from .inputs import load_model
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -294,7 +301,6 @@ def _pass_on(caught, rounds):
 def _check_oob_model(args, model, ens):
     """--oob needs a bagged forest loaded as an object (a model file stores no in-bag
     rows)."""
-    from ..model.ensemble import FOREST, TreeEnsemble
 
     if not args.oob or (not isinstance(model, TreeEnsemble) and ens.kind == FOREST):
         return
@@ -318,20 +324,16 @@ def _check_batch_options(args):
 def _methods(args, methods, ens):
     """(the methods to compute, the screening method of --select or None): the
     model's defaults when --methods is not given, --select's measure added."""
-    from ..inputs.checks import check_methods_for_targets
-    from ..measures.screening import default_methods
 
     methods = default_methods(ens) if methods is None else methods
     screen = None if args.select is None else _screening_method(args.select, ens)
     if screen is not None and screen not in methods:
         methods = methods + [screen]
-    check_methods_for_targets(methods, ens)
+    check_targets(methods, ens)
     return methods, screen
 
 
 def _screening_method(alpha, ens):
-    from ..measures.screening import default_screening_method, model_task, objective_name
-
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"--select needs a false discovery rate in (0, 1), got {alpha}")
     return default_screening_method(ens.kind, model_task(ens), objective_name(ens))
