@@ -160,8 +160,7 @@ def _brute_force_shap(ens, X):
     from itertools import combinations
     from math import factorial
 
-    from treeimp.contributions import shap_cover
-
+    from treeimp.attributions.contributions import shap_cover
     from treeimp.kernels.route import feature_value, step
     from treeimp.model.routing import routing_flags
 

@@ -15,7 +15,7 @@ from sklearn.ensemble import (
 )
 
 import treeimp
-from treeimp.api import OOB_VARIANCE_FACTOR
+from treeimp.measures.defaults import OOB_VARIANCE_FACTOR
 
 
 def _oob_rows(rf, n):
