@@ -187,7 +187,7 @@ def contributions(model, X, y=None, *, oob=False, method="shap", groups=None, n_
     >>> from sklearn.ensemble import RandomForestRegressor
     >>> import treeimp
     >>> X, y = make_regression(n_samples=200, n_features=4, random_state=0)
-    >>> rf = RandomForestRegressor(n_estimators=20, random_state=0).fit(X, y)
+    >>> rf = RandomForestRegressor(n_estimators=50, oob_score=True, random_state=0).fit(X, y)
     >>> c = treeimp.contributions(rf, X, oob=True)
     >>> c.values.shape
     (200, 4)
