@@ -1,7 +1,7 @@
 """treeimp: out-of-sample feature importance for tree ensembles."""
 
-from .api import explain, permutation_importance
-from .attributions.contributions import Contributions, contributions
+from .api import contributions, explain, permutation_importance
+from .attributions.contributions import Contributions
 from .crossfit import cross_explain
 from .explainer import Explainer
 from .model.ensemble import Objective, Tree, TreeEnsemble

@@ -1,8 +1,9 @@
-"""Public entry points: explain() and permutation_importance(), thin wrappers of the
-:class:`~treeimp.Explainer` and of the permutation and dask layers."""
+"""Public entry points: explain(), contributions() and permutation_importance(), thin
+wrappers of the :class:`~treeimp.Explainer` and of the permutation and dask layers."""
 
 from __future__ import annotations
 
+from .attributions.contributions import Contributions
 from .dask.collections import is_dask_collection
 from .dask.permutation import dask_permutation_importance
 from .explainer import Explainer
@@ -128,6 +129,74 @@ def explain(model, X, y=None, *, oob=False, methods=None, sample_weight=None,
     return ex.explain(X, y, oob=oob, methods=methods, sample_weight=sample_weight,
                       base_margin=base_margin, groups=groups, n_blocks=n_blocks,
                       random_state=random_state, alpha=alpha, lam=lam, progress=progress)
+
+
+def contributions(model, X, y=None, *, oob=False, method="shap", groups=None, n_jobs=None,
+                  iteration_range=None, missing=None, base_margin=None) -> Contributions:
+    """Per-row feature contributions of a tree ensemble's raw output.
+
+    Parameters
+    ----------
+    model : fitted scikit-learn / XGBoost / LightGBM / CatBoost model, TreeEnsemble or file
+        Explained with the trees its own default predict uses (see
+        :func:`treeimp.parse`; ``iteration_range`` to choose). A fitted scikit-learn
+        Pipeline whose last step is one of these: X is transformed by the steps before
+        it, and the contributions are those of the last step to the columns it sees,
+        named by the steps' ``get_feature_names_out``.
+    X : array-like or DataFrame (n_rows, n_features)
+        The rows to explain (``oob=True``: the forest's training rows, in training order).
+    y : array-like (n_rows,), optional
+        Kept with the result (``Contributions.y``) for plots; not used to compute values.
+    oob : bool, default False
+        Bagged forests only: ``values`` is phi^oob, each row's mean contribution over the
+        trees for which it is out of bag, and ``values_in`` phi^in, the mean over the trees
+        it was grown on. ``base_values + values.sum(features)`` is then the row's
+        out-of-bag prediction (rows in-bag for every tree get NaN).
+    method : "shap" or "saabas"
+        Path-dependent TreeSHAP (exact; equals shap's TreeExplainer with
+        ``feature_perturbation="tree_path_dependent"``, XGBoost ``pred_contribs`` and
+        LightGBM ``pred_contrib``) or Saabas contributions (the sum of ``v_child -
+        v_node`` over the row's path; XGBoost's ``approx_contribs``).
+    groups : dict or "input", optional
+        {group name: [feature names or positions]} (columns in no group stay alone), or
+        "input" for a Pipeline (each transformed column grouped with the input column it
+        came from, as in :func:`treeimp.explain`): each group's contribution is the sum
+        of its members' (contributions add up, so base + row sum is unchanged). ``data``
+        is then None: a group has no one value.
+    n_jobs : int or None
+        Threads (None: all).
+    iteration_range, missing, base_margin
+        As in :func:`treeimp.explain`: the boosting rounds explained (default: those the
+        model's own predict uses), XGBoost's missing-value sentinel, and per-row margin
+        offsets, which go into ``base_values`` (as XGBoost's ``pred_contribs`` puts
+        ``base_margin`` into its bias column).
+
+    Returns
+    -------
+    Contributions
+        ``data`` is the X the last step saw (a Pipeline's transformed X).
+        ``values`` (n_rows, n_features), or (n_rows, n_features, n_outputs) for models
+        with several outputs (multiclass margins, forest class probabilities), on the raw
+        scale (margin for boosting, probability for forest classifiers), and
+        ``base_values`` (n_rows,) or (n_rows, n_outputs), with
+        ``base_values + values.sum(axis=1) == raw prediction`` for every row.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_regression
+    >>> from sklearn.ensemble import RandomForestRegressor
+    >>> import treeimp
+    >>> X, y = make_regression(n_samples=200, n_features=4, random_state=0)
+    >>> rf = RandomForestRegressor(n_estimators=50, oob_score=True, random_state=0).fit(X, y)
+    >>> c = treeimp.contributions(rf, X, oob=True)
+    >>> c.values.shape
+    (200, 4)
+    >>> bool(abs(c.base_values + c.values.sum(axis=1) - rf.oob_prediction_).max() < 1e-9)
+    True
+    """
+    ex = Explainer(model, iteration_range=iteration_range, missing=missing, n_jobs=n_jobs)
+    return ex.contributions(X, y, oob=oob, method=method, groups=groups,
+                            base_margin=base_margin)
 
 
 def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_state=None,

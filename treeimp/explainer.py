@@ -9,6 +9,8 @@ finalize them into importances.
 one call (the statistics then live in a buffer the Explainer keeps for its next call).
 Every row's statistic block is fixed by its global position (:mod:`treeimp.stats.blocks`),
 so chunking, the order of chunks and the process that reads them never change a result.
+``ex.contributions(X)`` gives the rows' TreeSHAP or Saabas contributions of the same
+parsed model (:mod:`treeimp.attributions.contributions`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,14 @@ import threading
 import numpy as np
 
 from .attributions import shap_oob
+from .attributions.contributions import (
+    METHODS,
+    ContributionModel,
+    Contributions,
+    check_out_of_bag,
+    in_sample,
+    out_of_bag,
+)
 from .attributions.shap_oob import per_tree_values
 from .dask import is_dask_collection
 from .dask.explain import explain_dask
@@ -27,6 +37,7 @@ from .inputs.groups import resolve_groups
 from .inputs.pipeline import is_pipeline, unwrap
 from .inputs.rows import RowSource, check_unique_columns
 from .inputs.targets import (
+    as_1d_target,
     as_target,
     check_sample_weight,
     forest_class_targets,
@@ -55,7 +66,9 @@ from .stats.vector_leaves import per_output_trees
 
 
 class Explainer:
-    """A fitted tree ensemble, parsed once, ready to explain rows.
+    """A fitted tree ensemble, parsed once, ready to explain rows: importances
+    (:meth:`explain`, or :meth:`accumulate` and :meth:`finalize`), permutation importance
+    and per-row contributions (:meth:`contributions`).
 
     Parameters
     ----------
@@ -99,7 +112,8 @@ class Explainer:
         self.model = model
         self._final = _last_step(model)
         ens = parse(self._final, iteration_range=iteration_range, missing=missing)
-        registry.check_explainable(ens)
+        # the library's own trees (vector leaves whole): what contributions explain
+        self._parsed = ens
         # vector-leaf boosting: one tree per output, so that each output's gradient
         # meets its own leaf values (stats/vector_leaves.py)
         self.ensemble = per_output_trees(ens)
@@ -114,6 +128,7 @@ class Explainer:
         self._default_key = block_key(None)
         self._lock = threading.Lock()
         self._inbag = {}
+        self._contribution_models = {}
         self._pool = BufferPool()
 
     @property
@@ -126,6 +141,7 @@ class Explainer:
         state = dict(self.__dict__)
         del state["_lock"]
         state["_inbag"] = {}
+        state["_contribution_models"] = {}
         return state
 
     def __setstate__(self, state):
@@ -147,6 +163,7 @@ class Explainer:
         need to be in memory at once; the result equals the one-call result.
         """
 
+        self._check_explainable()
         if is_dask_collection(X):  # rows on a Dask cluster: statistics where they lie
 
             _refuse_smoothed_chunks(self.ensemble, "a Dask collection")
@@ -213,6 +230,7 @@ class Explainer:
         NodeStats
             A chunk without rows gives zero statistics.
         """
+        self._check_explainable()
         _refuse_smoothed_chunks(self.ensemble, "Explainer.accumulate on a chunk of rows")
         oob = _check_oob(oob)
         check_n_blocks(n_blocks, None)
@@ -245,6 +263,7 @@ class Explainer:
         (leaf slots, blocks, terms, per-row measures) is checked against this model and
         their settings."""
 
+        self._check_explainable()
         if not isinstance(stats, NodeStats):
             raise TypeError(f"finalize needs the NodeStats of accumulate, got "
                             f"{type(stats).__name__}")
@@ -261,6 +280,7 @@ class Explainer:
         """Permutation importance of this model (see :func:`treeimp.permutation_importance`),
         without parsing it again."""
 
+        self._check_explainable()
         if any(is_dask_collection(v) for v in (X, y, sample_weight, base_margin)):
             model = self.model if is_pipeline(self.model) else self.ensemble
             return dask_permutation_importance(
@@ -276,6 +296,31 @@ class Explainer:
             sample_weight=sample_weight, progress=progress, groups=groups,
             base_margin=base_margin)
 
+    def contributions(self, X, y=None, *, oob=False, method="shap", groups=None,
+                      base_margin=None) -> Contributions:
+        """Per-row TreeSHAP or Saabas contributions of the rows X (see
+        :func:`treeimp.contributions` for every argument), without parsing the model
+        again. A Pipeline's X goes through its steps, and the contributions are those of
+        its last step to the columns it sees, named by ``get_feature_names_out``
+        (``groups="input"``: summed per input column). Out of bag, the forest's in-bag
+        rows are read once per Explainer."""
+
+        cm = self._contribution_model(method)
+        oob = _check_oob(oob)
+        X, names, input_groups = self._unwrap(X, groups)
+        rows = RowSource(X, cm.ens)
+        if y is not None:
+            y = as_1d_target(y, rows.n_rows)
+        names = self._names(rows.feature_names if names is None else names)
+        grp = resolve_groups(groups, names, input_groups)
+        if not oob:
+            return in_sample(cm, rows, X, y, names, grp, n_jobs=self.n_jobs,
+                             base_margin=base_margin)
+        check_out_of_bag(cm.ens, rows.n_rows, base_margin)
+        bits = self._inbag_bits(rows.n_rows, None)
+        check_training_rows(cm.ens, self._final, rows, bits, n_jobs=self.n_jobs)
+        return out_of_bag(cm, rows, bits, X, y, names, grp, n_jobs=self.n_jobs)
+
     def predict_raw(self, X, *, base_margin=None):
         """The model's raw margin on X (see :meth:`TreeEnsemble.predict_raw`)."""
         X, _, _ = self._unwrap(X, None)
@@ -287,6 +332,23 @@ class Explainer:
         return self.ensemble.apply(X, n_jobs=self.n_jobs)
 
     # ------------------------------------------------------------------ internals
+    def _check_explainable(self):
+        """Importances are not defined for every model that has contributions
+        (multi-label boosting): refused by the importance methods, not at construction."""
+        registry.check_explainable(self._parsed)
+
+    def _contribution_model(self, method):
+        """The contribution kernels' view of the model for ``method``, built once (an
+        unknown method, or TreeSHAP of a model that tells only the row's leaf, is refused
+        here)."""
+        with self._lock:
+            cm = self._contribution_models.get(method) if method in METHODS else None
+        if cm is None:
+            cm = ContributionModel(self._parsed, method)
+            with self._lock:
+                self._contribution_models[method] = cm
+        return cm
+
     def _unwrap(self, X, groups):
         """(X through a Pipeline's steps, their feature names or None, input groups)."""
         if not is_pipeline(self.model):

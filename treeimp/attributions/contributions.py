@@ -1,6 +1,7 @@
 """Per-row contributions (local explanations): TreeSHAP and Saabas, in-bag and out of bag.
 
-``contributions(model, X)`` gives every row's path-dependent TreeSHAP values (Lundberg
+The engine of ``treeimp.contributions(model, X)`` and ``Explainer.contributions(X)``
+(which parse the model and read X): every row's path-dependent TreeSHAP values (Lundberg
 et al. 2020; what shap's TreeExplainer with ``feature_perturbation="tree_path_dependent"``,
 XGBoost's ``pred_contribs`` and LightGBM's ``pred_contrib`` compute) or Saabas
 contributions, from the numba kernels of ``treeimp/kernels/treeshap.py``; rows are
@@ -21,9 +22,7 @@ import numba
 import numpy as np
 import pandas as pd
 
-from ..inputs.groups import resolve_groups
-from ..inputs.rows import CHUNK_ROWS, RowSource, feature_names_of
-from ..inputs.targets import as_1d_target
+from ..inputs.rows import CHUNK_ROWS
 from ..inputs.threads import numba_threads
 from ..kernels.treeshap import (
     ROWS_PER_TASK,
@@ -37,8 +36,6 @@ from ..model.ensemble import FOREST
 from ..model.kernel_inputs import ShapTables
 from ..model.offsets import check_base_margin
 from ..model.routing import routing_flags
-from ..parsers import inbag_bits, parse
-from ..stats.inbag_check import check_training_rows
 
 METHODS = ("shap", "saabas")
 ROUTED_CHUNK_VALUES = 1 << 23  # router numbers of one chunk (64 MB of float64)
@@ -142,98 +139,71 @@ def _base_per_output(ens, per_tree, scale):
     return base
 
 
-def contributions(model, X, y=None, *, oob=False, method="shap", groups=None, n_jobs=None,
-                  iteration_range=None, missing=None, base_margin=None):
-    """Per-row feature contributions of a tree ensemble's raw output.
+class ContributionModel:
+    """What the contribution kernels read of a parsed model for one method, built once
+    (the :class:`~treeimp.Explainer` keeps one per method).
 
-    Parameters
+    Attributes
     ----------
-    model : fitted scikit-learn / XGBoost / LightGBM model, TreeEnsemble or model file path
-    X : array-like or DataFrame (n_rows, n_features)
-        The rows to explain (``oob=True``: the forest's training rows, in training order).
-    y : array-like (n_rows,), optional
-        Kept with the result (``Contributions.y``) for plots; not used to compute values.
-    oob : bool, default False
-        Bagged forests only: ``values`` is phi^oob, each row's mean contribution over the
-        trees for which it is out of bag, and ``values_in`` phi^in, the mean over the trees
-        it was grown on. ``base_values + values.sum(features)`` is then the row's
-        out-of-bag prediction (rows in-bag for every tree get NaN).
+    ens : TreeEnsemble
+        The ensemble the kernels walk (``split_routed``); rows are read against it.
     method : "shap" or "saabas"
-        Path-dependent TreeSHAP (exact; equals shap's TreeExplainer with
-        ``feature_perturbation="tree_path_dependent"``, XGBoost ``pred_contribs`` and
-        LightGBM ``pred_contrib``) or Saabas contributions (the sum of ``v_child -
-        v_node`` over the row's path; XGBoost's ``approx_contribs``).
-    groups : dict, optional
-        {group name: [feature names or positions]} (columns in no group stay alone):
-        each group's contribution is the sum of its members' (contributions add up, so
-        base + row sum is unchanged). ``data`` is then None: a group has no one value.
-    n_jobs : int or None
-        Threads (None: all).
-    iteration_range, missing, base_margin
-        As in :func:`treeimp.explain`: the boosting rounds explained (default: those the
-        model's own predict uses), XGBoost's missing-value sentinel, and per-row margin
-        offsets, which go into ``base_values`` (as XGBoost's ``pred_contribs`` puts
-        ``base_margin`` into its bias column).
-
-    Returns
-    -------
-    Contributions
-        ``values`` (n_rows, n_features), or (n_rows, n_features, n_outputs) for models
-        with several outputs (multiclass margins, forest class probabilities), on the raw
-        scale (margin for boosting, probability for forest classifiers), and
-        ``base_values`` (n_rows,) or (n_rows, n_outputs), with
-        ``base_values + values.sum(axis=1) == raw prediction`` for every row.
-
-    Examples
-    --------
-    >>> from sklearn.datasets import make_regression
-    >>> from sklearn.ensemble import RandomForestRegressor
-    >>> import treeimp
-    >>> X, y = make_regression(n_samples=200, n_features=4, random_state=0)
-    >>> rf = RandomForestRegressor(n_estimators=20, random_state=0).fit(X, y)
-    >>> c = treeimp.contributions(rf, X, oob=True)
-    >>> c.values.shape
-    (200, 4)
-    >>> bool(abs(c.base_values + c.values.sum(axis=1) - rf.oob_prediction_).max() < 1e-9)
-    True
+    inputs : ShapTables
+        The kernels' tables (``kernel_inputs``).
+    groups : tuple of tuples
+        The groups of features among which the library's own TreeSHAP shares a split's
+        credit (``shap_players``; empty for most models).
+    per_tree : ndarray (n_trees, value_dim)
+        Every tree's base value (``expected_tree_values``).
     """
 
-    ens = parse(model, iteration_range=iteration_range, missing=missing)
-    players = shap_players(ens)
-    if method in METHODS:
-        ens = split_routed(ens, method)
-    inputs = kernel_inputs(ens, method, players)
-    if not isinstance(oob, (bool, np.bool_)):
-        raise TypeError(f"oob must be True or False, got {oob!r}")
-    rows = RowSource(X, ens)
-    n = rows.n_rows
-    if y is not None:
+    def __init__(self, ens, method):
+        players = shap_players(ens)
+        if method in METHODS:
+            ens = split_routed(ens, method)
+        self.inputs = kernel_inputs(ens, method, players)  # an unknown method is refused here
+        self.ens = ens
+        self.method = method
+        self.groups = players[1]
+        self.per_tree = expected_tree_values(ens, method)
 
-        y = as_1d_target(y, n)
-    names = feature_names_of(None, rows, ens)
-    grp = resolve_groups(groups, names)
-    K, F = ens.n_outputs, ens.n_features
-    per_tree = expected_tree_values(ens, method)
-    if not oob:
-        values = _in_sample(ens, rows, inputs, n_jobs, players[1])
-        base = np.broadcast_to(_base_per_output(ens, per_tree, ens.tree_scale), (n, K)).copy()
-        offset = check_base_margin(base_margin, n, ens)
-        if offset is not None:  # each row starts at its own margin instead of the base
-            base += ens.start_margin(offset) - ens.base_score
-        values, names, data = _grouped(grp, values, names, X)
-        return Contributions(values, base, names, data, method=method, y=y,
-                             output_names=_output_names(ens))
+
+def in_sample(cm, rows, data, y, names, grp, *, n_jobs=None, base_margin=None):
+    """:class:`Contributions` of the rows (a ``RowSource`` read against ``cm.ens``) to
+    every tree: phi and the base values, each row's starting at its ``base_margin``
+    when given. ``data``: the X kept with the result; ``names``: its feature names;
+    ``grp``: feature groups (``resolve_groups``) or None."""
+    ens = cm.ens
+    n = rows.n_rows
+    values = _in_sample(ens, rows, cm.inputs, n_jobs, cm.groups)
+    base = np.broadcast_to(_base_per_output(ens, cm.per_tree, ens.tree_scale),
+                           (n, ens.n_outputs)).copy()
+    offset = check_base_margin(base_margin, n, ens)
+    if offset is not None:  # each row starts at its own margin instead of the base
+        base += ens.start_margin(offset) - ens.base_score
+    values, names, data = _grouped(grp, values, names, data)
+    return Contributions(values, base, names, data, method=cm.method, y=y,
+                         output_names=_output_names(ens))
+
+
+def check_out_of_bag(ens, n_rows, base_margin):
+    """Refuse out-of-bag contributions of a model without out-of-bag rows, or with
+    per-row offsets (forests take none)."""
     if base_margin is not None:
-        check_base_margin(base_margin, n, ens)  # forests take no offset: a clear error
+        check_base_margin(base_margin, n_rows, ens)  # forests take no offset: a clear error
     if ens.kind != FOREST:
         raise ValueError("oob=True is for bagged forests; boosting models have no "
                          "out-of-bag rows: pass held-out rows instead (oob=False)")
-    bits = inbag_bits(model, n)
-    if bits.shape[0] != ens.n_trees:
-        raise ValueError(f"the forest has {ens.n_trees} trees but in-bag rows for "
-                         f"{bits.shape[0]}")
 
-    check_training_rows(ens, model, rows, bits, n_jobs=n_jobs)  # the training order
+
+def out_of_bag(cm, rows, bits, data, y, names, grp, *, n_jobs=None):
+    """Out-of-bag :class:`Contributions` of the forest's training rows (in training
+    order, checked by the caller): phi^oob over the trees for which a row is out of bag,
+    phi^in over the others. ``bits``: the packed in-bag rows, one row per tree
+    (``parsers.inbag_bits``); the other arguments as in :func:`in_sample`."""
+    ens = cm.ens
+    n = rows.n_rows
+    K, F = ens.n_outputs, ens.n_features
     phi_oob = np.zeros((n, F, K))
     phi_in = np.zeros((n, F, K))
     n_oob = np.zeros(n, np.int64)
@@ -243,19 +213,19 @@ def contributions(model, X, y=None, *, oob=False, method="shap", groups=None, n_
             stop = start + chunk.shape[0]
             strict, round32 = routing_flags(ens, chunk)
             oob_contributions_chunk(chunk, start, bits, phi_oob[start:stop],
-                                    phi_in[start:stop], n_oob[start:stop], inputs,
+                                    phi_in[start:stop], n_oob[start:stop], cm.inputs,
                                     ens.tree_offsets, ens.tree_output, ens.routing, strict,
                                     round32,
                                     rows_per_task(chunk.shape[0], numba.get_num_threads()))
     # per-row base values: mean of the out-of-bag (in-bag) trees' expected values
-    base_oob, base_in = _oob_bases(ens, bits, n, per_tree)
+    base_oob, base_in = _oob_bases(ens, bits, n, cm.per_tree)
     n_in = ens.n_trees - n_oob
     with np.errstate(invalid="ignore", divide="ignore"):
         phi_oob /= np.where(n_oob > 0, n_oob, np.nan)[:, None, None]
         phi_in /= np.where(n_in > 0, n_in, np.nan)[:, None, None]
-    phi_in, _, _ = _grouped(grp, phi_in, names, X)
-    phi_oob, names, data = _grouped(grp, phi_oob, names, X)
-    return Contributions(phi_oob, base_oob, names, data, method=method, y=y,
+    phi_in, _, _ = _grouped(grp, phi_in, names, data)
+    phi_oob, names, data = _grouped(grp, phi_oob, names, data)
+    return Contributions(phi_oob, base_oob, names, data, method=cm.method, y=y,
                          output_names=_output_names(ens), values_in=phi_in,
                          base_values_in=base_in, n_oob_trees=n_oob)
 
@@ -326,7 +296,7 @@ def _squeeze(a):
 
 
 class Contributions:
-    """Per-row feature contributions, as returned by :func:`contributions`.
+    """Per-row feature contributions, as returned by :func:`treeimp.contributions`.
 
     Attributes
     ----------

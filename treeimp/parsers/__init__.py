@@ -97,7 +97,8 @@ def parse(model, *, iteration_range=None, missing=None) -> TreeEnsemble:
 
             if is_pipeline(model):
                 raise TypeError("parse() reads one tree model, not a Pipeline: pass the "
-                                "Pipeline to treeimp.explain / permutation_importance (which "
+                                "Pipeline to treeimp.explain / contributions / "
+                                "permutation_importance or treeimp.Explainer (which "
                                 "transform X through its steps), or parse(pipeline[-1])")
             raise TypeError(
                 f"cannot explain a {type(model).__module__}.{type(model).__name__}; "
