@@ -165,7 +165,6 @@ class Explainer:
 
         self._check_explainable()
         if is_dask_collection(X):  # rows on a Dask cluster: statistics where they lie
-
             _refuse_smoothed_chunks(self.ensemble, "a Dask collection")
 
             return explain_dask(self, X, y, oob=oob, methods=methods,
@@ -191,6 +190,7 @@ class Explainer:
             return self._mdi_only(rows, y, sample_weight, base_margin, methods, names,
                                   n_blocks, grp)
         check_n_blocks(n_blocks, rows.n_rows)
+        y = as_target(y, rows.n_rows, n_target_columns(self.ensemble))  # before any routing
         key = self._key(random_state)
         extra = _extra_methods(methods)
         with self._pool.zeroed(self._stats_shape(n_blocks)) as out:
@@ -236,7 +236,6 @@ class Explainer:
         check_n_blocks(n_blocks, None)
         extra = ()
         if methods is not None:
-
             extra = _extra_methods(resolve_methods(methods, self.ensemble, None, None))
         X, names, input_groups = self._unwrap(X, None)
         check_unique_columns(X)
@@ -248,6 +247,7 @@ class Explainer:
         source = RowSource(X, self.ensemble)
         names = source.feature_names if names is None else names
         positions = check_positions(rows, source.n_rows)
+        y = as_target(y, source.n_rows, n_target_columns(self.ensemble))
         return self._accumulate(source, y, names, input_groups, positions=positions, oob=oob,
                                 sample_weight=sample_weight, base_margin=base_margin,
                                 n_blocks=n_blocks, key=key, extra=extra, progress=progress,
@@ -442,13 +442,12 @@ class Explainer:
 
     def _accumulate(self, rows, y, names, input_groups, *, positions, oob, sample_weight,
                     base_margin, n_blocks, key, extra, progress, out, private=False):
+        """Statistics of ``rows``; ``y`` already checked by the caller (``as_target``)."""
         ens = self.ensemble
         n = rows.n_rows
         # the runs of positions seen (a position given twice is refused here, before any
         # work)
         runs = runs_of(range(n) if positions is None else positions)
-        # y is checked once, here, for explain and accumulate alike
-        y_arr = as_target(y, n, n_target_columns(ens))
         offset = check_base_margin(base_margin, n, ens)
         # no sample_weight: one weight for every row (the kernels read w[min(row, len - 1)])
         w = np.ones(1) if sample_weight is None else check_sample_weight(sample_weight, n)
@@ -474,17 +473,17 @@ class Explainer:
         try:
             with numba_threads(self.n_jobs):
                 if ens.kind == FOREST:
-                    Z, _ = forest_targets(ens, y_arr)
+                    Z, _ = forest_targets(ens, y)
                     forest_leaf_sums(ens, rows, Z, w, block, n_blocks, inbag_bits=bits,
                                      positions=pos, one_hot=layout == ONE_HOT,
                                      n_jobs=self.n_jobs, bar=bar, out=array)
                 else:
-                    staged_leaf_sums(ens, rows, y_arr, w, block, n_blocks,
+                    staged_leaf_sums(ens, rows, y, w, block, n_blocks,
                                      n_jobs=self.n_jobs, bar=bar, keep_margin=False,
                                      out=array, base_margin=offset)
         finally:
             bar.close()
-        extras = {m: shap_oob.block_sums(m, ens, rows, y_arr, w, block, n_blocks,
+        extras = {m: shap_oob.block_sums(m, ens, rows, y, w, block, n_blocks,
                                          inbag_bits=bits, positions=pos, n_jobs=self.n_jobs,
                                          base_margin=offset)
                   for m in extra}

@@ -110,7 +110,6 @@ def kernel_inputs(ens, method, players=None):
         feature = np.ascontiguousarray(ens.feature, dtype=np.int64)
         per_path = ens.path_features
     else:
-
         feature = players[0]
         per_path = path_features(ens.tree_offsets, ens.left, ens.right, feature,
                                  ens.n_features + len(players[1]))

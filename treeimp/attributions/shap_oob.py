@@ -65,7 +65,6 @@ def block_sums(method, ens, rows, y, w, block, n_blocks, *, inbag_bits=None, pos
     n_eval = np.zeros((n_blocks, ens.n_trees))
     oob = inbag_bits is not None
     if ens.kind == FOREST:
-
         Z, _ = forest_targets(ens, y)
         bits = inbag_bits if oob else empty_inbag()
         pos = (np.zeros(0, np.int64) if not oob  # read only for in-bag bits

@@ -92,7 +92,6 @@ def load_model(path, *, trust_pickle=False, warn=None, trust_types=()):
     if suffix in SKOPS_SUFFIXES:
         return _load_skops(path, trust_types, warn)
     if suffix in MODEL_FILE_SUFFIXES:
-
         return load(path)
     raise ValueError(f"model file {str(path)!r} has the unsupported suffix {suffix!r}; "
                      "expected .json or .ubj (XGBoost), .txt (LightGBM), .skops, or .pkl, "

@@ -425,7 +425,6 @@ def _statistic(ens, plan, y, w):
             p = np.clip(class_probabilities(ens, m)[rows, true], eps, 1 - eps)
             return [np.sum(w * -np.log(p))]
     elif scoring == "objective":
-
         y_t = check_target(ens.objective, y, ens.classes, n_target_columns(ens))
 
         def statistic(m):

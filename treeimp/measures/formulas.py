@@ -177,7 +177,6 @@ class LeafStats(NodeSums):
     def _propagated(self) -> NodeSums:
         full = self._cache.get("full")
         if full is None:
-
             arr = node_planes(self._ens, self._leaves, leave_one_out=True, propagate=True)
             full = self._cache["full"] = NodeSums.from_array(
                 arr, boosting=self.boosting, one_hot=self.n_is_class_sum)

@@ -95,7 +95,6 @@ def make_scorer(ens, scoring):
             return -metrics.mean_squared_error(y, regression_prediction(ens, margin),
                                                sample_weight=w)
     else:  # the model's own objective: negative mean loss
-
         def score(margin, y, w):
             y_t = check_target(ens.objective, y, ens.classes, n_target_columns(ens))
             return -np.average(loss(ens.objective, margin, y_t), weights=w)

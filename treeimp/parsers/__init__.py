@@ -80,10 +80,8 @@ def parse(model, *, iteration_range=None, missing=None) -> TreeEnsemble:
     missing (default: the wrapper's ``missing`` parameter; NaN for a Booster or file).
     """
     if isinstance(model, (str, os.PathLike)):
-
         return load(model, iteration_range=iteration_range, missing=missing)
     if isinstance(model, dict) and "booster" in model:  # what xgboost.dask.train returns
-
         model = booster_of_train_output(model)
     if isinstance(model, TreeEnsemble):
         ens, default_stop = model, None
@@ -94,7 +92,6 @@ def parse(model, *, iteration_range=None, missing=None) -> TreeEnsemble:
                 ens = _resolve(spec)(model)
                 break
         else:
-
             if is_pipeline(model):
                 raise TypeError("parse() reads one tree model, not a Pipeline: pass the "
                                 "Pipeline to treeimp.explain / contributions / "
@@ -132,7 +129,6 @@ def training_rows(model):
     """The number of rows a bagged forest was trained on (what chunked out-of-bag
     statistics index), or None when the model does not record it."""
     if type(model).__module__.split(".")[0] == "sklearn":
-
         n = n_training_rows(model)
         return None if n is None else int(n)
     return None
@@ -144,7 +140,6 @@ def inbag_bits(model, n_rows):
         raise ValueError("oob=True needs the fitted forest object (its in-bag rows are not "
                          "part of a TreeEnsemble or a model file); pass held-out rows instead")
     if type(model).__module__.split(".")[0] == "sklearn":
-
         return sklearn_inbag_bits(model, n_rows)
     raise ValueError(f"oob=True is for bagged forests (scikit-learn RandomForest / ExtraTrees "
                      f"with bootstrap=True); a {type(model).__name__} has no out-of-bag rows. "

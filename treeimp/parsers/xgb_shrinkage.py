@@ -308,7 +308,6 @@ def constant_rate_fits(trees, eta, lam, alpha):
     looks for a schedule), and every tree with a usable node fitting on one at least
     (a schedule changes eta from tree to tree). Same ``trees`` as there."""
     if isinstance(trees, ConcatenatedTrees):  # one pass, no coefficient table
-
         sizes, left, right, steps, hess = (np.ascontiguousarray(a, dtype=d) for a, d in zip(
             trees, (np.int64, np.int64, np.int64, np.float64, np.float64)))
         n_rows, n_fit, every_tree = constant_rate_counts(

@@ -55,7 +55,6 @@ def permutation_importance_parsed(ens, X, y, feature_names, input_groups, *, sco
     columns = ([[j] for j in range(ens.n_features)] if grp is None
                else [list(m) for m in grp.members])
     if ens.leaf_router is not None:  # rows routed by the library
-
         with numba_threads(n_jobs):
             score, baseline = _bind(ens, scoring, y, w, ens.predict_raw(rows), offset)
             scores = rerouted_permutation_scores(ens, X, columns, score, n_repeats, seed,
