@@ -574,8 +574,8 @@ class Explainer:
         inflation = OOB_VARIANCE_FACTOR if settings["oob"] else 1.0
         with numba_threads(threads):
             return assemble(ens, st, methods, names, classification, stats.n_rows,
-                             n_blocks, alpha, lam, inflation, extra, groups=grp,
-                             block_weight=stats.block_weight.copy(), parts=parts)
+                            n_blocks, alpha, lam, inflation, extra, groups=grp,
+                            block_weight=stats.block_weight.copy(), parts=parts)
 
     def _mdi_only(self, rows, y, sample_weight, base_margin, methods, names, n_blocks, grp):
         """Measures that read the model alone (in-sample MDI): y optional, nothing routed
@@ -587,7 +587,7 @@ class Explainer:
             as_target(y, n, n_target_columns(self.ensemble))
         check_sample_weight(sample_weight, n)
         return assemble(self.ensemble, None, methods, names, False, n,
-                         check_n_blocks(n_blocks, None), None, None, groups=grp)
+                        check_n_blocks(n_blocks, None), None, None, groups=grp)
 
     def _explain_stream(self, chunks, y, *, oob, methods, sample_weight, base_margin, groups,
                         n_blocks, random_state, alpha, lam, progress):

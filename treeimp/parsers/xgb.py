@@ -316,8 +316,9 @@ def parse_xgboost_json(doc: dict, *, learning_rate=None, classes=None,
         raise ValueError(f"XGBoost gradient_booster.model.trees must be a list of trees, got "
                          f"{type(jtrees).__name__} (version {version})")
     n_trees = len(jtrees) if flat_trees is None else flat_trees.n_trees
-    tree_info = numeric_array(_get(model, ("tree_info",), version, where="gradient_booster.model"),
-                         "tree_info", np.int64)
+    tree_info = numeric_array(
+        _get(model, ("tree_info",), version, where="gradient_booster.model"), "tree_info",
+        np.int64)
     if tree_info.shape != (n_trees,):
         raise ValueError(f"XGBoost model has {n_trees} trees but tree_info has "
                          f"{tree_info.size} entries")

@@ -14,7 +14,13 @@ from .importances import Importances
 
 
 def assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alpha, lam,
-              inflation=1.0, extra=None, groups=None, block_weight=None, parts=None):
+             inflation=1.0, extra=None, groups=None, block_weight=None, parts=None):
+    """The :class:`~treeimp.Importances` of ``methods`` from accumulated statistics
+    ``stats`` (None: only measures that read the model alone). Each formula runs once on
+    n_blocks + 1 blocks (the leave-one-block-out replicates, then all rows): the last
+    gives the per-tree values and the table, the others the jackknife standard errors
+    (times ``inflation``). ``extra``: the per-row measures' block sums; ``groups``: sums
+    over feature groups; ``parts``: the split sums when already computed."""
     forest = ens.kind == FOREST
     agg = _nanmean_trees if forest else _nansum_trees
     # feature groups: per-tree values (and their leave-one-block-out replicates) summed
