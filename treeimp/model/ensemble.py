@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -784,7 +785,7 @@ class TreeEnsemble:
         """The split index the measures read (``treeimp.measures.formulas._Splits``),
         built once by the builder the measures layer registers (:func:`register_derived`):
         the stage that owns the structure owns its code, the ensemble keeps it."""
-        return _DERIVED_BUILDERS["splits"](self)
+        return _derived_builder("splits")(self)
 
     @functools.cached_property
     def path_features(self) -> np.ndarray:
@@ -903,6 +904,19 @@ _CACHED = (*_STRUCTURE_CACHES, "fingerprint")
 # builders of the structures a later stage derives from the trees and the ensemble
 # keeps as cached properties (``splits``: the measures' split index)
 _DERIVED_BUILDERS = {}
+
+
+# the module that registers each builder: ``import treeimp`` loads the stages lazily, so
+# an ensemble can be parsed and read before anything has imported the measures
+_DERIVED_OWNERS = {"splits": "treeimp.measures.formulas"}
+
+
+def _derived_builder(name):
+    """The registered builder of ``name``, importing the module that registers it (by
+    name, since the measures sit above this layer) when nothing has loaded it yet."""
+    if name not in _DERIVED_BUILDERS:
+        importlib.import_module(_DERIVED_OWNERS[name])
+    return _DERIVED_BUILDERS[name]
 
 
 def register_derived(name, build):
