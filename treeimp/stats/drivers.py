@@ -223,7 +223,7 @@ def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
 def rows_by_block(local_block, n_blocks):
     """(order, bounds): the chunk's local rows sorted by block (stable), and where each
     block's run starts (n_blocks + 1), for kernels whose threads own whole blocks."""
-    order = np.argsort(local_block, kind="stable").astype(np.int64)
+    order = np.argsort(local_block, kind="stable").astype(np.int64, copy=False)
     bounds = np.searchsorted(local_block[order], np.arange(n_blocks + 1)).astype(np.int64)
     return order, bounds
 
