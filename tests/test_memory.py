@@ -66,3 +66,30 @@ def test_explain_memory_is_a_few_bytes_per_row(models, name):
     assert per_row <= BYTES_PER_ROW, (
         f"explain allocated {peak / 2**20:.1f} MB at its peak, {per_row:.1f} bytes per row "
         f"(input: {X.nbytes / N_ROWS:.0f} bytes per row)")
+
+
+def test_explain_of_a_float32_frame_holds_one_float32_chunk(models):
+    """A pandas DataFrame is converted one chunk of rows at a time: at most one chunk,
+    float32 when every column is, is alive beside the per-row arrays (a float64 chunk
+    made while the previous one was still referenced was the peak: four times this)."""
+    import pandas as pd
+
+    from treeimp.stats.drivers import CHUNK_ROWS
+
+    model = models["xgboost_binary"]
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal(size=(N_ROWS, N_FEATURES), dtype=np.float32)
+    frame = pd.DataFrame(X, columns=[f"f{j}" for j in range(N_FEATURES)], copy=False)
+    y = (X[:, 0] > 0).astype(int)
+    treeimp.explain(model, frame.iloc[:100], y[:100])
+    tracemalloc.start()
+    try:
+        treeimp.explain(model, frame, y, methods=("mdi_oob", "ufi"), random_state=0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    chunk = min(CHUNK_ROWS, N_ROWS) * N_FEATURES * 4
+    bound = N_ROWS * BYTES_PER_ROW + chunk
+    assert peak <= bound, (f"explain of a float32 DataFrame allocated {peak / 2**20:.1f} MB "
+                           f"at its peak, over {bound / 2**20:.1f} MB (one float32 chunk: "
+                           f"{chunk / 2**20:.1f} MB)")

@@ -65,6 +65,7 @@ def forest_leaf_sums(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, posit
                                       round32, ens.leaf_slots.slot)
             if bar is not None:
                 bar.update(chunk.shape[0])
+            del chunk  # a converted chunk is freed before the next one is made
     return stats
 
 
@@ -175,6 +176,7 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
                                       margin[start:stop] if keep_margin else margin)
             if bar is not None:
                 bar.update(chunk.shape[0])
+            del chunk  # a converted chunk is freed before the next one is made
     return stats, (margin if keep_margin else None)
 
 
@@ -196,6 +198,7 @@ def smoothed_scales(ens, rows, rows_in, loss, trees, routing, n_jobs=None):
             strict, round32 = routing_flags(ens, chunk)
             backend.staged_scale_sums(chunk, start, rows_in, loss, trees, routing, strict,
                                       round32, sums)
+            del chunk  # a converted chunk is freed before the next one is made
     w = rows_in.w
     total_w = float(w[0]) * rows.n_rows if w.shape[0] == 1 else float(np.sum(w))
     if abs(total_w) < 1e-6:
@@ -220,7 +223,7 @@ def staged_pass(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
 def rows_by_block(local_block, n_blocks):
     """(order, bounds): the chunk's local rows sorted by block (stable), and where each
     block's run starts (n_blocks + 1), for kernels whose threads own whole blocks."""
-    order = np.argsort(local_block, kind="stable").astype(np.int64)
+    order = np.argsort(local_block, kind="stable").astype(np.int64, copy=False)
     bounds = np.searchsorted(local_block[order], np.arange(n_blocks + 1)).astype(np.int64)
     return order, bounds
 
