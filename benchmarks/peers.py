@@ -31,6 +31,7 @@ Usage: python benchmarks/peers.py [--rows 1000] [--forest-rows 200] [--threads 1
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import importlib
 import importlib.metadata
@@ -38,6 +39,7 @@ import json
 import platform
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -174,7 +176,12 @@ def peers(name, model, X, threads):
             wex = WoodelfExplainer(model)
             # woodelf takes a DataFrame only; made once, outside the timing
             frame = pd.DataFrame(X, columns=model.get_booster().feature_names)
-            out["woodelf"] = lambda: wex.shap_values(frame)
+
+            def woodelf_values():
+                # woodelf prints its own timings on stdout, where the table goes
+                with contextlib.redirect_stdout(sys.stderr):
+                    return wex.shap_values(frame)
+            out["woodelf"] = woodelf_values
         except ImportError:
             out["woodelf"] = "not installed"
         except Exception as exc:
@@ -288,15 +295,18 @@ def main(argv=None):
     vers = versions()
     print("versions: " + ", ".join(f"{k} {v}" for k, v in vers.items()), file=sys.stderr)
     records = []
+    t0 = time.perf_counter()
     for name in args.models.split(","):
         bench(name, args, records)
-    table = markdown(records, vers, args)
+    wall = time.perf_counter() - t0
+    table = markdown(records, vers, args) + f"\n\nWhole run (training included): {wall:.1f} s."
+
     print(table)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     args_out = {k: v for k, v in vars(args).items()}
     (out / "peers.json").write_text(json.dumps(
-        {"args": args_out, "versions": vers, "results": records}, indent=2))
+        {"args": args_out, "versions": vers, "wall_s": wall, "results": records}, indent=2))
     return 0
 
 
