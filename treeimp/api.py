@@ -1,18 +1,11 @@
 """Public entry points: explain(), contributions() and permutation_importance(), thin
-wrappers of the :class:`~treeimp.Explainer` and of the permutation and dask layers."""
+wrappers of the :class:`~treeimp.Explainer` (one parse per call)."""
 
 from __future__ import annotations
 
 from .attributions.contributions import Contributions
-from .dask.collections import is_dask_collection
-from .dask.permutation import dask_permutation_importance
 from .explainer import Explainer
-from .inputs.pipeline import unwrap
-from .inputs.rows import check_unique_columns
-from .measures import registry
 from .measures.defaults import DEFAULT_N_BLOCKS
-from .parsers import parse
-from .permutation.importance import permutation_importance_parsed
 from .results.importances import Importances
 
 
@@ -269,16 +262,7 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     >>> r.importances.shape
     (4, 3)
     """
-    if any(is_dask_collection(v) for v in (X, y, sample_weight, base_margin)):  # partitions
-        return dask_permutation_importance(
-            model, X, y, scoring=scoring, n_repeats=n_repeats, random_state=random_state,
-            n_jobs=n_jobs, sample_weight=sample_weight, groups=groups,
-            iteration_range=iteration_range, missing=missing, base_margin=base_margin)
-    u = unwrap(model, X, need_input_groups=isinstance(groups, str) and groups == "input")
-    check_unique_columns(u.X)
-    ens = parse(u.model, iteration_range=iteration_range, missing=missing)
-    registry.check_explainable(ens)
-    return permutation_importance_parsed(
-        ens, u.X, y, u.feature_names, u.input_groups, scoring=scoring, n_repeats=n_repeats,
-        random_state=random_state, n_jobs=n_jobs, sample_weight=sample_weight,
-        progress=progress, groups=groups, base_margin=base_margin)
+    ex = Explainer(model, iteration_range=iteration_range, missing=missing, n_jobs=n_jobs)
+    return ex.permutation_importance(X, y, scoring=scoring, n_repeats=n_repeats,
+                                     random_state=random_state, sample_weight=sample_weight,
+                                     progress=progress, groups=groups, base_margin=base_margin)

@@ -279,10 +279,11 @@ class Explainer:
                                base_margin=None):
         """Permutation importance of this model (see :func:`treeimp.permutation_importance`),
         without parsing it again."""
-
         self._check_explainable()
+        # the plain parsed trees (not the per-output split of vector leaves): the margins
+        # the library predicts, summed as it sums them
         if any(is_dask_collection(v) for v in (X, y, sample_weight, base_margin)):
-            model = self.model if is_pipeline(self.model) else self.ensemble
+            model = self.model if is_pipeline(self.model) else self._parsed
             return dask_permutation_importance(
                 model, X, y, scoring=scoring, n_repeats=n_repeats, random_state=random_state,
                 n_jobs=self.n_jobs, sample_weight=sample_weight, groups=groups,
@@ -291,7 +292,7 @@ class Explainer:
                    need_input_groups=isinstance(groups, str) and groups == "input")
         names = u.feature_names if self.feature_names is None else self.feature_names
         return permutation_importance_parsed(
-            self.ensemble, u.X, y, names, u.input_groups, scoring=scoring,
+            self._parsed, u.X, y, names, u.input_groups, scoring=scoring,
             n_repeats=n_repeats, random_state=random_state, n_jobs=self.n_jobs,
             sample_weight=sample_weight, progress=progress, groups=groups,
             base_margin=base_margin)
