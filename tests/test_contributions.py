@@ -211,6 +211,35 @@ def test_hist_gradient_boosting_categorical_equals_brute_force():
     assert _rel_err(c.values, _shap_values(numeric, X)) < 1e-6
 
 
+@pytest.mark.parametrize("n_features", [4, 5, 8])
+def test_deep_trees_with_repeated_features_equal_brute_force(n_features):
+    """Paths of every number of distinct features, odd and even (the quadrature size is
+    set by the most distinct features on a path), many splitting on a feature again:
+    the batched kernel's values equal the subset enumeration to rounding."""
+    from sklearn.tree import DecisionTreeRegressor
+
+    rng = np.random.default_rng(n_features)
+    X = rng.normal(size=(600, n_features))
+    y = np.sin(3 * X[:, 0]) + X[:, 1] * X[:, -1] + X.sum(axis=1) + 0.3 * rng.normal(size=600)
+    model = DecisionTreeRegressor(max_depth=11, min_samples_leaf=4, random_state=0).fit(X, y)
+    ens = treeimp.parse(model)
+    assert ens.path_features.max() == n_features  # paths use every feature
+    c = treeimp.contributions(model, X[:7])
+    assert _rel_err(c.values, _brute_force_shap(ens, X[:7])) < 1e-10
+
+
+def test_rows_explained_together_equal_rows_explained_alone():
+    """A row's values do not depend on the rows sharing its batch (rows whose product
+    is zero below a split, NaN rows, batch ends): 75 rows at once equal one by one."""
+    from sklearn.ensemble import RandomForestRegressor
+
+    X, y = _data()
+    rf = RandomForestRegressor(n_estimators=6, max_depth=8, random_state=0).fit(X, y)
+    together = treeimp.contributions(rf, X[:75]).values
+    alone = np.concatenate([treeimp.contributions(rf, X[i:i + 1]).values for i in range(75)])
+    np.testing.assert_allclose(together, alone, rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("task", ("regression", "multiclass"))
 def test_out_of_bag_adds_up_to_the_oob_prediction(task):
     from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor

@@ -6,9 +6,12 @@ TreeExplainer (``feature_perturbation="tree_path_dependent"``), XGBoost's
 O(nodes x depth) one of Linear TreeSHAP (Yu et al., NeurIPS 2022) instead of
 Algorithm 2's O(leaves x depth^2): every leaf's Shapley weights are a Beta integral
 of a polynomial in t, integrated exactly by Gauss-Legendre quadrature, and the
-per-leaf polynomials are summed bottom-up (see ``linear_tree_shap``). The child a row
-goes to at each split is decided by ``route.step``, so categorical splits, missing
-values and NaN modes route exactly as the normal form routes them.
+per-leaf polynomials are summed bottom-up (see ``tree_shap_batch``). A batch of rows
+walks each tree together: what does not depend on the row (cover ratios, quadrature
+factors) is computed once per edge and batch, and the per-row arithmetic runs across
+the batch's rows as vector code. The child a row goes to at each split is decided by
+``route.step``, so categorical splits, missing values and NaN modes route exactly as
+the normal form routes them.
 
 Saabas contributions walk the row's own path: a split on feature k adds
 ``v_child - v_node`` to k.
@@ -19,17 +22,18 @@ feature, which differs from the routing feature where rows are routed by a libra
 leaf indices, or a player of its own (CatBoost's combinations of categorical features).
 The ``out`` rows (and the per-player scratch) have one entry per credited player.
 
-A kernel adds ``scale * contribution`` of one tree for one row into ``out[feature,
-col + j]`` (j over the tree's values), or with a projection ``proj`` (len value_dim)
-the scalar ``scale * proj . contribution`` into ``out[feature, 0]``. Rows run in
-parallel tasks (or, for the importance sums, threads own whole row blocks); every task
-has its own scratch buffers and writes only its own rows' (blocks') cells.
+A kernel adds ``scale * contribution`` of one tree for row r into ``out[dest[r],
+feature, col + j]`` (j over the tree's values), or with a projection ``proj[r]`` (len
+value_dim) the scalar ``scale * proj[r] . contribution`` into ``out[dest[r], feature,
+0]``. Rows run in parallel tasks (or, for the importance sums, threads own whole row
+blocks); every task has its own scratch buffers and writes only its own rows' (blocks')
+cells.
 """
 
 import numpy as np
 from numba import njit, prange
 
-from .route import LEAF, feature_value, step, walk_batch
+from .route import LEAF, NAN_LEFT, NOT_PLAIN, feature_value, step, walk_batch
 from .staged import BATCH, GROUP, N_TERMS, stage_terms, start_group
 from .structure import _fill_tree
 
@@ -63,20 +67,252 @@ def saabas(X, row, root, routing, credit, value, strict, round32, col, scale, pr
         node = child
 
 
+BATCH_ROWS = 32  # rows that pass one tree together in the TreeSHAP kernel (vector width)
+
+
+@njit(cache=True)
+def new_batch_scratch(max_depth, hd, n_players, batch):
+    """One thread's buffers for ``tree_shap_batch`` (``hd``: values per row, 1 with a
+    projection). Per tree level: the path product P and the leaf sum H at the
+    quadrature nodes for every row of the batch, whether each row goes left (1.0 or
+    0.0), its one fraction O on the level's edge and the one before it on the same
+    player; the
+    edge's node, children started and player, its zero fractions (Z, previous Z) and
+    per state of (O, previous O) the factors of P and the coefficients of H. Per
+    credited player: the current Z, and every row's current O."""
+    L = max_depth + 2
+    M = max_depth // 2 + 1
+    return (np.empty((L, M, batch)), np.zeros((L, hd, M, batch)),
+            np.empty((L, batch)), np.empty((L, batch)), np.empty((L, batch)),
+            np.empty((L, 3), np.int64), np.empty((L, 2)), np.empty((L, 3, M)),
+            np.empty((L, 3, M)), np.ones(n_players), np.ones((n_players, batch)),
+            np.empty((hd, batch)))
+
+
 @njit(cache=True, inline="always")
-def _tree_contribution(tables, routing, X, row, t, root, strict, round32, col, scale, proj,
-                       out, scratch):
-    """Tree t's contribution for one row (TreeSHAP or Saabas, by ``tables.use_shap``)."""
+def _hot_left(X, rows, nr, node, left, right, feature, threshold, flags, cat_offset,
+              cat_count, cat_codes, cat_left, strict, round32, out):
+    """out[r] := 1.0 if row ``rows[r]`` of X goes left at internal ``node``, else 0.0. A
+    numeric node without zero-as-missing is one comparison (NaN takes its NAN_LEFT
+    side), written without branches as ``route.plain_level`` is; the others ``step``."""
+    un = np.uint64(node)
+    fi = feature[un]
+    fl = flags[un]
+    if fl & NOT_PLAIN:
+        target = left[un]
+        for r in range(nr):
+            x = feature_value(X, rows[r], fi, round32)
+            child = step(x, node, left, right, threshold, flags, cat_offset, cat_count,
+                         cat_codes, cat_left, strict)
+            out[r] = 1.0 if child == target else 0.0
+        return
+    thr = threshold[un]
+    nan_left = 1.0 if fl & NAN_LEFT else 0.0
+    for r in range(nr):
+        x = feature_value(X, rows[r], fi, round32)
+        g = 1.0 if (x < thr if strict else x <= thr) else 0.0
+        out[r] = nan_left if x != x else g
+
+
+@njit(cache=True, inline="always")
+def _edge_tables(fac, cf, z, zp, tq, wq, M):
+    """The factors of P and the coefficients of H on an edge whose player's zero
+    fraction goes from zp to z, for each state of the one fractions (O, previous O):
+    0: (0, 0), 1: (0, 1), 2: (1, 1) (a row's O can only fall to 0 on a path). A state
+    whose row has a zero product below (p = 0) gets zeros: its rows add nothing."""
+    for m in range(M):
+        t = tq[m]
+        pn0 = z * (1.0 - t)
+        pn1 = z + t * (1.0 - z)
+        po0 = zp * (1.0 - t)
+        po1 = zp + t * (1.0 - zp)
+        inv_o1 = 1.0 / po1
+        inv_n1 = 1.0 / pn1
+        fac[2, m] = pn1 * inv_o1
+        cf[2, m] = wq[m] * ((1.0 - z) * inv_n1 - (1.0 - zp) * inv_o1)
+        if pn0 > 0.0:
+            inv_n0 = 1.0 / pn0
+            fac[1, m] = pn0 * inv_o1
+            cf[1, m] = wq[m] * (-z * inv_n0 - (1.0 - zp) * inv_o1)
+            if po0 > 0.0:
+                inv_o0 = 1.0 / po0
+                fac[0, m] = pn0 * inv_o0
+                cf[0, m] = wq[m] * (-z * inv_n0 + zp * inv_o0)
+            else:
+                fac[0, m] = 0.0
+                cf[0, m] = 0.0
+        else:
+            fac[0, m] = fac[1, m] = 0.0
+            cf[0, m] = cf[1, m] = 0.0
+
+
+@njit(cache=True)
+def tree_shap_batch(X, rows, nr, root, n_path_features, routing, credit, cover, value,
+                    strict, round32, col, scale, proj, dest, out, scratch, gl_nodes,
+                    gl_weights):
+    """Add ``scale`` x the path-dependent TreeSHAP values of the tree at ``root`` for
+    the rows ``rows[:nr]`` of X (at most the scratch's batch) to ``out`` (n_dest,
+    n_players, n_cols): row r's value of player k and output j to ``out[dest[r], k,
+    col + j]``, or with a projection ``proj`` ((batch, value_dim); empty: none) the
+    scalar ``proj[r] . values`` to ``out[dest[r], k, 0]``. ``routing``:
+    kernel_inputs.Routing; ``credit``: per node the player its split is.
+
+    For a leaf v whose path has unique players with zero fractions Z_j (products of
+    cover ratios) and one fractions O_j (0 or 1), the path-dependent SHAP value of
+    player i is v (O_i - Z_i) integral_0^1 prod_{j != i} (Z_j + t (O_j - Z_j)) dt (the
+    Shapley weights are Beta integrals). The integrand is a polynomial of degree d - 1
+    for a path of d distinct players, integrated exactly by an M-point Gauss-Legendre
+    rule (exact to degree 2M - 1), M = ceil(n_path_features / 2) (``n_path_features``:
+    the tree's most distinct credited players on a path). Summing
+    over leaves, as Linear TreeSHAP (Yu et al. 2022) does: H_n(t) = sum over the leaves v
+    below node n of v prod_j p_j(t) is built bottom-up, and the edge into n that splits
+    on i adds (O_i - Z_i) sum_m w_m H_n(t_m) / p_i(t_m). A leaf whose path splits on i
+    again deeper would be counted by both edges: the deeper edge subtracts what the
+    edge above adds for the leaves below it (the same quadrature sum, so it cancels
+    exactly), and each leaf keeps the term of its deepest edge on i.
+
+    The batch walks the whole tree once, depth first. Everything but the one fractions
+    is the same for every row (Z, the quadrature nodes), and O and previous O take only
+    three states, so each edge's factors and coefficients are computed once for the
+    batch and every row selects its state: the per-row work is multiply-adds over
+    (quadrature node, row), which vectorise across rows."""
+    (Pm, H, hot, O_edge, O_prev, ints, zs, fac, cf, Zcur, Ocur, acc) = scratch
+    left, right, feature, threshold, flags = (routing.left, routing.right, routing.feature,
+                                              routing.threshold, routing.flags)
+    cat_offset, cat_count = routing.cat_offset, routing.cat_count
+    cat_codes, cat_left = routing.cat_codes, routing.cat_left
+    M = max(1, (n_path_features + 1) // 2)
+    tq = gl_nodes[M]
+    wq = gl_weights[M]
+    project = proj.shape[0] > 0
+    vdim = value.shape[1]
+    hd = 1 if project else vdim
+    for m in range(M):
+        for r in range(nr):
+            Pm[0, m, r] = 1.0
+    for j in range(hd):
+        for m in range(M):
+            for r in range(nr):
+                H[0, j, m, r] = 0.0
+    ints[0, 0] = root
+    ints[0, 1] = 0  # children started
+    lvl = 0
+    while True:
+        node = ints[lvl, 0]
+        un = np.uint64(node)
+        finished = False
+        if flags[un] & LEAF:
+            if project:
+                for r in range(nr):
+                    v = 0.0
+                    for j in range(vdim):
+                        v += proj[r, j] * value[un, j]
+                    for m in range(M):
+                        H[lvl, 0, m, r] = v * Pm[lvl, m, r]
+            else:
+                for j in range(vdim):
+                    v = value[un, j]
+                    for m in range(M):
+                        for r in range(nr):
+                            H[lvl, j, m, r] = v * Pm[lvl, m, r]
+            finished = True
+        elif ints[lvl, 1] < 2:
+            go_left = ints[lvl, 1] == 0
+            if go_left:
+                _hot_left(X, rows, nr, node, left, right, feature, threshold, flags,
+                          cat_offset, cat_count, cat_codes, cat_left, strict, round32,
+                          hot[lvl])
+            child = left[un] if go_left else right[un]
+            ints[lvl, 1] += 1
+            f = credit[un]
+            c = cover[un]
+            z_e = cover[np.uint64(child)] / c if c > 0.0 else 0.0
+            zp = Zcur[f]
+            z = zp * z_e
+            nl = lvl + 1
+            alive = z != 0.0
+            # the rows for which the child is hot: hot[lvl] (1.0 or 0.0) going left
+            side = 0.0 if go_left else 1.0
+            n_hot = 0.0
+            for r in range(nr):
+                op = Ocur[f, r]
+                o = op * abs(hot[lvl, r] - side)
+                O_prev[nl, r] = op
+                O_edge[nl, r] = o
+                n_hot += o
+            alive |= n_hot != 0.0
+            if not alive:
+                continue  # every leaf below has a zero product for every row
+            Zcur[f] = z
+            for r in range(nr):
+                Ocur[f, r] = O_edge[nl, r]
+            ints[nl, 0] = child
+            ints[nl, 1] = 0
+            ints[nl, 2] = f
+            zs[nl, 0] = z
+            zs[nl, 1] = zp
+            _edge_tables(fac[nl], cf[nl], z, zp, tq, wq, M)
+            for m in range(M):
+                f0 = fac[nl, 0, m]
+                f1 = fac[nl, 1, m]
+                f2 = fac[nl, 2, m]
+                for r in range(nr):
+                    k = f2 if O_edge[nl, r] != 0.0 else (f1 if O_prev[nl, r] != 0.0 else f0)
+                    Pm[nl, m, r] = Pm[lvl, m, r] * k
+            for j in range(hd):
+                for m in range(M):
+                    for r in range(nr):
+                        H[nl, j, m, r] = 0.0
+            lvl = nl
+            continue
+        else:
+            finished = True
+        if finished:
+            if lvl == 0:
+                break
+            f = ints[lvl, 2]
+            for j in range(hd):
+                for r in range(nr):
+                    acc[j, r] = 0.0
+                for m in range(M):
+                    c0 = cf[lvl, 0, m]
+                    c1 = cf[lvl, 1, m]
+                    c2 = cf[lvl, 2, m]
+                    for r in range(nr):
+                        h = H[lvl, j, m, r]
+                        k = c2 if O_edge[lvl, r] != 0.0 else (c1 if O_prev[lvl, r] != 0.0
+                                                             else c0)
+                        acc[j, r] += h * k
+                        H[lvl - 1, j, m, r] += h
+            fu = np.uint64(f)
+            for r in range(nr):
+                d = np.uint64(dest[r])
+                for j in range(hd):
+                    out[d, fu, col + j] += scale * acc[j, r]
+            Zcur[f] = zs[lvl, 1]
+            for r in range(nr):
+                Ocur[f, r] = O_prev[lvl, r]
+            lvl -= 1
+
+
+@njit(cache=True, inline="always")
+def _tree_batch(tables, routing, X, rows, nr, t, root, strict, round32, col, scale, proj,
+                dest, out, scratch):
+    """Tree t's contributions for the rows ``rows[:nr]`` (TreeSHAP or Saabas, by
+    ``tables.use_shap``), added to ``out[dest[r]]`` as ``tree_shap_batch`` adds them."""
     if tables.use_shap:
-        linear_tree_shap(X, row, root, tables.path_features[t], routing, tables.feature,
-                         tables.cover, tables.value, strict, round32, col, scale, proj, out,
-                         scratch, tables.gl_nodes, tables.gl_weights)
+        tree_shap_batch(X, rows, nr, root, tables.path_features[t], routing, tables.feature,
+                        tables.cover, tables.value, strict, round32, col, scale, proj, dest,
+                        out, scratch, tables.gl_nodes, tables.gl_weights)
     else:
-        saabas(X, row, root, routing, tables.feature, tables.value, strict, round32, col,
-               scale, proj, out)
+        no_proj = np.empty(0)
+        for r in range(nr):
+            p = proj[r] if proj.shape[0] > 0 else no_proj
+            saabas(X, rows[r], root, routing, tables.feature, tables.value, strict, round32,
+                   col, scale, p, out[np.uint64(dest[r])])
 
 
-ROWS_PER_TASK = 256  # rows a task passes through every tree (a tree stays in cache)
+ROWS_PER_TASK = BATCH_ROWS  # rows a task passes through every tree, together
 
 
 @njit(cache=True, parallel=True)
@@ -84,25 +320,22 @@ def contributions_chunk(X, out, tables, tree_offsets, tree_output, tree_scale, r
                         strict, round32, rows_per_task=ROWS_PER_TASK):
     """out[i, k, :] += sum over trees of scale x contribution of feature k for row i
     (``out`` (n_rows, n_features, n_outputs), zeroed by the caller); rows in parallel
-    tasks, each passing its rows through one tree after the other. ``tables``:
-    kernel_inputs.ShapTables, ``routing``: kernel_inputs.Routing."""
-    max_depth, value = tables.max_depth, tables.value
+    tasks of at most ROWS_PER_TASK rows, each passing its rows through one tree after the
+    other, together. ``tables``: kernel_inputs.ShapTables, ``routing``:
+    kernel_inputs.Routing."""
     n = X.shape[0]
     n_trees = tree_offsets.shape[0] - 1
     n_tasks = (n + rows_per_task - 1) // rows_per_task
-    no_proj = np.empty(0)
-    vdim = value.shape[1]
+    no_proj = np.empty((0, 0))
+    vdim = tables.value.shape[1]
     for task in prange(n_tasks):
-        scratch = new_linear_scratch(max_depth, vdim, out.shape[1])
+        scratch = new_batch_scratch(tables.max_depth, vdim, out.shape[1], rows_per_task)
         r0 = task * rows_per_task
-        r1 = min(n, r0 + rows_per_task)
+        nr = min(n, r0 + rows_per_task) - r0
+        rows = np.arange(r0, r0 + nr)
         for t in range(n_trees):
-            root = tree_offsets[t]
-            col = tree_output[t]
-            s = tree_scale[t]
-            for i in range(r0, r1):
-                _tree_contribution(tables, routing, X, i, t, root, strict, round32, col, s,
-                                   no_proj, out[i], scratch)
+            _tree_batch(tables, routing, X, rows, nr, t, tree_offsets[t], strict, round32,
+                        tree_output[t], tree_scale[t], no_proj, rows, out, scratch)
 
 
 @njit(cache=True, parallel=True)
@@ -113,33 +346,39 @@ def oob_contributions_chunk(X, row0, inbag_bits, out_oob, out_in, n_oob, tables,
     which global row ``row0 + i`` is out of bag, out_in[i] += those of the trees it is
     in-bag for, n_oob[i] += the number of out-of-bag trees (all zeroed by the caller).
     ``tables``: kernel_inputs.ShapTables, ``routing``: kernel_inputs.Routing."""
-    max_depth, value = tables.max_depth, tables.value
     n = X.shape[0]
     n_trees = tree_offsets.shape[0] - 1
     n_tasks = (n + rows_per_task - 1) // rows_per_task
-    no_proj = np.empty(0)
-    vdim = value.shape[1]
+    no_proj = np.empty((0, 0))
+    vdim = tables.value.shape[1]
     for task in prange(n_tasks):
-        scratch = new_linear_scratch(max_depth, vdim, out_oob.shape[1])
+        scratch = new_batch_scratch(tables.max_depth, vdim, out_oob.shape[1], rows_per_task)
+        rows_oob = np.empty(rows_per_task, np.int64)
+        rows_in = np.empty(rows_per_task, np.int64)
         r0 = task * rows_per_task
         r1 = min(n, r0 + rows_per_task)
         for t in range(n_trees):
-            root = tree_offsets[t]
-            col = tree_output[t]
+            n_o = 0
+            n_i = 0
             for i in range(r0, r1):
                 r = row0 + i
                 if (inbag_bits[t, r >> 3] >> (r & 7)) & 1:
-                    dest = out_in[i]
+                    rows_in[n_i] = i
+                    n_i += 1
                 else:
-                    dest = out_oob[i]
+                    rows_oob[n_o] = i
+                    n_o += 1
                     n_oob[i] += 1
-                _tree_contribution(tables, routing, X, i, t, root, strict, round32, col, 1.0,
-                                   no_proj, dest, scratch)
+            for rows, nr, out in ((rows_oob, n_o, out_oob), (rows_in, n_i, out_in)):
+                if nr > 0:
+                    _tree_batch(tables, routing, X, rows, nr, t, tree_offsets[t], strict,
+                                round32, tree_output[t], 1.0, no_proj, rows, out, scratch)
 
 
 @njit(cache=True, parallel=True)
 def forest_block_sums(X, row0, order, block_start, rows_in, inbag_bits, use_inbag, tables,
-                      acc, n_eval, tree_offsets, tree_output, routing, strict, round32):
+                      acc, n_eval, tree_offsets, tree_output, routing, strict, round32,
+                      batch=BATCH_ROWS):
     """SHAP-oob sums of a forest: acc[b, t, k, 0] += w_i z_i . phi_{t,k}(x_i) and
     n_eval[b, t] += w_i over the rows i of block b that evaluate tree t (its out-of-bag
     rows with ``use_inbag``). ``order[block_start[b]:block_start[b + 1]]``: the local rows
@@ -147,20 +386,22 @@ def forest_block_sums(X, row0, order, block_start, rows_in, inbag_bits, use_inba
     (which may hold one weight for all) and ``pos`` (each row's global position, which
     indexes ``inbag_bits``) indexed by the call's row number row0 + i. ``tables``:
     kernel_inputs.ShapTables, ``routing``: kernel_inputs.Routing. Each thread owns whole
-    blocks."""
+    blocks; a tree's evaluating rows go through it in batches of ``batch``."""
     Z, w, pos = rows_in.target, rows_in.w, rows_in.pos
-    max_depth, value = tables.max_depth, tables.value
     n_blocks = block_start.shape[0] - 1
     n_trees = tree_offsets.shape[0] - 1
     last_w = w.shape[0] - 1
-    vdim = value.shape[1]
+    vdim = tables.value.shape[1]
     for b in prange(n_blocks):
-        scratch = new_linear_scratch(max_depth, 1, acc.shape[2])
-        proj = np.empty(vdim)
+        scratch = new_batch_scratch(tables.max_depth, 1, acc.shape[2], batch)
+        proj = np.empty((batch, vdim))
+        rows = np.empty(batch, np.int64)
+        dest = np.empty(batch, np.int64)
         for t in range(n_trees):
             root = tree_offsets[t]
             col = tree_output[t]
-            dest = acc[b, t]
+            dest[:] = t
+            nr = 0
             for q in range(block_start[b], block_start[b + 1]):
                 i = order[q]
                 r = row0 + i
@@ -172,15 +413,22 @@ def forest_block_sums(X, row0, order, block_start, rows_in, inbag_bits, use_inba
                 if wi == 0.0:
                     continue
                 n_eval[b, t] += wi
+                rows[nr] = i
                 for j in range(vdim):
-                    proj[j] = wi * Z[r, col + j]
-                _tree_contribution(tables, routing, X, i, t, root, strict, round32, 0, 1.0,
-                                   proj, dest, scratch)
+                    proj[nr, j] = wi * Z[r, col + j]
+                nr += 1
+                if nr == batch:
+                    _tree_batch(tables, routing, X, rows, nr, t, root, strict, round32, 0,
+                                1.0, proj, dest, acc[b], scratch)
+                    nr = 0
+            if nr > 0:
+                _tree_batch(tables, routing, X, rows, nr, t, root, strict, round32, 0, 1.0,
+                            proj, dest, acc[b], scratch)
 
 
 @njit(cache=True, parallel=True)
 def staged_block_sums(X, row0, order, block_start, rows_in, loss, trees, tables, acc, n_eval,
-                      routing, strict, round32):
+                      routing, strict, round32, batch=BATCH_ROWS):
     """SHAP-oob sums of a boosted model on held-out rows: acc[b, t, k, 0] += w_i (-g_i) .
     phi_{t,k}(x_i) with g the gradient of the model's loss at the margin before tree t's
     stage (as the staged node statistics, ``kernels/staged.py``, which computes the
@@ -194,14 +442,14 @@ def staged_block_sums(X, row0, order, block_start, rows_in, loss, trees, tables,
     loss_code, loss_params, base_score = loss.code, loss.params, loss.base_score
     tree_offsets, tree_output, tree_scale = trees.tree_offsets, trees.tree_output, trees.tree_scale
     leaf_factor, stage_start = trees.leaf_factor, trees.stage_start
-    max_depth, value = tables.max_depth, tables.value
+    value = tables.value
     (left, right, feature, threshold, flags, plain, depth, min_depth, cat_offset,
      cat_count, cat_codes, cat_left) = routing
     n_blocks = block_start.shape[0] - 1
     K = base_score.shape[0]
     n_stages = stage_start.shape[0] - 1
     for b in prange(n_blocks):
-        scratch = new_linear_scratch(max_depth, 1, acc.shape[2])
+        scratch = new_batch_scratch(tables.max_depth, 1, acc.shape[2], batch)
         margin = np.empty((GROUP, K))
         leaves = np.empty(BATCH, np.int64)
         g = np.empty((GROUP, K))
@@ -211,7 +459,9 @@ def staged_block_sums(X, row0, order, block_start, rows_in, loss, trees, tables,
         wg = np.empty(GROUP)
         e = np.empty(GROUP)
         use_e = leaf_factor.shape[0] > 0
-        proj = np.empty(1)
+        proj = np.empty((batch, 1))
+        rows_b = np.empty(batch, np.int64)
+        dest = np.empty(batch, np.int64)
         for s0 in range(block_start[b], block_start[b + 1], GROUP):
             s1 = min(block_start[b + 1], s0 + GROUP)
             ng = s1 - s0
@@ -224,14 +474,22 @@ def staged_block_sums(X, row0, order, block_start, rows_in, loss, trees, tables,
                     col = tree_output[t]
                     sc = tree_scale[t]
                     root = tree_offsets[t]
-                    dest = acc[b, t]
+                    dest[:] = t
+                    nr = 0
                     for r in range(ng):
                         if terms[col, 0, r] == 0.0:
                             continue
                         n_eval[b, t] += terms[col, 0, r]
-                        proj[0] = terms[col, 1, r]
-                        _tree_contribution(tables, routing, X, rows[r], t, root, strict,
-                                           round32, 0, sc, proj, dest, scratch)
+                        rows_b[nr] = rows[r]
+                        proj[nr, 0] = terms[col, 1, r]
+                        nr += 1
+                        if nr == batch:
+                            _tree_batch(tables, routing, X, rows_b, nr, t, root, strict,
+                                        round32, 0, sc, proj, dest, acc[b], scratch)
+                            nr = 0
+                    if nr > 0:
+                        _tree_batch(tables, routing, X, rows_b, nr, t, root, strict,
+                                    round32, 0, sc, proj, dest, acc[b], scratch)
                     for q0 in range(0, ng, BATCH):
                         m = min(BATCH, ng - q0)
                         walk_batch(X, rows[q0:], m, root, depth[t], min_depth[t],
@@ -256,137 +514,6 @@ def expected_values(tree_offsets, order, left, right, cover, value):
         _fill_tree(t, order, tree_offsets, left, right, cover, out)
     return out
 
-
-
-@njit(cache=True)
-def new_linear_scratch(max_depth, vdim, n_players):
-    """One thread's buffers for ``linear_tree_shap``: per tree level the product P and
-    the summary H at the quadrature nodes, the edge factors' reciprocals, the node, its
-    state and hot child, the edge (player, Z, O, previous Z, previous O); per credited
-    player the running (Z, O) of the current path."""
-    L = max_depth + 2
-    M = max_depth // 2 + 1
-    cum = np.ones((n_players, 2))
-    return (np.empty((L, M)), np.zeros((L, vdim, M)), np.empty((L, M)), np.empty((L, M)),
-            np.empty((L, 3), np.int64), np.empty((L, 4)), np.empty(L, np.int64), cum)
-
-
-@njit(cache=True)
-def linear_tree_shap(X, row, root, n_path_features, routing, credit, cover, value, strict,
-                     round32, col, scale, proj, out, scratch, gl_nodes, gl_weights):
-    """Add ``scale`` x the path-dependent TreeSHAP values of the tree at ``root`` for row
-    ``row`` of X to ``out`` (see the module docstring for ``col`` and ``proj``), in
-    O(nodes x depth) instead of Algorithm 2's O(leaves x depth^2). ``routing``:
-    kernel_inputs.Routing; ``credit``: per node the player its split is (the features
-    below).
-
-    For a leaf v whose path has unique features with zero fractions Z_j (products of
-    cover ratios) and one fractions O_j (0 or 1), the path-dependent SHAP value of
-    feature i is v (O_i - Z_i) integral_0^1 prod_{j != i} (Z_j + t (O_j - Z_j)) dt (the
-    Shapley weights are Beta integrals). The integrand is a polynomial of degree < depth,
-    integrated exactly by an M-point Gauss-Legendre rule, M = n_path_features // 2 + 1
-    (``n_path_features``: the tree's most distinct credited players on a path). Summing
-    over leaves, as Linear TreeSHAP (Yu et al. 2022) does: H_n(t) = sum over the leaves v
-    below node n of v prod_j p_j(t) is built bottom-up, and the edge into n that splits
-    on i adds (O_i - Z_i) sum_m w_m H_n(t_m) / p_i(t_m). A leaf whose path splits on i
-    again deeper would be counted by both edges: the deeper edge subtracts what the
-    edge above adds for the leaves below it (the same quadrature sum, so it cancels
-    exactly), and each leaf keeps the term of its deepest edge on i."""
-    Pm, H, inv_new, inv_old, ints, edge, hot_of, cum = scratch
-    left, right, feature, threshold, flags = (routing.left, routing.right, routing.feature,
-                                              routing.threshold, routing.flags)
-    cat_offset, cat_count = routing.cat_offset, routing.cat_count
-    cat_codes, cat_left = routing.cat_codes, routing.cat_left
-    M = n_path_features // 2 + 1
-    tq = gl_nodes[M]
-    wq = gl_weights[M]
-    project = proj.shape[0] > 0
-    vdim = value.shape[1]
-    hd = 1 if project else vdim
-    for m in range(M):
-        Pm[0, m] = 1.0
-    for j in range(hd):
-        for m in range(M):
-            H[0, j, m] = 0.0
-    ints[0, 0] = root
-    ints[0, 1] = 0  # children started
-    lvl = 0
-    while True:
-        node = ints[lvl, 0]
-        un = np.uint64(node)
-        finished = False
-        if flags[un] & LEAF:
-            if project:
-                v = 0.0
-                for j in range(vdim):
-                    v += proj[j] * value[np.uint64(node), j]
-                for m in range(M):
-                    H[lvl, 0, m] = v * Pm[lvl, m]
-            else:
-                for j in range(vdim):
-                    v = value[np.uint64(node), j]
-                    for m in range(M):
-                        H[lvl, j, m] = v * Pm[lvl, m]
-            finished = True
-        elif ints[lvl, 1] < 2:
-            if ints[lvl, 1] == 0:
-                x = feature_value(X, row, feature[un], round32)
-                hot_of[lvl] = step(x, node, left, right, threshold, flags, cat_offset,
-                                   cat_count, cat_codes, cat_left, strict)
-            child = left[un] if ints[lvl, 1] == 0 else right[un]
-            ints[lvl, 1] += 1
-            f = credit[un]
-            c = cover[np.uint64(node)]
-            z_e = cover[np.uint64(child)] / c if c > 0.0 else 0.0
-            zp = cum[f, 0]
-            op = cum[f, 1]
-            z = zp * z_e
-            o = op if child == hot_of[lvl] else 0.0
-            if z == 0.0 and o == 0.0:
-                continue  # every leaf below has a zero product: nothing to add
-            cum[f, 0] = z
-            cum[f, 1] = o
-            nl = lvl + 1
-            ints[nl, 0] = child
-            ints[nl, 1] = 0
-            ints[nl, 2] = f
-            edge[nl, 0] = z
-            edge[nl, 1] = o
-            edge[nl, 2] = zp
-            edge[nl, 3] = op
-            for m in range(M):
-                pn = z + tq[m] * (o - z)
-                po = zp + tq[m] * (op - zp)
-                inv_new[nl, m] = 1.0 / pn
-                inv_old[nl, m] = 1.0 / po
-                Pm[nl, m] = Pm[lvl, m] * pn * inv_old[nl, m]
-            for j in range(hd):
-                for m in range(M):
-                    H[nl, j, m] = 0.0
-            lvl = nl
-            continue
-        else:
-            finished = True
-        if finished:
-            if lvl == 0:
-                break
-            f = ints[lvl, 2]
-            d_new = edge[lvl, 1] - edge[lvl, 0]
-            d_old = edge[lvl, 3] - edge[lvl, 2]
-            fu = np.uint64(f)
-            for j in range(hd):
-                acc = 0.0
-                for m in range(M):
-                    h = wq[m] * H[lvl, j, m]
-                    acc += h * (d_new * inv_new[lvl, m] - d_old * inv_old[lvl, m])
-                    H[lvl - 1, j, m] += H[lvl, j, m]
-                if project:
-                    out[fu, 0] += scale * acc
-                else:
-                    out[fu, col + j] += scale * acc
-            cum[f, 0] = edge[lvl, 2]
-            cum[f, 1] = edge[lvl, 3]
-            lvl -= 1
 
 
 @njit(cache=True, parallel=True)
