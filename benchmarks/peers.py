@@ -1,8 +1,9 @@
 """treeimp's TreeSHAP against its peers, on the same rows, in one process, as rows/s.
 
 For each binary model -- XGBoost (--xgb-rounds rounds, depth 6), LightGBM (--lgb-rounds
-rounds, 63 leaves) and a scikit-learn RandomForest (--forest-trees deep trees,
-min_samples_leaf=5) on --features float32 features -- and each thread count of
+rounds, 63 leaves), a scikit-learn RandomForest classifier and, as "forest_regressor",
+a RandomForest regressor (--forest-trees deep trees each, min_samples_leaf=5; FastTreeSHAP
+reads only the regressor) on --features float32 features -- and each thread count of
 --threads, treeimp's path-dependent TreeSHAP, ``treeimp.contributions(ens, X,
 n_jobs=T)`` of the model parsed once outside the timing (as shap's TreeExplainer is
 built once outside its timing), is timed against:
@@ -24,8 +25,9 @@ relative to the largest treeimp value is flagged. Versions of every library are
 printed and written with the results. Output: a Markdown table on stdout and
 OUT/peers.json.
 
-Usage: python benchmarks/peers.py [--rows 1000] [--forest-rows 200] [--threads 1,2]
-       [--repeats 3] [--models xgboost,lightgbm,forest] [--small] [--out DIR]
+Usage: python benchmarks/peers.py [--rows 1000] [--forest-rows 100] [--threads 1,2]
+       [--repeats 3] [--models xgboost,lightgbm,forest,forest_regressor]
+       [--small] [--out DIR]
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ REL_TOL = 1e-4
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", type=int, default=1000, help="explained rows (boosting)")
-    p.add_argument("--forest-rows", type=int, default=200, help="explained rows (forest)")
+    p.add_argument("--forest-rows", type=int, default=100, help="explained rows (forests)")
     p.add_argument("--train-rows", type=int, default=10_000, help="training rows")
     p.add_argument("--features", type=int, default=50)
     p.add_argument("--xgb-rounds", type=int, default=500)
@@ -64,7 +66,7 @@ def parse_args(argv=None):
     p.add_argument("--forest-trees", type=int, default=100)
     p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     p.add_argument("--repeats", type=int, default=3, help="timed rounds (median)")
-    p.add_argument("--models", default="xgboost,lightgbm,forest")
+    p.add_argument("--models", default="xgboost,lightgbm,forest,forest_regressor")
     p.add_argument("--small", action="store_true", help="tiny sizes (smoke run)")
     p.add_argument("--out", default=str(HERE / "results"))
     args = p.parse_args(argv)
@@ -201,8 +203,10 @@ def bench(name, args, records):
                            features=args.features, threads=max(args.thread_counts),
                            rounds=args.xgb_rounds if name == "xgboost" else args.lgb_rounds,
                            forest_trees=args.forest_trees)
-    model, _, _, Xv, _ = fit_model(name, a, "binary")
-    X = np.ascontiguousarray(Xv[: args.forest_rows if name == "forest" else args.rows])
+    forest = name.startswith("forest")
+    kind = "regression" if name == "forest_regressor" else "binary"
+    model, _, _, Xv, _ = fit_model("forest" if forest else name, a, kind)
+    X = np.ascontiguousarray(Xv[: args.forest_rows if forest else args.rows])
     ens = treeimp.parse(model)
     for T in args.thread_counts:
         bench_threads(name, model, ens, X, T, args.repeats, records)
@@ -273,7 +277,8 @@ def markdown(records, vers, args):
              "Versions: " + ", ".join(f"{k} {v}" for k, v in vers.items()), "",
              f"XGBoost {args.xgb_rounds} rounds depth 6, LightGBM {args.lgb_rounds} rounds "
              f"63 leaves, RandomForest {args.forest_trees} trees (min_samples_leaf=5), "
-             f"binary, {args.features} float32 features, {args.train_rows} training rows. "
+             f"binary (forest_regressor: regression), {args.features} float32 features, "
+             f"{args.train_rows} training rows. "
              f"rows/s from the median of {args.repeats} interleaved rounds after a warm-up; "
              "peer / treeimp is the peer's rows/s over treeimp's (above 1: the peer is "
              "faster); max abs diff against treeimp's values on the same rows.", ""]

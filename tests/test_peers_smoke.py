@@ -24,7 +24,7 @@ def test_peers_small_run(tmp_path):
     ours = [r for r in records if r["library"] == "treeimp"]
     # one treeimp row per model and thread count, each with a finite speed
     assert sorted((r["model"], r["threads"]) for r in ours) == sorted(
-        (m, t) for m in ("xgboost", "lightgbm", "forest") for t in (1, 2))
+        (m, t) for m in ("xgboost", "lightgbm", "forest", "forest_regressor") for t in (1, 2))
     assert all(math.isfinite(r["rows_per_s"]) and r["rows_per_s"] > 0 for r in ours)
     libs = {(r["model"], r["library"]) for r in records}
     # the libraries' own TreeSHAP is always there, and agrees with treeimp's
