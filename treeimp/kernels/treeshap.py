@@ -295,7 +295,7 @@ def tree_shap_batch(X, rows, nr, root, n_path_features, routing, credit, cover, 
             lvl -= 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _tree_batch(tables, routing, X, rows, nr, t, root, strict, round32, col, scale, proj,
                 dest, out, scratch):
     """Tree t's contributions for the rows ``rows[:nr]`` (TreeSHAP or Saabas, by
