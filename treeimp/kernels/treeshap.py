@@ -504,26 +504,25 @@ def staged_block_sums(X, row0, order, block_start, rows_in, loss, trees, tables,
                                 e[q0 + q] *= leaf_factor[np.uint64(leaves[q])]
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def expected_values(tree_offsets, order, left, right, cover, value):
     """Per node: the cover-weighted mean of the leaf values below it (what TreeSHAP's
     base value is built from), (n_nodes, value_dim); ``order`` the post-order."""
     out = value.copy()
-    for t in prange(tree_offsets.shape[0] - 1):
+    for t in range(tree_offsets.shape[0] - 1):
         # the normal form's internal values are the same recursion with weights
         _fill_tree(t, order, tree_offsets, left, right, cover, out)
     return out
 
 
-
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def summed_cover(tree_offsets, order, left, right, cover):
     """Leaf covers as given, every internal node's the sum of its children's (bottom up,
     ``order`` the post-order): the cover ratios of a split then add up to 1 exactly, so
     contributions add up to the prediction exactly even where a library stores rounded
     node covers (XGBoost's float32 sum_hessian)."""
     out = cover.copy()
-    for t in prange(tree_offsets.shape[0] - 1):
+    for t in range(tree_offsets.shape[0] - 1):
         for idx in range(tree_offsets[t], tree_offsets[t + 1]):
             node = order[idx]
             if left[node] >= 0:
@@ -531,15 +530,15 @@ def summed_cover(tree_offsets, order, left, right, cover):
     return out
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def path_features(tree_offsets, left, right, feature, n_features):
     """Per tree: the largest number of distinct features on a root-to-leaf path (the
-    degree bound that sets ``linear_tree_shap``'s quadrature size; at most the depth)."""
+    degree bound that sets ``tree_shap_batch``'s quadrature size; at most the depth)."""
     n_trees = tree_offsets.shape[0] - 1
     out = np.zeros(n_trees, np.int64)
-    for t in prange(n_trees):
+    count = np.zeros(n_features, np.int64)  # back to zeros after each tree's walk
+    for t in range(n_trees):
         root = tree_offsets[t]
-        count = np.zeros(n_features, np.int64)
         size = 2 * (tree_offsets[t + 1] - root) + 2
         stack = np.empty(size, np.int64)  # node, or ~node when leaving it
         stack[0] = root
