@@ -4,6 +4,7 @@ wrappers of the :class:`~treeimp.Explainer` (one parse per call)."""
 from __future__ import annotations
 
 from .attributions.contributions import Contributions
+from .attributions.interactions import Interactions
 from .explainer import Explainer
 from .measures.defaults import DEFAULT_N_BLOCKS
 from .results.importances import Importances
@@ -190,6 +191,56 @@ def contributions(model, X, y=None, *, oob=False, method="shap", groups=None, n_
     ex = Explainer(model, iteration_range=iteration_range, missing=missing, n_jobs=n_jobs)
     return ex.contributions(X, y, oob=oob, method=method, groups=groups,
                             base_margin=base_margin)
+
+
+def interactions(model, X, *, oob=False, n_jobs=None, iteration_range=None, missing=None,
+                 base_margin=None) -> Interactions:
+    """Per-row SHAP interaction values of a tree ensemble's raw output.
+
+    The exact path-dependent SHAP interaction values of Lundberg et al. (2020), which
+    shap's ``TreeExplainer.shap_interaction_values`` and XGBoost's
+    ``predict(pred_interactions=True)`` compute: for features i != j, half the change in
+    i's TreeSHAP value between the game where j is always present and the one where it
+    is always absent; each row's main effects on the diagonal, so that every row of the
+    matrix sums to the row's contributions (:func:`treeimp.contributions`).
+
+    Parameters
+    ----------
+    model : fitted scikit-learn / XGBoost / LightGBM / CatBoost model, TreeEnsemble or file
+        As in :func:`treeimp.contributions` (a Pipeline's X goes through its steps).
+    X : array-like or DataFrame (n_rows, n_features)
+        The rows to explain (``oob=True``: the forest's training rows, in training order).
+        The result holds n_rows x n_features^2 numbers per output.
+    oob : bool, default False
+        Bagged forests only: each row's mean over the trees for which it is out of bag
+        (``values``) and over the others (``values_in``), as in
+        :func:`treeimp.contributions`.
+    n_jobs, iteration_range, missing, base_margin
+        As in :func:`treeimp.contributions`.
+
+    Returns
+    -------
+    Interactions
+        ``values`` (n_rows, n_features, n_features), or with an outputs axis last for
+        models with several outputs, and ``base_values``: ``base_values +
+        values.sum(axis=(1, 2))`` is the raw prediction of every row.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_regression
+    >>> from sklearn.ensemble import RandomForestRegressor
+    >>> import treeimp
+    >>> X, y = make_regression(n_samples=200, n_features=4, random_state=0)
+    >>> rf = RandomForestRegressor(n_estimators=20, max_depth=5, random_state=0).fit(X, y)
+    >>> phi = treeimp.interactions(rf, X[:10])
+    >>> phi.values.shape
+    (10, 4, 4)
+    >>> c = treeimp.contributions(rf, X[:10])
+    >>> bool(abs(phi.values.sum(axis=2) - c.values).max() < 1e-9)
+    True
+    """
+    ex = Explainer(model, iteration_range=iteration_range, missing=missing, n_jobs=n_jobs)
+    return ex.interactions(X, oob=oob, base_margin=base_margin)
 
 
 def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_state=None,

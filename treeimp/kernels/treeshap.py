@@ -76,15 +76,15 @@ def new_batch_scratch(max_depth, hd, n_players, batch):
     projection). Per tree level: the path product P and the leaf sum H at the
     quadrature nodes for every row of the batch, whether each row goes left (1.0 or
     0.0), its one fraction O on the level's edge and the one before it on the same
-    player; the
-    edge's node, children started and player, its zero fractions (Z, previous Z) and
-    per state of (O, previous O) the factors of P and the coefficients of H. Per
-    credited player: the current Z, and every row's current O."""
+    player; the edge's node, children started, player and whether it is the fixed
+    player's, its zero fractions (Z, previous Z) and per state of (O, previous O) the
+    factors of P and the coefficients of H. Per credited player: the current Z, and
+    every row's current O."""
     L = max_depth + 2
     M = max_depth // 2 + 1
     return (np.empty((L, M, batch)), np.zeros((L, hd, M, batch)),
             np.empty((L, batch)), np.empty((L, batch)), np.empty((L, batch)),
-            np.empty((L, 3), np.int64), np.empty((L, 2)), np.empty((L, 3, M)),
+            np.empty((L, 4), np.int64), np.empty((L, 2)), np.empty((L, 3, M)),
             np.empty((L, 3, M)), np.ones(n_players), np.ones((n_players, batch)),
             np.empty((hd, batch)))
 
@@ -149,7 +149,7 @@ def _edge_tables(fac, cf, z, zp, tq, wq, M):
 @njit(cache=True)
 def tree_shap_batch(X, rows, nr, root, n_path_features, routing, credit, cover, value,
                     strict, round32, col, scale, proj, dest, out, scratch, gl_nodes,
-                    gl_weights):
+                    gl_weights, cond=-1, cond_on=False):
     """Add ``scale`` x the path-dependent TreeSHAP values of the tree at ``root`` for
     the rows ``rows[:nr]`` of X (at most the scratch's batch) to ``out`` (n_dest,
     n_players, n_cols): row r's value of player k and output j to ``out[dest[r], k,
@@ -170,6 +170,12 @@ def tree_shap_batch(X, rows, nr, root, n_path_features, routing, credit, cover, 
     again deeper would be counted by both edges: the deeper edge subtracts what the
     edge above adds for the leaves below it (the same quadrature sum, so it cancels
     exactly), and each leaf keeps the term of its deepest edge on i.
+
+    ``cond`` (a player, or -1): the values of the game in which that player is no
+    player but fixed, present (``cond_on``: its splits send each row its own way) or
+    absent (its splits weight both children by cover); half their difference is the
+    SHAP interaction value of each player with ``cond`` (Lundberg et al. 2020), and
+    nothing is credited to ``cond`` itself.
 
     The batch walks the whole tree once, depth first. Everything but the one fractions
     is the same for every row (Z, the quadrature nodes), and O and previous O take only
@@ -227,12 +233,34 @@ def tree_shap_batch(X, rows, nr, root, n_path_features, routing, credit, cover, 
             f = credit[un]
             c = cover[un]
             z_e = cover[np.uint64(child)] / c if c > 0.0 else 0.0
+            nl = lvl + 1
+            side = 0.0 if go_left else 1.0
+            if f == cond:
+                # the fixed player's split: a weight on the paths, no edge of the game
+                n_hot = 0.0
+                for r in range(nr):
+                    w = abs(hot[lvl, r] - side) if cond_on else z_e
+                    O_edge[nl, r] = w
+                    n_hot += w
+                if n_hot == 0.0:
+                    continue
+                ints[nl, 0] = child
+                ints[nl, 1] = 0
+                ints[nl, 2] = f
+                ints[nl, 3] = 1
+                for m in range(M):
+                    for r in range(nr):
+                        Pm[nl, m, r] = Pm[lvl, m, r] * O_edge[nl, r]
+                for j in range(hd):
+                    for m in range(M):
+                        for r in range(nr):
+                            H[nl, j, m, r] = 0.0
+                lvl = nl
+                continue
             zp = Zcur[f]
             z = zp * z_e
-            nl = lvl + 1
             alive = z != 0.0
             # the rows for which the child is hot: hot[lvl] (1.0 or 0.0) going left
-            side = 0.0 if go_left else 1.0
             n_hot = 0.0
             for r in range(nr):
                 op = Ocur[f, r]
@@ -249,6 +277,7 @@ def tree_shap_batch(X, rows, nr, root, n_path_features, routing, credit, cover, 
             ints[nl, 0] = child
             ints[nl, 1] = 0
             ints[nl, 2] = f
+            ints[nl, 3] = 0
             zs[nl, 0] = z
             zs[nl, 1] = zp
             _edge_tables(fac[nl], cf[nl], z, zp, tq, wq, M)
@@ -270,6 +299,13 @@ def tree_shap_batch(X, rows, nr, root, n_path_features, routing, credit, cover, 
         if finished:
             if lvl == 0:
                 break
+            if ints[lvl, 3]:  # the fixed player's edge: no value, nothing to restore
+                for j in range(hd):
+                    for m in range(M):
+                        for r in range(nr):
+                            H[lvl - 1, j, m, r] += H[lvl, j, m, r]
+                lvl -= 1
+                continue
             f = ints[lvl, 2]
             for j in range(hd):
                 for r in range(nr):
@@ -373,6 +409,72 @@ def oob_contributions_chunk(X, row0, inbag_bits, out_oob, out_in, n_oob, tables,
                 if nr > 0:
                     _tree_batch(tables, routing, X, rows, nr, t, tree_offsets[t], strict,
                                 round32, tree_output[t], 1.0, no_proj, rows, out, scratch)
+
+
+@njit(cache=True, parallel=True)
+def interactions_chunk(X, row0, inbag_bits, use_bits, phi, phi_in, inter, inter_in, n_oob,
+                       tables, tree_offsets, tree_output, tree_scale, tree_players,
+                       players_start, routing, strict, round32,
+                       rows_per_task=ROWS_PER_TASK):
+    """SHAP interaction values: phi[i] += the contributions of row i (as
+    ``contributions_chunk``) and inter[i * P + j, k] += (phi_k with player j present -
+    phi_k with j absent) / 2, scaled, over every tree and each player j that splits in it
+    (``tree_players[players_start[t]:players_start[t + 1]]``); ``inter`` is the (n_rows,
+    P, P, n_outputs) array seen as (n_rows * P, P, n_outputs), P the credited players,
+    and row i's diagonal is left for the caller (phi minus the row's other entries).
+    With ``use_bits`` (forests out of bag), the trees for which global row row0 + i is
+    in-bag (``inbag_bits``) add to ``phi_in`` and ``inter_in`` instead, unscaled, and
+    n_oob[i] counts the others; without, every tree adds to ``phi`` and ``inter``.
+    ``tables``: kernel_inputs.ShapTables (TreeSHAP), ``routing``: kernel_inputs.Routing.
+    """
+    n = X.shape[0]
+    P = phi.shape[1]
+    n_trees = tree_offsets.shape[0] - 1
+    n_tasks = (n + rows_per_task - 1) // rows_per_task
+    no_proj = np.empty((0, 0))
+    vdim = tables.value.shape[1]
+    for task in prange(n_tasks):
+        scratch = new_batch_scratch(tables.max_depth, vdim, P, rows_per_task)
+        rows_oob = np.empty(rows_per_task, np.int64)
+        rows_in = np.empty(rows_per_task, np.int64)
+        dest = np.empty(rows_per_task, np.int64)
+        r0 = task * rows_per_task
+        r1 = min(n, r0 + rows_per_task)
+        for t in range(n_trees):
+            n_o = 0
+            n_i = 0
+            for i in range(r0, r1):
+                r = row0 + i
+                if use_bits and (inbag_bits[t, r >> 3] >> (r & 7)) & 1:
+                    rows_in[n_i] = i
+                    n_i += 1
+                else:
+                    rows_oob[n_o] = i
+                    n_o += 1
+                    if use_bits:
+                        n_oob[i] += 1
+            s = 1.0 if use_bits else tree_scale[t]
+            root = tree_offsets[t]
+            col = tree_output[t]
+            n_paths = tables.path_features[t]
+            for rows, nr, out, out_int in ((rows_oob, n_o, phi, inter),
+                                           (rows_in, n_i, phi_in, inter_in)):
+                if nr == 0:
+                    continue
+                tree_shap_batch(X, rows, nr, root, n_paths, routing, tables.feature,
+                                tables.cover, tables.value, strict, round32, col, s,
+                                no_proj, rows, out, scratch, tables.gl_nodes,
+                                tables.gl_weights)
+                for q in range(players_start[t], players_start[t + 1]):
+                    j = tree_players[q]
+                    for r in range(nr):
+                        dest[r] = rows[r] * P + j
+                    for on in (True, False):
+                        tree_shap_batch(X, rows, nr, root, n_paths, routing,
+                                        tables.feature, tables.cover, tables.value, strict,
+                                        round32, col, 0.5 * s if on else -0.5 * s, no_proj,
+                                        dest, out_int, scratch, tables.gl_nodes,
+                                        tables.gl_weights, j, on)
 
 
 @njit(cache=True, parallel=True)

@@ -1,0 +1,149 @@
+"""Per-row SHAP interaction values of a tree ensemble (Lundberg et al. 2020, eq. 3).
+
+The interaction of players i != j is phi_ij = (phi_i in the game with j always present
+- phi_i in the game with j always absent) / 2, the definition of shap's
+``shap_interaction_values`` and XGBoost's ``pred_interactions``; the main effect phi_ii
+is phi_i minus the row's other entries, so every row of the matrix sums to the
+contributions. The kernel (``kernels/treeshap.interactions_chunk``) runs, per tree and
+batch of rows, one TreeSHAP pass and two per player that splits in the tree (present,
+absent), with the batched kernel of :mod:`treeimp.attributions.contributions`; models
+whose library credits a split to a group of features (CatBoost's combinations of
+categorical features) get the group's row and column shared equally among its members,
+as their contributions are.
+"""
+
+import numba
+import numpy as np
+
+from ..inputs.rows import CHUNK_ROWS
+from ..inputs.threads import numba_threads
+from ..kernels.treeshap import interactions_chunk
+from ..model.offsets import check_base_margin
+from ..model.routing import routing_flags
+from .contributions import (
+    ROUTED_CHUNK_VALUES,
+    _base_per_output,
+    _oob_bases,
+    _output_names,
+    _squeeze,
+    rows_per_task,
+)
+
+# a chunk's interaction array holds rows x players^2 x outputs numbers: at most this many
+CHUNK_VALUES = 1 << 24
+
+
+class Interactions:
+    """Per-row SHAP interaction values, as returned by :func:`treeimp.interactions`.
+
+    Attributes
+    ----------
+    values : ndarray (n_rows, n_features, n_features[, n_outputs])
+        phi_ij: symmetric in i and j, main effects on the diagonal; each row's
+        ``values[r].sum(axis=1)`` is its contributions (:func:`treeimp.contributions`),
+        and ``base_values + values.sum(axis=(1, 2))`` its raw prediction. With
+        ``oob=True`` the mean over the trees for which the row is out of bag.
+    base_values : ndarray (n_rows[, n_outputs])
+    feature_names : list of str
+    data : the X that was explained
+    values_in, base_values_in : the same over the trees each row is in-bag for
+        (``oob=True`` only, else None)
+    n_oob_trees : ndarray (n_rows,) trees for which each row is out of bag (``oob=True``)
+    """
+
+    def __init__(self, values, base_values, feature_names, data, *, output_names=None,
+                 values_in=None, base_values_in=None, n_oob_trees=None):
+        self.values = _squeeze(values)
+        self.base_values = _squeeze(base_values)
+        self.values_in = _squeeze(values_in)
+        self.base_values_in = _squeeze(base_values_in)
+        self.feature_names = list(feature_names)
+        self.data = data
+        self.output_names = output_names
+        self.n_oob_trees = n_oob_trees
+
+    @property
+    def oob(self) -> bool:
+        return self.values_in is not None
+
+    def __repr__(self) -> str:
+        kind = "out-of-bag " if self.oob else ""
+        return (f"Interactions({kind}shap, {self.values.shape[0]} rows, "
+                f"{len(self.feature_names)} x {len(self.feature_names)} features)")
+
+
+def tree_players(tree_offsets, left, credit, n_players):
+    """(players, start): the distinct players credited at tree t's internal nodes are
+    ``players[start[t]:start[t + 1]]`` (ascending)."""
+    n_trees = len(tree_offsets) - 1
+    tree_of_node = np.repeat(np.arange(n_trees, dtype=np.int64), np.diff(tree_offsets))
+    internal = left >= 0
+    keys = np.unique(tree_of_node[internal] * n_players + credit[internal])
+    start = np.searchsorted(keys // n_players, np.arange(n_trees + 1))
+    return (keys % n_players).astype(np.int64), start.astype(np.int64)
+
+
+def interactions(cm, rows, data, names, *, bits=None, n_jobs=None, base_margin=None):
+    """:class:`Interactions` of the rows (a ``RowSource`` read against ``cm.ens``, the
+    TreeSHAP :class:`~treeimp.attributions.contributions.ContributionModel`): in sample,
+    or with ``bits`` (a forest's packed in-bag rows, ``parsers.inbag_bits``) out of bag,
+    the rows being the training rows (checked by the caller)."""
+    ens = cm.ens
+    n, K, F = rows.n_rows, ens.n_outputs, ens.n_features
+    P = F + len(cm.groups)
+    players, start = tree_players(ens.tree_offsets, ens.left, cm.inputs.feature, P)
+    oob = bits is not None
+    phi = np.zeros((n, P, K))
+    inter = np.zeros((n, P, P, K))
+    phi_in = np.zeros((n, P, K) if oob else (0, P, K))
+    inter_in = np.zeros((n, P, P, K) if oob else (0, P, K))
+    n_oob = np.zeros(n if oob else 0, np.int64)
+    no_bits = np.zeros((0, 0), np.uint8)
+    scale = np.ascontiguousarray(ens.tree_scale, dtype=np.float64)
+    chunk_rows = max(1, min(CHUNK_ROWS, CHUNK_VALUES // (P * P * K)))
+    if ens.leaf_router is not None:
+        chunk_rows = max(1, min(chunk_rows, ROUTED_CHUNK_VALUES // ens.leaf_router.n_columns))
+    with numba_threads(n_jobs):
+        for s0, chunk in rows.chunks(chunk_rows):
+            s1 = s0 + chunk.shape[0]
+            strict, round32 = routing_flags(ens, chunk)
+            interactions_chunk(
+                chunk, s0, bits if oob else no_bits, oob, phi[s0:s1],
+                phi_in[s0:s1] if oob else phi_in, inter[s0:s1].reshape(-1, P, K),
+                inter_in[s0:s1].reshape(-1, P, K) if oob else inter_in,
+                n_oob[s0:s1] if oob else n_oob, cm.inputs, ens.tree_offsets,
+                ens.tree_output, scale, players, start, ens.routing, strict, round32,
+                rows_per_task(chunk.shape[0], numba.get_num_threads()))
+    inter = _with_diagonal(inter, phi, cm.groups, F)
+    if not oob:
+        base = np.broadcast_to(_base_per_output(ens, cm.per_tree, ens.tree_scale),
+                               (n, K)).copy()
+        offset = check_base_margin(base_margin, n, ens)
+        if offset is not None:
+            base += ens.start_margin(offset) - ens.base_score
+        return Interactions(inter, base, names, data, output_names=_output_names(ens))
+    inter_in = _with_diagonal(inter_in, phi_in, cm.groups, F)
+    n_in = ens.n_trees - n_oob
+    with np.errstate(invalid="ignore", divide="ignore"):
+        inter /= np.where(n_oob > 0, n_oob, np.nan)[:, None, None, None]
+        inter_in /= np.where(n_in > 0, n_in, np.nan)[:, None, None, None]
+    base_oob, base_in = _oob_bases(ens, bits, n, cm.per_tree)
+    return Interactions(inter, base_oob, names, data, output_names=_output_names(ens),
+                        values_in=inter_in, base_values_in=base_in, n_oob_trees=n_oob)
+
+
+def _with_diagonal(inter, phi, groups, F):
+    """The players' interaction matrices with phi_jj = phi_j - sum_{i != j} phi_ij, then
+    (models with grouped players) each group's row and column shared equally among its
+    member features: (n, F, F, K)."""
+    P = phi.shape[1]
+    idx = np.arange(P)
+    inter[:, idx, idx] = 0.0
+    inter[:, idx, idx] = phi - inter.sum(axis=2)
+    if not groups:
+        return inter
+    share = np.zeros((P, F))  # player -> features
+    share[np.arange(F), np.arange(F)] = 1.0
+    for g, cols in enumerate(groups):
+        share[F + g, list(cols)] = 1.0 / len(cols)
+    return np.einsum("npqk,pf,qg->nfgk", inter, share, share)
