@@ -112,7 +112,7 @@ def interactions(cm, rows, data, names, *, bits=None, n_jobs=None, base_margin=N
                 phi_in[s0:s1] if oob else phi_in, inter[s0:s1].reshape(-1, P, K),
                 inter_in[s0:s1].reshape(-1, P, K) if oob else inter_in,
                 n_oob[s0:s1] if oob else n_oob, cm.inputs, ens.tree_offsets,
-                ens.tree_output, scale, players, start, ens.routing, strict, round32,
+                ens.postorder, ens.tree_output, scale, players, start, ens.routing, strict, round32,
                 rows_per_task(chunk.shape[0], numba.get_num_threads()))
     inter = _with_diagonal(inter, phi, cm.groups, F)
     if not oob:

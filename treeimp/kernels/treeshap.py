@@ -149,7 +149,7 @@ def _edge_tables(fac, cf, z, zp, tq, wq, M):
 @njit(cache=True)
 def tree_shap_batch(X, rows, nr, root, n_path_features, routing, credit, cover, value,
                     strict, round32, col, scale, proj, dest, out, scratch, gl_nodes,
-                    gl_weights, cond=-1, cond_on=False):
+                    gl_weights, cond, cond_on, cond_below):
     """Add ``scale`` x the path-dependent TreeSHAP values of the tree at ``root`` for
     the rows ``rows[:nr]`` of X (at most the scratch's batch) to ``out`` (n_dest,
     n_players, n_cols): row r's value of player k and output j to ``out[dest[r], k,
@@ -175,7 +175,10 @@ def tree_shap_batch(X, rows, nr, root, n_path_features, routing, credit, cover, 
     player but fixed, present (``cond_on``: its splits send each row its own way) or
     absent (its splits weight both children by cover); half their difference is the
     SHAP interaction value of each player with ``cond`` (Lundberg et al. 2020), and
-    nothing is credited to ``cond`` itself.
+    nothing is credited to ``cond`` itself. ``cond_below[node - root]`` (uint8, per
+    node of the tree): whether a split on ``cond`` is at or below the node; a subtree
+    with none there or above it is walked the same way present or absent, so it is
+    skipped (its part of the difference is zero).
 
     The batch walks the whole tree once, depth first. Everything but the one fractions
     is the same for every row (Z, the quadrature nodes), and O and previous O take only
@@ -203,6 +206,7 @@ def tree_shap_batch(X, rows, nr, root, n_path_features, routing, credit, cover, 
     ints[0, 0] = root
     ints[0, 1] = 0  # children started
     lvl = 0
+    cond_above = 0  # splits on ``cond`` on the current path
     while True:
         node = ints[lvl, 0]
         un = np.uint64(node)
@@ -235,6 +239,8 @@ def tree_shap_batch(X, rows, nr, root, n_path_features, routing, credit, cover, 
             z_e = cover[np.uint64(child)] / c if c > 0.0 else 0.0
             nl = lvl + 1
             side = 0.0 if go_left else 1.0
+            if cond >= 0 and cond_above == 0 and f != cond and not cond_below[child - root]:
+                continue
             if f == cond:
                 # the fixed player's split: a weight on the paths, no edge of the game
                 n_hot = 0.0
@@ -248,6 +254,7 @@ def tree_shap_batch(X, rows, nr, root, n_path_features, routing, credit, cover, 
                 ints[nl, 1] = 0
                 ints[nl, 2] = f
                 ints[nl, 3] = 1
+                cond_above += 1
                 for m in range(M):
                     for r in range(nr):
                         Pm[nl, m, r] = Pm[lvl, m, r] * O_edge[nl, r]
@@ -304,6 +311,7 @@ def tree_shap_batch(X, rows, nr, root, n_path_features, routing, credit, cover, 
                     for m in range(M):
                         for r in range(nr):
                             H[lvl - 1, j, m, r] += H[lvl, j, m, r]
+                cond_above -= 1
                 lvl -= 1
                 continue
             f = ints[lvl, 2]
@@ -339,7 +347,8 @@ def _tree_batch(tables, routing, X, rows, nr, t, root, strict, round32, col, sca
     if tables.use_shap:
         tree_shap_batch(X, rows, nr, root, tables.path_features[t], routing, tables.feature,
                         tables.cover, tables.value, strict, round32, col, scale, proj, dest,
-                        out, scratch, tables.gl_nodes, tables.gl_weights)
+                        out, scratch, tables.gl_nodes, tables.gl_weights, -1, False,
+                        NO_NODES)
     else:
         no_proj = np.empty(0)
         for r in range(nr):
@@ -349,6 +358,7 @@ def _tree_batch(tables, routing, X, rows, nr, t, root, strict, round32, col, sca
 
 
 ROWS_PER_TASK = BATCH_ROWS  # rows a task passes through every tree, together
+NO_NODES = np.zeros(0, np.uint8)  # ``cond_below`` of a call without a fixed player
 
 
 @njit(cache=True, parallel=True)
@@ -413,8 +423,8 @@ def oob_contributions_chunk(X, row0, inbag_bits, out_oob, out_in, n_oob, tables,
 
 @njit(cache=True, parallel=True)
 def interactions_chunk(X, row0, inbag_bits, use_bits, phi, phi_in, inter, inter_in, n_oob,
-                       tables, tree_offsets, tree_output, tree_scale, tree_players,
-                       players_start, routing, strict, round32,
+                       tables, tree_offsets, postorder, tree_output, tree_scale,
+                       tree_players, players_start, routing, strict, round32,
                        rows_per_task=ROWS_PER_TASK):
     """SHAP interaction values: phi[i] += the contributions of row i (as
     ``contributions_chunk``) and inter[i * P + j, k] += (phi_k with player j present -
@@ -425,11 +435,16 @@ def interactions_chunk(X, row0, inbag_bits, use_bits, phi, phi_in, inter, inter_
     With ``use_bits`` (forests out of bag), the trees for which global row row0 + i is
     in-bag (``inbag_bits``) add to ``phi_in`` and ``inter_in`` instead, unscaled, and
     n_oob[i] counts the others; without, every tree adds to ``phi`` and ``inter``.
-    ``tables``: kernel_inputs.ShapTables (TreeSHAP), ``routing``: kernel_inputs.Routing.
+    ``tables``: kernel_inputs.ShapTables (TreeSHAP), ``routing``: kernel_inputs.Routing;
+    ``postorder``: the nodes of each tree in post-order.
     """
     n = X.shape[0]
     P = phi.shape[1]
     n_trees = tree_offsets.shape[0] - 1
+    max_nodes = 0
+    for t in range(n_trees):
+        max_nodes = max(max_nodes, tree_offsets[t + 1] - tree_offsets[t])
+    left, credit = routing.left, tables.feature
     n_tasks = (n + rows_per_task - 1) // rows_per_task
     no_proj = np.empty((0, 0))
     vdim = tables.value.shape[1]
@@ -438,6 +453,7 @@ def interactions_chunk(X, row0, inbag_bits, use_bits, phi, phi_in, inter, inter_
         rows_oob = np.empty(rows_per_task, np.int64)
         rows_in = np.empty(rows_per_task, np.int64)
         dest = np.empty(rows_per_task, np.int64)
+        below = np.empty(max_nodes, np.uint8)
         r0 = task * rows_per_task
         r1 = min(n, r0 + rows_per_task)
         for t in range(n_trees):
@@ -464,9 +480,17 @@ def interactions_chunk(X, row0, inbag_bits, use_bits, phi, phi_in, inter, inter_
                 tree_shap_batch(X, rows, nr, root, n_paths, routing, tables.feature,
                                 tables.cover, tables.value, strict, round32, col, s,
                                 no_proj, rows, out, scratch, tables.gl_nodes,
-                                tables.gl_weights)
+                                tables.gl_weights, -1, False, NO_NODES)
                 for q in range(players_start[t], players_start[t + 1]):
                     j = tree_players[q]
+                    for idx in range(tree_offsets[t], tree_offsets[t + 1]):
+                        node = postorder[idx]
+                        k = node - root
+                        if left[node] < 0:
+                            below[k] = 0
+                        else:
+                            below[k] = (credit[node] == j or below[left[node] - root]
+                                        or below[routing.right[node] - root])
                     for r in range(nr):
                         dest[r] = rows[r] * P + j
                     for on in (True, False):
@@ -474,7 +498,7 @@ def interactions_chunk(X, row0, inbag_bits, use_bits, phi, phi_in, inter, inter_
                                         tables.feature, tables.cover, tables.value, strict,
                                         round32, col, 0.5 * s if on else -0.5 * s, no_proj,
                                         dest, out_int, scratch, tables.gl_nodes,
-                                        tables.gl_weights, j, on)
+                                        tables.gl_weights, j, on, below)
 
 
 @njit(cache=True, parallel=True)
