@@ -72,17 +72,6 @@ class Interactions:
                 f"{len(self.feature_names)} x {len(self.feature_names)} features)")
 
 
-def tree_players(tree_offsets, left, credit, n_players):
-    """(players, start): the distinct players credited at tree t's internal nodes are
-    ``players[start[t]:start[t + 1]]`` (ascending)."""
-    n_trees = len(tree_offsets) - 1
-    tree_of_node = np.repeat(np.arange(n_trees, dtype=np.int64), np.diff(tree_offsets))
-    internal = left >= 0
-    keys = np.unique(tree_of_node[internal] * n_players + credit[internal])
-    start = np.searchsorted(keys // n_players, np.arange(n_trees + 1))
-    return (keys % n_players).astype(np.int64), start.astype(np.int64)
-
-
 def interactions(cm, rows, data, names, *, bits=None, n_jobs=None, base_margin=None):
     """:class:`Interactions` of the rows (a ``RowSource`` read against ``cm.ens``, the
     TreeSHAP :class:`~treeimp.attributions.contributions.ContributionModel`): in sample,
@@ -91,7 +80,6 @@ def interactions(cm, rows, data, names, *, bits=None, n_jobs=None, base_margin=N
     ens = cm.ens
     n, K, F = rows.n_rows, ens.n_outputs, ens.n_features
     P = F + len(cm.groups)
-    players, start = tree_players(ens.tree_offsets, ens.left, cm.inputs.feature, P)
     oob = bits is not None
     phi = np.zeros((n, P, K))
     inter = np.zeros((n, P, P, K))
@@ -112,7 +100,7 @@ def interactions(cm, rows, data, names, *, bits=None, n_jobs=None, base_margin=N
                 phi_in[s0:s1] if oob else phi_in, inter[s0:s1].reshape(-1, P, K),
                 inter_in[s0:s1].reshape(-1, P, K) if oob else inter_in,
                 n_oob[s0:s1] if oob else n_oob, cm.inputs, ens.tree_offsets,
-                ens.postorder, ens.tree_output, scale, players, start, ens.routing, strict, round32,
+                ens.tree_output, scale, ens.routing, strict, round32,
                 rows_per_task(chunk.shape[0], numba.get_num_threads()))
     inter = _with_diagonal(inter, phi, cm.groups, F)
     if not oob:

@@ -76,17 +76,20 @@ def new_batch_scratch(max_depth, hd, n_players, batch):
     projection). Per tree level: the path product P and the leaf sum H at the
     quadrature nodes for every row of the batch, whether each row goes left (1.0 or
     0.0), its one fraction O on the level's edge and the one before it on the same
-    player; the edge's node, children started, player and whether it is the fixed
-    player's, its zero fractions (Z, previous Z) and per state of (O, previous O) the
-    factors of P and the coefficients of H. Per credited player: the current Z, and
-    every row's current O."""
+    player; the edge's node, children started and player, its zero fractions (Z,
+    previous Z), per state of (O, previous O) the factors of P and the coefficients of
+    H, and per O the reciprocal of p. Per credited player: the current Z, and every
+    row's current O. Per batch row: the coefficients' sum; per quadrature node and row
+    its terms, and per player the last edge finish that took it, the count of finishes
+    last (interactions)."""
     L = max_depth + 2
     M = max_depth // 2 + 1
     return (np.empty((L, M, batch)), np.zeros((L, hd, M, batch)),
             np.empty((L, batch)), np.empty((L, batch)), np.empty((L, batch)),
-            np.empty((L, 4), np.int64), np.empty((L, 2)), np.empty((L, 3, M)),
-            np.empty((L, 3, M)), np.ones(n_players), np.ones((n_players, batch)),
-            np.empty((hd, batch)))
+            np.empty((L, 3), np.int64), np.empty((L, 2)), np.empty((L, 3, M)),
+            np.empty((L, 3, M)), np.empty((L, 2, M)), np.ones(n_players),
+            np.ones((n_players, batch)), np.empty((hd, batch)), np.empty((hd, M, batch)),
+            np.zeros(n_players + 1, np.int64))
 
 
 @njit(cache=True, inline="always")
@@ -115,11 +118,12 @@ def _hot_left(X, rows, nr, node, left, right, feature, threshold, flags, cat_off
 
 
 @njit(cache=True, inline="always")
-def _edge_tables(fac, cf, z, zp, tq, wq, M):
+def _edge_tables(fac, cf, inv, z, zp, tq, wq, M):
     """The factors of P and the coefficients of H on an edge whose player's zero
     fraction goes from zp to z, for each state of the one fractions (O, previous O):
-    0: (0, 0), 1: (0, 1), 2: (1, 1) (a row's O can only fall to 0 on a path). A state
-    whose row has a zero product below (p = 0) gets zeros: its rows add nothing."""
+    0: (0, 0), 1: (0, 1), 2: (1, 1) (a row's O can only fall to 0 on a path); and
+    inv[O, m] = 1 / p(t_m) after the edge. A state whose row has a zero product below
+    (p = 0) gets zeros: its rows add nothing."""
     for m in range(M):
         t = tq[m]
         pn0 = z * (1.0 - t)
@@ -130,8 +134,11 @@ def _edge_tables(fac, cf, z, zp, tq, wq, M):
         inv_n1 = 1.0 / pn1
         fac[2, m] = pn1 * inv_o1
         cf[2, m] = wq[m] * ((1.0 - z) * inv_n1 - (1.0 - zp) * inv_o1)
+        inv[1, m] = inv_n1
+        inv[0, m] = 0.0
         if pn0 > 0.0:
             inv_n0 = 1.0 / pn0
+            inv[0, m] = inv_n0
             fac[1, m] = pn0 * inv_o1
             cf[1, m] = wq[m] * (-z * inv_n0 - (1.0 - zp) * inv_o1)
             if po0 > 0.0:
@@ -149,7 +156,7 @@ def _edge_tables(fac, cf, z, zp, tq, wq, M):
 @njit(cache=True)
 def tree_shap_batch(X, rows, nr, root, n_path_features, routing, credit, cover, value,
                     strict, round32, col, scale, proj, dest, out, scratch, gl_nodes,
-                    gl_weights, cond, cond_on, cond_below):
+                    gl_weights, pair_out, pair_dest):
     """Add ``scale`` x the path-dependent TreeSHAP values of the tree at ``root`` for
     the rows ``rows[:nr]`` of X (at most the scratch's batch) to ``out`` (n_dest,
     n_players, n_cols): row r's value of player k and output j to ``out[dest[r], k,
@@ -163,29 +170,32 @@ def tree_shap_batch(X, rows, nr, root, n_path_features, routing, credit, cover, 
     Shapley weights are Beta integrals). The integrand is a polynomial of degree d - 1
     for a path of d distinct players, integrated exactly by an M-point Gauss-Legendre
     rule (exact to degree 2M - 1), M = ceil(n_path_features / 2) (``n_path_features``:
-    the tree's most distinct credited players on a path). Summing
-    over leaves, as Linear TreeSHAP (Yu et al. 2022) does: H_n(t) = sum over the leaves v
-    below node n of v prod_j p_j(t) is built bottom-up, and the edge into n that splits
-    on i adds (O_i - Z_i) sum_m w_m H_n(t_m) / p_i(t_m). A leaf whose path splits on i
-    again deeper would be counted by both edges: the deeper edge subtracts what the
-    edge above adds for the leaves below it (the same quadrature sum, so it cancels
-    exactly), and each leaf keeps the term of its deepest edge on i.
+    the tree's most distinct credited players on a path). Summing over leaves, as
+    Linear TreeSHAP (Yu et al. 2022) does: H_n(t) = sum over the leaves v below node n
+    of v prod_j p_j(t) is built bottom-up, and the edge into n that splits on i adds
+    (O_i - Z_i) sum_m w_m H_n(t_m) / p_i(t_m). A leaf whose path splits on i again
+    deeper would be counted by both edges: the deeper edge subtracts what the edge above
+    adds for the leaves below it (the same quadrature sum, so it cancels exactly), and
+    each leaf keeps the term of its deepest edge on i.
 
-    ``cond`` (a player, or -1): the values of the game in which that player is no
-    player but fixed, present (``cond_on``: its splits send each row its own way) or
-    absent (its splits weight both children by cover); half their difference is the
-    SHAP interaction value of each player with ``cond`` (Lundberg et al. 2020), and
-    nothing is credited to ``cond`` itself. ``cond_below[node - root]`` (uint8, per
-    node of the tree): whether a split on ``cond`` is at or below the node; a subtree
-    with none there or above it is walked the same way present or absent, so it is
-    skipped (its part of the difference is zero).
+    With ``pair_out`` (non-empty; (n_dest * n_players, n_players, n_cols), written at
+    rows ``pair_dest[r] + k``) the kernel also adds the SHAP interaction values of
+    players i != j (Lundberg et al. 2020): for a leaf, v (O_i - Z_i) (O_j - Z_j) / 2
+    integral_0^1 prod_{k != i, j} p_k(t) dt, the same Beta integral one degree lower.
+    When an edge on i finishes, for every other player j on the path above (at its
+    deepest edge there), the edge's quadrature terms of H_n (those it adds to phi_i,
+    and the ones it takes back from i's edge above) are divided by p_j(t_m) and
+    weighted by (O_j - Z_j) / 2, into (i, j) and (j, i): each leaf's pair is counted
+    once, at the deeper of its two edges, with its deepest state of both. The main
+    effects (the diagonal) are left to the caller.
 
     The batch walks the whole tree once, depth first. Everything but the one fractions
     is the same for every row (Z, the quadrature nodes), and O and previous O take only
     three states, so each edge's factors and coefficients are computed once for the
     batch and every row selects its state: the per-row work is multiply-adds over
     (quadrature node, row), which vectorise across rows."""
-    (Pm, H, hot, O_edge, O_prev, ints, zs, fac, cf, Zcur, Ocur, acc) = scratch
+    (Pm, H, hot, O_edge, O_prev, ints, zs, fac, cf, inv, Zcur, Ocur, acc, hk,
+     seen) = scratch
     left, right, feature, threshold, flags = (routing.left, routing.right, routing.feature,
                                               routing.threshold, routing.flags)
     cat_offset, cat_count = routing.cat_offset, routing.cat_count
@@ -194,6 +204,7 @@ def tree_shap_batch(X, rows, nr, root, n_path_features, routing, credit, cover, 
     tq = gl_nodes[M]
     wq = gl_weights[M]
     project = proj.shape[0] > 0
+    pairs = pair_out.shape[0] > 0
     vdim = value.shape[1]
     hd = 1 if project else vdim
     for m in range(M):
@@ -206,7 +217,8 @@ def tree_shap_batch(X, rows, nr, root, n_path_features, routing, credit, cover, 
     ints[0, 0] = root
     ints[0, 1] = 0  # children started
     lvl = 0
-    cond_above = 0  # splits on ``cond`` on the current path
+    n_marks = seen.shape[0] - 1
+    finishes = seen[n_marks]  # edge finishes so far, over calls (marks in ``seen``)
     while True:
         node = ints[lvl, 0]
         un = np.uint64(node)
@@ -237,37 +249,12 @@ def tree_shap_batch(X, rows, nr, root, n_path_features, routing, credit, cover, 
             f = credit[un]
             c = cover[un]
             z_e = cover[np.uint64(child)] / c if c > 0.0 else 0.0
-            nl = lvl + 1
-            side = 0.0 if go_left else 1.0
-            if cond >= 0 and cond_above == 0 and f != cond and not cond_below[child - root]:
-                continue
-            if f == cond:
-                # the fixed player's split: a weight on the paths, no edge of the game
-                n_hot = 0.0
-                for r in range(nr):
-                    w = abs(hot[lvl, r] - side) if cond_on else z_e
-                    O_edge[nl, r] = w
-                    n_hot += w
-                if n_hot == 0.0:
-                    continue
-                ints[nl, 0] = child
-                ints[nl, 1] = 0
-                ints[nl, 2] = f
-                ints[nl, 3] = 1
-                cond_above += 1
-                for m in range(M):
-                    for r in range(nr):
-                        Pm[nl, m, r] = Pm[lvl, m, r] * O_edge[nl, r]
-                for j in range(hd):
-                    for m in range(M):
-                        for r in range(nr):
-                            H[nl, j, m, r] = 0.0
-                lvl = nl
-                continue
             zp = Zcur[f]
             z = zp * z_e
+            nl = lvl + 1
             alive = z != 0.0
             # the rows for which the child is hot: hot[lvl] (1.0 or 0.0) going left
+            side = 0.0 if go_left else 1.0
             n_hot = 0.0
             for r in range(nr):
                 op = Ocur[f, r]
@@ -284,10 +271,9 @@ def tree_shap_batch(X, rows, nr, root, n_path_features, routing, credit, cover, 
             ints[nl, 0] = child
             ints[nl, 1] = 0
             ints[nl, 2] = f
-            ints[nl, 3] = 0
             zs[nl, 0] = z
             zs[nl, 1] = zp
-            _edge_tables(fac[nl], cf[nl], z, zp, tq, wq, M)
+            _edge_tables(fac[nl], cf[nl], inv[nl], z, zp, tq, wq, M)
             for m in range(M):
                 f0 = fac[nl, 0, m]
                 f1 = fac[nl, 1, m]
@@ -306,14 +292,6 @@ def tree_shap_batch(X, rows, nr, root, n_path_features, routing, credit, cover, 
         if finished:
             if lvl == 0:
                 break
-            if ints[lvl, 3]:  # the fixed player's edge: no value, nothing to restore
-                for j in range(hd):
-                    for m in range(M):
-                        for r in range(nr):
-                            H[lvl - 1, j, m, r] += H[lvl, j, m, r]
-                cond_above -= 1
-                lvl -= 1
-                continue
             f = ints[lvl, 2]
             for j in range(hd):
                 for r in range(nr):
@@ -327,16 +305,50 @@ def tree_shap_batch(X, rows, nr, root, n_path_features, routing, credit, cover, 
                         k = c2 if O_edge[lvl, r] != 0.0 else (c1 if O_prev[lvl, r] != 0.0
                                                              else c0)
                         acc[j, r] += h * k
+                        hk[j, m, r] = h * k
                         H[lvl - 1, j, m, r] += h
             fu = np.uint64(f)
             for r in range(nr):
                 d = np.uint64(dest[r])
                 for j in range(hd):
                     out[d, fu, col + j] += scale * acc[j, r]
+            if pairs:
+                finishes += 1
+                seen[f] = finishes
+                for lj in range(lvl - 1, 0, -1):
+                    g = ints[lj, 2]
+                    if seen[g] == finishes:
+                        continue  # f itself, or g's deeper edge was taken
+                    seen[g] = finishes
+                    _add_pair(hk, O_edge[lj], zs[lj, 0], inv[lj], nr, hd, M, f, g, col,
+                              0.5 * scale, pair_dest, pair_out, acc)
             Zcur[f] = zs[lvl, 1]
             for r in range(nr):
                 Ocur[f, r] = O_prev[lvl, r]
             lvl -= 1
+    seen[n_marks] = finishes
+
+
+@njit(cache=True, inline="always")
+def _add_pair(hk, O_j, Z_j, inv_j, nr, hd, M, i, j, col, half, pair_dest, pair_out, acc):
+    """Add half x (O_j - Z_j) sum_m hk[., m, r] / p_j(t_m) (an edge's quadrature terms
+    for player i, divided by player j's factor, ``inv_j[O, m]`` its reciprocal) to the
+    interaction of i and j, both ways, of every row r of the batch."""
+    for k in range(hd):
+        for r in range(nr):
+            acc[k, r] = 0.0
+        for m in range(M):
+            a0 = inv_j[0, m]
+            a1 = inv_j[1, m]
+            for r in range(nr):
+                acc[k, r] += hk[k, m, r] * (a1 if O_j[r] != 0.0 else a0)
+    for r in range(nr):
+        w = half * (O_j[r] - Z_j)
+        base = pair_dest[r]
+        for k in range(hd):
+            q = w * acc[k, r]
+            pair_out[np.uint64(base + i), np.uint64(j), col + k] += q
+            pair_out[np.uint64(base + j), np.uint64(i), col + k] += q
 
 
 @njit(cache=True)
@@ -345,10 +357,10 @@ def _tree_batch(tables, routing, X, rows, nr, t, root, strict, round32, col, sca
     """Tree t's contributions for the rows ``rows[:nr]`` (TreeSHAP or Saabas, by
     ``tables.use_shap``), added to ``out[dest[r]]`` as ``tree_shap_batch`` adds them."""
     if tables.use_shap:
+        no_pairs = np.zeros((0, 0, 0))
         tree_shap_batch(X, rows, nr, root, tables.path_features[t], routing, tables.feature,
                         tables.cover, tables.value, strict, round32, col, scale, proj, dest,
-                        out, scratch, tables.gl_nodes, tables.gl_weights, -1, False,
-                        NO_NODES)
+                        out, scratch, tables.gl_nodes, tables.gl_weights, no_pairs, dest)
     else:
         no_proj = np.empty(0)
         for r in range(nr):
@@ -358,7 +370,6 @@ def _tree_batch(tables, routing, X, rows, nr, t, root, strict, round32, col, sca
 
 
 ROWS_PER_TASK = BATCH_ROWS  # rows a task passes through every tree, together
-NO_NODES = np.zeros(0, np.uint8)  # ``cond_below`` of a call without a fixed player
 
 
 @njit(cache=True, parallel=True)
@@ -423,28 +434,21 @@ def oob_contributions_chunk(X, row0, inbag_bits, out_oob, out_in, n_oob, tables,
 
 @njit(cache=True, parallel=True)
 def interactions_chunk(X, row0, inbag_bits, use_bits, phi, phi_in, inter, inter_in, n_oob,
-                       tables, tree_offsets, postorder, tree_output, tree_scale,
-                       tree_players, players_start, routing, strict, round32,
-                       rows_per_task=ROWS_PER_TASK):
+                       tables, tree_offsets, tree_output, tree_scale, routing, strict,
+                       round32, rows_per_task=ROWS_PER_TASK):
     """SHAP interaction values: phi[i] += the contributions of row i (as
-    ``contributions_chunk``) and inter[i * P + j, k] += (phi_k with player j present -
-    phi_k with j absent) / 2, scaled, over every tree and each player j that splits in it
-    (``tree_players[players_start[t]:players_start[t + 1]]``); ``inter`` is the (n_rows,
-    P, P, n_outputs) array seen as (n_rows * P, P, n_outputs), P the credited players,
-    and row i's diagonal is left for the caller (phi minus the row's other entries).
-    With ``use_bits`` (forests out of bag), the trees for which global row row0 + i is
-    in-bag (``inbag_bits``) add to ``phi_in`` and ``inter_in`` instead, unscaled, and
-    n_oob[i] counts the others; without, every tree adds to ``phi`` and ``inter``.
-    ``tables``: kernel_inputs.ShapTables (TreeSHAP), ``routing``: kernel_inputs.Routing;
-    ``postorder``: the nodes of each tree in post-order.
-    """
+    ``contributions_chunk``) and inter[i * P + j, k] += the interaction value of players
+    j and k (j != k), scaled, summed over the trees (``tree_shap_batch``'s pairs);
+    ``inter`` is the (n_rows, P, P, n_outputs) array seen as (n_rows * P, P,
+    n_outputs), P the credited players, and the diagonal is left for the caller (phi
+    minus the row's other entries). With ``use_bits`` (forests out of bag), the trees
+    for which global row row0 + i is in-bag (``inbag_bits``) add to ``phi_in`` and
+    ``inter_in`` instead, unscaled, and n_oob[i] counts the others; without, every tree
+    adds to ``phi`` and ``inter``. ``tables``: kernel_inputs.ShapTables (TreeSHAP),
+    ``routing``: kernel_inputs.Routing."""
     n = X.shape[0]
     P = phi.shape[1]
     n_trees = tree_offsets.shape[0] - 1
-    max_nodes = 0
-    for t in range(n_trees):
-        max_nodes = max(max_nodes, tree_offsets[t + 1] - tree_offsets[t])
-    left, credit = routing.left, tables.feature
     n_tasks = (n + rows_per_task - 1) // rows_per_task
     no_proj = np.empty((0, 0))
     vdim = tables.value.shape[1]
@@ -452,8 +456,8 @@ def interactions_chunk(X, row0, inbag_bits, use_bits, phi, phi_in, inter, inter_
         scratch = new_batch_scratch(tables.max_depth, vdim, P, rows_per_task)
         rows_oob = np.empty(rows_per_task, np.int64)
         rows_in = np.empty(rows_per_task, np.int64)
-        dest = np.empty(rows_per_task, np.int64)
-        below = np.empty(max_nodes, np.uint8)
+        base_oob = np.empty(rows_per_task, np.int64)
+        base_in = np.empty(rows_per_task, np.int64)
         r0 = task * rows_per_task
         r1 = min(n, r0 + rows_per_task)
         for t in range(n_trees):
@@ -463,42 +467,23 @@ def interactions_chunk(X, row0, inbag_bits, use_bits, phi, phi_in, inter, inter_
                 r = row0 + i
                 if use_bits and (inbag_bits[t, r >> 3] >> (r & 7)) & 1:
                     rows_in[n_i] = i
+                    base_in[n_i] = i * P
                     n_i += 1
                 else:
                     rows_oob[n_o] = i
+                    base_oob[n_o] = i * P
                     n_o += 1
                     if use_bits:
                         n_oob[i] += 1
             s = 1.0 if use_bits else tree_scale[t]
-            root = tree_offsets[t]
-            col = tree_output[t]
-            n_paths = tables.path_features[t]
-            for rows, nr, out, out_int in ((rows_oob, n_o, phi, inter),
-                                           (rows_in, n_i, phi_in, inter_in)):
-                if nr == 0:
-                    continue
-                tree_shap_batch(X, rows, nr, root, n_paths, routing, tables.feature,
-                                tables.cover, tables.value, strict, round32, col, s,
-                                no_proj, rows, out, scratch, tables.gl_nodes,
-                                tables.gl_weights, -1, False, NO_NODES)
-                for q in range(players_start[t], players_start[t + 1]):
-                    j = tree_players[q]
-                    for idx in range(tree_offsets[t], tree_offsets[t + 1]):
-                        node = postorder[idx]
-                        k = node - root
-                        if left[node] < 0:
-                            below[k] = 0
-                        else:
-                            below[k] = (credit[node] == j or below[left[node] - root]
-                                        or below[routing.right[node] - root])
-                    for r in range(nr):
-                        dest[r] = rows[r] * P + j
-                    for on in (True, False):
-                        tree_shap_batch(X, rows, nr, root, n_paths, routing,
-                                        tables.feature, tables.cover, tables.value, strict,
-                                        round32, col, 0.5 * s if on else -0.5 * s, no_proj,
-                                        dest, out_int, scratch, tables.gl_nodes,
-                                        tables.gl_weights, j, on, below)
+            for rows, nr, out, out_int, base in ((rows_oob, n_o, phi, inter, base_oob),
+                                                 (rows_in, n_i, phi_in, inter_in, base_in)):
+                if nr > 0:
+                    tree_shap_batch(X, rows, nr, tree_offsets[t], tables.path_features[t],
+                                    routing, tables.feature, tables.cover, tables.value,
+                                    strict, round32, tree_output[t], s, no_proj, rows, out,
+                                    scratch, tables.gl_nodes, tables.gl_weights, out_int,
+                                    base)
 
 
 @njit(cache=True, parallel=True)
