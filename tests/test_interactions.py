@@ -203,3 +203,26 @@ def test_bad_input_is_rejected():
         treeimp.interactions(model, X, oob=True)
     with pytest.raises(ValueError, match="features"):
         treeimp.interactions(model, X[:, :3])
+
+
+def test_catboost_equals_its_shap_interaction_values():
+    cb = pytest.importorskip("catboost")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    model = cb.CatBoostRegressor(iterations=15, depth=4, verbose=0, random_seed=0).fit(
+        X, X[:, 0] * X[:, 1] + X[:, 2])
+    phi = treeimp.interactions(model, X[:30])
+    ref = model.get_feature_importance(cb.Pool(X[:30]), type="ShapInteractionValues")
+    assert _rel_err(phi.values, ref[:, :4, :4]) < 1e-12
+    # categorical features: CatBoost credits a combination of them as one player; its
+    # interaction values for such models are refused, with a reason
+    df = pd.DataFrame({"x0": rng.normal(size=400), "c1": rng.choice(list("abcdefgh"), 400),
+                       "c2": rng.choice(list("pqrstu"), 400)})
+    code = df.c1.map({k: i for i, k in enumerate("abcdefgh")}) * 6 + df.c2.map(
+        {k: i for i, k in enumerate("pqrstu")})
+    y = np.sin(1.7 * code) * 3 + df.x0 + 0.3 * rng.normal(size=400)
+    model = cb.CatBoostRegressor(iterations=15, depth=4, verbose=0, random_seed=0,
+                                 thread_count=1, one_hot_max_size=3, max_ctr_complexity=3,
+                                 cat_features=[1, 2]).fit(df, y)
+    with pytest.raises(ValueError, match="combinations of categorical features"):
+        treeimp.interactions(model, df.iloc[:10])

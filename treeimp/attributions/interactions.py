@@ -4,12 +4,13 @@ The interaction of players i != j is phi_ij = (phi_i in the game with j always p
 - phi_i in the game with j always absent) / 2, the definition of shap's
 ``shap_interaction_values`` and XGBoost's ``pred_interactions``; the main effect phi_ii
 is phi_i minus the row's other entries, so every row of the matrix sums to the
-contributions. The kernel (``kernels/treeshap.interactions_chunk``) runs, per tree and
-batch of rows, one TreeSHAP pass and two per player that splits in the tree (present,
-absent), with the batched kernel of :mod:`treeimp.attributions.contributions`; models
+contributions. The kernel (``kernels/treeshap.interactions_chunk``) walks each tree
+once per batch of rows with the TreeSHAP kernel in its pair mode (``tree_shap_batch``:
+a leaf's interaction is the Beta integral of its path product without the two players'
+factors, counted at the deeper of their two edges). Models
 whose library credits a split to a group of features (CatBoost's combinations of
-categorical features) get the group's row and column shared equally among its members,
-as their contributions are.
+categorical features) are refused: CatBoost's own interaction values for them match no
+sharing rule that was checked.
 """
 
 import numba
@@ -78,8 +79,15 @@ def interactions(cm, rows, data, names, *, bits=None, n_jobs=None, base_margin=N
     or with ``bits`` (a forest's packed in-bag rows, ``parsers.inbag_bits``) out of bag,
     the rows being the training rows (checked by the caller)."""
     ens = cm.ens
+    if cm.groups:
+        raise ValueError(
+            f"this {ens.model_name} model splits on combinations of categorical features "
+            f"{list(cm.groups)[:3]}, which CatBoost's TreeSHAP credits as players of their "
+            "own; CatBoost's interaction values for them follow no sharing rule among the "
+            "combined features that could be checked, so treeimp does not compute them "
+            "(contributions() shares such a player's value as CatBoost does)")
     n, K, F = rows.n_rows, ens.n_outputs, ens.n_features
-    P = F + len(cm.groups)
+    P = F
     oob = bits is not None
     phi = np.zeros((n, P, K))
     inter = np.zeros((n, P, P, K))
@@ -102,7 +110,7 @@ def interactions(cm, rows, data, names, *, bits=None, n_jobs=None, base_margin=N
                 n_oob[s0:s1] if oob else n_oob, cm.inputs, ens.tree_offsets,
                 ens.tree_output, scale, ens.routing, strict, round32,
                 rows_per_task(chunk.shape[0], numba.get_num_threads()))
-    inter = _with_diagonal(inter, phi, cm.groups, F)
+    inter = _with_diagonal(inter, phi)
     if not oob:
         base = np.broadcast_to(_base_per_output(ens, cm.per_tree, ens.tree_scale),
                                (n, K)).copy()
@@ -110,7 +118,7 @@ def interactions(cm, rows, data, names, *, bits=None, n_jobs=None, base_margin=N
         if offset is not None:
             base += ens.start_margin(offset) - ens.base_score
         return Interactions(inter, base, names, data, output_names=_output_names(ens))
-    inter_in = _with_diagonal(inter_in, phi_in, cm.groups, F)
+    inter_in = _with_diagonal(inter_in, phi_in)
     n_in = ens.n_trees - n_oob
     with np.errstate(invalid="ignore", divide="ignore"):
         inter /= np.where(n_oob > 0, n_oob, np.nan)[:, None, None, None]
@@ -120,18 +128,9 @@ def interactions(cm, rows, data, names, *, bits=None, n_jobs=None, base_margin=N
                         values_in=inter_in, base_values_in=base_in, n_oob_trees=n_oob)
 
 
-def _with_diagonal(inter, phi, groups, F):
-    """The players' interaction matrices with phi_jj = phi_j - sum_{i != j} phi_ij, then
-    (models with grouped players) each group's row and column shared equally among its
-    member features: (n, F, F, K)."""
-    P = phi.shape[1]
-    idx = np.arange(P)
+def _with_diagonal(inter, phi):
+    """The interaction matrices with phi_jj = phi_j - sum_{i != j} phi_ij."""
+    idx = np.arange(phi.shape[1])
     inter[:, idx, idx] = 0.0
     inter[:, idx, idx] = phi - inter.sum(axis=2)
-    if not groups:
-        return inter
-    share = np.zeros((P, F))  # player -> features
-    share[np.arange(F), np.arange(F)] = 1.0
-    for g, cols in enumerate(groups):
-        share[F + g, list(cols)] = 1.0 / len(cols)
-    return np.einsum("npqk,pf,qg->nfgk", inter, share, share)
+    return inter
