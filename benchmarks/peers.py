@@ -15,6 +15,10 @@ built once outside its timing), is timed against:
   algorithm "v2" and "auto", n_jobs=T;
 - woodelf's ``WoodelfExplainer(model).shap_values`` (XGBoost only).
 
+SHAP interaction values (``treeimp.interactions``) on --interaction-rows rows, as
+"<model> interactions": against XGBoost's ``pred_interactions`` and shap's
+``shap_interaction_values``.
+
 A peer that does not import is reported as "not installed", one that raises as
 "error: <message>", and the run goes on. Every function is called once untimed (numba
 compilation, explainer caches), then --repeats rounds each call treeimp and every peer
@@ -67,12 +71,15 @@ def parse_args(argv=None):
     p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     p.add_argument("--repeats", type=int, default=3, help="timed rounds (median)")
     p.add_argument("--models", default="xgboost,lightgbm,forest,forest_regressor")
+    p.add_argument("--interaction-rows", type=int, default=200,
+                   help="rows for SHAP interaction values (0: none)")
     p.add_argument("--small", action="store_true", help="tiny sizes (smoke run)")
     p.add_argument("--out", default=str(HERE / "results"))
     args = p.parse_args(argv)
     if args.small:
         args.rows, args.forest_rows, args.train_rows, args.features = 50, 20, 500, 10
         args.xgb_rounds, args.lgb_rounds, args.forest_trees, args.repeats = 10, 10, 5, 1
+        args.interaction_rows = 10
     args.thread_counts = [int(t) for t in args.threads.split(",")]
     return args
 
@@ -210,11 +217,52 @@ def bench(name, args, records):
     ens = treeimp.parse(model)
     for T in args.thread_counts:
         bench_threads(name, model, ens, X, T, args.repeats, records)
+    if args.interaction_rows > 0:
+        Xi = np.ascontiguousarray(Xv[:args.interaction_rows])
+        for T in args.thread_counts:
+            bench_threads(name, model, ens, Xi, T, args.repeats, records, interactions=True)
 
 
-def bench_threads(name, model, ens, X, T, repeats, records):
+def interaction_peers(name, model, X, threads):
+    """name -> function returning the peer's SHAP interaction values on X, or a string
+    saying why the peer is absent: XGBoost's ``pred_interactions`` and shap's
+    ``shap_interaction_values``."""
+    out = {}
+    if name == "xgboost":
+        import xgboost as xgb
+
+        booster = model.get_booster()
+
+        def xgb_interactions():
+            booster.set_param({"nthread": threads})
+            return booster.predict(xgb.DMatrix(X, nthread=threads), pred_interactions=True)
+        out[f"xgboost {xgb.__version__} pred_interactions"] = xgb_interactions
+    try:
+        import shap
+
+        ex = shap.TreeExplainer(model)
+        out["shap"] = lambda: ex.shap_interaction_values(X)
+    except ImportError:
+        out["shap"] = "not installed"
+    except Exception as exc:
+        out["shap"] = _error(exc)
+    return out
+
+
+def _interaction_values(values, n_features):
+    """A peer's interaction values as (rows, F, F), the last output of a classifier's."""
+    if isinstance(values, list):
+        values = values[-1]
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim == 4:  # (rows, F, F, outputs)
+        v = v[..., -1]
+    return v[:, :n_features, :n_features]
+
+
+def bench_threads(name, model, ens, X, T, repeats, records, interactions=False):
     """Time treeimp and every peer of ``name`` at ``T`` threads on ``X`` (interleaved
-    rounds) and append one record per library to ``records``."""
+    rounds) and append one record per library to ``records``: TreeSHAP, or SHAP
+    interaction values (the model is then named "<name> interactions")."""
     import treeimp
 
     F = X.shape[1]
@@ -225,9 +273,12 @@ def bench_threads(name, model, ens, X, T, repeats, records):
             got[key] = fn()
         return call
 
-    fns = {"treeimp": keep("treeimp", lambda: treeimp.contributions(ens, X, n_jobs=T))}
+    ours_fn = treeimp.interactions if interactions else treeimp.contributions
+    fns = {"treeimp": keep("treeimp", lambda: ours_fn(ens, X, n_jobs=T))}
     absent = {}
-    for key, fn in peers(name, model, X, T).items():
+    found = (interaction_peers if interactions else peers)(name, model, X, T)
+    values_of = _interaction_values if interactions else _feature_values
+    for key, fn in found.items():
         if isinstance(fn, str):
             absent[key] = fn
             continue
@@ -239,16 +290,18 @@ def bench_threads(name, model, ens, X, T, repeats, records):
             absent[key] = _error(exc)
     t = timed_together(fns, repeats)
     ours = np.asarray(got["treeimp"].values, dtype=np.float64)
-    ours = ours[..., -1] if ours.ndim == 3 else ours
-    ours = ours[:, :F]
+    ours = ours[..., -1] if ours.ndim == (4 if interactions else 3) else ours
+    ours = ours[:, :F, :F] if interactions else ours[:, :F]
     scale = max(float(np.max(np.abs(ours))), 1e-12)
+    if interactions:
+        name = f"{name} interactions"
     base = {"model": name, "threads": T, "rows": len(X), "trees": ens.n_trees,
             "nodes": ens.n_nodes}
     tr = len(X) / t["treeimp"]
     records.append({**base, "library": "treeimp", "seconds": t["treeimp"],
                     "rows_per_s": tr, "ratio": 1.0, "max_abs_diff": 0.0, "note": None})
     for key in [k for k in fns if k != "treeimp"]:
-        theirs = _feature_values(got[key], F)
+        theirs = values_of(got[key], F)
         if theirs.shape != ours.shape:
             diff, note = None, f"values of shape {theirs.shape}, treeimp {ours.shape}"
         else:

@@ -23,12 +23,15 @@ def test_peers_small_run(tmp_path):
     records = report["results"]
     ours = [r for r in records if r["library"] == "treeimp"]
     # one treeimp row per model and thread count, each with a finite speed
+    models = ("xgboost", "lightgbm", "forest", "forest_regressor")
+    models += tuple(f"{m} interactions" for m in models)
     assert sorted((r["model"], r["threads"]) for r in ours) == sorted(
-        (m, t) for m in ("xgboost", "lightgbm", "forest", "forest_regressor") for t in (1, 2))
+        (m, t) for m in models for t in (1, 2))
     assert all(math.isfinite(r["rows_per_s"]) and r["rows_per_s"] > 0 for r in ours)
     libs = {(r["model"], r["library"]) for r in records}
     # the libraries' own TreeSHAP is always there, and agrees with treeimp's
-    for model, lib in (("xgboost", "pred_contribs"), ("lightgbm", "pred_contrib")):
+    for model, lib in (("xgboost", "pred_contribs"), ("lightgbm", "pred_contrib"),
+                       ("xgboost interactions", "pred_interactions")):
         mine = [r for r in records if r["model"] == model and r["library"].endswith(lib)]
         assert len(mine) == 2, libs
         for r in mine:
