@@ -43,6 +43,7 @@ from ..model.ensemble import (
     TreeEnsemble,
 )
 from .lgbm_categories import feature_categories
+from .lgbm_numbers import tree_numbers
 from .lgbm_objective import objective_from_text
 from .lgbm_text import check_tree_sizes, read_param, scan_model_text
 
@@ -178,7 +179,7 @@ def parse_lightgbm_text(text: str, *, classes=None) -> TreeEnsemble:
                              f"max_feature_idx={n_features - 1} means {n_features} features")
     objective = objective_from_text(header, params, num_class)
 
-    raw = [_read_tree(block, t, version) for t, block in enumerate(model.trees)]
+    raw = _read_trees(model.trees, version)
     if not raw:
         raise ValueError("LightGBM model text has no trees")
     if len(raw) % n_per_iter:
@@ -313,97 +314,180 @@ def _numbers(block, key, n, t, dtype):
 
 
 def _scalar(block, key, t, dtype):
-    return _numbers(block, key, 1, t, dtype)[0]
+    """One number: what ``_numbers(block, key, 1, t, dtype)[0]`` gives, without an
+    array (a few of these per tree)."""
+    text = block.get(key)
+    if text is None:
+        raise ValueError(f"LightGBM tree {t} has no key {key!r}")
+    tokens = text.split()
+    if len(tokens) != 1:
+        raise ValueError(f"LightGBM tree {t}: {key} has {len(tokens)} values, expected 1")
+    try:
+        value = dtype(tokens[0])
+        if dtype is int:
+            value = int(np.int64(value))  # OverflowError outside int64, as np.array
+        return value
+    except (ValueError, OverflowError):
+        raise ValueError(f"LightGBM tree {t}: {key} has a value that is not "
+                         f"{'a number' if dtype is float else 'an integer'}") from None
 
 
-def _read_tree(block, t, version):
-    """One ``Tree=t`` block -> node arrays in the layout of the module docstring."""
-    if "num_leaves" not in block:
-        raise ValueError(f"LightGBM tree {t} has no key 'num_leaves' (model format {version})")
-    n_leaves = int(_scalar(block, "num_leaves", t, int))
-    if n_leaves < 1:
-        raise ValueError(f"LightGBM tree {t}: num_leaves={n_leaves}")
-    if _numbers(block, "is_linear", 1, t, int)[0] if "is_linear" in block else 0:
-        raise ValueError(f"LightGBM tree {t} is a linear tree (is_linear=1); linear_tree "
-                         "models are not supported: their leaves hold linear models")
-    shrinkage = float(_scalar(block, "shrinkage", t, float))
-    leaf_value = _numbers(block, "leaf_value", n_leaves, t, float)
-    if n_leaves == 1:
-        # a constant tree: LightGBM writes no split arrays and an empty leaf_weight
-        count = block.get("leaf_count", "").split()
-        weight = float(count[0]) if len(count) == 1 else 0.0
-        return dict(left=[-1], right=[-1], feature=[-1], threshold=[np.nan],
-                    value=leaf_value.reshape(1, 1), weight=np.array([weight]),
-                    cover=np.array([weight]),
-                    missing_left=np.zeros(1, bool), nan_mode=np.zeros(1, np.uint8),
-                    gain=np.array([np.nan]), categories={}, shrinkage=shrinkage,
-                    n_leaves=1, internal_value=None)
-    for key in TREE_KEYS:
-        if key not in block:
-            raise ValueError(f"LightGBM tree {t} has no key {key!r} (model format {version})")
-    m = n_leaves - 1  # internal nodes
-    feature = _numbers(block, "split_feature", m, t, int)
-    gain = _numbers(block, "split_gain", m, t, float)
-    threshold = _numbers(block, "threshold", m, t, float)
-    decision = _numbers(block, "decision_type", m, t, int)
-    lc = _numbers(block, "left_child", m, t, int)
-    rc = _numbers(block, "right_child", m, t, int)
-    leaf_weight = _numbers(block, "leaf_weight", n_leaves, t, float)
-    leaf_count = _numbers(block, "leaf_count", n_leaves, t, float)
-    internal_value = _numbers(block, "internal_value", m, t, float)
-    internal_weight = _numbers(block, "internal_weight", m, t, float)
-    internal_count = _numbers(block, "internal_count", m, t, float)
+# the per-split (m values) and per-leaf (n_leaves values) keys of a tree with splits
+_SPLIT_KEYS = (("split_feature", int), ("split_gain", float), ("threshold", float),
+               ("decision_type", int), ("left_child", int), ("right_child", int),
+               ("internal_value", float), ("internal_weight", float),
+               ("internal_count", float))
+_LEAF_KEYS = (("leaf_value", float), ("leaf_weight", float), ("leaf_count", float))
 
-    def node_of(child, side):
-        bad = ((child >= 0) & (child >= m)) | ((child < 0) & (~child >= n_leaves))
-        if np.any(bad):
-            raise ValueError(f"LightGBM tree {t}: {side} {child[bad][0]} points outside its "
-                             f"{m} splits and {n_leaves} leaves")
-        return np.where(child >= 0, child, m + ~child)
 
-    n = m + n_leaves
-    left = np.full(n, -1, np.int64)
-    right = np.full(n, -1, np.int64)
-    left[:m] = node_of(lc, "left_child")
-    right[:m] = node_of(rc, "right_child")
-    if np.any((decision < 0) | (decision > 15)):
-        raise ValueError(f"LightGBM tree {t}: decision_type values must be in 0..15")
+def _read_trees(blocks, version):
+    """Every ``Tree=t`` block -> node arrays in the layout of the module docstring (a
+    dict per tree, as :func:`_read_tree` gives), the trees with splits read together:
+    each key's numbers of all of them at once (``lgbm_numbers.tree_numbers``) and the
+    node arrays built for all of them, then cut into per-tree views."""
+    n_trees = len(blocks)
+    n_leaves = np.empty(n_trees, dtype=np.int64)
+    shrinkage = np.empty(n_trees)
+    num_cat = np.zeros(n_trees, dtype=np.int64)
+    for t, block in enumerate(blocks):
+        if "num_leaves" not in block:
+            raise ValueError(f"LightGBM tree {t} has no key 'num_leaves' "
+                             f"(model format {version})")
+        n_leaves[t] = _scalar(block, "num_leaves", t, int)
+        if n_leaves[t] < 1:
+            raise ValueError(f"LightGBM tree {t}: num_leaves={n_leaves[t]}")
+        if _scalar(block, "is_linear", t, int) if "is_linear" in block else 0:
+            raise ValueError(f"LightGBM tree {t} is a linear tree (is_linear=1); "
+                             "linear_tree models are not supported: their leaves hold "
+                             "linear models")
+        shrinkage[t] = _scalar(block, "shrinkage", t, float)
+        if n_leaves[t] > 1:
+            for key in TREE_KEYS:
+                if key not in block:
+                    raise ValueError(f"LightGBM tree {t} has no key {key!r} "
+                                     f"(model format {version})")
+            num_cat[t] = _scalar(block, "num_cat", t, int)
+    split = np.flatnonzero(n_leaves > 1)
+    raw = [None] * n_trees
+    for t in np.flatnonzero(n_leaves == 1).tolist():
+        raw[t] = _read_tree(blocks[t], t, version)
+    if split.size == 0:
+        return raw
+    trees = split.tolist()
+    L = n_leaves[split]
+    m = L - 1
+    got = {key: tree_numbers(blocks, key, trees, m, dtype) for key, dtype in _SPLIT_KEYS}
+    got.update({key: tree_numbers(blocks, key, trees, L, dtype) for key, dtype in _LEAF_KEYS})
+    # every split's tree (its position in ``trees``), m and n_leaves
+    owner = np.repeat(np.arange(split.size), m)
+    m_of, L_of = m[owner], L[owner]
+
+    def node_of(child):
+        bad = ((child >= 0) & (child >= m_of)) | ((child < 0) & (~child >= L_of))
+        return bad, np.where(child >= 0, child, m_of + ~child)
+
+    bad_left, lc = node_of(got["left_child"])
+    bad_right, rc = node_of(got["right_child"])
+    if np.any(bad_left | bad_right):  # the first tree with one, its left side first
+        j = int(owner[np.argmax(bad_left | bad_right)])
+        in_tree = owner == j
+        side, child = (("left_child", got["left_child"]) if np.any(bad_left & in_tree)
+                       else ("right_child", got["right_child"]))
+        first = child[np.argmax((bad_left if side == "left_child" else bad_right)
+                                & in_tree)]
+        raise ValueError(f"LightGBM tree {trees[j]}: {side} {first} points outside its "
+                         f"{int(m[j])} splits and {int(L[j])} leaves")
+    decision = got["decision_type"]
+    bad = (decision < 0) | (decision > 15)
+    if np.any(bad):
+        raise ValueError(f"LightGBM tree {trees[int(owner[np.argmax(bad)])]}: "
+                         "decision_type values must be in 0..15")
     is_cat = (decision & 1).astype(bool)
     missing_type = (decision >> 2) & 3
     if np.any(missing_type == 3):
-        raise ValueError(f"LightGBM tree {t}: decision_type has missing type 3 (unknown)")
+        raise ValueError(f"LightGBM tree {trees[int(owner[np.argmax(missing_type == 3)])]}"
+                         ": decision_type has missing type 3 (unknown)")
+    n_cat = np.bincount(owner, weights=is_cat, minlength=split.size).astype(np.int64)
+    wrong = num_cat[split] != n_cat
+    if np.any(wrong):
+        j = int(np.argmax(wrong))
+        raise ValueError(f"LightGBM tree {trees[j]}: num_cat={int(num_cat[trees[j]])} but "
+                         f"{int(n_cat[j])} splits are categorical")
+    threshold = got["threshold"]
+    split_start = np.concatenate([[0], np.cumsum(m)])
+    categories = [{} for _ in trees]
+    for j in np.flatnonzero(n_cat).tolist():
+        a, b = split_start[j], split_start[j + 1]
+        categories[j] = _categorical_sets(blocks[trees[j]], trees[j], threshold[a:b],
+                                          is_cat[a:b], int(n_cat[j]))
 
-    categories = {}
-    num_cat = int(_scalar(block, "num_cat", t, int))
-    if num_cat != int(is_cat.sum()):
-        raise ValueError(f"LightGBM tree {t}: num_cat={num_cat} but {int(is_cat.sum())} "
-                         "splits are categorical")
-    if num_cat:
-        categories = _categorical_sets(block, t, threshold, is_cat, num_cat)
+    # node arrays of all these trees: tree j's splits, then its leaves
+    n = m + L
+    node_start = np.concatenate([[0], np.cumsum(n)])
+    at_split = np.arange(owner.size) + np.repeat(node_start[:-1] - split_start[:-1], m)
+    leaf_owner = np.repeat(np.arange(split.size), L)
+    leaf_start = np.concatenate([[0], np.cumsum(L)])
+    at_leaf = (np.arange(leaf_owner.size)
+               + np.repeat(node_start[:-1] + m - leaf_start[:-1], L))
+    total = int(node_start[-1])
 
-    node_threshold = np.full(n, np.nan)
-    node_threshold[:m] = np.where(is_cat, np.nan, _zeroing_threshold(threshold))
-    node_feature = np.full(n, -1, np.int64)
-    node_feature[:m] = feature
-    missing_left = np.zeros(n, bool)
-    missing_left[:m] = ((decision >> 1) & 1).astype(bool) & ~is_cat
-    nan_mode = np.full(n, NAN_MISSING, np.uint8)
+    def nodes(at_splits, at_leaves, dtype=np.float64):
+        out = np.empty(total, dtype=dtype)
+        out[at_split] = at_splits
+        out[at_leaf] = at_leaves
+        return out
+
+    left = nodes(lc, -1, np.int64)
+    right = nodes(rc, -1, np.int64)
+    node_threshold = nodes(np.where(is_cat, np.nan, _zeroing_threshold(threshold)), np.nan)
+    feature = nodes(got["split_feature"], -1, np.int64)
+    missing_left = nodes(((decision >> 1) & 1).astype(bool) & ~is_cat, False, bool)
     # categorical nodes: NAN_AS_ZERO marks LightGBM's C cast of the value to int (codes
     # in (-1, 0) are code 0), which the routing kernel applies
-    nan_mode[:m] = np.where(is_cat, NAN_AS_ZERO,
-                            np.choose(np.minimum(missing_type, 2),
-                                      [_MISSING_TYPE_NAN_MODE[c] for c in range(3)]))
-    value = np.concatenate([internal_value, leaf_value]).reshape(n, 1)
-    weight = np.concatenate([internal_weight, leaf_weight])
-    if m and weight[0] == 0:  # LightGBM < 4.6 saves the root's internal_weight as 0
-        weight[0] = weight[left[0]] + weight[right[0]]  # (fixed by LightGBM PR 6569)
+    nan_mode = nodes(np.where(is_cat, NAN_AS_ZERO,
+                              np.choose(np.minimum(missing_type, 2),
+                                        [_MISSING_TYPE_NAN_MODE[c] for c in range(3)])),
+                     NAN_MISSING, np.uint8)
+    value = nodes(got["internal_value"], got["leaf_value"]).reshape(total, 1)
+    weight = nodes(got["internal_weight"], got["leaf_weight"])
+    # LightGBM < 4.6 saves the root's internal_weight as 0 (fixed by LightGBM PR 6569)
+    roots = node_start[:-1]
+    zero = roots[weight[roots] == 0]
+    weight[zero] = weight[zero + left[zero]] + weight[zero + right[zero]]
     # LightGBM's own TreeSHAP (pred_contrib) weighs paths by row counts
-    cover = np.concatenate([internal_count, leaf_count])
-    node_gain = np.concatenate([gain, np.full(n_leaves, np.nan)])
-    return dict(left=left, right=right, feature=node_feature, threshold=node_threshold,
-                value=value, weight=weight, cover=cover, missing_left=missing_left,
-                nan_mode=nan_mode, gain=node_gain, categories=categories, shrinkage=shrinkage,
-                n_leaves=n_leaves, internal_value=internal_value)
+    cover = nodes(got["internal_count"], got["leaf_count"])
+    gain = nodes(got["split_gain"], np.nan)
+    internal_value = got["internal_value"]
+    for j, t in enumerate(trees):
+        a, b = node_start[j], node_start[j + 1]
+        raw[t] = dict(left=left[a:b], right=right[a:b], feature=feature[a:b],
+                      threshold=node_threshold[a:b], value=value[a:b], weight=weight[a:b],
+                      cover=cover[a:b], missing_left=missing_left[a:b],
+                      nan_mode=nan_mode[a:b], gain=gain[a:b], categories=categories[j],
+                      shrinkage=float(shrinkage[t]), n_leaves=int(L[j]),
+                      internal_value=internal_value[split_start[j]:split_start[j + 1]])
+    return raw
+
+
+def _read_tree(block, t, version):
+    """One ``Tree=t`` block -> node arrays in the layout of the module docstring (a tree
+    without splits; :func:`_read_trees` reads the others, all at once)."""
+    if "num_leaves" not in block:
+        raise ValueError(f"LightGBM tree {t} has no key 'num_leaves' (model format {version})")
+    n_leaves = int(_scalar(block, "num_leaves", t, int))
+    if n_leaves != 1:
+        raise ValueError(f"LightGBM tree {t}: num_leaves={n_leaves}")
+    shrinkage = float(_scalar(block, "shrinkage", t, float))
+    leaf_value = _numbers(block, "leaf_value", n_leaves, t, float)
+    # a constant tree: LightGBM writes no split arrays and an empty leaf_weight
+    count = block.get("leaf_count", "").split()
+    weight = float(count[0]) if len(count) == 1 else 0.0
+    return dict(left=[-1], right=[-1], feature=[-1], threshold=[np.nan],
+                value=leaf_value.reshape(1, 1), weight=np.array([weight]),
+                cover=np.array([weight]),
+                missing_left=np.zeros(1, bool), nan_mode=np.zeros(1, np.uint8),
+                gain=np.array([np.nan]), categories={}, shrinkage=shrinkage,
+                n_leaves=1, internal_value=None)
 
 
 def _zeroing_threshold(threshold):
