@@ -31,12 +31,25 @@ STATUS_TOKEN = 2  # a token that is not a number of the kind asked for
 
 _MASK32 = np.uint64(0xFFFFFFFF)
 _TWO53 = 9007199254740992.0
+# 5**k and 10**k (exact doubles) for k = 0..22: module constants, which the compiled
+# code holds (array arguments to the per-token helpers would cost a reference count
+# each call)
+_POW5 = np.array([5 ** k for k in range(23)], dtype=np.uint64)
+_POW10 = np.array([float(10 ** k) for k in range(23)])
+_INT64_MAX = np.uint64(9223372036854775807)
 
 
 @njit(cache=True)
 def _is_space(c):
     """The ASCII characters Python's ``str.split()`` splits at, but the line feed."""
     return c == 32 or c == 9 or c == 11 or c == 12 or c == 13 or (28 <= c <= 31)
+
+
+@njit(cache=True)
+def _token_char(c):
+    """Letters, digits, + - . _ : what a token left to Python may hold."""
+    return ((48 <= c <= 57) or (65 <= c <= 90) or (97 <= c <= 122) or c == 43 or c == 45
+            or c == 46 or c == 95)
 
 
 @njit(cache=True)
@@ -62,10 +75,10 @@ def _compare128(ah, al, bh, bl):
 
 
 @njit(cache=True)
-def _checked_quotient(M, k, pow5, pow10):
+def _checked_quotient(M, k):
     """The double nearest to M / 10**k (M < 2**64, 1 <= k <= 22), or NaN when this
     path cannot decide (the caller then converts the token in Python)."""
-    c = np.float64(M) / pow10[k]
+    c = np.float64(M) / _POW10[k]
     for _ in range(3):
         if not (c > 0.0 and c < 4503599627370496.0):  # c < 2**52: s >= 1 below
             return np.nan
@@ -84,8 +97,8 @@ def _checked_quotient(M, k, pow5, pow10):
         else:
             lh = M >> np.uint64(64 - shift)
             ll = M << np.uint64(shift)
-        up_h, up_l = _mul64(np.uint64(2) * m + np.uint64(1), pow5[k])
-        lo_h, lo_l = _mul64(np.uint64(2) * m - np.uint64(1), pow5[k])
+        up_h, up_l = _mul64(np.uint64(2) * m + np.uint64(1), _POW5[k])
+        lo_h, lo_l = _mul64(np.uint64(2) * m - np.uint64(1), _POW5[k])
         above = _compare128(lh, ll, up_h, up_l)
         below = _compare128(lh, ll, lo_h, lo_l)
         if above == 0 or below == 0:
@@ -97,109 +110,23 @@ def _checked_quotient(M, k, pow5, pow10):
 
 
 @njit(cache=True)
-def _decimal(buf, a, b, pow5, pow10):
-    """(value, kind) of the token buf[a:b]: kind 0 read here, 1 left to Python, 2 not a
-    number."""
-    i = a
-    neg = False
-    if buf[i] == 43 or buf[i] == 45:  # + -
-        neg = buf[i] == 45
-        i += 1
-    M = np.uint64(0)
-    n_sig = 0
-    n_digits = 0
-    exp10 = 0
-    dot = False
-    while i < b:
-        c = buf[i]
-        if 48 <= c <= 57:
-            n_digits += 1
-            if n_sig > 0 or c != 48:
-                if n_sig == 19:
-                    return 0.0, 1  # more digits than a uint64 holds
-                M = M * np.uint64(10) + np.uint64(c - 48)
-                n_sig += 1
-            if dot:
-                exp10 -= 1
-        elif c == 46 and not dot:  # .
-            dot = True
-        else:
-            break
-        i += 1
-    if n_digits == 0:
-        return 0.0, 1
-    if i < b:
-        if buf[i] != 101 and buf[i] != 69:  # e E
-            return 0.0, 1
-        i += 1
-        eneg = False
-        if i < b and (buf[i] == 43 or buf[i] == 45):
-            eneg = buf[i] == 45
-            i += 1
-        if i == b:
-            return 0.0, 1
-        e = 0
-        while i < b:
-            c = buf[i]
-            if not 48 <= c <= 57 or e > 100000:
-                return 0.0, 1
-            e = e * 10 + (c - 48)
-            i += 1
-        exp10 += -e if eneg else e
-    if n_sig == 0:
-        return -0.0 if neg else 0.0, 0
-    v = np.nan
+def _nearest(M, exp10):
+    """The double nearest to M * 10**exp10 (M > 0), or NaN when it is left to Python."""
     if M < np.uint64(1) << np.uint64(53) and -22 <= exp10 <= 22:
         x = np.float64(M)
-        v = x * pow10[exp10] if exp10 >= 0 else x / pow10[-exp10]
-    elif -22 <= exp10 < 0:
-        v = _checked_quotient(M, -exp10, pow5, pow10)
-    if np.isnan(v):
-        return 0.0, 1
-    return -v if neg else v, 0
+        return x * _POW10[exp10] if exp10 >= 0 else x / _POW10[-exp10]
+    if -22 <= exp10 < 0:
+        return _checked_quotient(M, -exp10)
+    return np.nan
 
 
 @njit(cache=True)
-def _integer(buf, a, b):
-    """(value, ok) of the token buf[a:b] as a [+-]digits int64."""
-    i = a
-    neg = False
-    if buf[i] == 43 or buf[i] == 45:
-        neg = buf[i] == 45
-        i += 1
-    if i == b:
-        return 0, False
-    limit = np.uint64(9223372036854775808) if neg else np.uint64(9223372036854775807)
-    v = np.uint64(0)
-    while i < b:
-        c = buf[i]
-        if not 48 <= c <= 57:
-            return 0, False
-        d = np.uint64(c - 48)
-        if v > (limit - d) // np.uint64(10):
-            return 0, False
-        v = v * np.uint64(10) + d
-        i += 1
-    if neg:
-        return -np.int64(v - np.uint64(1)) - 1, True
-    return np.int64(v), True
-
-
-@njit(cache=True)
-def _token_char(c):
-    """Letters, digits, + - . _ : what a token left to Python may hold."""
-    return ((48 <= c <= 57) or (65 <= c <= 90) or (97 <= c <= 122) or c == 43 or c == 45
-            or c == 46 or c == 95)
-
-
-@njit(cache=True)
-def read_numbers(buf, counts, integers, pow5, pow10, floats, ints, deferred):
+def read_numbers(buf, counts, integers, floats, ints, deferred):
     """Read the lines of ``buf`` (uint8, lines ended by a line feed, the last one may
     not be) into ``floats`` (float64) or, ``integers`` True, ``ints`` (int64), in order;
-    line j must hold ``counts[j]`` tokens. ``pow5``, ``pow10``: 5**k (uint64) and 10**k
-    (float64, exact) for k = 0..22.
-    ``deferred`` (len(floats), 3): (position in ``floats``, token start, token end) of
-    the tokens left to Python, the first of the returned count.
+    line j must hold ``counts[j]`` tokens. ``deferred`` (len(floats), 3): (position in
+    ``floats``, token start, token end) of the tokens left to Python, the first of the
+    returned count.
 
     Returns (status, line, n_deferred, token count or byte offset): STATUS_OK; or
     STATUS_COUNT with the line and the number of tokens it holds (counted to its end,
@@ -218,26 +145,83 @@ def read_numbers(buf, counts, integers, pow5, pow10, floats, ints, deferred):
                 pos += 1
             if pos >= n or buf[pos] == 10:
                 break
+            if got == want:  # one token too many: the line's count is wrong
+                return STATUS_COUNT, j, n_def, got + 1
+            # one pass over the token: [+-] digits [. digits] [e|E [+-] digits]; any
+            # other token character makes it a token for Python (a bad integer)
             a = pos
+            neg = False
+            c = buf[pos]
+            if c == 43 or c == 45:  # + -
+                neg = c == 45
+                pos += 1
+            M = np.uint64(0)
+            n_sig = 0
+            n_digits = 0
+            exp10 = 0
+            dot = False
+            plain = True  # the grammar above, read here
+            while pos < n:
+                c = buf[pos]
+                if 48 <= c <= 57:
+                    n_digits += 1
+                    if n_sig > 0 or c != 48:
+                        if n_sig == 19 or (integers and M > (_INT64_MAX - np.uint64(c - 48)
+                                                             + np.uint64(neg))
+                                           // np.uint64(10)):
+                            plain = False  # more digits than a uint64 (an int64) holds
+                        else:
+                            M = M * np.uint64(10) + np.uint64(c - 48)
+                            n_sig += 1
+                    if dot:
+                        exp10 -= 1
+                    pos += 1
+                elif c == 46 and not dot and not integers:  # .
+                    dot = True
+                    pos += 1
+                else:
+                    break
+            if n_digits == 0:
+                plain = False
+            if pos < n and (buf[pos] == 101 or buf[pos] == 69) and plain and not integers:
+                pos += 1
+                eneg = False
+                if pos < n and (buf[pos] == 43 or buf[pos] == 45):
+                    eneg = buf[pos] == 45
+                    pos += 1
+                e = 0
+                n_e = 0
+                while pos < n and 48 <= buf[pos] <= 57:
+                    if e < 100000:
+                        e = e * 10 + (buf[pos] - 48)
+                    n_e += 1
+                    pos += 1
+                if n_e == 0 or e >= 100000:
+                    plain = False
+                exp10 += -e if eneg else e
             while pos < n and buf[pos] != 10 and not _is_space(buf[pos]):
                 if not _token_char(buf[pos]):
                     return STATUS_TOKEN, j, n_def, pos
+                plain = False  # characters after the number
                 pos += 1
-            if got == want:  # one token too many: the line's count is wrong
-                return STATUS_COUNT, j, n_def, got + 1
             if integers:
-                v, ok = _integer(buf, a, pos)
-                if not ok:
+                if not plain:
                     return STATUS_TOKEN, j, n_def, a
-                ints[out] = v
+                if neg:
+                    ints[out] = -np.int64(M - np.uint64(1)) - 1 if M else 0
+                else:
+                    ints[out] = np.int64(M)
             else:
-                x, kind = _decimal(buf, a, pos, pow5, pow10)
-                if kind == 1:
+                x = np.nan
+                if plain:
+                    x = 0.0 if n_sig == 0 else _nearest(M, exp10)
+                if np.isnan(x):
                     deferred[n_def, 0] = out
                     deferred[n_def, 1] = a
                     deferred[n_def, 2] = pos
                     n_def += 1
-                floats[out] = x
+                    x = 0.0
+                floats[out] = -x if neg else x
             out += 1
             got += 1
         if got != want:

@@ -14,9 +14,6 @@ import numpy as np
 
 from ..kernels.decimal_text import STATUS_COUNT, STATUS_OK, read_numbers
 
-_POW5 = np.array([5 ** k for k in range(23)], dtype=np.uint64)
-_POW10 = np.array([float(10 ** k) for k in range(23)])  # exact doubles
-
 
 def tree_numbers(blocks, key, trees, counts, dtype):
     """The numbers of ``key`` of the tree blocks ``trees`` (their positions in
@@ -32,8 +29,7 @@ def tree_numbers(blocks, key, trees, counts, dtype):
     floats = np.empty(0 if integers else total)
     ints = np.empty(total if integers else 0, dtype=np.int64)
     deferred = np.empty((0 if integers else total, 3), dtype=np.int64)
-    status, line, n_deferred, _ = read_numbers(buf, counts, integers, _POW5, _POW10, floats,
-                                               ints, deferred)
+    status, line, n_deferred, _ = read_numbers(buf, counts, integers, floats, ints, deferred)
     if status == STATUS_COUNT:
         t = trees[line]
         raise ValueError(f"LightGBM tree {t}: {key} has {len(blocks[t][key].split())} "
