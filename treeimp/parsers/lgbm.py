@@ -338,6 +338,7 @@ _SPLIT_KEYS = (("split_feature", int), ("split_gain", float), ("threshold", floa
                ("internal_value", float), ("internal_weight", float),
                ("internal_count", float))
 _LEAF_KEYS = (("leaf_value", float), ("leaf_weight", float), ("leaf_count", float))
+_TREE_KEY_SET = frozenset(TREE_KEYS)
 
 
 def _read_trees(blocks, version):
@@ -346,28 +347,33 @@ def _read_trees(blocks, version):
     each key's numbers of all of them at once (``lgbm_numbers.tree_numbers``) and the
     node arrays built for all of them, then cut into per-tree views."""
     n_trees = len(blocks)
-    n_leaves = np.empty(n_trees, dtype=np.int64)
-    shrinkage = np.empty(n_trees)
-    num_cat = np.zeros(n_trees, dtype=np.int64)
+    every = list(range(n_trees))
+    ones = np.ones(n_trees, dtype=np.int64)
     for t, block in enumerate(blocks):
         if "num_leaves" not in block:
             raise ValueError(f"LightGBM tree {t} has no key 'num_leaves' "
                              f"(model format {version})")
-        n_leaves[t] = _scalar(block, "num_leaves", t, int)
-        if n_leaves[t] < 1:
-            raise ValueError(f"LightGBM tree {t}: num_leaves={n_leaves[t]}")
-        if _scalar(block, "is_linear", t, int) if "is_linear" in block else 0:
-            raise ValueError(f"LightGBM tree {t} is a linear tree (is_linear=1); "
-                             "linear_tree models are not supported: their leaves hold "
-                             "linear models")
-        shrinkage[t] = _scalar(block, "shrinkage", t, float)
-        if n_leaves[t] > 1:
-            for key in TREE_KEYS:
+    n_leaves = tree_numbers(blocks, "num_leaves", every, ones, int)
+    if np.any(n_leaves < 1):
+        t = int(np.argmax(n_leaves < 1))
+        raise ValueError(f"LightGBM tree {t}: num_leaves={n_leaves[t]}")
+    linear = [t for t, block in enumerate(blocks) if "is_linear" in block]
+    if linear:
+        flags = tree_numbers(blocks, "is_linear", linear, ones[:len(linear)], int)
+        if np.any(flags != 0):
+            raise ValueError(f"LightGBM tree {linear[int(np.argmax(flags != 0))]} is a "
+                             "linear tree (is_linear=1); linear_tree models are not "
+                             "supported: their leaves hold linear models")
+    for t, block in enumerate(blocks):
+        if not _TREE_KEY_SET <= block.keys():
+            for key in TREE_KEYS if n_leaves[t] > 1 else ("shrinkage",):
                 if key not in block:
                     raise ValueError(f"LightGBM tree {t} has no key {key!r} "
                                      f"(model format {version})")
-            num_cat[t] = _scalar(block, "num_cat", t, int)
+    shrinkage = tree_numbers(blocks, "shrinkage", every, ones, float)
     split = np.flatnonzero(n_leaves > 1)
+    num_cat = np.zeros(n_trees, dtype=np.int64)
+    num_cat[split] = tree_numbers(blocks, "num_cat", split.tolist(), ones[:split.size], int)
     raw = [None] * n_trees
     for t in np.flatnonzero(n_leaves == 1).tolist():
         raw[t] = _read_tree(blocks[t], t, version)
