@@ -200,8 +200,10 @@ def parse_lightgbm_text(text: str, *, classes=None) -> TreeEnsemble:
                    else _boosted_trees(raw, n_per_iter, params))
 
     default_names = all(nm == f"Column_{j}" for j, nm in enumerate(names))
-    return TreeEnsemble.from_trees(
-        trees,
+    arrays, per_tree = _concatenated(trees)
+    return TreeEnsemble.from_arrays(
+        *arrays,
+        **per_tree,
         kind=BOOSTING,
         n_features=n_features,
         n_outputs=n_per_iter,
@@ -219,6 +221,33 @@ def parse_lightgbm_text(text: str, *, classes=None) -> TreeEnsemble:
         base_in_first_round=True,  # predict(start_iteration > 0) leaves the init score out
         gain_kind="gain",
     )
+
+
+def _concatenated(trees):
+    """(offsets, node fields, categories) and the per-tree arrays of ``trees`` (the
+    Tree objects built above) as ``TreeEnsemble.from_arrays`` takes them: what
+    ``from_trees`` gathers, one concatenation per field (every field of these trees has
+    its node count and the dtype of the normal form, or is a one-node list)."""
+    sizes = np.array([len(t.left) for t in trees], dtype=np.int64)
+    offsets = np.zeros(len(trees) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum(sizes)
+    fields = {}
+    for name, dtype, fill in (("left", np.int64, None), ("right", np.int64, None),
+                              ("feature", np.int64, None), ("threshold", np.float64, None),
+                              ("missing_left", np.bool_, False), ("nan_mode", np.uint8, 0),
+                              ("weight", np.float64, None), ("gain", np.float64, np.nan),
+                              ("cover", np.float64, np.nan)):
+        # a field a tree does not give (None: the averaged trees' cover) is its fill
+        parts = [np.full(n, fill, dtype) if a is None and fill is not None else a
+                 for a, n in zip((getattr(t, name) for t in trees), sizes.tolist())]
+        fields[name] = np.concatenate(parts).astype(dtype, copy=False)
+    fields["impurity"] = np.full(int(offsets[-1]), np.nan)
+    fields["value"] = np.concatenate([t.value for t in trees]).astype(np.float64, copy=False)
+    return (offsets, fields, [t.categories for t in trees]), dict(
+        tree_output=np.array([t.output for t in trees], np.int32),
+        tree_scale=np.array([t.scale for t in trees], np.float64),
+        tree_learning_rate=np.array([t.learning_rate for t in trees], np.float64),
+        tree_stage=np.array([t.stage for t in trees], np.int64))
 
 
 # ---------------------------------------------------------------------- header
