@@ -32,6 +32,8 @@ every tree holds ``learning_rate * unshrunk estimate``; predictions are unchange
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ..model.ensemble import (
@@ -39,7 +41,6 @@ from ..model.ensemble import (
     NAN_AS_ZERO,
     NAN_MISSING,
     NAN_ZERO_MISSING,
-    Tree,
     TreeEnsemble,
 )
 from .lgbm_categories import feature_categories
@@ -179,16 +180,17 @@ def parse_lightgbm_text(text: str, *, classes=None) -> TreeEnsemble:
                              f"max_feature_idx={n_features - 1} means {n_features} features")
     objective = objective_from_text(header, params, num_class)
 
-    raw = _read_trees(model.trees, version)
-    if not raw:
+    flat = _read_trees(model.trees, version)
+    n_trees = flat.n_leaves.shape[0]
+    if not n_trees:
         raise ValueError("LightGBM model text has no trees")
-    if len(raw) % n_per_iter:
-        raise ValueError(f"LightGBM model text has {len(raw)} trees, not a multiple of "
+    if n_trees % n_per_iter:
+        raise ValueError(f"LightGBM model text has {n_trees} trees, not a multiple of "
                          f"num_tree_per_iteration={n_per_iter} (truncated?)")
-    if "tree_sizes" in header and len(header["tree_sizes"].split()) != len(raw):
+    if "tree_sizes" in header and len(header["tree_sizes"].split()) != n_trees:
         raise ValueError(f"LightGBM header tree_sizes lists "
                          f"{len(header['tree_sizes'].split())} trees but the text has "
-                         f"{len(raw)}")
+                         f"{n_trees}")
     if "tree_sizes" in header:
         check_tree_sizes(text, header["tree_sizes"])
 
@@ -196,13 +198,12 @@ def parse_lightgbm_text(text: str, *, classes=None) -> TreeEnsemble:
         raise ValueError(f"LightGBM objective {objective.source!r} needs "
                          f"{objective.params.get('n_classes', 1)} trees per iteration, the "
                          f"header says num_tree_per_iteration={n_per_iter}")
-    trees, base = (_averaged_trees(raw, n_per_iter) if averaged
-                   else _boosted_trees(raw, n_per_iter, params))
+    per_tree, base = (_averaged_trees(flat, n_per_iter) if averaged
+                      else _boosted_trees(flat, n_per_iter, params))
 
     default_names = all(nm == f"Column_{j}" for j, nm in enumerate(names))
-    arrays, per_tree = _concatenated(trees)
     return TreeEnsemble.from_arrays(
-        *arrays,
+        flat.offsets, flat.fields, flat.categories,
         **per_tree,
         kind=BOOSTING,
         n_features=n_features,
@@ -223,33 +224,6 @@ def parse_lightgbm_text(text: str, *, classes=None) -> TreeEnsemble:
     )
 
 
-def _concatenated(trees):
-    """(offsets, node fields, categories) and the per-tree arrays of ``trees`` (the
-    Tree objects built above) as ``TreeEnsemble.from_arrays`` takes them: what
-    ``from_trees`` gathers, one concatenation per field (every field of these trees has
-    its node count and the dtype of the normal form, or is a one-node list)."""
-    sizes = np.array([len(t.left) for t in trees], dtype=np.int64)
-    offsets = np.zeros(len(trees) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum(sizes)
-    fields = {}
-    for name, dtype, fill in (("left", np.int64, None), ("right", np.int64, None),
-                              ("feature", np.int64, None), ("threshold", np.float64, None),
-                              ("missing_left", np.bool_, False), ("nan_mode", np.uint8, 0),
-                              ("weight", np.float64, None), ("gain", np.float64, np.nan),
-                              ("cover", np.float64, np.nan)):
-        # a field a tree does not give (None: the averaged trees' cover) is its fill
-        parts = [np.full(n, fill, dtype) if a is None and fill is not None else a
-                 for a, n in zip((getattr(t, name) for t in trees), sizes.tolist())]
-        fields[name] = np.concatenate(parts).astype(dtype, copy=False)
-    fields["impurity"] = np.full(int(offsets[-1]), np.nan)
-    fields["value"] = np.concatenate([t.value for t in trees]).astype(np.float64, copy=False)
-    return (offsets, fields, [t.categories for t in trees]), dict(
-        tree_output=np.array([t.output for t in trees], np.int32),
-        tree_scale=np.array([t.scale for t in trees], np.float64),
-        tree_learning_rate=np.array([t.learning_rate for t in trees], np.float64),
-        tree_stage=np.array([t.stage for t in trees], np.int64))
-
-
 # ---------------------------------------------------------------------- header
 def _header_int(header, key, version):
     try:
@@ -260,34 +234,57 @@ def _header_int(header, key, version):
 
 
 # ---------------------------------------------------------------------- trees
-def _boosted_trees(raw, n_per_iter, params):
-    """Tree objects (output = class, stage = iteration) and the base score: the init
-    score moved out of the first iteration's trees."""
-    learning_rate = _learning_rate(params, raw, n_per_iter)
+class _FlatTrees(NamedTuple):
+    """Every tree's nodes in the layout of the module docstring, concatenated: tree t
+    is ``offsets[t]:offsets[t + 1]``; ``fields`` the node arrays ``from_arrays`` takes
+    (child indices local to their tree, ``value`` (n_nodes, 1)); per tree its
+    categorical splits, shrinkage and number of leaves."""
+
+    offsets: np.ndarray
+    fields: dict
+    categories: list
+    shrinkage: np.ndarray
+    n_leaves: np.ndarray
+
+
+def _tree(flat, t):
+    """Tree t's numbers that the init-score rules read, as views."""
+    a, b = flat.offsets[t], flat.offsets[t + 1]
+    value = flat.fields["value"][a:b]
+    m = int(flat.n_leaves[t]) - 1
+    return dict(n_leaves=m + 1, shrinkage=float(flat.shrinkage[t]), value=value,
+                weight=flat.fields["weight"][a:b], internal_value=value[:m, 0] if m else None)
+
+
+def _boosted_trees(flat, n_per_iter, params):
+    """The per-tree arrays of ``from_arrays`` (output = class, stage = iteration) and the
+    base score: the init score moved out of the first iteration's trees (their node
+    values in ``flat`` are shifted in place)."""
+    n_trees = flat.n_leaves.shape[0]
+    learning_rate = _learning_rate(params, flat, n_per_iter)
     base = np.zeros(n_per_iter)
-    trees = []
-    for t, r in enumerate(raw):
-        lr = r["shrinkage"]
-        if t < n_per_iter and _carries_init_score(r, learning_rate, params):
+    rates = flat.shrinkage.copy()
+    for t in range(min(n_per_iter, n_trees)):
+        r = _tree(flat, t)
+        if _carries_init_score(r, learning_rate, params):
             base[t] = _init_score(r)
-            r["value"] = r["value"] - base[t]
+            r["value"] -= base[t]
             if learning_rate is None and r["n_leaves"] > 1:
                 raise ValueError(f"LightGBM model text: tree {t} carries the init score but "
                                  "the learning rate is unknown (no parameters section and no "
                                  "second iteration)")
             # AddBias set the shrinkage to 1; DART may have rescaled the tree since
-            lr = r["shrinkage"] * (1.0 if learning_rate is None else learning_rate)
-        trees.append(Tree(left=r["left"], right=r["right"], feature=r["feature"],
-                          threshold=r["threshold"], value=r["value"], weight=r["weight"],
-                          cover=r["cover"],
-                          missing_left=r["missing_left"], nan_mode=r["nan_mode"],
-                          gain=r["gain"], categories=r["categories"],
-                          output=t % n_per_iter, learning_rate=lr, stage=t // n_per_iter))
-    return trees, base
+            rates[t] = r["shrinkage"] * (1.0 if learning_rate is None else learning_rate)
+    t = np.arange(n_trees)
+    return dict(tree_output=(t % n_per_iter).astype(np.int32),
+                tree_scale=np.ones(n_trees), tree_learning_rate=rates,
+                tree_stage=(t // n_per_iter).astype(np.int64)), base
 
 
-def _averaged_trees(raw, n_per_iter):
-    """Trees of a ``boosting="rf"`` model (``average_output``) and its initial margin.
+def _averaged_trees(flat, n_per_iter):
+    """The per-tree arrays of ``from_arrays`` of a ``boosting="rf"`` model
+    (``average_output``) and its initial margin (the node values in ``flat`` are
+    shifted in place).
 
     LightGBM's random forest (``src/boosting/rf.hpp``) computes the gradients once, at
     the initial margin (``BoostFromAverage``, 0 without ``boost_from_average``), fits
@@ -302,12 +299,14 @@ def _averaged_trees(raw, n_per_iter):
     the tree's Newton step on its bagged rows, whose gradient sums average out over the
     trees because the margin zeroes the gradient sum over all training rows).
     """
-    n_iter = len(raw) // n_per_iter
+    n_trees = flat.n_leaves.shape[0]
+    n_iter = n_trees // n_per_iter
     base = np.zeros(n_per_iter)
     for k in range(n_per_iter):
         num = den = 0.0
         stumps = []
-        for r in raw[k::n_per_iter]:
+        for t in range(k, n_trees, n_per_iter):
+            r = _tree(flat, t)
             m = r["n_leaves"] - 1
             if m == 0:
                 stumps.append(float(r["value"][0, 0]))
@@ -316,16 +315,13 @@ def _averaged_trees(raw, n_per_iter):
             num += float(np.dot(w, r["value"][m:, 0]))
             den += float(w.sum())
         base[k] = num / den if den > 0 else (float(np.mean(stumps)) if stumps else 0.0)
-    trees = []
-    for t, r in enumerate(raw):
-        k = t % n_per_iter
-        trees.append(Tree(left=r["left"], right=r["right"], feature=r["feature"],
-                          threshold=r["threshold"], value=r["value"] - base[k],
-                          weight=r["weight"], missing_left=r["missing_left"],
-                          nan_mode=r["nan_mode"], gain=r["gain"],
-                          categories=r["categories"], output=k,
-                          learning_rate=r["shrinkage"], stage=0, scale=1.0 / n_iter))
-    return trees, base
+    t = np.arange(n_trees)
+    output = t % n_per_iter
+    flat.fields["value"][:, 0] -= np.repeat(base[output], np.diff(flat.offsets))
+    flat.fields["cover"][:] = np.nan  # as these trees have always been read: no cover
+    return dict(tree_output=output.astype(np.int32),
+                tree_scale=np.full(n_trees, 1.0 / n_iter), tree_learning_rate=flat.shrinkage,
+                tree_stage=np.zeros(n_trees, np.int64)), base
 
 
 def _numbers(block, key, n, t, dtype):
@@ -370,11 +366,11 @@ _LEAF_KEYS = (("leaf_value", float), ("leaf_weight", float), ("leaf_count", floa
 _TREE_KEY_SET = frozenset(TREE_KEYS)
 
 
-def _read_trees(blocks, version):
-    """Every ``Tree=t`` block -> node arrays in the layout of the module docstring (a
-    dict per tree, as :func:`_read_tree` gives), the trees with splits read together:
-    each key's numbers of all of them at once (``lgbm_numbers.tree_numbers``) and the
-    node arrays built for all of them, then cut into per-tree views."""
+def _read_trees(blocks, version) -> _FlatTrees:
+    """Every ``Tree=t`` block -> node arrays in the layout of the module docstring, for
+    all trees together: each key's numbers of the trees with splits read at once
+    (``lgbm_numbers.tree_numbers``) and written into the concatenated node arrays; a
+    stump's by :func:`_read_tree`."""
     n_trees = len(blocks)
     every = list(range(n_trees))
     ones = np.ones(n_trees, dtype=np.int64)
@@ -403,11 +399,27 @@ def _read_trees(blocks, version):
     split = np.flatnonzero(n_leaves > 1)
     num_cat = np.zeros(n_trees, dtype=np.int64)
     num_cat[split] = tree_numbers(blocks, "num_cat", split.tolist(), ones[:split.size], int)
-    raw = [None] * n_trees
+    # every tree's nodes: a tree with L leaves has 2 L - 1 (a stump one), its splits
+    # first; the arrays start as leaves and the trees' numbers are written in
+    offsets = np.zeros(n_trees + 1, dtype=np.int64)
+    np.cumsum(2 * n_leaves - 1, out=offsets[1:])
+    total = int(offsets[-1])
+    fields = dict(left=np.full(total, -1, np.int64), right=np.full(total, -1, np.int64),
+                  feature=np.full(total, -1, np.int64), threshold=np.full(total, np.nan),
+                  missing_left=np.zeros(total, bool),
+                  nan_mode=np.full(total, NAN_MISSING, np.uint8), weight=np.empty(total),
+                  impurity=np.full(total, np.nan), gain=np.full(total, np.nan),
+                  value=np.empty((total, 1)), cover=np.empty(total))
+    categories = [{} for _ in range(n_trees)]
+    flat = _FlatTrees(offsets, fields, categories, shrinkage, n_leaves)
     for t in np.flatnonzero(n_leaves == 1).tolist():
-        raw[t] = _read_tree(blocks[t], t, version)
+        stump = _read_tree(blocks[t], t, version)
+        i = offsets[t]
+        fields["value"][i] = stump["value"][0]
+        fields["weight"][i] = fields["cover"][i] = stump["weight"][0]
+        fields["nan_mode"][i] = 0
     if split.size == 0:
-        return raw
+        return flat
     trees = split.tolist()
     L = n_leaves[split]
     m = L - 1
@@ -450,58 +462,40 @@ def _read_trees(blocks, version):
                          f"{int(n_cat[j])} splits are categorical")
     threshold = got["threshold"]
     split_start = np.concatenate([[0], np.cumsum(m)])
-    categories = [{} for _ in trees]
     for j in np.flatnonzero(n_cat).tolist():
         a, b = split_start[j], split_start[j + 1]
-        categories[j] = _categorical_sets(blocks[trees[j]], trees[j], threshold[a:b],
-                                          is_cat[a:b], int(n_cat[j]))
+        categories[trees[j]] = _categorical_sets(blocks[trees[j]], trees[j], threshold[a:b],
+                                                 is_cat[a:b], int(n_cat[j]))
 
-    # node arrays of all these trees: tree j's splits, then its leaves
-    n = m + L
-    node_start = np.concatenate([[0], np.cumsum(n)])
-    at_split = np.arange(owner.size) + np.repeat(node_start[:-1] - split_start[:-1], m)
-    leaf_owner = np.repeat(np.arange(split.size), L)
+    # where these trees' splits and leaves go among all trees' nodes
+    roots = offsets[split]
+    at_split = np.arange(owner.size) + np.repeat(roots - split_start[:-1], m)
     leaf_start = np.concatenate([[0], np.cumsum(L)])
-    at_leaf = (np.arange(leaf_owner.size)
-               + np.repeat(node_start[:-1] + m - leaf_start[:-1], L))
-    total = int(node_start[-1])
-
-    def nodes(at_splits, at_leaves, dtype=np.float64):
-        out = np.empty(total, dtype=dtype)
-        out[at_split] = at_splits
-        out[at_leaf] = at_leaves
-        return out
-
-    left = nodes(lc, -1, np.int64)
-    right = nodes(rc, -1, np.int64)
-    node_threshold = nodes(np.where(is_cat, np.nan, _zeroing_threshold(threshold)), np.nan)
-    feature = nodes(got["split_feature"], -1, np.int64)
-    missing_left = nodes(((decision >> 1) & 1).astype(bool) & ~is_cat, False, bool)
+    at_leaf = np.arange(int(leaf_start[-1])) + np.repeat(roots + m - leaf_start[:-1], L)
+    left, right, value, weight = (fields["left"], fields["right"], fields["value"],
+                                  fields["weight"])
+    left[at_split] = lc
+    right[at_split] = rc
+    fields["threshold"][at_split] = np.where(is_cat, np.nan, _zeroing_threshold(threshold))
+    fields["feature"][at_split] = got["split_feature"]
+    fields["missing_left"][at_split] = ((decision >> 1) & 1).astype(bool) & ~is_cat
     # categorical nodes: NAN_AS_ZERO marks LightGBM's C cast of the value to int (codes
     # in (-1, 0) are code 0), which the routing kernel applies
-    nan_mode = nodes(np.where(is_cat, NAN_AS_ZERO,
-                              np.choose(np.minimum(missing_type, 2),
-                                        [_MISSING_TYPE_NAN_MODE[c] for c in range(3)])),
-                     NAN_MISSING, np.uint8)
-    value = nodes(got["internal_value"], got["leaf_value"]).reshape(total, 1)
-    weight = nodes(got["internal_weight"], got["leaf_weight"])
+    fields["nan_mode"][at_split] = np.where(
+        is_cat, NAN_AS_ZERO,
+        np.choose(np.minimum(missing_type, 2), [_MISSING_TYPE_NAN_MODE[c] for c in range(3)]))
+    value[at_split, 0] = got["internal_value"]
+    value[at_leaf, 0] = got["leaf_value"]
+    weight[at_split] = got["internal_weight"]
+    weight[at_leaf] = got["leaf_weight"]
     # LightGBM < 4.6 saves the root's internal_weight as 0 (fixed by LightGBM PR 6569)
-    roots = node_start[:-1]
     zero = roots[weight[roots] == 0]
     weight[zero] = weight[zero + left[zero]] + weight[zero + right[zero]]
     # LightGBM's own TreeSHAP (pred_contrib) weighs paths by row counts
-    cover = nodes(got["internal_count"], got["leaf_count"])
-    gain = nodes(got["split_gain"], np.nan)
-    internal_value = got["internal_value"]
-    for j, t in enumerate(trees):
-        a, b = node_start[j], node_start[j + 1]
-        raw[t] = dict(left=left[a:b], right=right[a:b], feature=feature[a:b],
-                      threshold=node_threshold[a:b], value=value[a:b], weight=weight[a:b],
-                      cover=cover[a:b], missing_left=missing_left[a:b],
-                      nan_mode=nan_mode[a:b], gain=gain[a:b], categories=categories[j],
-                      shrinkage=float(shrinkage[t]), n_leaves=int(L[j]),
-                      internal_value=internal_value[split_start[j]:split_start[j + 1]])
-    return raw
+    fields["cover"][at_split] = got["internal_count"]
+    fields["cover"][at_leaf] = got["leaf_count"]
+    fields["gain"][at_split] = got["split_gain"]
+    return flat
 
 
 def _read_tree(block, t, version):
@@ -567,12 +561,12 @@ def _categorical_sets(block, t, threshold, is_cat, num_cat):
 
 
 # ---------------------------------------------------------------------- init score
-def _learning_rate(params, raw, n_per_iter):
+def _learning_rate(params, flat, n_per_iter):
     """The model's learning rate: the parameters section, else a later tree's shrinkage."""
     if params is not None and "learning_rate" in params:
         return read_param(params, "learning_rate", None)
-    if len(raw) > n_per_iter:
-        return raw[n_per_iter]["shrinkage"]
+    if flat.n_leaves.shape[0] > n_per_iter:
+        return float(flat.shrinkage[n_per_iter])
     return None
 
 
