@@ -32,6 +32,8 @@ every tree holds ``learning_rate * unshrunk estimate``; predictions are unchange
 
 from __future__ import annotations
 
+import os
+import tempfile
 from typing import NamedTuple
 
 import numpy as np
@@ -113,10 +115,26 @@ def parse_lightgbm(model) -> TreeEnsemble:
     try:
         # every iteration (num_iteration=-1): treeimp.parse applies best_iteration, as
         # LightGBM's predict does, or the user's iteration_range
-        return parse_lightgbm_text(booster.model_to_string(num_iteration=-1),
-                                   classes=classes)
+        return parse_lightgbm_text(_model_text(booster), classes=classes)
     except ValueError as exc:
         raise ValueError(f"{exc} (lightgbm {lightgbm.__version__})") from None
+
+
+def _model_text(booster) -> str:
+    """``booster.model_to_string(num_iteration=-1)``, the text of every iteration, by way
+    of ``save_model`` into a temporary file: for a text over 1 MB, ``model_to_string``
+    serialises the model twice (first into a 1 MB buffer, to learn the length), and
+    ``save_model`` writes the same text (LightGBM's ``SaveModelToFile`` writes
+    ``SaveModelToString``, and the Python package adds the same ``pandas_categorical``
+    line) after one. Where no temporary file can be written: ``model_to_string``."""
+    try:
+        with tempfile.TemporaryDirectory(prefix="treeimp-lightgbm-") as folder:
+            path = os.path.join(folder, "model.txt")
+            booster.save_model(path, num_iteration=-1)
+            with open(path, "rb") as f:
+                return f.read().decode("utf-8")
+    except OSError:
+        return booster.model_to_string(num_iteration=-1)
 
 
 def parse_lightgbm_text(text: str, *, classes=None) -> TreeEnsemble:
