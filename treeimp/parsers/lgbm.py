@@ -3,7 +3,8 @@
 Both entry points read LightGBM's model text (``model_to_string`` / ``save_model``), so
 a model object and the file it was saved to give the same TreeEnsemble; the text path
 never imports lightgbm. Companion modules: ``lgbm_text`` (splits the text into
-sections), ``lgbm_objective`` (objective line -> Objective), ``lgbm_categories``
+sections), ``lgbm_numbers`` (one key's numbers of all trees, read at once),
+``lgbm_objective`` (objective line -> Objective), ``lgbm_categories``
 (``pandas_categorical`` -> per-feature labels).
 
 Node layout: LightGBM tree with ``L`` leaves -> ``2L - 1`` nodes; internal node ``i``
