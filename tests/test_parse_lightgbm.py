@@ -592,3 +592,27 @@ def test_unfitted_sklearn_model():
 
     with pytest.raises(NotFittedError, match="not fitted"):
         parse(lgb.LGBMClassifier())
+
+
+def test_live_model_text_is_model_to_string(monkeypatch):
+    """A live model's text comes from save_model through a temporary file (one
+    serialisation): it must be the text model_to_string gives (pandas categories and
+    best_iteration included), also where no temporary file can be written."""
+    from treeimp.parsers import lgbm
+
+    rng = np.random.default_rng(3)
+    X = pd.DataFrame({"a": rng.normal(size=400),
+                      "c": pd.Categorical(rng.choice(["x", "y", "z"], size=400))})
+    y = X["a"].to_numpy() + (X["c"] == "y").to_numpy() + rng.normal(size=400)
+    booster = lgb.LGBMRegressor(n_estimators=20, num_leaves=7, verbose=-1,
+                                n_jobs=1).fit(X, y).booster_
+    booster.best_iteration = 5  # as early stopping sets it: the text keeps all 20
+    want = booster.model_to_string(num_iteration=-1)
+    assert "pandas_categorical:[[" in want
+    assert lgbm._model_text(booster) == want
+
+    def no_temporary_folder(*args, **kwargs):
+        raise OSError("read-only file system")
+
+    monkeypatch.setattr(lgbm.tempfile, "TemporaryDirectory", no_temporary_folder)
+    assert lgbm._model_text(booster) == want

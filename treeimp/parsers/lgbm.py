@@ -3,7 +3,8 @@
 Both entry points read LightGBM's model text (``model_to_string`` / ``save_model``), so
 a model object and the file it was saved to give the same TreeEnsemble; the text path
 never imports lightgbm. Companion modules: ``lgbm_text`` (splits the text into
-sections), ``lgbm_objective`` (objective line -> Objective), ``lgbm_categories``
+sections), ``lgbm_numbers`` (one key's numbers of all trees, read at once),
+``lgbm_objective`` (objective line -> Objective), ``lgbm_categories``
 (``pandas_categorical`` -> per-feature labels).
 
 Node layout: LightGBM tree with ``L`` leaves -> ``2L - 1`` nodes; internal node ``i``
@@ -32,6 +33,10 @@ every tree holds ``learning_rate * unshrunk estimate``; predictions are unchange
 
 from __future__ import annotations
 
+import os
+import tempfile
+from typing import NamedTuple
+
 import numpy as np
 
 from ..model.ensemble import (
@@ -39,10 +44,10 @@ from ..model.ensemble import (
     NAN_AS_ZERO,
     NAN_MISSING,
     NAN_ZERO_MISSING,
-    Tree,
     TreeEnsemble,
 )
 from .lgbm_categories import feature_categories
+from .lgbm_numbers import tree_numbers
 from .lgbm_objective import objective_from_text
 from .lgbm_text import check_tree_sizes, read_param, scan_model_text
 
@@ -111,10 +116,26 @@ def parse_lightgbm(model) -> TreeEnsemble:
     try:
         # every iteration (num_iteration=-1): treeimp.parse applies best_iteration, as
         # LightGBM's predict does, or the user's iteration_range
-        return parse_lightgbm_text(booster.model_to_string(num_iteration=-1),
-                                   classes=classes)
+        return parse_lightgbm_text(_model_text(booster), classes=classes)
     except ValueError as exc:
         raise ValueError(f"{exc} (lightgbm {lightgbm.__version__})") from None
+
+
+def _model_text(booster) -> str:
+    """``booster.model_to_string(num_iteration=-1)``, the text of every iteration, by way
+    of ``save_model`` into a temporary file: for a text over 1 MB, ``model_to_string``
+    serialises the model twice (first into a 1 MB buffer, to learn the length), and
+    ``save_model`` writes the same text (LightGBM's ``SaveModelToFile`` writes
+    ``SaveModelToString``, and the Python package adds the same ``pandas_categorical``
+    line) after one. Where no temporary file can be written: ``model_to_string``."""
+    try:
+        with tempfile.TemporaryDirectory(prefix="treeimp-lightgbm-") as folder:
+            path = os.path.join(folder, "model.txt")
+            booster.save_model(path, num_iteration=-1)
+            with open(path, "rb") as f:
+                return f.read().decode("utf-8")
+    except OSError:
+        return booster.model_to_string(num_iteration=-1)
 
 
 def parse_lightgbm_text(text: str, *, classes=None) -> TreeEnsemble:
@@ -178,16 +199,17 @@ def parse_lightgbm_text(text: str, *, classes=None) -> TreeEnsemble:
                              f"max_feature_idx={n_features - 1} means {n_features} features")
     objective = objective_from_text(header, params, num_class)
 
-    raw = [_read_tree(block, t, version) for t, block in enumerate(model.trees)]
-    if not raw:
+    flat = _read_trees(model.trees, version)
+    n_trees = flat.n_leaves.shape[0]
+    if not n_trees:
         raise ValueError("LightGBM model text has no trees")
-    if len(raw) % n_per_iter:
-        raise ValueError(f"LightGBM model text has {len(raw)} trees, not a multiple of "
+    if n_trees % n_per_iter:
+        raise ValueError(f"LightGBM model text has {n_trees} trees, not a multiple of "
                          f"num_tree_per_iteration={n_per_iter} (truncated?)")
-    if "tree_sizes" in header and len(header["tree_sizes"].split()) != len(raw):
+    if "tree_sizes" in header and len(header["tree_sizes"].split()) != n_trees:
         raise ValueError(f"LightGBM header tree_sizes lists "
                          f"{len(header['tree_sizes'].split())} trees but the text has "
-                         f"{len(raw)}")
+                         f"{n_trees}")
     if "tree_sizes" in header:
         check_tree_sizes(text, header["tree_sizes"])
 
@@ -195,12 +217,13 @@ def parse_lightgbm_text(text: str, *, classes=None) -> TreeEnsemble:
         raise ValueError(f"LightGBM objective {objective.source!r} needs "
                          f"{objective.params.get('n_classes', 1)} trees per iteration, the "
                          f"header says num_tree_per_iteration={n_per_iter}")
-    trees, base = (_averaged_trees(raw, n_per_iter) if averaged
-                   else _boosted_trees(raw, n_per_iter, params))
+    per_tree, base = (_averaged_trees(flat, n_per_iter) if averaged
+                      else _boosted_trees(flat, n_per_iter, params))
 
     default_names = all(nm == f"Column_{j}" for j, nm in enumerate(names))
-    return TreeEnsemble.from_trees(
-        trees,
+    return TreeEnsemble.from_arrays(
+        flat.offsets, flat.fields, flat.categories,
+        **per_tree,
         kind=BOOSTING,
         n_features=n_features,
         n_outputs=n_per_iter,
@@ -230,34 +253,57 @@ def _header_int(header, key, version):
 
 
 # ---------------------------------------------------------------------- trees
-def _boosted_trees(raw, n_per_iter, params):
-    """Tree objects (output = class, stage = iteration) and the base score: the init
-    score moved out of the first iteration's trees."""
-    learning_rate = _learning_rate(params, raw, n_per_iter)
+class _FlatTrees(NamedTuple):
+    """Every tree's nodes in the layout of the module docstring, concatenated: tree t
+    is ``offsets[t]:offsets[t + 1]``; ``fields`` the node arrays ``from_arrays`` takes
+    (child indices local to their tree, ``value`` (n_nodes, 1)); per tree its
+    categorical splits, shrinkage and number of leaves."""
+
+    offsets: np.ndarray
+    fields: dict
+    categories: list
+    shrinkage: np.ndarray
+    n_leaves: np.ndarray
+
+
+def _tree(flat, t):
+    """Tree t's numbers that the init-score rules read, as views."""
+    a, b = flat.offsets[t], flat.offsets[t + 1]
+    value = flat.fields["value"][a:b]
+    m = int(flat.n_leaves[t]) - 1
+    return dict(n_leaves=m + 1, shrinkage=float(flat.shrinkage[t]), value=value,
+                weight=flat.fields["weight"][a:b], internal_value=value[:m, 0] if m else None)
+
+
+def _boosted_trees(flat, n_per_iter, params):
+    """The per-tree arrays of ``from_arrays`` (output = class, stage = iteration) and the
+    base score: the init score moved out of the first iteration's trees (their node
+    values in ``flat`` are shifted in place)."""
+    n_trees = flat.n_leaves.shape[0]
+    learning_rate = _learning_rate(params, flat, n_per_iter)
     base = np.zeros(n_per_iter)
-    trees = []
-    for t, r in enumerate(raw):
-        lr = r["shrinkage"]
-        if t < n_per_iter and _carries_init_score(r, learning_rate, params):
+    rates = flat.shrinkage.copy()
+    for t in range(min(n_per_iter, n_trees)):
+        r = _tree(flat, t)
+        if _carries_init_score(r, learning_rate, params):
             base[t] = _init_score(r)
-            r["value"] = r["value"] - base[t]
+            r["value"] -= base[t]
             if learning_rate is None and r["n_leaves"] > 1:
                 raise ValueError(f"LightGBM model text: tree {t} carries the init score but "
                                  "the learning rate is unknown (no parameters section and no "
                                  "second iteration)")
             # AddBias set the shrinkage to 1; DART may have rescaled the tree since
-            lr = r["shrinkage"] * (1.0 if learning_rate is None else learning_rate)
-        trees.append(Tree(left=r["left"], right=r["right"], feature=r["feature"],
-                          threshold=r["threshold"], value=r["value"], weight=r["weight"],
-                          cover=r["cover"],
-                          missing_left=r["missing_left"], nan_mode=r["nan_mode"],
-                          gain=r["gain"], categories=r["categories"],
-                          output=t % n_per_iter, learning_rate=lr, stage=t // n_per_iter))
-    return trees, base
+            rates[t] = r["shrinkage"] * (1.0 if learning_rate is None else learning_rate)
+    t = np.arange(n_trees)
+    return dict(tree_output=(t % n_per_iter).astype(np.int32),
+                tree_scale=np.ones(n_trees), tree_learning_rate=rates,
+                tree_stage=(t // n_per_iter).astype(np.int64)), base
 
 
-def _averaged_trees(raw, n_per_iter):
-    """Trees of a ``boosting="rf"`` model (``average_output``) and its initial margin.
+def _averaged_trees(flat, n_per_iter):
+    """The per-tree arrays of ``from_arrays`` of a ``boosting="rf"`` model
+    (``average_output``) and its initial margin (the node values in ``flat`` are
+    shifted in place).
 
     LightGBM's random forest (``src/boosting/rf.hpp``) computes the gradients once, at
     the initial margin (``BoostFromAverage``, 0 without ``boost_from_average``), fits
@@ -272,12 +318,14 @@ def _averaged_trees(raw, n_per_iter):
     the tree's Newton step on its bagged rows, whose gradient sums average out over the
     trees because the margin zeroes the gradient sum over all training rows).
     """
-    n_iter = len(raw) // n_per_iter
+    n_trees = flat.n_leaves.shape[0]
+    n_iter = n_trees // n_per_iter
     base = np.zeros(n_per_iter)
     for k in range(n_per_iter):
         num = den = 0.0
         stumps = []
-        for r in raw[k::n_per_iter]:
+        for t in range(k, n_trees, n_per_iter):
+            r = _tree(flat, t)
             m = r["n_leaves"] - 1
             if m == 0:
                 stumps.append(float(r["value"][0, 0]))
@@ -286,16 +334,13 @@ def _averaged_trees(raw, n_per_iter):
             num += float(np.dot(w, r["value"][m:, 0]))
             den += float(w.sum())
         base[k] = num / den if den > 0 else (float(np.mean(stumps)) if stumps else 0.0)
-    trees = []
-    for t, r in enumerate(raw):
-        k = t % n_per_iter
-        trees.append(Tree(left=r["left"], right=r["right"], feature=r["feature"],
-                          threshold=r["threshold"], value=r["value"] - base[k],
-                          weight=r["weight"], missing_left=r["missing_left"],
-                          nan_mode=r["nan_mode"], gain=r["gain"],
-                          categories=r["categories"], output=k,
-                          learning_rate=r["shrinkage"], stage=0, scale=1.0 / n_iter))
-    return trees, base
+    t = np.arange(n_trees)
+    output = t % n_per_iter
+    flat.fields["value"][:, 0] -= np.repeat(base[output], np.diff(flat.offsets))
+    flat.fields["cover"][:] = np.nan  # as these trees have always been read: no cover
+    return dict(tree_output=output.astype(np.int32),
+                tree_scale=np.full(n_trees, 1.0 / n_iter), tree_learning_rate=flat.shrinkage,
+                tree_stage=np.zeros(n_trees, np.int64)), base
 
 
 def _numbers(block, key, n, t, dtype):
@@ -313,97 +358,184 @@ def _numbers(block, key, n, t, dtype):
 
 
 def _scalar(block, key, t, dtype):
-    return _numbers(block, key, 1, t, dtype)[0]
+    """One number: what ``_numbers(block, key, 1, t, dtype)[0]`` gives, without an
+    array (a few of these per tree)."""
+    text = block.get(key)
+    if text is None:
+        raise ValueError(f"LightGBM tree {t} has no key {key!r}")
+    tokens = text.split()
+    if len(tokens) != 1:
+        raise ValueError(f"LightGBM tree {t}: {key} has {len(tokens)} values, expected 1")
+    try:
+        value = dtype(tokens[0])
+        if dtype is int:
+            value = int(np.int64(value))  # OverflowError outside int64, as np.array
+        return value
+    except (ValueError, OverflowError):
+        raise ValueError(f"LightGBM tree {t}: {key} has a value that is not "
+                         f"{'a number' if dtype is float else 'an integer'}") from None
 
 
-def _read_tree(block, t, version):
-    """One ``Tree=t`` block -> node arrays in the layout of the module docstring."""
-    if "num_leaves" not in block:
-        raise ValueError(f"LightGBM tree {t} has no key 'num_leaves' (model format {version})")
-    n_leaves = int(_scalar(block, "num_leaves", t, int))
-    if n_leaves < 1:
-        raise ValueError(f"LightGBM tree {t}: num_leaves={n_leaves}")
-    if _numbers(block, "is_linear", 1, t, int)[0] if "is_linear" in block else 0:
-        raise ValueError(f"LightGBM tree {t} is a linear tree (is_linear=1); linear_tree "
-                         "models are not supported: their leaves hold linear models")
-    shrinkage = float(_scalar(block, "shrinkage", t, float))
-    leaf_value = _numbers(block, "leaf_value", n_leaves, t, float)
-    if n_leaves == 1:
-        # a constant tree: LightGBM writes no split arrays and an empty leaf_weight
-        count = block.get("leaf_count", "").split()
-        weight = float(count[0]) if len(count) == 1 else 0.0
-        return dict(left=[-1], right=[-1], feature=[-1], threshold=[np.nan],
-                    value=leaf_value.reshape(1, 1), weight=np.array([weight]),
-                    cover=np.array([weight]),
-                    missing_left=np.zeros(1, bool), nan_mode=np.zeros(1, np.uint8),
-                    gain=np.array([np.nan]), categories={}, shrinkage=shrinkage,
-                    n_leaves=1, internal_value=None)
-    for key in TREE_KEYS:
-        if key not in block:
-            raise ValueError(f"LightGBM tree {t} has no key {key!r} (model format {version})")
-    m = n_leaves - 1  # internal nodes
-    feature = _numbers(block, "split_feature", m, t, int)
-    gain = _numbers(block, "split_gain", m, t, float)
-    threshold = _numbers(block, "threshold", m, t, float)
-    decision = _numbers(block, "decision_type", m, t, int)
-    lc = _numbers(block, "left_child", m, t, int)
-    rc = _numbers(block, "right_child", m, t, int)
-    leaf_weight = _numbers(block, "leaf_weight", n_leaves, t, float)
-    leaf_count = _numbers(block, "leaf_count", n_leaves, t, float)
-    internal_value = _numbers(block, "internal_value", m, t, float)
-    internal_weight = _numbers(block, "internal_weight", m, t, float)
-    internal_count = _numbers(block, "internal_count", m, t, float)
+# the per-split (m values) and per-leaf (n_leaves values) keys of a tree with splits
+_SPLIT_KEYS = (("split_feature", int), ("split_gain", float), ("threshold", float),
+               ("decision_type", int), ("left_child", int), ("right_child", int),
+               ("internal_value", float), ("internal_weight", float),
+               ("internal_count", float))
+_LEAF_KEYS = (("leaf_value", float), ("leaf_weight", float), ("leaf_count", float))
+_TREE_KEY_SET = frozenset(TREE_KEYS)
 
-    def node_of(child, side):
-        bad = ((child >= 0) & (child >= m)) | ((child < 0) & (~child >= n_leaves))
-        if np.any(bad):
-            raise ValueError(f"LightGBM tree {t}: {side} {child[bad][0]} points outside its "
-                             f"{m} splits and {n_leaves} leaves")
-        return np.where(child >= 0, child, m + ~child)
 
-    n = m + n_leaves
-    left = np.full(n, -1, np.int64)
-    right = np.full(n, -1, np.int64)
-    left[:m] = node_of(lc, "left_child")
-    right[:m] = node_of(rc, "right_child")
-    if np.any((decision < 0) | (decision > 15)):
-        raise ValueError(f"LightGBM tree {t}: decision_type values must be in 0..15")
+def _read_trees(blocks, version) -> _FlatTrees:
+    """Every ``Tree=t`` block -> node arrays in the layout of the module docstring, for
+    all trees together: each key's numbers of the trees with splits read at once
+    (``lgbm_numbers.tree_numbers``) and written into the concatenated node arrays; a
+    stump's by :func:`_read_tree`."""
+    n_trees = len(blocks)
+    every = list(range(n_trees))
+    ones = np.ones(n_trees, dtype=np.int64)
+    for t, block in enumerate(blocks):
+        if "num_leaves" not in block:
+            raise ValueError(f"LightGBM tree {t} has no key 'num_leaves' "
+                             f"(model format {version})")
+    n_leaves = tree_numbers(blocks, "num_leaves", every, ones, int)
+    if np.any(n_leaves < 1):
+        t = int(np.argmax(n_leaves < 1))
+        raise ValueError(f"LightGBM tree {t}: num_leaves={n_leaves[t]}")
+    linear = [t for t, block in enumerate(blocks) if "is_linear" in block]
+    if linear:
+        flags = tree_numbers(blocks, "is_linear", linear, ones[:len(linear)], int)
+        if np.any(flags != 0):
+            raise ValueError(f"LightGBM tree {linear[int(np.argmax(flags != 0))]} is a "
+                             "linear tree (is_linear=1); linear_tree models are not "
+                             "supported: their leaves hold linear models")
+    for t, block in enumerate(blocks):
+        if not _TREE_KEY_SET <= block.keys():
+            for key in TREE_KEYS if n_leaves[t] > 1 else ("shrinkage",):
+                if key not in block:
+                    raise ValueError(f"LightGBM tree {t} has no key {key!r} "
+                                     f"(model format {version})")
+    shrinkage = tree_numbers(blocks, "shrinkage", every, ones, float)
+    split = np.flatnonzero(n_leaves > 1)
+    num_cat = np.zeros(n_trees, dtype=np.int64)
+    num_cat[split] = tree_numbers(blocks, "num_cat", split.tolist(), ones[:split.size], int)
+    # every tree's nodes: a tree with L leaves has 2 L - 1 (a stump one), its splits
+    # first; the arrays start as leaves and the trees' numbers are written in
+    offsets = np.zeros(n_trees + 1, dtype=np.int64)
+    np.cumsum(2 * n_leaves - 1, out=offsets[1:])
+    total = int(offsets[-1])
+    fields = dict(left=np.full(total, -1, np.int64), right=np.full(total, -1, np.int64),
+                  feature=np.full(total, -1, np.int64), threshold=np.full(total, np.nan),
+                  missing_left=np.zeros(total, bool),
+                  nan_mode=np.full(total, NAN_MISSING, np.uint8), weight=np.empty(total),
+                  impurity=np.full(total, np.nan), gain=np.full(total, np.nan),
+                  value=np.empty((total, 1)), cover=np.empty(total))
+    categories = [{} for _ in range(n_trees)]
+    flat = _FlatTrees(offsets, fields, categories, shrinkage, n_leaves)
+    for t in np.flatnonzero(n_leaves == 1).tolist():
+        stump = _read_tree(blocks[t], t, version)
+        i = offsets[t]
+        fields["value"][i] = stump["value"][0]
+        fields["weight"][i] = fields["cover"][i] = stump["weight"][0]
+        fields["nan_mode"][i] = 0
+    if split.size == 0:
+        return flat
+    trees = split.tolist()
+    L = n_leaves[split]
+    m = L - 1
+    got = {key: tree_numbers(blocks, key, trees, m, dtype) for key, dtype in _SPLIT_KEYS}
+    got.update({key: tree_numbers(blocks, key, trees, L, dtype) for key, dtype in _LEAF_KEYS})
+    # every split's tree (its position in ``trees``), m and n_leaves
+    owner = np.repeat(np.arange(split.size), m)
+    m_of, L_of = m[owner], L[owner]
+
+    def node_of(child):
+        bad = ((child >= 0) & (child >= m_of)) | ((child < 0) & (~child >= L_of))
+        return bad, np.where(child >= 0, child, m_of + ~child)
+
+    bad_left, lc = node_of(got["left_child"])
+    bad_right, rc = node_of(got["right_child"])
+    if np.any(bad_left | bad_right):  # the first tree with one, its left side first
+        j = int(owner[np.argmax(bad_left | bad_right)])
+        in_tree = owner == j
+        side, child = (("left_child", got["left_child"]) if np.any(bad_left & in_tree)
+                       else ("right_child", got["right_child"]))
+        first = child[np.argmax((bad_left if side == "left_child" else bad_right)
+                                & in_tree)]
+        raise ValueError(f"LightGBM tree {trees[j]}: {side} {first} points outside its "
+                         f"{int(m[j])} splits and {int(L[j])} leaves")
+    decision = got["decision_type"]
+    bad = (decision < 0) | (decision > 15)
+    if np.any(bad):
+        raise ValueError(f"LightGBM tree {trees[int(owner[np.argmax(bad)])]}: "
+                         "decision_type values must be in 0..15")
     is_cat = (decision & 1).astype(bool)
     missing_type = (decision >> 2) & 3
     if np.any(missing_type == 3):
-        raise ValueError(f"LightGBM tree {t}: decision_type has missing type 3 (unknown)")
+        raise ValueError(f"LightGBM tree {trees[int(owner[np.argmax(missing_type == 3)])]}"
+                         ": decision_type has missing type 3 (unknown)")
+    n_cat = np.bincount(owner, weights=is_cat, minlength=split.size).astype(np.int64)
+    wrong = num_cat[split] != n_cat
+    if np.any(wrong):
+        j = int(np.argmax(wrong))
+        raise ValueError(f"LightGBM tree {trees[j]}: num_cat={int(num_cat[trees[j]])} but "
+                         f"{int(n_cat[j])} splits are categorical")
+    threshold = got["threshold"]
+    split_start = np.concatenate([[0], np.cumsum(m)])
+    for j in np.flatnonzero(n_cat).tolist():
+        a, b = split_start[j], split_start[j + 1]
+        categories[trees[j]] = _categorical_sets(blocks[trees[j]], trees[j], threshold[a:b],
+                                                 is_cat[a:b], int(n_cat[j]))
 
-    categories = {}
-    num_cat = int(_scalar(block, "num_cat", t, int))
-    if num_cat != int(is_cat.sum()):
-        raise ValueError(f"LightGBM tree {t}: num_cat={num_cat} but {int(is_cat.sum())} "
-                         "splits are categorical")
-    if num_cat:
-        categories = _categorical_sets(block, t, threshold, is_cat, num_cat)
-
-    node_threshold = np.full(n, np.nan)
-    node_threshold[:m] = np.where(is_cat, np.nan, _zeroing_threshold(threshold))
-    node_feature = np.full(n, -1, np.int64)
-    node_feature[:m] = feature
-    missing_left = np.zeros(n, bool)
-    missing_left[:m] = ((decision >> 1) & 1).astype(bool) & ~is_cat
-    nan_mode = np.full(n, NAN_MISSING, np.uint8)
+    # where these trees' splits and leaves go among all trees' nodes
+    roots = offsets[split]
+    at_split = np.arange(owner.size) + np.repeat(roots - split_start[:-1], m)
+    leaf_start = np.concatenate([[0], np.cumsum(L)])
+    at_leaf = np.arange(int(leaf_start[-1])) + np.repeat(roots + m - leaf_start[:-1], L)
+    left, right, value, weight = (fields["left"], fields["right"], fields["value"],
+                                  fields["weight"])
+    left[at_split] = lc
+    right[at_split] = rc
+    fields["threshold"][at_split] = np.where(is_cat, np.nan, _zeroing_threshold(threshold))
+    fields["feature"][at_split] = got["split_feature"]
+    fields["missing_left"][at_split] = ((decision >> 1) & 1).astype(bool) & ~is_cat
     # categorical nodes: NAN_AS_ZERO marks LightGBM's C cast of the value to int (codes
     # in (-1, 0) are code 0), which the routing kernel applies
-    nan_mode[:m] = np.where(is_cat, NAN_AS_ZERO,
-                            np.choose(np.minimum(missing_type, 2),
-                                      [_MISSING_TYPE_NAN_MODE[c] for c in range(3)]))
-    value = np.concatenate([internal_value, leaf_value]).reshape(n, 1)
-    weight = np.concatenate([internal_weight, leaf_weight])
-    if m and weight[0] == 0:  # LightGBM < 4.6 saves the root's internal_weight as 0
-        weight[0] = weight[left[0]] + weight[right[0]]  # (fixed by LightGBM PR 6569)
+    fields["nan_mode"][at_split] = np.where(
+        is_cat, NAN_AS_ZERO,
+        np.choose(np.minimum(missing_type, 2), [_MISSING_TYPE_NAN_MODE[c] for c in range(3)]))
+    value[at_split, 0] = got["internal_value"]
+    value[at_leaf, 0] = got["leaf_value"]
+    weight[at_split] = got["internal_weight"]
+    weight[at_leaf] = got["leaf_weight"]
+    # LightGBM < 4.6 saves the root's internal_weight as 0 (fixed by LightGBM PR 6569)
+    zero = roots[weight[roots] == 0]
+    weight[zero] = weight[zero + left[zero]] + weight[zero + right[zero]]
     # LightGBM's own TreeSHAP (pred_contrib) weighs paths by row counts
-    cover = np.concatenate([internal_count, leaf_count])
-    node_gain = np.concatenate([gain, np.full(n_leaves, np.nan)])
-    return dict(left=left, right=right, feature=node_feature, threshold=node_threshold,
-                value=value, weight=weight, cover=cover, missing_left=missing_left,
-                nan_mode=nan_mode, gain=node_gain, categories=categories, shrinkage=shrinkage,
-                n_leaves=n_leaves, internal_value=internal_value)
+    fields["cover"][at_split] = got["internal_count"]
+    fields["cover"][at_leaf] = got["leaf_count"]
+    fields["gain"][at_split] = got["split_gain"]
+    return flat
+
+
+def _read_tree(block, t, version):
+    """One ``Tree=t`` block -> node arrays in the layout of the module docstring (a tree
+    without splits; :func:`_read_trees` reads the others, all at once)."""
+    if "num_leaves" not in block:
+        raise ValueError(f"LightGBM tree {t} has no key 'num_leaves' (model format {version})")
+    n_leaves = int(_scalar(block, "num_leaves", t, int))
+    if n_leaves != 1:
+        raise ValueError(f"LightGBM tree {t}: num_leaves={n_leaves}")
+    shrinkage = float(_scalar(block, "shrinkage", t, float))
+    leaf_value = _numbers(block, "leaf_value", n_leaves, t, float)
+    # a constant tree: LightGBM writes no split arrays and an empty leaf_weight
+    count = block.get("leaf_count", "").split()
+    weight = float(count[0]) if len(count) == 1 else 0.0
+    return dict(left=[-1], right=[-1], feature=[-1], threshold=[np.nan],
+                value=leaf_value.reshape(1, 1), weight=np.array([weight]),
+                cover=np.array([weight]),
+                missing_left=np.zeros(1, bool), nan_mode=np.zeros(1, np.uint8),
+                gain=np.array([np.nan]), categories={}, shrinkage=shrinkage,
+                n_leaves=1, internal_value=None)
 
 
 def _zeroing_threshold(threshold):
@@ -448,12 +580,12 @@ def _categorical_sets(block, t, threshold, is_cat, num_cat):
 
 
 # ---------------------------------------------------------------------- init score
-def _learning_rate(params, raw, n_per_iter):
+def _learning_rate(params, flat, n_per_iter):
     """The model's learning rate: the parameters section, else a later tree's shrinkage."""
     if params is not None and "learning_rate" in params:
         return read_param(params, "learning_rate", None)
-    if len(raw) > n_per_iter:
-        return raw[n_per_iter]["shrinkage"]
+    if flat.n_leaves.shape[0] > n_per_iter:
+        return float(flat.shrinkage[n_per_iter])
     return None
 
 

@@ -194,13 +194,16 @@ def check_tree_sizes(text, sizes):
     if not starts or end < 0:
         return  # the scanner has reported the framing
     starts.append(end + 1)
+    # ASCII text (as LightGBM writes its trees): a block's bytes are its characters
+    ascii_text = text.isascii()
     for t, word in enumerate(sizes.split()):
         try:
             size = int(word)
         except ValueError:
             raise ValueError(f"LightGBM header tree_sizes has {word[:20]!r} for tree {t}, "
                              "not an integer") from None
-        actual = len(text[starts[t]:starts[t + 1]].encode("utf-8"))
+        actual = (starts[t + 1] - starts[t] if ascii_text
+                  else len(text[starts[t]:starts[t + 1]].encode("utf-8")))
         if size != actual:
             raise ValueError(f"LightGBM header tree_sizes gives tree {t} {size} bytes but its "
                              f"Tree= block has {actual} (LightGBM reads each tree at the "

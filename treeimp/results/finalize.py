@@ -66,13 +66,26 @@ def assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alpha
             _nanmean_trees(pc.reshape(1, ens.n_trees, -1))[0].reshape(width, -1),
             index=pd.Index(names, name=index_name),
             columns=pd.Index(ens.classes, name="class"))
-    frame = lambda d: pd.DataFrame(d, index=pd.Index(names, name=index_name))  # noqa: E731
-    return Importances(table=frame(table), stderr=frame(se), stderr_trees=frame(se_trees),
+    # one index and one column index for every table (the dicts share their keys)
+    index, columns = pd.Index(names, name=index_name), pd.Index(list(table))
+    return Importances(table=_frame(table, index, columns),
+                       stderr=_frame(se, index, columns),
+                       stderr_trees=_frame(se_trees, index, columns),
                        per_tree=per_tree, block_values=blocks, n_blocks=n_blocks,
                        kind=ens.kind, n_rows=n_rows, table_by_class=by_class,
                        model_name=ens.model_name, groups=member_names,
                        block_weight=block_weight, task=model_task(ens),
                        objective=objective_name(ens))
+
+
+def _frame(values, index, columns):
+    """DataFrame of ``values`` {method: float64 values per feature} (its keys are
+    ``columns``), built from one 2-D block: a dict of columns costs pandas a pass per
+    column."""
+    if not values or any(np.asarray(v).dtype != np.float64 for v in values.values()):
+        return pd.DataFrame(values, index=index)
+    return pd.DataFrame(np.column_stack(list(values.values())), index=index,
+                        columns=columns)
 
 
 def jackknife_stderr(loo_values):

@@ -139,10 +139,20 @@ class Importances:
         # degrees of freedom of the t reference: n_blocks - 1, or (cross-fitting) the sum
         # over folds of each fold's n_blocks - 1
         self.dof = n_blocks - 1 if dof is None else dof
-        pv = {m: one_sided_pvalues(table[m], stderr[m], self.dof) for m in table.columns}
-        self.pvalues = pd.DataFrame(pv, index=table.index)
-        self.qvalues = pd.DataFrame({m: bh_qvalues(self.pvalues[m].to_numpy())
-                                     for m in table.columns}, index=table.index)
+        methods = list(table.columns)
+        if list(stderr.columns) == methods and methods:
+            # every column at once (the p-values are elementwise), and each column's
+            # q-values from them: no pandas column lookups
+            pv = one_sided_pvalues(table.to_numpy(dtype=float),
+                                   stderr.to_numpy(dtype=float), self.dof)
+            qv = np.column_stack([bh_qvalues(pv[:, j]) for j in range(pv.shape[1])])
+            self.pvalues = pd.DataFrame(pv, index=table.index, columns=table.columns)
+            self.qvalues = pd.DataFrame(qv, index=table.index, columns=table.columns)
+        else:
+            pv = {m: one_sided_pvalues(table[m], stderr[m], self.dof) for m in methods}
+            self.pvalues = pd.DataFrame(pv, index=table.index)
+            self.qvalues = pd.DataFrame({m: bh_qvalues(self.pvalues[m].to_numpy())
+                                         for m in methods}, index=table.index)
 
     @property
     def methods(self):

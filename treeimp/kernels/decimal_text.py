@@ -1,0 +1,230 @@
+"""Numbers written as decimal text, read in one pass (LightGBM's model text).
+
+``read_numbers`` reads lines of whitespace-separated numbers (one line per tree) from
+ASCII bytes and checks every line's count against the count it must have. Integers
+([+-]digits, within int64) are exact. A decimal number becomes the double nearest to it
+(ties to even), the value Python's ``float`` gives:
+
+* Clinger's fast path: a significand M < 2**53 and a power of ten 10**k with |k| <= 22
+  are both exact doubles, and one IEEE multiplication or division rounds their exact
+  product or quotient correctly.
+* M up to 2**64 with 10**-k (1 <= k <= 22): the quotient c = float(M) / 10**k is within
+  one step of the nearest double; it is checked, and moved by one step where needed,
+  with exact 128-bit integer comparisons of M * 2**s against (2 m +- 1) * 5**k * 2**k
+  (c = m * 2**-s): the nearest double is the one whose half-way points enclose M /
+  10**k.
+
+Every other token made of letters, digits, signs, ``.`` and ``_`` (more than 19
+significant digits, larger exponents, ``inf``, ``nan``, an exact tie, ...) is left to
+the caller, which converts it with Python's ``float`` (its position is returned); any
+other byte is an error.
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+STATUS_OK = 0
+STATUS_COUNT = 1  # a line holds another number of tokens than it must
+STATUS_TOKEN = 2  # a token that is not a number of the kind asked for
+
+_MASK32 = np.uint64(0xFFFFFFFF)
+_TWO53 = 9007199254740992.0
+# 5**k and 10**k (exact doubles) for k = 0..22: module constants, which the compiled
+# code holds (array arguments to the per-token helpers would cost a reference count
+# each call)
+_POW5 = np.array([5 ** k for k in range(23)], dtype=np.uint64)
+_POW10 = np.array([float(10 ** k) for k in range(23)])
+_INT64_MAX = np.uint64(9223372036854775807)
+
+
+@njit(cache=True)
+def _is_space(c):
+    """The ASCII characters Python's ``str.split()`` splits at, but the line feed."""
+    return c == 32 or c == 9 or c == 11 or c == 12 or c == 13 or (28 <= c <= 31)
+
+
+@njit(cache=True)
+def _token_char(c):
+    """Letters, digits, + - . _ : what a token left to Python may hold."""
+    return ((48 <= c <= 57) or (65 <= c <= 90) or (97 <= c <= 122) or c == 43 or c == 45
+            or c == 46 or c == 95)
+
+
+@njit(cache=True)
+def _mul64(a, b):
+    """The 128-bit product of two uint64 as (high, low)."""
+    a0, a1 = a & _MASK32, a >> np.uint64(32)
+    b0, b1 = b & _MASK32, b >> np.uint64(32)
+    p00, p01, p10, p11 = a0 * b0, a0 * b1, a1 * b0, a1 * b1
+    mid = (p00 >> np.uint64(32)) + (p01 & _MASK32) + (p10 & _MASK32)
+    low = (mid << np.uint64(32)) | (p00 & _MASK32)
+    high = p11 + (p01 >> np.uint64(32)) + (p10 >> np.uint64(32)) + (mid >> np.uint64(32))
+    return high, low
+
+
+@njit(cache=True)
+def _compare128(ah, al, bh, bl):
+    """-1, 0, 1 as (ah, al) <, =, > (bh, bl)."""
+    if ah != bh:
+        return -1 if ah < bh else 1
+    if al != bl:
+        return -1 if al < bl else 1
+    return 0
+
+
+@njit(cache=True)
+def _checked_quotient(M, k):
+    """The double nearest to M / 10**k (M < 2**64, 1 <= k <= 22), or NaN when this
+    path cannot decide (the caller then converts the token in Python)."""
+    c = np.float64(M) / _POW10[k]
+    for _ in range(3):
+        if not (c > 0.0 and c < 4503599627370496.0):  # c < 2**52: s >= 1 below
+            return np.nan
+        mant, ex = math.frexp(c)  # c = mant * 2**ex, 0.5 <= mant < 1
+        s = 53 - ex  # c = m * 2**-s with 2**52 <= m < 2**53
+        m = np.uint64(mant * _TWO53)
+        if m == np.uint64(1) << np.uint64(52):
+            return np.nan  # a power of two: the step below is half the step above
+        shift = s + 1 - k  # 2 M 2**s / 2**k against (2 m +- 1) 5**k
+        if shift < 0 or shift > 126 or (shift > 63 and M >> np.uint64(127 - shift)):
+            return np.nan  # M * 2**shift needs more than 127 bits
+        if shift >= 64:
+            lh, ll = M << np.uint64(shift - 64), np.uint64(0)
+        elif shift == 0:
+            lh, ll = np.uint64(0), M
+        else:
+            lh = M >> np.uint64(64 - shift)
+            ll = M << np.uint64(shift)
+        up_h, up_l = _mul64(np.uint64(2) * m + np.uint64(1), _POW5[k])
+        lo_h, lo_l = _mul64(np.uint64(2) * m - np.uint64(1), _POW5[k])
+        above = _compare128(lh, ll, up_h, up_l)
+        below = _compare128(lh, ll, lo_h, lo_l)
+        if above == 0 or below == 0:
+            return np.nan  # a tie: left to Python
+        if above < 0 and below > 0:
+            return c
+        c = np.nextafter(c, np.inf) if above > 0 else np.nextafter(c, -np.inf)
+    return np.nan
+
+
+@njit(cache=True)
+def _nearest(M, exp10):
+    """The double nearest to M * 10**exp10 (M > 0), or NaN when it is left to Python."""
+    if M < np.uint64(1) << np.uint64(53) and -22 <= exp10 <= 22:
+        x = np.float64(M)
+        return x * _POW10[exp10] if exp10 >= 0 else x / _POW10[-exp10]
+    if -22 <= exp10 < 0:
+        return _checked_quotient(M, -exp10)
+    return np.nan
+
+
+@njit(cache=True)
+def read_numbers(buf, counts, integers, floats, ints, deferred):
+    """Read the lines of ``buf`` (uint8, lines ended by a line feed, the last one may
+    not be) into ``floats`` (float64) or, ``integers`` True, ``ints`` (int64), in order;
+    line j must hold ``counts[j]`` tokens. ``deferred`` (len(floats), 3): (position in
+    ``floats``, token start, token end) of the tokens left to Python, the first of the
+    returned count.
+
+    Returns (status, line, n_deferred, token count or byte offset): STATUS_OK; or
+    STATUS_COUNT with the line and the number of tokens it holds (counted to its end,
+    or to ``counts[line] + 1``); or STATUS_TOKEN with the line and the bad token's
+    start in ``buf``. Nothing is written beyond sum(counts) values.
+    """
+    n = buf.shape[0]
+    pos = 0
+    out = 0
+    n_def = 0
+    for j in range(counts.shape[0]):
+        want = counts[j]
+        got = 0
+        while True:
+            while pos < n and _is_space(buf[pos]):
+                pos += 1
+            if pos >= n or buf[pos] == 10:
+                break
+            if got == want:  # one token too many: the line's count is wrong
+                return STATUS_COUNT, j, n_def, got + 1
+            # one pass over the token: [+-] digits [. digits] [e|E [+-] digits]; any
+            # other token character makes it a token for Python (a bad integer)
+            a = pos
+            neg = False
+            c = buf[pos]
+            if c == 43 or c == 45:  # + -
+                neg = c == 45
+                pos += 1
+            M = np.uint64(0)
+            n_sig = 0
+            n_digits = 0
+            exp10 = 0
+            dot = False
+            plain = True  # the grammar above, read here
+            while pos < n:
+                c = buf[pos]
+                if 48 <= c <= 57:
+                    n_digits += 1
+                    if n_sig > 0 or c != 48:
+                        if n_sig == 19 or (integers and M > (_INT64_MAX - np.uint64(c - 48)
+                                                             + np.uint64(neg))
+                                           // np.uint64(10)):
+                            plain = False  # more digits than a uint64 (an int64) holds
+                        else:
+                            M = M * np.uint64(10) + np.uint64(c - 48)
+                            n_sig += 1
+                    if dot:
+                        exp10 -= 1
+                    pos += 1
+                elif c == 46 and not dot and not integers:  # .
+                    dot = True
+                    pos += 1
+                else:
+                    break
+            if n_digits == 0:
+                plain = False
+            if pos < n and (buf[pos] == 101 or buf[pos] == 69) and plain and not integers:
+                pos += 1
+                eneg = False
+                if pos < n and (buf[pos] == 43 or buf[pos] == 45):
+                    eneg = buf[pos] == 45
+                    pos += 1
+                e = 0
+                n_e = 0
+                while pos < n and 48 <= buf[pos] <= 57:
+                    if e < 100000:
+                        e = e * 10 + (buf[pos] - 48)
+                    n_e += 1
+                    pos += 1
+                if n_e == 0 or e >= 100000:
+                    plain = False
+                exp10 += -e if eneg else e
+            while pos < n and buf[pos] != 10 and not _is_space(buf[pos]):
+                if not _token_char(buf[pos]):
+                    return STATUS_TOKEN, j, n_def, pos
+                plain = False  # characters after the number
+                pos += 1
+            if integers:
+                if not plain:
+                    return STATUS_TOKEN, j, n_def, a
+                if neg:
+                    ints[out] = -np.int64(M - np.uint64(1)) - 1 if M else 0
+                else:
+                    ints[out] = np.int64(M)
+            else:
+                x = np.nan
+                if plain:
+                    x = 0.0 if n_sig == 0 else _nearest(M, exp10)
+                if np.isnan(x):
+                    deferred[n_def, 0] = out
+                    deferred[n_def, 1] = a
+                    deferred[n_def, 2] = pos
+                    n_def += 1
+                    x = 0.0
+                floats[out] = -x if neg else x
+            out += 1
+            got += 1
+        if got != want:
+            return STATUS_COUNT, j, n_def, got
+        pos += 1  # the line feed
+    return STATUS_OK, -1, n_def, 0
