@@ -15,9 +15,10 @@ built once outside its timing), is timed against:
   algorithm "v2" and "auto", n_jobs=T;
 - woodelf's ``WoodelfExplainer(model).shap_values`` (XGBoost only).
 
-SHAP interaction values (``treeimp.interactions``) on --interaction-rows rows, as
-"<model> interactions": against XGBoost's ``pred_interactions`` and shap's
-``shap_interaction_values``.
+SHAP interaction values (``treeimp.interactions``) on --interaction-rows rows (default
+0: none; --interactions-only: nothing else), as "<model> interactions": against
+XGBoost's ``pred_interactions`` and shap's ``shap_interaction_values`` (which takes
+seconds per row on the LightGBM model and the forests).
 
 A peer that does not import is reported as "not installed", one that raises as
 "error: <message>", and the run goes on. Every function is called once untimed (numba
@@ -30,6 +31,7 @@ printed and written with the results. Output: a Markdown table on stdout and
 OUT/peers.json.
 
 Usage: python benchmarks/peers.py [--rows 1000] [--forest-rows 100] [--threads 1,2]
+       [--interaction-rows 0] [--interactions-only]
        [--repeats 3] [--models xgboost,lightgbm,forest,forest_regressor]
        [--small] [--out DIR]
 """
@@ -71,8 +73,10 @@ def parse_args(argv=None):
     p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     p.add_argument("--repeats", type=int, default=3, help="timed rounds (median)")
     p.add_argument("--models", default="xgboost,lightgbm,forest,forest_regressor")
-    p.add_argument("--interaction-rows", type=int, default=200,
+    p.add_argument("--interaction-rows", type=int, default=0,
                    help="rows for SHAP interaction values (0: none)")
+    p.add_argument("--interactions-only", action="store_true",
+                   help="time only the SHAP interaction values")
     p.add_argument("--small", action="store_true", help="tiny sizes (smoke run)")
     p.add_argument("--out", default=str(HERE / "results"))
     args = p.parse_args(argv)
@@ -215,7 +219,7 @@ def bench(name, args, records):
     model, _, _, Xv, _ = fit_model("forest" if forest else name, a, kind)
     X = np.ascontiguousarray(Xv[: args.forest_rows if forest else args.rows])
     ens = treeimp.parse(model)
-    for T in args.thread_counts:
+    for T in ([] if args.interactions_only else args.thread_counts):
         bench_threads(name, model, ens, X, T, args.repeats, records)
     if args.interaction_rows > 0:
         Xi = np.ascontiguousarray(Xv[:args.interaction_rows])
