@@ -20,8 +20,8 @@ MAIN_COLUMNS = ["model", "task", "rows", "trees", "predict (s)", "explain",
                 "perm. predict (s)",
                 "perm. sklearn", "perm. treeimp", "perm. speed-up", "perm. max diff"]
 STARTUP_COLUMNS = ["fresh process", "empty cache: import (s)", "empty cache: first call (s)",
-                   "compile (s)", "warm cache: import (s)", "warm cache: first call (s)",
-                   "second call (s)", "warm overhead (s)"]
+                   "first call, CPU (s)", "compile (s)", "warm cache: import (s)",
+                   "warm cache: first call (s)", "second call (s)", "warm overhead (s)"]
 SMALL_DATA_COLUMNS = ["small data", "task", "held-out rows", "trees", "predict (s)",
                       "explain (parse included)", "parse (ms)", "load_model (ms)",
                       "parse / load_model", "parse of the file (ms)",
@@ -88,6 +88,7 @@ def test_benchmark_small_run(tmp_path):
             assert s[key] > 0 or key == "warm_overhead_s", (name, key, s)
     assert startup["forest_explain"]["compile_s"] is not None
     assert startup["forest_explain"]["cold_import_s"] > 0
+    assert startup["forest_explain"]["cold_first_call_cpu_s"] > 0
     assert startup["xgboost_explain"]["compile_s"] is None
     assert "--compile-for" in startup["xgboost_explain"]["compile_note"]
 
