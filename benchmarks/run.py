@@ -27,16 +27,17 @@ Every timing is the median of --repeats calls after an untimed warm-up call, so 
 compilation is not in them; the library's predict, both explains, parse and predict_raw are
 timed in the same rounds (one call of each per round). Measured separately, each in a
 new process (bounded by --subprocess-timeout): for a forest explain, an XGBoost explain
-(held-out, the staged kernel) and an XGBoost permutation_importance, the first call with
-an empty numba cache (compilation; --compile-for) and the first and second call with a
-warm cache (start-up overhead); and the growth of peak memory when explaining
+(held-out, the staged kernel), the TreeSHAP contributions of both models and an XGBoost
+permutation_importance, ``import treeimp`` and the first call with an empty numba cache
+(compilation; --compile-for) and the first and second call with a warm cache (start-up
+overhead); and the growth of peak memory when explaining
 --memory-rows rows of float32 features with a forest and with an XGBoost binary model.
 Output: a Markdown table on stdout and in OUT/results.md, all numbers in
 OUT/results.json.
 
 Usage: python benchmarks/run.py [--rows 100000] [--features 50] [--threads 2]
-       [--repeats 5] [--small] [--no-subprocess] [--memory-rows 2000000]
-       [--compile-for forest_explain,xgboost_explain,permutation] [--out DIR]
+       [--repeats 5] [--small] [--no-subprocess] [--startup-only] [--memory-rows 2000000]
+       [--compile-for forest_explain,xgboost_explain,...] [--out DIR]
 """
 
 from __future__ import annotations
@@ -78,6 +79,9 @@ def parse_args(argv=None):
                    help="boosting rounds of the small-data XGBoost row")
     p.add_argument("--small-data-only", action="store_true",
                    help="only the small-data XGBoost rows (no main table, no fresh process)")
+    p.add_argument("--startup-only", action="store_true",
+                   help="only the fresh-process start-up table (import, first call with an "
+                        "empty and with a warm numba cache)")
     p.add_argument("--small", action="store_true", help="tiny sizes (CI smoke run)")
     p.add_argument("--no-subprocess", action="store_true",
                    help="skip the fresh-process compile/start-up/memory measurements")
@@ -338,13 +342,17 @@ rng = np.random.default_rng(0)
 X = rng.normal(size=(2000, 10)).astype(np.float32)
 y = (X[:, 0] + rng.logistic(size=2000) > 0).astype(np.int32)
 Xt, yt, Xv, yv = X[:1000], y[:1000], X[1000:], y[1000:]
-if workload == "forest_explain":
+if workload.startswith("forest"):
     from sklearn.ensemble import RandomForestClassifier
     model = RandomForestClassifier(n_estimators=10, min_samples_leaf=5, random_state=0,
                                    n_jobs=threads).fit(Xt, yt)
-    def call():
-        treeimp.explain(model, Xt, yt, oob=True, methods=("mdi_oob", "ufi"),
-                        n_jobs=threads, random_state=0)
+    if workload == "forest_explain":
+        def call():
+            treeimp.explain(model, Xt, yt, oob=True, methods=("mdi_oob", "ufi"),
+                            n_jobs=threads, random_state=0)
+    else:  # TreeSHAP values of held-out rows
+        def call():
+            treeimp.contributions(model, Xv, n_jobs=threads)
 else:
     import xgboost as xgb
     model = xgb.XGBClassifier(n_estimators=20, max_depth=6, n_jobs=threads,
@@ -353,13 +361,18 @@ else:
         def call():
             treeimp.explain(model, Xv, yv, methods=("mdi_oob", "ufi"), n_jobs=threads,
                             random_state=0)
+    elif workload == "xgboost_contributions":
+        def call():
+            treeimp.contributions(model, Xv, n_jobs=threads)
     else:
         def call():
             treeimp.permutation_importance(model, Xv, yv, scoring="neg_log_loss",
                                            n_repeats=2, random_state=0, n_jobs=threads)
-t0 = time.perf_counter(); call(); first = time.perf_counter() - t0
+c0, t0 = time.process_time(), time.perf_counter(); call()
+first, first_cpu = time.perf_counter() - t0, time.process_time() - c0
 t0 = time.perf_counter(); call(); second = time.perf_counter() - t0
-print(json.dumps({"import_s": t_import, "first_s": first, "second_s": second}))
+print(json.dumps({"import_s": t_import, "first_s": first, "first_cpu_s": first_cpu,
+                  "second_s": second}))
 """
 
 MEMORY = r"""
@@ -405,12 +418,27 @@ print(json.dumps({"input_mb": X.nbytes / 2**20, "rss_before_mb": before / 1024,
 WORKLOADS = {  # fresh-process start-up workload -> the in-process model that warms it
     "forest_explain": "forest",
     "xgboost_explain": "xgboost",
+    "forest_contributions": "forest",
+    "xgboost_contributions": "xgboost",
     "permutation": "xgboost",
 }
 MEMORY_MODELS = {
     "forest": "RandomForestRegressor, 20 trees, depth 8",
     "xgboost": "XGBClassifier, 50 rounds, depth 6",
 }
+
+
+def library_versions():
+    """Python's and the libraries' versions, as one sentence."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    parts = [f"Python {platform.python_version()}"]
+    for name in ("numba", "numpy", "xgboost", "scikit-learn"):
+        try:
+            parts.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            pass
+    return "Versions: " + ", ".join(parts) + "."
 
 
 def fresh_process(code, *extra, env=None, timeout=None):
@@ -445,9 +473,13 @@ def startup_times(args, warmed_models):
                 rec["error"] = cold["error"]
             else:
                 rec["cold_first_call_s"] = cold["first_s"]
+                # compilation runs on one thread: its CPU time hardly depends on the load
+                # of a shared machine, which stretches the wall time
+                rec["cold_first_call_cpu_s"] = cold["first_cpu_s"]
                 rec["compile_s"] = cold["first_s"] - cold["second_s"]
+                rec["cold_import_s"] = cold["import_s"]
         else:
-            rec["cold_first_call_s"] = rec["compile_s"] = None
+            rec["cold_first_call_s"] = rec["compile_s"] = rec["cold_first_call_cpu_s"] = None
             rec["compile_note"] = "not measured (--compile-for)"
             # the default cache, filled by the in-process runs of this model or else by
             # one unmeasured run
@@ -488,9 +520,9 @@ MAIN_COLUMNS = ("model", "task", "rows", "trees", "predict (s)", "explain",
                 "explain, Explainer", "parse", "predict_raw",
                 "treeimp TreeSHAP*", "lib TreeSHAP*", "shap*", "perm. rows", "perm. predict (s)",
                 "perm. sklearn", "perm. treeimp", "perm. speed-up", "perm. max diff")
-STARTUP_COLUMNS = ("fresh process", "import (s)", "empty cache: first call (s)",
-                   "compile (s)", "warm cache: first call (s)", "second call (s)",
-                   "warm overhead (s)")
+STARTUP_COLUMNS = ("fresh process", "empty cache: import (s)", "empty cache: first call (s)",
+                   "first call, CPU (s)", "compile (s)", "warm cache: import (s)",
+                   "warm cache: first call (s)", "second call (s)", "warm overhead (s)")
 SMALL_DATA_COLUMNS = ("small data", "task", "held-out rows", "trees", "predict (s)",
                       "explain (parse included)", "parse (ms)", "load_model (ms)",
                       "parse / load_model", "parse of the file (ms)",
@@ -561,15 +593,18 @@ def markdown(results, startup, memory, args, small_data=()):
                 rows.append(_error_row(STARTUP_COLUMNS, name, error=s.get("error")))
                 continue
             note = "not measured" if s.get("compile_note") else s.get("error")
-            rows.append((name, f"{s['import_s']:.2f}",
+            rows.append((name, _cell(s.get("cold_import_s"), ".3f", note),
                          _cell(s.get("cold_first_call_s"), ".2f", note),
-                         _cell(s.get("compile_s"), ".2f", note),
+                         _cell(s.get("cold_first_call_cpu_s"), ".2f", note),
+                         _cell(s.get("compile_s"), ".2f", note), f"{s['import_s']:.3f}",
                          f"{s['warm_first_call_s']:.2f}", f"{s['warm_second_call_s']:.2f}",
                          f"{s['warm_overhead_s']:.2f}"))
         lines += ["", "Start-up, each in a new process (workloads: forest explain oob=True, "
-                  "XGBoost explain held-out, XGBoost permutation_importance; 1,000 rows): "
-                  "the first call with an empty numba cache (compile = first - second call "
-                  "there) and with the cache warm (overhead = first - second call).", ""]
+                  "XGBoost explain held-out, contributions (TreeSHAP) of held-out rows of "
+                  "both models, XGBoost permutation_importance; 1,000 rows): import "
+                  "treeimp (with numpy), the first call with an empty numba cache (wall and "
+                  "CPU time; compile = first - second call there) and with the cache warm "
+                  "(overhead = first - second call). " + library_versions(), ""]
         lines += _table(STARTUP_COLUMNS, rows)
     if memory:
         rows = []
@@ -597,7 +632,7 @@ def main(argv=None):
 
     numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
     results = []
-    for name in [] if args.small_data_only else args.models.split(","):
+    for name in [] if args.small_data_only or args.startup_only else args.models.split(","):
         for kind in ("binary", "regression"):
             r = bench_model(name, kind, args, results)
             parsed = ratio(r["explain_parsed_s"], r["library_predict_s"])
@@ -606,7 +641,7 @@ def main(argv=None):
                   f"{'n/a' if parsed is None else f'{parsed:.2f}x'}  predict_raw "
                   f"{r['predict_raw_s'] / r['library_predict_s']:.2f}x", file=sys.stderr)
     small_data = []
-    if "xgboost" in args.models.split(",") or args.small_data_only:
+    if ("xgboost" in args.models.split(",") or args.small_data_only) and not args.startup_only:
         for kind in ("binary", "regression"):
             r = bench_small_data(kind, args)
             small_data.append(r)
@@ -614,7 +649,9 @@ def main(argv=None):
                   f" predict  parse {1e3 * r['parse_s']:.1f} ms  load_model "
                   f"{1e3 * r['load_model_s']:.1f} ms", file=sys.stderr)
     startup = memory = None
-    if not (args.no_subprocess or args.small_data_only):
+    if args.startup_only:
+        startup = startup_times(args, warmed_models=set())
+    elif not (args.no_subprocess or args.small_data_only):
         startup = startup_times(args, warmed_models=set(args.models.split(",")))
         memory = memory_growth(args)
     table = markdown(results, startup, memory, args, small_data)
@@ -624,7 +661,7 @@ def main(argv=None):
     (out / "results.md").write_text(table + "\n")
     (out / "results.json").write_text(json.dumps(
         {"args": vars(args), "results": results, "small_data": small_data,
-         "startup": startup, "memory": memory},
+         "startup": startup, "memory": memory, "versions": library_versions()},
         indent=2))
     return 0
 

@@ -19,9 +19,9 @@ MAIN_COLUMNS = ["model", "task", "rows", "trees", "predict (s)", "explain",
                 "treeimp TreeSHAP*", "lib TreeSHAP*", "shap*", "perm. rows",
                 "perm. predict (s)",
                 "perm. sklearn", "perm. treeimp", "perm. speed-up", "perm. max diff"]
-STARTUP_COLUMNS = ["fresh process", "import (s)", "empty cache: first call (s)",
-                   "compile (s)", "warm cache: first call (s)", "second call (s)",
-                   "warm overhead (s)"]
+STARTUP_COLUMNS = ["fresh process", "empty cache: import (s)", "empty cache: first call (s)",
+                   "first call, CPU (s)", "compile (s)", "warm cache: import (s)",
+                   "warm cache: first call (s)", "second call (s)", "warm overhead (s)"]
 SMALL_DATA_COLUMNS = ["small data", "task", "held-out rows", "trees", "predict (s)",
                       "explain (parse included)", "parse (ms)", "load_model (ms)",
                       "parse / load_model", "parse of the file (ms)",
@@ -79,13 +79,16 @@ def test_benchmark_small_run(tmp_path):
             assert r[key] > 0, (key, r)
 
     startup = report["startup"]
-    assert set(startup) == {"forest_explain", "xgboost_explain", "permutation"}
+    assert set(startup) == {"forest_explain", "xgboost_explain", "forest_contributions",
+                            "xgboost_contributions", "permutation"}
     for name, s in startup.items():
         assert "error" not in s, (name, s)
         for key in ("import_s", "warm_first_call_s", "warm_second_call_s",
                     "warm_overhead_s"):
             assert s[key] > 0 or key == "warm_overhead_s", (name, key, s)
     assert startup["forest_explain"]["compile_s"] is not None
+    assert startup["forest_explain"]["cold_import_s"] > 0
+    assert startup["forest_explain"]["cold_first_call_cpu_s"] > 0
     assert startup["xgboost_explain"]["compile_s"] is None
     assert "--compile-for" in startup["xgboost_explain"]["compile_note"]
 
@@ -103,6 +106,7 @@ def test_benchmark_small_run(tmp_path):
     assert _header_cells(table, "explain, fresh process") == MEMORY_COLUMNS
     assert "| xgboost | binary |" in table and "| permutation |" in table
     assert "not measured" in table  # compile of the workloads left out
+    assert "Versions: Python" in table and "numba" in report["versions"]
     assert ("not installed" in table) != _has_shap()
 
 

@@ -170,13 +170,26 @@ def staged_leaf_stats(X, row0, order, block_start, rows_in, loss, trees, routing
     Smoothed objectives read round st's scales from ``loss.params``
     (``losses.smoothed_spec``).
     """
+    # the parallel loop only hands out blocks: the work of one block is the serial
+    # ``_block_stats``, compiled on its own (compiling it inside the parallel loop took
+    # far longer); np.int64(b): the loop index is unsigned in the parallel version of
+    # the loop and signed when numba types it first, one compilation of _block_stats
+    for b in prange(block_start.shape[0] - 1):
+        _block_stats(X, row0, order, np.int64(b), block_start[b], block_start[b + 1], rows_in, loss,
+                     trees, routing, strict, round32, slot, stats, margin_out)
+
+
+@njit(cache=True)
+def _block_stats(X, row0, order, b, s_lo, s_hi, rows_in, loss, trees, routing, strict,
+                 round32, slot, stats, margin_out):
+    """``staged_leaf_stats`` of statistic block b: the rows ``order[s_lo:s_hi]``, their
+    terms added into stats[:, b] (and their margins into ``margin_out``)."""
     y, w, row_start = rows_in.target, rows_in.w, rows_in.row_start
     loss_code, loss_params, base_score = loss.code, loss.params, loss.base_score
     tree_offsets, tree_output, tree_scale = trees.tree_offsets, trees.tree_output, trees.tree_scale
     value, leaf_factor, stage_start = trees.value, trees.leaf_factor, trees.stage_start
     (left, right, feature, threshold, flags, plain, depth, min_depth, cat_offset,
      cat_count, cat_codes, cat_left) = routing
-    n_blocks = block_start.shape[0] - 1
     K = base_score.shape[0]
     n_stages = stage_start.shape[0] - 1
     keep_margin = margin_out.shape[0] == X.shape[0]
@@ -184,71 +197,68 @@ def staged_leaf_stats(X, row0, order, block_start, rows_in, loss, trees, routing
     # once, so that every tree walks a small contiguous array that stays in cache;
     # not for wide rows, of which the trees read a small part
     copy_rows = X.shape[1] * X.itemsize <= COPY_ROW_BYTES
-    for b in prange(n_blocks):
-        # the thread owning block b accumulates into a local buffer (in cache, zeroed
-        # here) and adds it to the block's cells of ``stats`` at the end
-        local = np.zeros((stats.shape[0], N_TERMS))
-        margin = np.empty((GROUP, K))
-        leaves = np.empty(BATCH, np.int64)
-        g = np.empty((GROUP, K))
-        h = np.empty((GROUP, K))
-        # a row's four statistics for output k, fixed for the stage:
-        # (w, -w g, w h, w g^2 / h); zero for rows of weight 0
-        terms = np.zeros((K, N_TERMS, GROUP))
-        yg = np.empty(GROUP * target_columns(loss_code, K))
-        wg = np.empty(GROUP)
-        e = np.empty(GROUP)  # logistic: exp(-s margin), updated tree by tree
-        # smoothed objectives: the current round's scales are set in this copy
-        params = loss_params.copy()
-        use_e = leaf_factor.shape[0] > 0
-        xg = np.empty((GROUP if copy_rows else 0, X.shape[1]), X.dtype)
-        group_rows = np.arange(GROUP)
-        for s0 in range(block_start[b], block_start[b + 1], GROUP):
-            s1 = min(block_start[b + 1], s0 + GROUP)
-            ng = s1 - s0
-            rows = order[s0:s1]
-            start_group(rows, ng, row0, y, w, base_score, row_start, loss_params[0], use_e,
-                        margin, e, yg, wg)
-            if copy_rows:
-                for r in range(ng):
-                    for f in range(X.shape[1]):
-                        xg[r, f] = X[rows[r], f]
-            for st in range(n_stages):
-                set_stage_params(loss_code, params, loss_params, st)
-                stage_terms(loss_code, params, margin, ng, yg, wg, g, h, terms, e)
-                for t in range(stage_start[st], stage_start[st + 1]):
-                    col = tree_output[t]
-                    sc = tree_scale[t]
-                    for q0 in range(0, ng, BATCH):
-                        m = min(BATCH, ng - q0)
-                        if copy_rows:
-                            walk_batch(xg, group_rows[q0:], m, tree_offsets[t], depth[t],
-                                       min_depth[t], plain[t], left, right, feature,
-                                       threshold, flags, cat_offset, cat_count,
-                                       cat_codes, cat_left, strict, round32, leaves)
-                        else:
-                            walk_batch(X, rows[q0:], m, tree_offsets[t], depth[t],
-                                       min_depth[t], plain[t], left, right, feature,
-                                       threshold, flags, cat_offset, cat_count,
-                                       cat_codes, cat_left, strict, round32, leaves)
-                        # the margin updates, then the statistics, in loops of their
-                        # own (short loops the compiler vectorises)
+    # the thread owning block b accumulates into a local buffer (in cache, zeroed
+    # here) and adds it to the block's cells of ``stats`` at the end
+    local = np.zeros((stats.shape[0], N_TERMS))
+    margin = np.empty((GROUP, K))
+    leaves = np.empty(BATCH, np.int64)
+    g = np.empty((GROUP, K))
+    h = np.empty((GROUP, K))
+    # a row's four statistics for output k, fixed for the stage:
+    # (w, -w g, w h, w g^2 / h); zero for rows of weight 0
+    terms = np.zeros((K, N_TERMS, GROUP))
+    yg = np.empty(GROUP * target_columns(loss_code, K))
+    wg = np.empty(GROUP)
+    e = np.empty(GROUP)  # logistic: exp(-s margin), updated tree by tree
+    # smoothed objectives: the current round's scales are set in this copy
+    params = loss_params.copy()
+    use_e = leaf_factor.shape[0] > 0
+    xg = np.empty((GROUP if copy_rows else 0, X.shape[1]), X.dtype)
+    group_rows = np.arange(GROUP)
+    for s0 in range(s_lo, s_hi, GROUP):
+        s1 = min(s_hi, s0 + GROUP)
+        ng = s1 - s0
+        rows = order[s0:s1]
+        start_group(rows, ng, row0, y, w, base_score, row_start, loss_params[0], use_e,
+                    margin, e, yg, wg)
+        if copy_rows:
+            for r in range(ng):
+                for f in range(X.shape[1]):
+                    xg[r, f] = X[rows[r], f]
+        # the trees walk the copy or X itself: one walk_batch in the loop below (two
+        # inlined copies of the walk made the kernel slow to compile)
+        src = xg if copy_rows else X
+        src_rows = group_rows if copy_rows else rows
+        for st in range(n_stages):
+            set_stage_params(loss_code, params, loss_params, st)
+            stage_terms(loss_code, params, margin, ng, yg, wg, g, h, terms, e)
+            for t in range(stage_start[st], stage_start[st + 1]):
+                col = tree_output[t]
+                sc = tree_scale[t]
+                for q0 in range(0, ng, BATCH):
+                    m = min(BATCH, ng - q0)
+                    walk_batch(src, src_rows[q0:], m, tree_offsets[t], depth[t],
+                               min_depth[t], plain[t], left, right, feature, threshold,
+                               flags, cat_offset, cat_count, cat_codes, cat_left, strict,
+                               round32, leaves)
+                    # the margin updates, then the statistics, in loops of their
+                    # own (short loops the compiler vectorises)
+                    for q in range(m):
+                        leaf = np.uint64(leaves[q])  # unsigned: no wraparound
+                        margin[q0 + q, col] += sc * value[leaf, 0]
+                    if use_e:
                         for q in range(m):
-                            leaf = np.uint64(leaves[q])  # unsigned: no wraparound
-                            margin[q0 + q, col] += sc * value[leaf, 0]
-                        if use_e:
-                            for q in range(m):
-                                e[q0 + q] *= leaf_factor[np.uint64(leaves[q])]
-                        for q in range(m):
-                            at = np.uint64(slot[np.uint64(leaves[q])])
-                            for d in range(N_TERMS):
-                                local[at, d] += terms[col, d, q0 + q]
-            if keep_margin:
-                for r in range(ng):
-                    i = rows[r]
-                    for k in range(K):
-                        margin_out[i, k] = margin[r, k]
-        for i in range(local.shape[0]):
-            if local[i, 0] != 0.0 or local[i, 2] != 0.0:
-                for d in range(N_TERMS):
-                    stats[i, b, d] += local[i, d]
+                            e[q0 + q] *= leaf_factor[np.uint64(leaves[q])]
+                    for q in range(m):
+                        at = np.uint64(slot[np.uint64(leaves[q])])
+                        for d in range(N_TERMS):
+                            local[at, d] += terms[col, d, q0 + q]
+        if keep_margin:
+            for r in range(ng):
+                i = rows[r]
+                for k in range(K):
+                    margin_out[i, k] = margin[r, k]
+    for i in range(local.shape[0]):
+        if local[i, 0] != 0.0 or local[i, 2] != 0.0:
+            for d in range(N_TERMS):
+                stats[i, b, d] += local[i, d]

@@ -110,8 +110,11 @@ def check_trees(tree_offsets, left, right, feature, n_features):
     out_left = np.empty(left.shape[0], np.int32)
     out_right = np.empty(left.shape[0], np.int32)
     out_feature = np.empty(left.shape[0], np.int32)
+    # np.int64(t) here and in the parallel kernels below: the loop index is unsigned in
+    # numba's parallel version of a loop and signed where numba types it first and in
+    # the serial twin; a signed index keeps one compiled helper for all of them
     for t in prange(n_trees):
-        _check_tree(t, tree_offsets, left, right, feature, n_features, problem, detail,
+        _check_tree(np.int64(t), tree_offsets, left, right, feature, n_features, problem, detail,
                     out_left, out_right, out_feature)
     return problem, detail, out_left, out_right, out_feature
 
@@ -164,7 +167,7 @@ def check_values_thresholds(left, value, threshold, is_categorical):
     bad_value = 0
     bad_threshold = 0
     for i in prange(left.shape[0]):
-        v, t = _bad_value_threshold(i, left, value, threshold, is_categorical)
+        v, t = _bad_value_threshold(np.int64(i), left, value, threshold, is_categorical)
         bad_value += v
         bad_threshold += t
     if bad_value > 0:
@@ -210,7 +213,7 @@ def postorder(tree_offsets, left, right):
     out = np.empty(n, np.int64)
     expanded = np.zeros(n, np.bool_)
     for t in prange(tree_offsets.shape[0] - 1):
-        _postorder_tree(t, tree_offsets, left, right, out, expanded)
+        _postorder_tree(np.int64(t), tree_offsets, left, right, out, expanded)
     return out
 
 
@@ -249,7 +252,7 @@ def fill_internal_values(order, tree_offsets, left, right, weight, value):
     """value[internal] := weight-weighted mean of the children's values (in place);
     ``order``: the post-order of ``postorder``."""
     for t in prange(tree_offsets.shape[0] - 1):
-        _fill_tree(t, order, tree_offsets, left, right, weight, value)
+        _fill_tree(np.int64(t), order, tree_offsets, left, right, weight, value)
 
 
 @njit(cache=True)

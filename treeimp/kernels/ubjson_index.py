@@ -374,9 +374,12 @@ def gather_numbers(data, start, count, itemsize):
         out = u8 if k == 1 else b16 if k == 2 else b32 if k == 4 else b64
         o = at[j] * k
         for t in range(n_rows):
-            nbytes = count[t, j] * k
-            out[o:o + nbytes] = data[start[t, j]:start[t, j] + nbytes]
-            o += nbytes
+            # a byte loop, not a slice assignment: numba's slice assignment brings its
+            # shape-mismatch error messages (string formatting) to compile
+            s = start[t, j]
+            for q in range(count[t, j] * k):
+                out[o] = data[s + q]
+                o += 1
     return u8, u16, u32, u64, at
 
 

@@ -131,6 +131,9 @@ class _Table:
     def members(self, objects, keys):
         """Per object row of ``objects`` (ascending) and per key of ``keys``: the row of
         its member with that key (-1: none); None when an object repeats one."""
+        # contiguous int64 (callers pass columns of earlier tables too): one compiled
+        # member_rows
+        objects = np.ascontiguousarray(objects, dtype=np.int64)
         ok, found = member_rows(self.buf, self.parent, self.key_start, self.key_len,
                                 objects, *_encoded(keys))
         return found if ok else None
