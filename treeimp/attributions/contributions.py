@@ -455,8 +455,11 @@ class Contributions:
 
 def rows_per_task(n_rows, n_threads):
     """ROWS_PER_TASK (kernels/treeshap.py), or fewer when there are too few rows to give
-    every thread four tasks (a few rows of a deep forest would otherwise run on one thread)."""
-    return int(max(1, min(ROWS_PER_TASK, -(-n_rows // (4 * n_threads)))))
+    every thread two tasks (a few rows of a deep forest would otherwise run on one
+    thread), rounded up to a multiple of 8: a task's rows are the kernel's vector
+    width."""
+    share = -(-n_rows // (2 * n_threads))
+    return int(max(1, min(ROWS_PER_TASK, -(-share // 8) * 8)))
 
 
 def quadrature_tables(max_depth):
