@@ -395,6 +395,27 @@ def contributions_chunk(X, out, tables, tree_offsets, tree_output, tree_scale, r
                         tree_output[t], tree_scale[t], no_proj, rows, out, scratch)
 
 
+@njit(cache=True, inline="always")
+def _split_by_bag(inbag_bits, use_bits, t, row0, r0, r1, rows_oob, rows_in, n_oob):
+    """(n_o, n_i): the local rows r0..r1-1 for which tree t is out of bag (global row
+    row0 + i not in ``inbag_bits[t]``) into ``rows_oob[:n_o]``, counted in n_oob, the
+    others into ``rows_in[:n_i]``; without ``use_bits`` every row is out of bag (not
+    counted)."""
+    n_o = 0
+    n_i = 0
+    for i in range(r0, r1):
+        r = row0 + i
+        if use_bits and (inbag_bits[t, r >> 3] >> (r & 7)) & 1:
+            rows_in[n_i] = i
+            n_i += 1
+        else:
+            rows_oob[n_o] = i
+            n_o += 1
+            if use_bits:
+                n_oob[i] += 1
+    return n_o, n_i
+
+
 @njit(cache=True, parallel=True)
 def oob_contributions_chunk(X, row0, inbag_bits, out_oob, out_in, n_oob, tables,
                             tree_offsets, tree_output, routing, strict, round32,
@@ -415,17 +436,8 @@ def oob_contributions_chunk(X, row0, inbag_bits, out_oob, out_in, n_oob, tables,
         r0 = task * rows_per_task
         r1 = min(n, r0 + rows_per_task)
         for t in range(n_trees):
-            n_o = 0
-            n_i = 0
-            for i in range(r0, r1):
-                r = row0 + i
-                if (inbag_bits[t, r >> 3] >> (r & 7)) & 1:
-                    rows_in[n_i] = i
-                    n_i += 1
-                else:
-                    rows_oob[n_o] = i
-                    n_o += 1
-                    n_oob[i] += 1
+            n_o, n_i = _split_by_bag(inbag_bits, True, t, row0, r0, r1, rows_oob, rows_in,
+                                     n_oob)
             for rows, nr, out in ((rows_oob, n_o, out_oob), (rows_in, n_i, out_in)):
                 if nr > 0:
                     _tree_batch(tables, routing, X, rows, nr, t, tree_offsets[t], strict,
@@ -461,20 +473,12 @@ def interactions_chunk(X, row0, inbag_bits, use_bits, phi, phi_in, inter, inter_
         r0 = task * rows_per_task
         r1 = min(n, r0 + rows_per_task)
         for t in range(n_trees):
-            n_o = 0
-            n_i = 0
-            for i in range(r0, r1):
-                r = row0 + i
-                if use_bits and (inbag_bits[t, r >> 3] >> (r & 7)) & 1:
-                    rows_in[n_i] = i
-                    base_in[n_i] = i * P
-                    n_i += 1
-                else:
-                    rows_oob[n_o] = i
-                    base_oob[n_o] = i * P
-                    n_o += 1
-                    if use_bits:
-                        n_oob[i] += 1
+            n_o, n_i = _split_by_bag(inbag_bits, use_bits, t, row0, r0, r1, rows_oob,
+                                     rows_in, n_oob)
+            for r in range(n_o):
+                base_oob[r] = rows_oob[r] * P
+            for r in range(n_i):
+                base_in[r] = rows_in[r] * P
             s = 1.0 if use_bits else tree_scale[t]
             for rows, nr, out, out_int, base in ((rows_oob, n_o, phi, inter, base_oob),
                                                  (rows_in, n_i, phi_in, inter_in, base_in)):
