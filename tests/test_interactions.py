@@ -226,3 +226,43 @@ def test_catboost_equals_its_shap_interaction_values():
                                  cat_features=[1, 2]).fit(df, y)
     with pytest.raises(ValueError, match="combinations of categorical features"):
         treeimp.interactions(model, df.iloc[:10])
+
+
+def test_groups_are_sums_of_member_pairs():
+    from sklearn.compose import ColumnTransformer
+    from sklearn.ensemble import RandomForestRegressor
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder
+
+    X, y = _data(nan=False)
+    rf = RandomForestRegressor(n_estimators=8, max_depth=6, oob_score=True,
+                               random_state=0).fit(X, y)
+    groups = {"ab": [0, 1], "ce": [2, 4]}  # column 3 stays alone
+    full = treeimp.interactions(rf, X, oob=True)
+    got = treeimp.interactions(rf, X, oob=True, groups=groups)
+    assert got.feature_names == ["ab", "ce", "x3"] and got.data is None
+    members = [[0, 1], [2, 4], [3]]
+    for a, ma in enumerate(members):
+        for b, mb in enumerate(members):
+            np.testing.assert_allclose(got.values[:, a, b],
+                                       full.values[:, ma][:, :, mb].sum(axis=(1, 2)),
+                                       rtol=0, atol=1e-12)
+            np.testing.assert_allclose(got.values_in[:, a, b],
+                                       full.values_in[:, ma][:, :, mb].sum(axis=(1, 2)),
+                                       rtol=0, atol=1e-12)
+    c = treeimp.contributions(rf, X, oob=True, groups=groups)
+    ok = got.n_oob_trees > 0
+    np.testing.assert_allclose(got.values[ok].sum(axis=2), c.values[ok], rtol=0, atol=1e-9)
+    # a Pipeline's one-hot columns grouped back into the input column they came from
+    df = pd.DataFrame({"num": X[:, 0], "cat": np.where(X[:, 4] > 2, "a", "b")})
+    pipe = make_pipeline(ColumnTransformer([("oh", OneHotEncoder(), ["cat"])],
+                                           remainder="passthrough"),
+                         RandomForestRegressor(n_estimators=5, max_depth=5,
+                                               random_state=0)).fit(df, y)
+    phi = treeimp.interactions(pipe, df.iloc[:30], groups="input")
+    assert sorted(phi.feature_names) == ["cat", "num"]
+    c = treeimp.contributions(pipe, df.iloc[:30], groups="input")
+    assert c.feature_names == phi.feature_names
+    np.testing.assert_allclose(phi.values.sum(axis=2), c.values, rtol=0, atol=1e-9)
+    with pytest.raises(ValueError, match="not a Pipeline"):
+        treeimp.interactions(rf, X[:5], groups="input")

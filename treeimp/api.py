@@ -193,8 +193,8 @@ def contributions(model, X, y=None, *, oob=False, method="shap", groups=None, n_
                             base_margin=base_margin)
 
 
-def interactions(model, X, *, oob=False, n_jobs=None, iteration_range=None, missing=None,
-                 base_margin=None) -> Interactions:
+def interactions(model, X, *, oob=False, groups=None, n_jobs=None, iteration_range=None,
+                 missing=None, base_margin=None) -> Interactions:
     """Per-row SHAP interaction values of a tree ensemble's raw output.
 
     The exact path-dependent SHAP interaction values of Lundberg et al. (2020), which
@@ -215,6 +215,13 @@ def interactions(model, X, *, oob=False, n_jobs=None, iteration_range=None, miss
         Bagged forests only: each row's mean over the trees for which it is out of bag
         (``values``) and over the others (``values_in``), as in
         :func:`treeimp.contributions`.
+    groups : dict or "input", optional
+        As in :func:`treeimp.contributions`: {group name: [feature names or positions]}
+        (columns in no group stay alone), or "input" for a Pipeline. A pair of groups
+        gets the sum of its members' pairs (a group's diagonal: its members' main effects
+        and their pairs among themselves), so rows still sum to the grouped
+        contributions; these are sums, not the Shapley values of a game whose players
+        are the groups. ``data`` is then None.
     n_jobs, iteration_range, missing, base_margin
         As in :func:`treeimp.contributions`.
 
@@ -240,7 +247,7 @@ def interactions(model, X, *, oob=False, n_jobs=None, iteration_range=None, miss
     True
     """
     ex = Explainer(model, iteration_range=iteration_range, missing=missing, n_jobs=n_jobs)
-    return ex.interactions(X, oob=oob, base_margin=base_margin)
+    return ex.interactions(X, oob=oob, groups=groups, base_margin=base_margin)
 
 
 def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_state=None,

@@ -323,23 +323,24 @@ class Explainer:
         check_training_rows(cm.ens, self._final, rows, bits, n_jobs=self.n_jobs)
         return out_of_bag(cm, rows, bits, X, y, names, grp, n_jobs=self.n_jobs)
 
-    def interactions(self, X, *, oob=False, base_margin=None) -> Interactions:
+    def interactions(self, X, *, oob=False, groups=None, base_margin=None) -> Interactions:
         """Per-row SHAP interaction values of the rows X (see :func:`treeimp.interactions`
         for every argument), without parsing the model again; a Pipeline's X goes
         through its steps, as in :meth:`contributions`."""
 
         cm = self._contribution_model("shap")
         oob = _check_oob(oob)
-        X, names, _ = self._unwrap(X, None)
+        X, names, input_groups = self._unwrap(X, groups)
         rows = RowSource(X, cm.ens)
         names = self._names(rows.feature_names if names is None else names)
+        grp = resolve_groups(groups, names, input_groups)
         if not oob:
-            return interactions(cm, rows, X, names, n_jobs=self.n_jobs,
+            return interactions(cm, rows, X, names, grp, n_jobs=self.n_jobs,
                                 base_margin=base_margin)
         check_out_of_bag(cm.ens, rows.n_rows, base_margin)
         bits = self._inbag_bits(rows.n_rows, None)
         check_training_rows(cm.ens, self._final, rows, bits, n_jobs=self.n_jobs)
-        return interactions(cm, rows, X, names, bits=bits, n_jobs=self.n_jobs)
+        return interactions(cm, rows, X, names, grp, bits=bits, n_jobs=self.n_jobs)
 
     def predict_raw(self, X, *, base_margin=None):
         """The model's raw margin on X (see :meth:`TreeEnsemble.predict_raw`)."""

@@ -40,7 +40,9 @@ class Interactions:
     Attributes
     ----------
     values : ndarray (n_rows, n_features, n_features[, n_outputs])
-        phi_ij: symmetric in i and j, main effects on the diagonal; each row's
+        phi_ij: symmetric in i and j, main effects on the diagonal (with ``groups``:
+        groups in place of features, a pair of groups the sum of its members' pairs,
+        a group's diagonal its members' main effects and pairs among them); each row's
         ``values[r].sum(axis=1)`` is its contributions (:func:`treeimp.contributions`),
         and ``base_values + values.sum(axis=(1, 2))`` its raw prediction. With
         ``oob=True`` the mean over the trees for which the row is out of bag.
@@ -73,11 +75,14 @@ class Interactions:
                 f"{len(self.feature_names)} x {len(self.feature_names)} features)")
 
 
-def interactions(cm, rows, data, names, *, bits=None, n_jobs=None, base_margin=None):
+def interactions(cm, rows, data, names, grp=None, *, bits=None, n_jobs=None,
+                 base_margin=None):
     """:class:`Interactions` of the rows (a ``RowSource`` read against ``cm.ens``, the
     TreeSHAP :class:`~treeimp.attributions.contributions.ContributionModel`): in sample,
     or with ``bits`` (a forest's packed in-bag rows, ``parsers.inbag_bits``) out of bag,
-    the rows being the training rows (checked by the caller)."""
+    the rows being the training rows (checked by the caller). ``grp``: feature groups
+    (``resolve_groups``) or None: a pair of groups gets the sum over its members'
+    pairs."""
     ens = cm.ens
     if cm.groups:
         raise ValueError(
@@ -117,6 +122,7 @@ def interactions(cm, rows, data, names, *, bits=None, n_jobs=None, base_margin=N
         offset = check_base_margin(base_margin, n, ens)
         if offset is not None:
             base += ens.start_margin(offset) - ens.base_score
+        inter, names, data = _grouped(grp, inter, names, data)
         return Interactions(inter, base, names, data, output_names=_output_names(ens))
     inter_in = _with_diagonal(inter_in, phi_in)
     n_in = ens.n_trees - n_oob
@@ -124,6 +130,8 @@ def interactions(cm, rows, data, names, *, bits=None, n_jobs=None, base_margin=N
         inter /= np.where(n_oob > 0, n_oob, np.nan)[:, None, None, None]
         inter_in /= np.where(n_in > 0, n_in, np.nan)[:, None, None, None]
     base_oob, base_in = _oob_bases(ens, bits, n, cm.per_tree)
+    inter_in, _, _ = _grouped(grp, inter_in, names, data)
+    inter, names, data = _grouped(grp, inter, names, data)
     return Interactions(inter, base_oob, names, data, output_names=_output_names(ens),
                         values_in=inter_in, base_values_in=base_in, n_oob_trees=n_oob)
 
@@ -134,3 +142,12 @@ def _with_diagonal(inter, phi):
     inter[:, idx, idx] = 0.0
     inter[:, idx, idx] = phi - inter.sum(axis=2)
     return inter
+
+
+def _grouped(grp, inter, names, data):
+    """(values, names, data) with each pair of groups the sum of its members' pairs
+    ((n, F, F, K) -> (n, G, G, K)); unchanged without groups."""
+    if grp is None:
+        return inter, names, data
+    g = grp.matrix
+    return np.einsum("nijk,ia,jb->nabk", inter, g, g), list(grp.names), None
