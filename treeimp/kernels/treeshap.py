@@ -380,19 +380,28 @@ def contributions_chunk(X, out, tables, tree_offsets, tree_output, tree_scale, r
     tasks of at most ROWS_PER_TASK rows, each passing its rows through one tree after the
     other, together. ``tables``: kernel_inputs.ShapTables, ``routing``:
     kernel_inputs.Routing."""
+    n_tasks = (X.shape[0] + rows_per_task - 1) // rows_per_task
+    for task in prange(n_tasks):
+        _contribution_task(X, out, tables, tree_offsets, tree_output, tree_scale, routing,
+                           strict, round32, rows_per_task, np.int64(task))
+
+
+@njit(cache=True)
+def _contribution_task(X, out, tables, tree_offsets, tree_output, tree_scale, routing,
+                       strict, round32, rows_per_task, task):
+    """One task of ``contributions_chunk``: its rows through every tree. A function of
+    its own, so that numba's parallel-loop passes compile a one-line loop body."""
     n = X.shape[0]
     n_trees = tree_offsets.shape[0] - 1
-    n_tasks = (n + rows_per_task - 1) // rows_per_task
     no_proj = np.empty((0, 0))
-    vdim = tables.value.shape[1]
-    for task in prange(n_tasks):
-        scratch = new_batch_scratch(tables.max_depth, vdim, out.shape[1], rows_per_task)
-        r0 = task * rows_per_task
-        nr = min(n, r0 + rows_per_task) - r0
-        rows = np.arange(r0, r0 + nr)
-        for t in range(n_trees):
-            _tree_batch(tables, routing, X, rows, nr, t, tree_offsets[t], strict, round32,
-                        tree_output[t], tree_scale[t], no_proj, rows, out, scratch)
+    scratch = new_batch_scratch(tables.max_depth, tables.value.shape[1], out.shape[1],
+                                rows_per_task)
+    r0 = task * rows_per_task
+    nr = min(n, r0 + rows_per_task) - r0
+    rows = np.arange(r0, r0 + nr)
+    for t in range(n_trees):
+        _tree_batch(tables, routing, X, rows, nr, t, tree_offsets[t], strict, round32,
+                    tree_output[t], tree_scale[t], no_proj, rows, out, scratch)
 
 
 @njit(cache=True, inline="always")
