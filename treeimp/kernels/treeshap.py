@@ -81,7 +81,7 @@ def new_batch_scratch(max_depth, hd, n_players, batch):
     H, and per O the reciprocal of p. Per credited player: the current Z, and every
     row's current O. Per batch row: the coefficients' sum; per quadrature node and row
     its terms, and per player the last edge finish that took it, the count of finishes
-    last (interactions)."""
+    last (interactions); an empty pair output (calls without interactions)."""
     L = max_depth + 2
     M = max_depth // 2 + 1
     return (np.empty((L, M, batch)), np.zeros((L, hd, M, batch)),
@@ -89,7 +89,7 @@ def new_batch_scratch(max_depth, hd, n_players, batch):
             np.empty((L, 3), np.int64), np.empty((L, 2)), np.empty((L, 3, M)),
             np.empty((L, 3, M)), np.empty((L, 2, M)), np.ones(n_players),
             np.ones((n_players, batch)), np.empty((hd, batch)), np.empty((hd, M, batch)),
-            np.zeros(n_players + 1, np.int64))
+            np.zeros(n_players + 1, np.int64), np.zeros((0, 0, 0)))
 
 
 @njit(cache=True, inline="always")
@@ -194,8 +194,8 @@ def tree_shap_batch(X, rows, nr, root, n_path_features, routing, credit, cover, 
     three states, so each edge's factors and coefficients are computed once for the
     batch and every row selects its state: the per-row work is multiply-adds over
     (quadrature node, row), which vectorise across rows."""
-    (Pm, H, hot, O_edge, O_prev, ints, zs, fac, cf, inv, Zcur, Ocur, acc, hk,
-     seen) = scratch
+    (Pm, H, hot, O_edge, O_prev, ints, zs, fac, cf, inv, Zcur, Ocur, acc, hk, seen,
+     _) = scratch
     left, right, feature, threshold, flags = (routing.left, routing.right, routing.feature,
                                               routing.threshold, routing.flags)
     cat_offset, cat_count = routing.cat_offset, routing.cat_count
@@ -305,8 +305,12 @@ def tree_shap_batch(X, rows, nr, root, n_path_features, routing, credit, cover, 
                         k = c2 if O_edge[lvl, r] != 0.0 else (c1 if O_prev[lvl, r] != 0.0
                                                              else c0)
                         acc[j, r] += h * k
-                        hk[j, m, r] = h * k
                         H[lvl - 1, j, m, r] += h
+                    if pairs:  # the terms themselves, for the pairs below
+                        for r in range(nr):
+                            k = c2 if O_edge[lvl, r] != 0.0 else (c1 if O_prev[lvl, r] != 0.0
+                                                                 else c0)
+                            hk[j, m, r] = H[lvl, j, m, r] * k
             fu = np.uint64(f)
             for r in range(nr):
                 d = np.uint64(dest[r])
@@ -357,7 +361,7 @@ def _tree_batch(tables, routing, X, rows, nr, t, root, strict, round32, col, sca
     """Tree t's contributions for the rows ``rows[:nr]`` (TreeSHAP or Saabas, by
     ``tables.use_shap``), added to ``out[dest[r]]`` as ``tree_shap_batch`` adds them."""
     if tables.use_shap:
-        no_pairs = np.zeros((0, 0, 0))
+        no_pairs = scratch[-1]
         tree_shap_batch(X, rows, nr, root, tables.path_features[t], routing, tables.feature,
                         tables.cover, tables.value, strict, round32, col, scale, proj, dest,
                         out, scratch, tables.gl_nodes, tables.gl_weights, no_pairs, dest)
