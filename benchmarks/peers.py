@@ -146,31 +146,36 @@ def _feature_values(values, n_features):
     return values[:, :n_features]
 
 
-def peers(name, model, X, threads):
+def peers(name, model, X, threads, interactions=False):
     """name -> (function returning the peer's values on X) for T threads, or a string
-    saying why the peer is absent."""
+    saying why the peer is absent: TreeSHAP, or with ``interactions`` SHAP interaction
+    values (XGBoost's ``pred_interactions``, shap's ``shap_interaction_values``)."""
     out = {}
+    what = "pred_interactions" if interactions else "pred_contribs"
     if name == "xgboost":
         import xgboost as xgb
 
         booster = model.get_booster()
 
-        def xgb_contribs():
+        def xgb_values():
             booster.set_param({"nthread": threads})
-            return booster.predict(xgb.DMatrix(X, nthread=threads), pred_contribs=True)
-        out[f"xgboost {xgb.__version__} pred_contribs"] = xgb_contribs
-    elif name == "lightgbm":
+            return booster.predict(xgb.DMatrix(X, nthread=threads), **{what: True})
+        out[f"xgboost {xgb.__version__} {what}"] = xgb_values
+    elif name == "lightgbm" and not interactions:
         out["lightgbm pred_contrib"] = lambda: model.booster_.predict(
             X, pred_contrib=True, num_threads=threads)
     try:
         import shap
 
         ex = shap.TreeExplainer(model)
-        out["shap"] = lambda: ex.shap_values(X, check_additivity=False)
+        out["shap"] = ((lambda: ex.shap_interaction_values(X)) if interactions
+                       else (lambda: ex.shap_values(X, check_additivity=False)))
     except ImportError:
         out["shap"] = "not installed"
     except Exception as exc:  # a peer that breaks is reported, the run goes on
         out["shap"] = _error(exc)
+    if interactions:
+        return out
     for algorithm in ("v2", "auto"):
         key = f"fasttreeshap {algorithm}"
         try:
@@ -227,32 +232,6 @@ def bench(name, args, records):
             bench_threads(name, model, ens, Xi, T, args.repeats, records, interactions=True)
 
 
-def interaction_peers(name, model, X, threads):
-    """name -> function returning the peer's SHAP interaction values on X, or a string
-    saying why the peer is absent: XGBoost's ``pred_interactions`` and shap's
-    ``shap_interaction_values``."""
-    out = {}
-    if name == "xgboost":
-        import xgboost as xgb
-
-        booster = model.get_booster()
-
-        def xgb_interactions():
-            booster.set_param({"nthread": threads})
-            return booster.predict(xgb.DMatrix(X, nthread=threads), pred_interactions=True)
-        out[f"xgboost {xgb.__version__} pred_interactions"] = xgb_interactions
-    try:
-        import shap
-
-        ex = shap.TreeExplainer(model)
-        out["shap"] = lambda: ex.shap_interaction_values(X)
-    except ImportError:
-        out["shap"] = "not installed"
-    except Exception as exc:
-        out["shap"] = _error(exc)
-    return out
-
-
 def _interaction_values(values, n_features):
     """A peer's interaction values as (rows, F, F), the last output of a classifier's."""
     if isinstance(values, list):
@@ -280,7 +259,7 @@ def bench_threads(name, model, ens, X, T, repeats, records, interactions=False):
     ours_fn = treeimp.interactions if interactions else treeimp.contributions
     fns = {"treeimp": keep("treeimp", lambda: ours_fn(ens, X, n_jobs=T))}
     absent = {}
-    found = (interaction_peers if interactions else peers)(name, model, X, T)
+    found = peers(name, model, X, T, interactions)
     values_of = _interaction_values if interactions else _feature_values
     for key, fn in found.items():
         if isinstance(fn, str):
