@@ -125,8 +125,9 @@ def explain(model, X, y=None, *, oob=False, methods=None, sample_weight=None,
                       random_state=random_state, alpha=alpha, lam=lam, progress=progress)
 
 
-def contributions(model, X, y=None, *, oob=False, method="shap", groups=None, n_jobs=None,
-                  iteration_range=None, missing=None, base_margin=None) -> Contributions:
+def contributions(model, X, y=None, *, oob=False, method="shap", groups=None,
+                  group_shapley=False, n_jobs=None, iteration_range=None, missing=None,
+                  base_margin=None) -> Contributions:
     """Per-row feature contributions of a tree ensemble's raw output.
 
     Parameters
@@ -157,6 +158,21 @@ def contributions(model, X, y=None, *, oob=False, method="shap", groups=None, n_
         came from, as in :func:`treeimp.explain`): each group's contribution is the sum
         of its members' (contributions add up, so base + row sum is unchanged). ``data``
         is then None: a group has no one value.
+    group_shapley : bool, default False
+        With ``groups`` and ``method="shap"``: each group (and each column in no group)
+        is ONE player, and its value is its exact Shapley value in the game of the
+        groups, whose value of a set S of groups is TreeSHAP's path-dependent
+        expectation of the tree's output given the columns of the groups in S (a split
+        on a column outside them sends a row down both sides, weighted by the training
+        cover). This is not the sum of the members' values when members of a group
+        interact with other columns (e.g. the group {x0, x1} and a three-way
+        interaction of x0, x1, x2: its members' values give the group 2/3 of the
+        interaction term, the group's Shapley value 1/2); the two agree when no
+        root-to-leaf path splits on columns of two groups. Efficiency still holds:
+        ``base_values + values.sum(axis=1)`` is the raw prediction. ``method="saabas"``
+        is refused (Saabas contributions add up per split: the group sums of ``groups=``
+        are its group values). For CatBoost splits on combinations of categorical
+        columns, the combination's columns must lie in one group.
     n_jobs : int or None
         Threads (None: all).
     iteration_range, missing, base_margin
@@ -190,11 +206,11 @@ def contributions(model, X, y=None, *, oob=False, method="shap", groups=None, n_
     """
     ex = Explainer(model, iteration_range=iteration_range, missing=missing, n_jobs=n_jobs)
     return ex.contributions(X, y, oob=oob, method=method, groups=groups,
-                            base_margin=base_margin)
+                            group_shapley=group_shapley, base_margin=base_margin)
 
 
-def interactions(model, X, *, oob=False, groups=None, n_jobs=None, iteration_range=None,
-                 missing=None, base_margin=None) -> Interactions:
+def interactions(model, X, *, oob=False, groups=None, group_shapley=False, n_jobs=None,
+                 iteration_range=None, missing=None, base_margin=None) -> Interactions:
     """Per-row SHAP interaction values of a tree ensemble's raw output.
 
     The exact path-dependent SHAP interaction values of Lundberg et al. (2020), which
@@ -221,7 +237,14 @@ def interactions(model, X, *, oob=False, groups=None, n_jobs=None, iteration_ran
         gets the sum of its members' pairs (a group's diagonal: its members' main effects
         and their pairs among themselves), so rows still sum to the grouped
         contributions; these are sums, not the Shapley values of a game whose players
-        are the groups. ``data`` is then None.
+        are the groups (``group_shapley``). ``data`` is then None.
+    group_shapley : bool, default False
+        With ``groups``: the SHAP interaction values (Lundberg et al. 2020) of the game
+        whose players are the groups, as in :func:`treeimp.contributions` with
+        ``group_shapley=True``: for groups a != b, half the change in a's Shapley value
+        between the game where b is always present and the one where it is always
+        absent, and each group's main effect on the diagonal, so that every row of the
+        matrix sums to the row's group Shapley values.
     n_jobs, iteration_range, missing, base_margin
         As in :func:`treeimp.contributions`.
 
@@ -247,7 +270,8 @@ def interactions(model, X, *, oob=False, groups=None, n_jobs=None, iteration_ran
     True
     """
     ex = Explainer(model, iteration_range=iteration_range, missing=missing, n_jobs=n_jobs)
-    return ex.interactions(X, oob=oob, groups=groups, base_margin=base_margin)
+    return ex.interactions(X, oob=oob, groups=groups, group_shapley=group_shapley,
+                           base_margin=base_margin)
 
 
 def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_state=None,

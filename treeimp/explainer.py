@@ -25,6 +25,7 @@ from .attributions.contributions import (
     METHODS,
     ContributionModel,
     Contributions,
+    check_group_shapley,
     check_out_of_bag,
     in_sample,
     out_of_bag,
@@ -299,14 +300,16 @@ class Explainer:
             base_margin=base_margin)
 
     def contributions(self, X, y=None, *, oob=False, method="shap", groups=None,
-                      base_margin=None) -> Contributions:
+                      group_shapley=False, base_margin=None) -> Contributions:
         """Per-row TreeSHAP or Saabas contributions of the rows X (see
         :func:`treeimp.contributions` for every argument), without parsing the model
         again. A Pipeline's X goes through its steps, and the contributions are those of
         its last step to the columns it sees, named by ``get_feature_names_out``
-        (``groups="input"``: summed per input column). Out of bag, the forest's in-bag
-        rows are read once per Explainer."""
+        (``groups="input"``: summed per input column, or with ``group_shapley`` one
+        player per input column). Out of bag, the forest's in-bag rows are read once per
+        Explainer."""
 
+        gs = check_group_shapley(group_shapley, groups, method)
         cm = self._contribution_model(method)
         oob = _check_oob(oob)
         X, names, input_groups = self._unwrap(X, groups)
@@ -317,17 +320,20 @@ class Explainer:
         grp = resolve_groups(groups, names, input_groups)
         if not oob:
             return in_sample(cm, rows, X, y, names, grp, n_jobs=self.n_jobs,
-                             base_margin=base_margin)
+                             base_margin=base_margin, group_shapley=gs)
         check_out_of_bag(cm.ens, rows.n_rows, base_margin)
         bits = self._inbag_bits(rows.n_rows, None)
         check_training_rows(cm.ens, self._final, rows, bits, n_jobs=self.n_jobs)
-        return out_of_bag(cm, rows, bits, X, y, names, grp, n_jobs=self.n_jobs)
+        return out_of_bag(cm, rows, bits, X, y, names, grp, n_jobs=self.n_jobs,
+                          group_shapley=gs)
 
-    def interactions(self, X, *, oob=False, groups=None, base_margin=None) -> Interactions:
+    def interactions(self, X, *, oob=False, groups=None, group_shapley=False,
+                     base_margin=None) -> Interactions:
         """Per-row SHAP interaction values of the rows X (see :func:`treeimp.interactions`
         for every argument), without parsing the model again; a Pipeline's X goes
         through its steps, as in :meth:`contributions`."""
 
+        gs = check_group_shapley(group_shapley, groups)
         cm = self._contribution_model("shap")
         oob = _check_oob(oob)
         X, names, input_groups = self._unwrap(X, groups)
@@ -336,11 +342,12 @@ class Explainer:
         grp = resolve_groups(groups, names, input_groups)
         if not oob:
             return interactions(cm, rows, X, names, grp, n_jobs=self.n_jobs,
-                                base_margin=base_margin)
+                                base_margin=base_margin, group_shapley=gs)
         check_out_of_bag(cm.ens, rows.n_rows, base_margin)
         bits = self._inbag_bits(rows.n_rows, None)
         check_training_rows(cm.ens, self._final, rows, bits, n_jobs=self.n_jobs)
-        return interactions(cm, rows, X, names, grp, bits=bits, n_jobs=self.n_jobs)
+        return interactions(cm, rows, X, names, grp, bits=bits, n_jobs=self.n_jobs,
+                            group_shapley=gs)
 
     def predict_raw(self, X, *, base_margin=None):
         """The model's raw margin on X (see :meth:`TreeEnsemble.predict_raw`)."""

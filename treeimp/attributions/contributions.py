@@ -117,6 +117,61 @@ def kernel_inputs(ens, method, players=None):
                       np.ascontiguousarray(ens.value, dtype=np.float64), per_path, feature)
 
 
+def check_group_shapley(group_shapley, groups, method="shap"):
+    """Refuse ``group_shapley`` that is not a bool, given without ``groups``, or with
+    Saabas contributions (which credit every split to its feature, so that a group's
+    Saabas contribution is the sum of its members': ``groups=`` alone)."""
+    if not isinstance(group_shapley, (bool, np.bool_)):
+        raise TypeError(f"group_shapley must be True or False, got {group_shapley!r}")
+    if not group_shapley:
+        return False
+    if groups is None:
+        raise ValueError("group_shapley=True makes every group of columns one player; "
+                         "give the groups: groups={name: columns} or groups='input'")
+    if method != "shap":
+        raise ValueError(
+            f"group_shapley=True is for method='shap' (the Shapley values of the game whose "
+            f"players are the groups), got method={method!r}: Saabas contributions add up "
+            "per split, so a group's Saabas contribution is the sum of its members' "
+            "(groups= without group_shapley)")
+    return True
+
+
+def grouped_inputs(cm, grp):
+    """The TreeSHAP tables of ``cm`` (a :class:`ContributionModel`) with every split
+    credited to the group of its column (``grp``: ``resolve_groups``, which covers every
+    column once): the kernels then compute the Shapley values of the game whose players
+    are the groups, with one output column per group. The path-dependent value function
+    multiplies, per player, the factors of all its splits on a path (the kernel merges a
+    player's repeated splits), so this is exact; the quadrature size is set by the most
+    distinct groups on a path. A split the library's own TreeSHAP credits to a
+    combination of columns (CatBoost) is credited to their group, and refused when the
+    combination spans groups (its split depends on columns of several players)."""
+    ens = cm.ens
+    F = ens.n_features
+    of = np.full(F + len(cm.groups), -1, np.int64)
+    for g, cols in enumerate(grp.members):
+        of[cols] = g
+    if (of[:F] < 0).any():
+        raise ValueError(f"feature groups cover {int((of[:F] >= 0).sum())} of {F} columns")
+    for c, cols in enumerate(cm.groups):
+        owners = sorted({int(of[j]) for j in cols})
+        if len(owners) > 1:
+            raise ValueError(
+                f"this {ens.model_name} model splits on a combination of the columns "
+                f"{list(cols)}, which lie in the groups {[grp.names[g] for g in owners]}; "
+                "such a split depends on several players, so group_shapley=True needs each "
+                "combination's columns in one group")
+        of[F + c] = owners[0]
+    inputs = cm.inputs
+    internal = ens.left >= 0
+    feature = np.where(internal, of[np.where(internal, inputs.feature, 0)], 0)
+    feature = np.ascontiguousarray(feature, dtype=np.int64)
+    per_path = path_features(ens.tree_offsets, ens.left, ens.right, feature,
+                             len(grp.members))
+    return inputs._replace(feature=feature, path_features=per_path)
+
+
 def expected_tree_values(ens, method):
     """(n_trees, value_dim): each tree's base value, the cover-weighted mean of its leaves
     (TreeSHAP) or its root value (Saabas)."""
@@ -167,14 +222,21 @@ class ContributionModel:
         self.per_tree = expected_tree_values(ens, method)
 
 
-def in_sample(cm, rows, data, y, names, grp, *, n_jobs=None, base_margin=None):
+def in_sample(cm, rows, data, y, names, grp, *, n_jobs=None, base_margin=None,
+              group_shapley=False):
     """:class:`Contributions` of the rows (a ``RowSource`` read against ``cm.ens``) to
     every tree: phi and the base values, each row's starting at its ``base_margin``
     when given. ``data``: the X kept with the result; ``names``: its feature names;
-    ``grp``: feature groups (``resolve_groups``) or None."""
+    ``grp``: feature groups (``resolve_groups``) or None, whose members' values are
+    summed, or with ``group_shapley`` which are the players (``grouped_inputs``)."""
     ens = cm.ens
     n = rows.n_rows
-    values = _in_sample(ens, rows, cm.inputs, n_jobs, cm.groups)
+    if group_shapley:
+        values = _in_sample(ens, rows, grouped_inputs(cm, grp), n_jobs,
+                            n_players=len(grp.members))
+        grp, names, data = None, list(grp.names), None
+    else:
+        values = _in_sample(ens, rows, cm.inputs, n_jobs, cm.groups)
     base = np.broadcast_to(_base_per_output(ens, cm.per_tree, ens.tree_scale),
                            (n, ens.n_outputs)).copy()
     offset = check_base_margin(base_margin, n, ens)
@@ -195,7 +257,7 @@ def check_out_of_bag(ens, n_rows, base_margin):
                          "out-of-bag rows: pass held-out rows instead (oob=False)")
 
 
-def out_of_bag(cm, rows, bits, data, y, names, grp, *, n_jobs=None):
+def out_of_bag(cm, rows, bits, data, y, names, grp, *, n_jobs=None, group_shapley=False):
     """Out-of-bag :class:`Contributions` of the forest's training rows (in training
     order, checked by the caller): phi^oob over the trees for which a row is out of bag,
     phi^in over the others. ``bits``: the packed in-bag rows, one row per tree
@@ -203,6 +265,10 @@ def out_of_bag(cm, rows, bits, data, y, names, grp, *, n_jobs=None):
     ens = cm.ens
     n = rows.n_rows
     K, F = ens.n_outputs, ens.n_features
+    inputs = cm.inputs
+    if group_shapley:
+        inputs, F = grouped_inputs(cm, grp), len(grp.members)
+        grp, names, data = None, list(grp.names), None
     phi_oob = np.zeros((n, F, K))
     phi_in = np.zeros((n, F, K))
     n_oob = np.zeros(n, np.int64)
@@ -212,7 +278,7 @@ def out_of_bag(cm, rows, bits, data, y, names, grp, *, n_jobs=None):
             stop = start + chunk.shape[0]
             strict, round32 = routing_flags(ens, chunk)
             oob_contributions_chunk(chunk, start, bits, phi_oob[start:stop],
-                                    phi_in[start:stop], n_oob[start:stop], cm.inputs,
+                                    phi_in[start:stop], n_oob[start:stop], inputs,
                                     ens.tree_offsets, ens.tree_output, ens.routing, strict,
                                     round32,
                                     rows_per_task(chunk.shape[0], numba.get_num_threads()))
@@ -237,13 +303,15 @@ def _grouped(grp, values, names, X):
     return np.einsum("nfk,fg->ngk", values, grp.matrix), list(grp.names), None
 
 
-def _in_sample(ens, rows, inputs, n_jobs, groups=()):
+def _in_sample(ens, rows, inputs, n_jobs, groups=(), n_players=None):
     """(n_rows, n_features, n_outputs) contributions; the kernels credit one column per
     player (``shap_players``), and each group's column is then shared equally among its
-    features."""
+    features. ``n_players``: the kernels' columns when ``inputs`` credit other players
+    (``grouped_inputs``), returned as they are."""
 
     F = ens.n_features
-    out = np.zeros((rows.n_rows, F + len(groups), ens.n_outputs))
+    P = F + len(groups) if n_players is None else n_players
+    out = np.zeros((rows.n_rows, P, ens.n_outputs))
     scale = np.ascontiguousarray(ens.tree_scale, dtype=np.float64)
     # routed models: a chunk holds the router's numbers, one column per routing column
     chunk_rows = (CHUNK_ROWS if ens.leaf_router is None

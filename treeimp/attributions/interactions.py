@@ -27,6 +27,7 @@ from .contributions import (
     _oob_bases,
     _output_names,
     _squeeze,
+    grouped_inputs,
     rows_per_task,
 )
 
@@ -76,23 +77,28 @@ class Interactions:
 
 
 def interactions(cm, rows, data, names, grp=None, *, bits=None, n_jobs=None,
-                 base_margin=None):
+                 base_margin=None, group_shapley=False):
     """:class:`Interactions` of the rows (a ``RowSource`` read against ``cm.ens``, the
     TreeSHAP :class:`~treeimp.attributions.contributions.ContributionModel`): in sample,
     or with ``bits`` (a forest's packed in-bag rows, ``parsers.inbag_bits``) out of bag,
     the rows being the training rows (checked by the caller). ``grp``: feature groups
     (``resolve_groups``) or None: a pair of groups gets the sum over its members'
-    pairs."""
+    pairs, or with ``group_shapley`` the interaction value of the game whose players
+    are the groups (``grouped_inputs``; a combination player of CatBoost inside one
+    group is then part of that group's player)."""
     ens = cm.ens
-    if cm.groups:
+    inputs, P = cm.inputs, ens.n_features
+    if group_shapley:
+        inputs, P = grouped_inputs(cm, grp), len(grp.members)
+        grp, names, data = None, list(grp.names), None
+    elif cm.groups:
         raise ValueError(
             f"this {ens.model_name} model splits on combinations of categorical features "
             f"{list(cm.groups)[:3]}, which CatBoost's TreeSHAP credits as players of their "
             "own; CatBoost's interaction values for them follow no sharing rule among the "
             "combined features that could be checked, so treeimp does not compute them "
             "(contributions() shares such a player's value as CatBoost does)")
-    n, K, F = rows.n_rows, ens.n_outputs, ens.n_features
-    P = F
+    n, K = rows.n_rows, ens.n_outputs
     oob = bits is not None
     phi = np.zeros((n, P, K))
     inter = np.zeros((n, P, P, K))
@@ -112,7 +118,7 @@ def interactions(cm, rows, data, names, grp=None, *, bits=None, n_jobs=None,
                 chunk, s0, bits if oob else no_bits, oob, phi[s0:s1],
                 phi_in[s0:s1] if oob else phi_in, inter[s0:s1].reshape(-1, P, K),
                 inter_in[s0:s1].reshape(-1, P, K) if oob else inter_in,
-                n_oob[s0:s1] if oob else n_oob, cm.inputs, ens.tree_offsets,
+                n_oob[s0:s1] if oob else n_oob, inputs, ens.tree_offsets,
                 ens.tree_output, scale, ens.routing, strict, round32,
                 rows_per_task(chunk.shape[0], numba.get_num_threads()))
     inter = _with_diagonal(inter, phi)
