@@ -12,6 +12,10 @@ contributions to a row it was grown on carry the in-bag bias (noise and high-car
 features look important); each row's phi^oob is the mean over the trees for which it is
 out of bag, phi^in the mean over the others (Loecher 2023, "Debiasing SHAP scores in
 random forests").
+
+Groups of columns (``groups=``): a group's contribution is the sum of its members', or
+with ``group_shapley`` the group is one player of the game whose players are the groups,
+and the kernels credit every split to its column's group (``grouped_inputs``).
 """
 
 from __future__ import annotations

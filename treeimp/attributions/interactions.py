@@ -10,7 +10,9 @@ a leaf's interaction is the Beta integral of its path product without the two pl
 factors, counted at the deeper of their two edges). Models
 whose library credits a split to a group of features (CatBoost's combinations of
 categorical features) are refused: CatBoost's own interaction values for them match no
-sharing rule that was checked.
+sharing rule that was checked. With ``group_shapley`` the players are groups of columns
+(``contributions.grouped_inputs``), and a combination inside one group is part of its
+player.
 """
 
 import numba
@@ -43,7 +45,8 @@ class Interactions:
     values : ndarray (n_rows, n_features, n_features[, n_outputs])
         phi_ij: symmetric in i and j, main effects on the diagonal (with ``groups``:
         groups in place of features, a pair of groups the sum of its members' pairs,
-        a group's diagonal its members' main effects and pairs among them); each row's
+        a group's diagonal its members' main effects and pairs among them; with
+        ``group_shapley``, the interaction values of the game of the groups); each row's
         ``values[r].sum(axis=1)`` is its contributions (:func:`treeimp.contributions`),
         and ``base_values + values.sum(axis=(1, 2))`` its raw prediction. With
         ``oob=True`` the mean over the trees for which the row is out of bag.
