@@ -100,7 +100,9 @@ def interactions(cm, rows, data, names, grp=None, *, bits=None, n_jobs=None,
             f"{list(cm.groups)[:3]}, which CatBoost's TreeSHAP credits as players of their "
             "own; CatBoost's interaction values for them follow no sharing rule among the "
             "combined features that could be checked, so treeimp does not compute them "
-            "(contributions() shares such a player's value as CatBoost does)")
+            "(contributions() shares such a player's value as CatBoost does; with groups "
+            "that hold each combination's columns, group_shapley=True computes the groups' "
+            "interaction values)")
     n, K = rows.n_rows, ens.n_outputs
     oob = bits is not None
     phi = np.zeros((n, P, K))
