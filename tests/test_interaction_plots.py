@@ -177,6 +177,11 @@ def test_interactions_dependence_of_a_pair_and_categorical_axis():
     np.testing.assert_array_equal(xy[:, 1], inter.values[:, 4, 0])
     np.testing.assert_array_equal(colors, inter.data["a"].to_numpy())
     assert [t.get_text() for t in ax.get_xticklabels()] == ["lo", "mid", "hi"]
+    # (a, a) is the main effect, coloured by the strongest partner as without a partner
+    same, main = inter.dependence("a", "a"), inter.dependence("a")
+    np.testing.assert_array_equal(_points(same.axes[0])[0], _points(main.axes[0])[0])
+    np.testing.assert_array_equal(_points(same.axes[0])[0][:, 1], inter.values[:, 0, 0])
+    assert same.axes[1].get_ylabel() == main.axes[1].get_ylabel()
     # no colour
     fig = inter.dependence(0, color=None)
     xy, colors, _ = _points(fig.axes[0])

@@ -142,7 +142,8 @@ class Interactions:
         """A dependence plot of interaction values (needs matplotlib): x the feature's
         values (``data``; a categorical column by its categories), y its main effect
         phi_jj, or with ``partner`` k its interaction value phi_jk with k (as stored:
-        half the pair's effect; shap's ``dependence_plot((j, k), ...)`` draws 2 phi_jk).
+        half the pair's effect; shap's ``dependence_plot((j, k), ...)`` draws 2 phi_jk;
+        ``partner`` = ``feature``: the main effect).
 
         Parameters
         ----------
@@ -163,6 +164,8 @@ class Interactions:
         names = self.feature_names
         j = iplot.feature_index(feature, names)
         k = None if partner is None else iplot.feature_index(partner, names)
+        if k == j:  # (j, j): the main effect, as shap's dependence_plot((j, j), ...)
+            k = None
         v = self._output_values(which, output)
         y = v[:, j, j] if k is None else v[:, j, k]
         n = v.shape[0]
