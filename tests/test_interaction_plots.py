@@ -328,3 +328,16 @@ def test_bad_input_on_several_outputs_and_contributions():
         grouped.dependence("a")
     with pytest.raises(ValueError, match="at least 2 features"):
         Interactions(np.ones((5, 1, 1, 1)), np.zeros((5, 1)), ["a"], None).plot()
+
+
+def test_missing_matplotlib_message_and_numbers_without_it(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    inter = _synthetic(n=40)
+    assert len(inter.importance()) == 10  # the table needs no matplotlib
+    with pytest.raises(ImportError, match=r"pip install treeimp\[plot\]"):
+        inter.plot()
+    with pytest.raises(ImportError, match=r"pip install treeimp\[plot\]"):
+        inter.dependence("a")
