@@ -40,6 +40,8 @@ from ..model.ensemble import FOREST
 from ..model.kernel_inputs import ShapTables
 from ..model.offsets import check_base_margin
 from ..model.routing import routing_flags
+from ..results import interaction_plot as iplot
+from ..results.pair_importance import binned_partner, strongest_partner
 
 METHODS = ("shap", "saabas")
 ROUTED_CHUNK_VALUES = 1 << 23  # router numbers of one chunk (64 MB of float64)
@@ -513,6 +515,82 @@ class Contributions:
             ax.set_title(self.feature_names[j])
         fig.tight_layout()
         return fig
+
+    def dependence(self, feature, *, color="auto", interactions=None, output=0,
+                   which="values", ax=None):
+        """A dependence plot (needs matplotlib; shap's ``dependence_plot`` /
+        ``shap.plots.scatter``): x the feature's values (``data``; a categorical column by
+        its categories), y its contribution, the points coloured by the values of the
+        feature it interacts with most.
+
+        Parameters
+        ----------
+        feature : str or int
+            Name or position.
+        color : "auto", str, int or None, default "auto"
+            The colouring feature. "auto" with ``interactions``: the feature k != j with
+            the largest mean |phi_jk| over the rows of ``interactions`` (exact; they may
+            be computed on a subsample of the rows, e.g. ``treeimp.interactions(model,
+            X[:500])``, since only the choice of k is read from them). "auto" without:
+            an approximation from these contributions alone (as shap's
+            ``approximate_interactions``, not its code): rows sorted by the feature's
+            values are cut into bins of 50 consecutive rows (a tenth of the rows when
+            fewer), and k is the feature whose values, by a straight line within each
+            bin, explain the largest share of the contribution's spread within bins.
+            None: no colour.
+        interactions : Interactions, optional
+            Of the same model and features (see ``color``).
+        output : int or str, default 0
+            Which output of a model with several.
+        which : {"values", "in"}, default "values"
+            phi (out of bag: phi^oob) or phi^in; also the values read of
+            ``interactions``.
+        ax : matplotlib Axes, optional
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+        """
+        if which not in ("values", "in"):
+            raise ValueError(f"which must be 'values' or 'in', got {which!r}")
+        a = self.values if which == "values" else self.values_in
+        if a is None:
+            raise ValueError("which='in' needs out-of-bag contributions (oob=True)")
+        names = self.feature_names
+        j = iplot.feature_index(feature, names)
+        y = iplot.select_output(a, 1, output, self.output_names)[:, j]
+        n = y.shape[0]
+        if interactions is not None:
+            if list(getattr(interactions, "feature_names", [])) != names:
+                raise ValueError("interactions must be of the same features as these "
+                                 f"contributions {names[:10]}, got "
+                                 f"{list(getattr(interactions, 'feature_names', []))[:10]}")
+            phi = interactions.values if which == "values" else interactions.values_in
+            if phi is None:
+                raise ValueError("which='in' needs out-of-bag interactions (oob=True)")
+            phi = iplot.select_output(phi, 2, output, interactions.output_names)
+
+        def auto():
+            if interactions is not None:
+                return strongest_partner(phi, j)
+            others = [k for k in range(len(names)) if k != j]
+            if not others:
+                return None
+            cols = np.column_stack([iplot.feature_column(self.data, k, n)[0]
+                                    for k in others])
+            best = binned_partner(y, iplot.feature_column(self.data, j, n)[0], cols)
+            return None if best is None else others[best]
+
+        c = iplot.color_index(color, names, auto)
+        x = iplot.feature_column(self.data, j, n)
+        cv = None if c is None else iplot.feature_column(self.data, c, n)
+        title = names[j] if c is None else f"{names[j]}, coloured by {names[c]}"
+        if isinstance(color, str) and color == "auto" and c is not None:
+            title += (" (its largest mean |interaction|)" if interactions is not None
+                      else " (approximate strongest interaction)")
+        return iplot.dependence(x, y, cv, xlabel=names[j],
+                                ylabel=f"{self.method} contribution of {names[j]}",
+                                clabel=None if c is None else names[c], ax=ax, title=title)
 
     def _feature_index(self, f):
         if isinstance(f, (int, np.integer)):

@@ -21,8 +21,11 @@ import numpy as np
 from ..inputs.rows import CHUNK_ROWS
 from ..inputs.threads import numba_threads
 from ..kernels.treeshap import interactions_chunk
+from ..measures.defaults import DEFAULT_N_BLOCKS
 from ..model.offsets import check_base_margin
 from ..model.routing import routing_flags
+from ..results import interaction_plot as iplot
+from ..results.pair_importance import check_top, pair_table, strongest_partner
 from .contributions import (
     ROUTED_CHUNK_VALUES,
     _base_per_output,
@@ -77,6 +80,141 @@ class Interactions:
         kind = "out-of-bag " if self.oob else ""
         return (f"Interactions({kind}shap, {self.values.shape[0]} rows, "
                 f"{len(self.feature_names)} x {len(self.feature_names)} features)")
+
+    def _output_values(self, which, output):
+        """(n_rows, F, F): phi (or phi^oob) for ``which="values"``, phi^in for "in", of
+        one output."""
+        if which not in ("values", "in"):
+            raise ValueError(f"which must be 'values' or 'in', got {which!r}")
+        a = self.values if which == "values" else self.values_in
+        if a is None:
+            raise ValueError("which='in' needs out-of-bag interactions (oob=True)")
+        return iplot.select_output(a, 2, output, self.output_names)
+
+    def importance(self, which="values", *, output=0, n_blocks=None, random_state=0):
+        """Mean |phi_jk| over the rows of every pair of features j != k, with its
+        standard error, the numbers of the heatmap (:meth:`plot`).
+
+        Parameters
+        ----------
+        which : {"values", "in"}, default "values"
+            phi (out of bag: phi^oob) or phi^in, as in ``Contributions.importance``.
+        output : int or str, default 0
+            Which output of a model with several (position or name).
+        n_blocks : int or None, default None
+            Rows are split into this many random blocks, each row's block a hash of
+            its position and ``random_state`` (the scheme of :func:`treeimp.explain`'s
+            standard errors; None: 20 blocks, or one per row when there are fewer
+            rows); the standard error is the delete-a-block jackknife of the mean over
+            rows. It measures the sampling of the rows with the model held fixed; for
+            independent rows it is close to sd / sqrt(n_rows).
+        random_state : int, numpy Generator or None, default 0
+            The row blocks (0: the same blocks on every call, so the table and the
+            heatmap agree).
+
+        Returns
+        -------
+        DataFrame
+            Indexed by ``"a x b"`` (index name "pair"; a before b in feature order),
+            columns ``feature_1``, ``feature_2``, ``importance`` (mean |phi_ab| over the
+            rows that have values; phi_ab = phi_ba, half the pair's interaction effect)
+            and ``stderr``, the largest first.
+        """
+        return pair_table(self._output_values(which, output), self.feature_names,
+                          n_blocks=n_blocks, random_state=random_state)
+
+    def plot(self, kind="heatmap", *, top=10, output=0, which="values", ax=None,
+             n_blocks=None, random_state=0):
+        """A heatmap of the ``top`` pairs by mean |phi_jk| (needs matplotlib): the
+        matrix of the features taking part in them, each off-diagonal cell annotated with
+        the pair's mean |phi_jk| over rows and its standard error (the numbers of
+        :meth:`importance`, same arguments), the ``top`` pairs in bold; the diagonal
+        (main effects) is left blank. ``ax``: a matplotlib Axes to draw into. Returns the
+        figure."""
+        if kind != "heatmap":
+            raise ValueError(f"kind must be 'heatmap', got {kind!r}")
+        top = check_top(top)
+        table = self.importance(which, output=output, n_blocks=n_blocks,
+                                random_state=random_state)
+        v = self._output_values(which, output)
+        n_rows = int(np.sum(~np.all(np.isnan(v.reshape(v.shape[0], -1)), axis=1)))
+        blocks = min(DEFAULT_N_BLOCKS, v.shape[0]) if n_blocks is None else n_blocks
+        return iplot.heatmap(table, top, n_rows, blocks, ax=ax)
+
+    def dependence(self, feature, partner=None, *, color="auto", output=0, which="values",
+                   ax=None):
+        """A dependence plot of interaction values (needs matplotlib): x the feature's
+        values (``data``; a categorical column by its categories), y its main effect
+        phi_jj, or with ``partner`` k its interaction value phi_jk with k (as stored:
+        half the pair's effect; shap's ``dependence_plot((j, k), ...)`` draws 2 phi_jk;
+        ``partner`` = ``feature``: the main effect).
+
+        Parameters
+        ----------
+        feature, partner : str or int
+            Names or positions.
+        color : "auto", str, int or None, default "auto"
+            The feature whose values colour the points: "auto" is ``partner``, or for
+            the main effect the feature k != j with the largest mean |phi_jk| over these
+            rows (exact, from the interaction values); None: no colour.
+        output, which
+            As in :meth:`importance`.
+        ax : matplotlib Axes, optional
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+        """
+        names = self.feature_names
+        j = iplot.feature_index(feature, names)
+        k = None if partner is None else iplot.feature_index(partner, names)
+        if k == j:  # (j, j): the main effect, as shap's dependence_plot((j, j), ...)
+            k = None
+        v = self._output_values(which, output)
+        y = v[:, j, j] if k is None else v[:, j, k]
+        n = v.shape[0]
+        c = iplot.color_index(color, names,
+                              lambda: strongest_partner(v, j) if k is None else k)
+        x = iplot.feature_column(self.data, j, n)
+        cv = None if c is None else iplot.feature_column(self.data, c, n)
+        if k is None:
+            ylabel = f"SHAP main effect of {names[j]}"
+        else:
+            ylabel = f"SHAP interaction value of {names[j]} and {names[k]}"
+        title = names[j] if c is None else f"{names[j]}, coloured by {names[c]}"
+        if isinstance(color, str) and color == "auto" and k is None and c is not None:
+            title += " (its largest mean |interaction|)"
+        return iplot.dependence(x, y, cv, xlabel=names[j], ylabel=ylabel,
+                                clabel=None if c is None else names[c], ax=ax, title=title)
+
+    def to_shap(self):
+        """A ``shap.Explanation`` of ``values`` (n_rows, F, F[, n_outputs]) with
+        ``base_values``, ``data`` and ``feature_names`` (needs shap installed); out of
+        bag, ``values`` are phi^oob, as ``Contributions.to_shap``.
+
+        shap's plots that take interaction values (checked with shap 0.51 and 0.54.1):
+        ``shap.summary_plot(e)`` or ``shap.summary_plot(e.values, e.data,
+        feature_names=e.feature_names)`` (the matrix of main effects and interactions;
+        ``plot_type="compact_dot"`` and ``"bar"`` too),
+        ``shap.dependence_plot((a, b), e.values, e.data, feature_names=e.feature_names)``
+        (a pair, or (a, a) for a main effect), and ``shap.decision_plot(base,
+        e.values, features=e.data, feature_names=e.feature_names)``. Models with several
+        outputs: one output at a time, ``e[..., k]``. shap's Explanation plots
+        (``shap.plots.beeswarm``, ``bar``, ``scatter``, ``waterfall``, ``heatmap``,
+        ``violin``) refuse (n, F, F) values: use :meth:`plot`, :meth:`dependence`, or
+        ``Contributions.to_shap`` for them.
+        """
+        try:
+            import shap
+        except ImportError:
+            raise ImportError("to_shap() needs the shap package: pip install shap") from None
+        data = self.data
+        if hasattr(data, "to_numpy"):
+            data = data.to_numpy()
+        return shap.Explanation(values=self.values, base_values=self.base_values,
+                                data=None if data is None else np.asarray(data),
+                                feature_names=self.feature_names,
+                                output_names=self.output_names)
 
 
 def interactions(cm, rows, data, names, grp=None, *, bits=None, n_jobs=None,
