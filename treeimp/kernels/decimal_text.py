@@ -1,7 +1,7 @@
 """Numbers written as decimal text, read in one pass (LightGBM's model text).
 
-``read_numbers`` reads lines of whitespace-separated numbers (one line per tree) from
-ASCII bytes and checks every line's count against the count it must have. Integers
+``read_numbers`` reads spans of whitespace-separated numbers (one span per tree: a key's
+value) from ASCII bytes and checks every span's count against the count it must have. Integers
 ([+-]digits, within int64) are exact. A decimal number becomes the double nearest to it
 (ties to even), the value Python's ``float`` gives:
 
@@ -10,9 +10,9 @@ ASCII bytes and checks every line's count against the count it must have. Intege
   product or quotient correctly.
 * M up to 2**64 with 10**-k (1 <= k <= 22): the quotient c = float(M) / 10**k is within
   one step of the nearest double; it is checked, and moved by one step where needed,
-  with exact 128-bit integer comparisons of M * 2**s against (2 m +- 1) * 5**k * 2**k
-  (c = m * 2**-s): the nearest double is the one whose half-way points enclose M /
-  10**k.
+  with exact 128-bit integer arithmetic (c = m * 2**-s): the nearest double is the one
+  whose half-way points (2 m +- 1) * 2**-(s + 1) enclose M / 10**k, that is
+  |M * 2**(s + 1 - k) - 2 m * 5**k| < 5**k.
 
 Every other token made of letters, digits, signs, ``.`` and ``_`` (more than 19
 significant digits, larger exponents, ``inf``, ``nan``, an exact tie, ...) is left to
@@ -41,8 +41,8 @@ _INT64_MAX = np.uint64(9223372036854775807)
 
 @njit(cache=True)
 def _is_space(c):
-    """The ASCII characters Python's ``str.split()`` splits at, but the line feed."""
-    return c == 32 or c == 9 or c == 11 or c == 12 or c == 13 or (28 <= c <= 31)
+    """The ASCII characters Python's ``str.split()`` splits at."""
+    return c == 32 or (9 <= c <= 13) or (28 <= c <= 31)
 
 
 @njit(cache=True)
@@ -97,15 +97,20 @@ def _checked_quotient(M, k):
         else:
             lh = M >> np.uint64(64 - shift)
             ll = M << np.uint64(shift)
-        up_h, up_l = _mul64(np.uint64(2) * m + np.uint64(1), _POW5[k])
-        lo_h, lo_l = _mul64(np.uint64(2) * m - np.uint64(1), _POW5[k])
-        above = _compare128(lh, ll, up_h, up_l)
-        below = _compare128(lh, ll, lo_h, lo_l)
-        if above == 0 or below == 0:
+        # D = M 2**shift - 2 m 5**k, exactly: c is the nearest double when |D| < 5**k
+        ph, pl = _mul64(np.uint64(2) * m, _POW5[k])
+        if _compare128(lh, ll, ph, pl) >= 0:
+            up = True
+            dh, dl = lh - ph - np.uint64(ll < pl), ll - pl
+        else:
+            up = False
+            dh, dl = ph - lh - np.uint64(pl < ll), pl - ll
+        f = _POW5[k]
+        if dh == 0 and dl == f:
             return np.nan  # a tie: left to Python
-        if above < 0 and below > 0:
+        if dh == 0 and dl < f:
             return c
-        c = np.nextafter(c, np.inf) if above > 0 else np.nextafter(c, -np.inf)
+        c = np.nextafter(c, np.inf) if up else np.nextafter(c, -np.inf)
     return np.nan
 
 
@@ -121,29 +126,28 @@ def _nearest(M, exp10):
 
 
 @njit(cache=True)
-def read_numbers(buf, counts, integers, floats, ints, deferred):
-    """Read the lines of ``buf`` (uint8, lines ended by a line feed, the last one may
-    not be) into ``floats`` (float64) or, ``integers`` True, ``ints`` (int64), in order;
-    line j must hold ``counts[j]`` tokens. ``deferred`` (len(floats), 3): (position in
-    ``floats``, token start, token end) of the tokens left to Python, the first of the
-    returned count.
+def read_numbers(buf, starts, ends, counts, integers, floats, ints, deferred):
+    """Read the spans ``buf[starts[j]:ends[j]]`` (uint8) into ``floats`` (float64) or,
+    ``integers`` True, ``ints`` (int64), in order; span j must hold ``counts[j]``
+    tokens. ``deferred`` (len(floats), 3): (position in ``floats``, token start, token
+    end) of the tokens left to Python, the first of the returned count.
 
-    Returns (status, line, n_deferred, token count or byte offset): STATUS_OK; or
-    STATUS_COUNT with the line and the number of tokens it holds (counted to its end,
-    or to ``counts[line] + 1``); or STATUS_TOKEN with the line and the bad token's
+    Returns (status, span, n_deferred, token count or byte offset): STATUS_OK; or
+    STATUS_COUNT with the span and the number of tokens it holds (counted to its end,
+    or to ``counts[span] + 1``); or STATUS_TOKEN with the span and the bad token's
     start in ``buf``. Nothing is written beyond sum(counts) values.
     """
-    n = buf.shape[0]
-    pos = 0
     out = 0
     n_def = 0
     for j in range(counts.shape[0]):
         want = counts[j]
+        pos = starts[j]
+        n = ends[j]
         got = 0
         while True:
             while pos < n and _is_space(buf[pos]):
                 pos += 1
-            if pos >= n or buf[pos] == 10:
+            if pos >= n:
                 break
             if got == want:  # one token too many: the line's count is wrong
                 return STATUS_COUNT, j, n_def, got + 1
@@ -199,7 +203,7 @@ def read_numbers(buf, counts, integers, floats, ints, deferred):
                 if n_e == 0 or e >= 100000:
                     plain = False
                 exp10 += -e if eneg else e
-            while pos < n and buf[pos] != 10 and not _is_space(buf[pos]):
+            while pos < n and not _is_space(buf[pos]):
                 if not _token_char(buf[pos]):
                     return STATUS_TOKEN, j, n_def, pos
                 plain = False  # characters after the number
@@ -226,5 +230,4 @@ def read_numbers(buf, counts, integers, floats, ints, deferred):
             got += 1
         if got != want:
             return STATUS_COUNT, j, n_def, got
-        pos += 1  # the line feed
     return STATUS_OK, -1, n_def, 0
