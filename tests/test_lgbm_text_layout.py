@@ -122,3 +122,47 @@ def test_file_bytes_as_text(model, tmp_path):
         path = tmp_path / f"{name}.txt"
         path.write_bytes(content)
         assert _arrays(treeimp.load(path)) == want
+
+
+@pytest.fixture
+def two_threads(monkeypatch):
+    """The numbers read on two threads however short the text."""
+    import numba
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba has one thread")
+    monkeypatch.setattr(lgbm, "_THREAD_BYTES", 0)
+    previous = numba.get_num_threads()
+    numba.set_num_threads(2)
+    yield
+    numba.set_num_threads(previous)
+
+
+def test_two_threads_read_the_same_model(model, two_threads):
+    booster, text, X = model
+    ens = parse_lightgbm_text(text)
+    np.testing.assert_allclose(ens.predict_raw(X), booster.predict(X, raw_score=True),
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(ens.weight[ens.tree_offsets[:-1]],
+                                  [t["tree_structure"].get("internal_weight",
+                                                           t["tree_structure"].get(
+                                                               "leaf_weight"))
+                                   for t in booster.dump_model()["tree_info"]])
+
+
+@pytest.mark.parametrize("threads", [False, True])
+def test_the_first_damaged_key_is_named(model, request, threads):
+    """Damage in several keys: the error of the key read first one by one (split keys,
+    then leaf keys), whichever thread reads which."""
+    if threads:
+        request.getfixturevalue("two_threads")
+    _, text, _ = model
+    text = _no_sizes(text)
+    at = text.index("Tree=1\n")
+    damaged = text[:at] + text[at:].replace("\nleaf_value=", "\nleaf_value=x", 1)
+    damaged = damaged.replace("\ninternal_count=", "\ninternal_count=1 ", 1)
+    with pytest.raises(ValueError, match=r"tree 0: internal_count has 5 values, expected 4"):
+        parse_lightgbm_text(damaged)
+    damaged = damaged.replace("\ninternal_count=1 ", "\ninternal_count=", 1)
+    with pytest.raises(ValueError, match=r"tree 1: leaf_value has a value that is not a nu"):
+        parse_lightgbm_text(damaged)

@@ -17,7 +17,8 @@ value) from ASCII bytes and checks every span's count against the count it must 
 Every other token made of letters, digits, signs, ``.`` and ``_`` (more than 19
 significant digits, larger exponents, ``inf``, ``nan``, an exact tie, ...) is left to
 the caller, which converts it with Python's ``float`` (its position is returned); any
-other byte is an error.
+other byte is an error. ``read_numbers`` releases the GIL: the caller may read several
+keys on threads of its own.
 """
 
 import math
@@ -125,7 +126,7 @@ def _nearest(M, exp10):
     return np.nan
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def read_numbers(buf, starts, ends, counts, integers, floats, ints, deferred):
     """Read the spans ``buf[starts[j]:ends[j]]`` (uint8) into ``floats`` (float64) or,
     ``integers`` True, ``ints`` (int64), in order; span j must hold ``counts[j]``

@@ -38,10 +38,11 @@ def _line_end(buf, pos):
     ok = True
     while pos < n:
         c = buf[pos]
-        if c == 10:
-            break
-        if c > 126 or (c < 32 and c != 9):
-            ok = False
+        if c < 32 or c > 126:  # one test for the printable bytes, nearly all of them
+            if c == 10:
+                break
+            if c != 9:
+                ok = False
         pos += 1
     return pos, ok
 

@@ -35,8 +35,10 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from typing import NamedTuple
 
+import numba
 import numpy as np
 
 from ..model.ensemble import (
@@ -70,6 +72,8 @@ CATEGORICAL_TREE_KEYS = ("cat_boundaries", "cat_threshold")
 # about 6 kB; a larger text is serialised again into a buffer of its length)
 _TEXT_BUFFER = 1 << 24
 _TEXT_PER_TREE = 1 << 16
+# the values' bytes above which a second thread reads half of the numbers
+_THREAD_BYTES = 1 << 19
 _MISSING_TYPE_NAN_MODE = {0: NAN_AS_ZERO, 1: NAN_ZERO_MISSING, 2: NAN_MISSING}
 _PRINT_RTOL = 5e-6  # LightGBM prints internal_value / shrinkage with 6 significant digits
 
@@ -452,6 +456,42 @@ _LEAF_KEYS = (("leaf_value", float), ("leaf_weight", float), ("leaf_count", floa
 _TREE_KEY_COLUMNS = [KEY_INDEX[key] for key in TREE_KEYS]
 
 
+def _read_keys(numbers, trees, which, jobs):
+    """{key: ``numbers(key, which, counts, dtype)``} for the jobs (key, counts, dtype);
+    the first job's error in their order is raised. With more than one numba thread
+    allowed and enough text, a second thread reads about half of the values' bytes
+    (``read_numbers`` runs without the GIL)."""
+    got, errors = {}, {}
+
+    def run(part):
+        for key, counts, dtype in part:
+            try:
+                got[key] = numbers(key, which, counts, dtype)
+            except Exception as exc:  # noqa: BLE001 - raised in the caller's order below
+                errors[key] = exc
+
+    spans = trees.spans[which]
+    size = {key: int((spans[:, KEY_INDEX[key], 1] - spans[:, KEY_INDEX[key], 0]).sum())
+            for key, _, _ in jobs}
+    if numba.get_num_threads() > 1 and sum(size.values()) >= _THREAD_BYTES:
+        other, own, balance = [], [], 0  # the largest first, each to the lighter side
+        for job in sorted(jobs, key=lambda job: -size[job[0]]):
+            (other if balance <= 0 else own).append(job)
+            balance += size[job[0]] if balance <= 0 else -size[job[0]]
+        worker = threading.Thread(target=run, args=(other,), name="treeimp-lightgbm-read")
+        worker.start()
+        try:
+            run(own)
+        finally:
+            worker.join()
+    else:
+        run(jobs)
+    for key, _, _ in jobs:
+        if key in errors:
+            raise errors[key]
+    return got
+
+
 def _block(trees, t):
     """Tree t's values as a dict of str (the few trees read one by one)."""
     return {key: trees.text(t, key) for key, k in KEY_INDEX.items() if trees.has(t, key)}
@@ -522,8 +562,9 @@ def _read_trees(trees, version) -> _FlatTrees:
         return flat
     L = n_leaves[split]
     m = L - 1
-    got = {key: numbers(key, split, m, dtype) for key, dtype in _SPLIT_KEYS}
-    got.update({key: numbers(key, split, L, dtype) for key, dtype in _LEAF_KEYS})
+    got = _read_keys(numbers, trees, split,
+                     [(key, m, dtype) for key, dtype in _SPLIT_KEYS]
+                     + [(key, L, dtype) for key, dtype in _LEAF_KEYS])
     # every split's tree (its position in ``trees``), m and n_leaves
     owner = np.repeat(np.arange(split.size), m)
     m_of, L_of = m[owner], L[owner]
