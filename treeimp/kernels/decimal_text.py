@@ -21,8 +21,6 @@ other byte is an error. ``read_numbers`` releases the GIL: the caller may read s
 keys on threads of its own.
 """
 
-import math
-
 import numpy as np
 from numba import njit
 
@@ -31,13 +29,14 @@ STATUS_COUNT = 1  # a line holds another number of tokens than it must
 STATUS_TOKEN = 2  # a token that is not a number of the kind asked for
 
 _MASK32 = np.uint64(0xFFFFFFFF)
-_TWO53 = 9007199254740992.0
 # 5**k and 10**k (exact doubles) for k = 0..22: module constants, which the compiled
 # code holds (array arguments to the per-token helpers would cost a reference count
 # each call)
 _POW5 = np.array([5 ** k for k in range(23)], dtype=np.uint64)
 _POW10 = np.array([float(10 ** k) for k in range(23)])
 _INT64_MAX = np.uint64(9223372036854775807)
+_MANTISSA = np.uint64((1 << 52) - 1)
+_HIDDEN_BIT = np.uint64(1 << 52)
 
 
 @njit(cache=True)
@@ -83,9 +82,11 @@ def _checked_quotient(M, k):
     for _ in range(3):
         if not (c > 0.0 and c < 4503599627370496.0):  # c < 2**52: s >= 1 below
             return np.nan
-        mant, ex = math.frexp(c)  # c = mant * 2**ex, 0.5 <= mant < 1
-        s = 53 - ex  # c = m * 2**-s with 2**52 <= m < 2**53
-        m = np.uint64(mant * _TWO53)
+        # c = m * 2**-s with 2**52 <= m < 2**53, from its bits (c is normal: c >= 2**53 /
+        # 10**22)
+        bits = np.float64(c).view(np.uint64)
+        s = 1075 - np.int64(bits >> np.uint64(52))
+        m = (bits & _MANTISSA) | _HIDDEN_BIT
         if m == np.uint64(1) << np.uint64(52):
             return np.nan  # a power of two: the step below is half the step above
         shift = s + 1 - k  # 2 M 2**s / 2**k against (2 m +- 1) 5**k
