@@ -33,6 +33,7 @@ every tree holds ``learning_rate * unshrunk estimate``; predictions are unchange
 
 from __future__ import annotations
 
+import ctypes
 import os
 import tempfile
 import threading
@@ -150,8 +151,6 @@ def _model_bytes(booster) -> bytes:
     text does not reach are never touched), and the same line is appended. Where the
     package's internals are not as expected, or no such buffer can be had:
     ``save_model`` into a temporary file (also one serialisation, of the same text)."""
-    import ctypes
-
     try:
         from lightgbm.basic import _LIB, _dump_pandas_categorical, _safe_call
 
