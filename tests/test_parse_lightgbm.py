@@ -595,9 +595,11 @@ def test_unfitted_sklearn_model():
 
 
 def test_live_model_text_is_model_to_string(monkeypatch):
-    """A live model's text comes from save_model through a temporary file (one
-    serialisation): it must be the text model_to_string gives (pandas categories and
-    best_iteration included), also where no temporary file can be written."""
+    """A live model's text is serialised once (LightGBM's SaveModelToString into a
+    large buffer, else save_model into a temporary file): it must be the text
+    model_to_string gives (pandas categories and best_iteration included), also when
+    the first buffer is too short, when no buffer can be allocated, and where no
+    temporary file can be written."""
     from treeimp.parsers import lgbm
 
     rng = np.random.default_rng(3)
@@ -607,12 +609,22 @@ def test_live_model_text_is_model_to_string(monkeypatch):
     booster = lgb.LGBMRegressor(n_estimators=20, num_leaves=7, verbose=-1,
                                 n_jobs=1).fit(X, y).booster_
     booster.best_iteration = 5  # as early stopping sets it: the text keeps all 20
-    want = booster.model_to_string(num_iteration=-1)
-    assert "pandas_categorical:[[" in want
-    assert lgbm._model_text(booster) == want
+    want = booster.model_to_string(num_iteration=-1).encode("utf-8")
+    assert b"pandas_categorical:[[" in want
+    assert lgbm._model_bytes(booster) == want
+
+    monkeypatch.setattr(lgbm, "_TEXT_BUFFER", 100)  # serialised a second time
+    monkeypatch.setattr(lgbm, "_TEXT_PER_TREE", 5)
+    assert len(want) > 200
+    assert lgbm._model_bytes(booster) == want
+
+    monkeypatch.setattr(lgbm, "_TEXT_PER_TREE", 1 << 56)  # no buffer: save_model's file
+    with pytest.raises(MemoryError):
+        np.empty(booster.num_trees() << 56, dtype=np.uint8)
+    assert lgbm._model_bytes(booster) == want
 
     def no_temporary_folder(*args, **kwargs):
         raise OSError("read-only file system")
 
     monkeypatch.setattr(lgbm.tempfile, "TemporaryDirectory", no_temporary_folder)
-    assert lgbm._model_text(booster) == want
+    assert lgbm._model_bytes(booster) == want

@@ -1,7 +1,7 @@
 """Numbers written as decimal text, read in one pass (LightGBM's model text).
 
-``read_numbers`` reads lines of whitespace-separated numbers (one line per tree) from
-ASCII bytes and checks every line's count against the count it must have. Integers
+``read_numbers`` reads spans of whitespace-separated numbers (one span per tree: a key's
+value) from ASCII bytes and checks every span's count against the count it must have. Integers
 ([+-]digits, within int64) are exact. A decimal number becomes the double nearest to it
 (ties to even), the value Python's ``float`` gives:
 
@@ -10,17 +10,16 @@ ASCII bytes and checks every line's count against the count it must have. Intege
   product or quotient correctly.
 * M up to 2**64 with 10**-k (1 <= k <= 22): the quotient c = float(M) / 10**k is within
   one step of the nearest double; it is checked, and moved by one step where needed,
-  with exact 128-bit integer comparisons of M * 2**s against (2 m +- 1) * 5**k * 2**k
-  (c = m * 2**-s): the nearest double is the one whose half-way points enclose M /
-  10**k.
+  with exact 128-bit integer arithmetic (c = m * 2**-s): the nearest double is the one
+  whose half-way points (2 m +- 1) * 2**-(s + 1) enclose M / 10**k, that is
+  |M * 2**(s + 1 - k) - 2 m * 5**k| < 5**k.
 
 Every other token made of letters, digits, signs, ``.`` and ``_`` (more than 19
 significant digits, larger exponents, ``inf``, ``nan``, an exact tie, ...) is left to
 the caller, which converts it with Python's ``float`` (its position is returned); any
-other byte is an error.
+other byte is an error. ``read_numbers`` releases the GIL: the caller may read several
+keys on threads of its own.
 """
-
-import math
 
 import numpy as np
 from numba import njit
@@ -30,19 +29,20 @@ STATUS_COUNT = 1  # a line holds another number of tokens than it must
 STATUS_TOKEN = 2  # a token that is not a number of the kind asked for
 
 _MASK32 = np.uint64(0xFFFFFFFF)
-_TWO53 = 9007199254740992.0
 # 5**k and 10**k (exact doubles) for k = 0..22: module constants, which the compiled
 # code holds (array arguments to the per-token helpers would cost a reference count
 # each call)
 _POW5 = np.array([5 ** k for k in range(23)], dtype=np.uint64)
 _POW10 = np.array([float(10 ** k) for k in range(23)])
 _INT64_MAX = np.uint64(9223372036854775807)
+_MANTISSA = np.uint64((1 << 52) - 1)
+_HIDDEN_BIT = np.uint64(1 << 52)
 
 
 @njit(cache=True)
 def _is_space(c):
-    """The ASCII characters Python's ``str.split()`` splits at, but the line feed."""
-    return c == 32 or c == 9 or c == 11 or c == 12 or c == 13 or (28 <= c <= 31)
+    """The ASCII characters Python's ``str.split()`` splits at."""
+    return c == 32 or (9 <= c <= 13) or (28 <= c <= 31)
 
 
 @njit(cache=True)
@@ -82,9 +82,11 @@ def _checked_quotient(M, k):
     for _ in range(3):
         if not (c > 0.0 and c < 4503599627370496.0):  # c < 2**52: s >= 1 below
             return np.nan
-        mant, ex = math.frexp(c)  # c = mant * 2**ex, 0.5 <= mant < 1
-        s = 53 - ex  # c = m * 2**-s with 2**52 <= m < 2**53
-        m = np.uint64(mant * _TWO53)
+        # c = m * 2**-s with 2**52 <= m < 2**53, from its bits (c is normal: c >= 2**53 /
+        # 10**22)
+        bits = np.float64(c).view(np.uint64)
+        s = 1075 - np.int64(bits >> np.uint64(52))
+        m = (bits & _MANTISSA) | _HIDDEN_BIT
         if m == np.uint64(1) << np.uint64(52):
             return np.nan  # a power of two: the step below is half the step above
         shift = s + 1 - k  # 2 M 2**s / 2**k against (2 m +- 1) 5**k
@@ -97,15 +99,20 @@ def _checked_quotient(M, k):
         else:
             lh = M >> np.uint64(64 - shift)
             ll = M << np.uint64(shift)
-        up_h, up_l = _mul64(np.uint64(2) * m + np.uint64(1), _POW5[k])
-        lo_h, lo_l = _mul64(np.uint64(2) * m - np.uint64(1), _POW5[k])
-        above = _compare128(lh, ll, up_h, up_l)
-        below = _compare128(lh, ll, lo_h, lo_l)
-        if above == 0 or below == 0:
+        # D = M 2**shift - 2 m 5**k, exactly: c is the nearest double when |D| < 5**k
+        ph, pl = _mul64(np.uint64(2) * m, _POW5[k])
+        if _compare128(lh, ll, ph, pl) >= 0:
+            up = True
+            dh, dl = lh - ph - np.uint64(ll < pl), ll - pl
+        else:
+            up = False
+            dh, dl = ph - lh - np.uint64(pl < ll), pl - ll
+        f = _POW5[k]
+        if dh == 0 and dl == f:
             return np.nan  # a tie: left to Python
-        if above < 0 and below > 0:
+        if dh == 0 and dl < f:
             return c
-        c = np.nextafter(c, np.inf) if above > 0 else np.nextafter(c, -np.inf)
+        c = np.nextafter(c, np.inf) if up else np.nextafter(c, -np.inf)
     return np.nan
 
 
@@ -120,30 +127,29 @@ def _nearest(M, exp10):
     return np.nan
 
 
-@njit(cache=True)
-def read_numbers(buf, counts, integers, floats, ints, deferred):
-    """Read the lines of ``buf`` (uint8, lines ended by a line feed, the last one may
-    not be) into ``floats`` (float64) or, ``integers`` True, ``ints`` (int64), in order;
-    line j must hold ``counts[j]`` tokens. ``deferred`` (len(floats), 3): (position in
-    ``floats``, token start, token end) of the tokens left to Python, the first of the
-    returned count.
+@njit(cache=True, nogil=True)
+def read_numbers(buf, starts, ends, counts, integers, floats, ints, deferred):
+    """Read the spans ``buf[starts[j]:ends[j]]`` (uint8) into ``floats`` (float64) or,
+    ``integers`` True, ``ints`` (int64), in order; span j must hold ``counts[j]``
+    tokens. ``deferred`` (len(floats), 3): (position in ``floats``, token start, token
+    end) of the tokens left to Python, the first of the returned count.
 
-    Returns (status, line, n_deferred, token count or byte offset): STATUS_OK; or
-    STATUS_COUNT with the line and the number of tokens it holds (counted to its end,
-    or to ``counts[line] + 1``); or STATUS_TOKEN with the line and the bad token's
+    Returns (status, span, n_deferred, token count or byte offset): STATUS_OK; or
+    STATUS_COUNT with the span and the number of tokens it holds (counted to its end,
+    or to ``counts[span] + 1``); or STATUS_TOKEN with the span and the bad token's
     start in ``buf``. Nothing is written beyond sum(counts) values.
     """
-    n = buf.shape[0]
-    pos = 0
     out = 0
     n_def = 0
     for j in range(counts.shape[0]):
         want = counts[j]
+        pos = starts[j]
+        n = ends[j]
         got = 0
         while True:
             while pos < n and _is_space(buf[pos]):
                 pos += 1
-            if pos >= n or buf[pos] == 10:
+            if pos >= n:
                 break
             if got == want:  # one token too many: the line's count is wrong
                 return STATUS_COUNT, j, n_def, got + 1
@@ -199,7 +205,7 @@ def read_numbers(buf, counts, integers, floats, ints, deferred):
                 if n_e == 0 or e >= 100000:
                     plain = False
                 exp10 += -e if eneg else e
-            while pos < n and buf[pos] != 10 and not _is_space(buf[pos]):
+            while pos < n and not _is_space(buf[pos]):
                 if not _token_char(buf[pos]):
                     return STATUS_TOKEN, j, n_def, pos
                 plain = False  # characters after the number
@@ -226,5 +232,4 @@ def read_numbers(buf, counts, integers, floats, ints, deferred):
             got += 1
         if got != want:
             return STATUS_COUNT, j, n_def, got
-        pos += 1  # the line feed
     return STATUS_OK, -1, n_def, 0

@@ -25,7 +25,7 @@ import warnings
 from ..inputs.files import open_regular, stat_path
 from ..model.ensemble import TreeEnsemble
 from .catboost import parse_catboost_json
-from .lgbm import parse_lightgbm_text
+from .lgbm import parse_lightgbm_bytes, parse_lightgbm_text
 from .rounds import select_trees
 from .ubjson import read_ubjson
 from .xgb import parse_xgboost_json, stored_best_iteration
@@ -197,6 +197,8 @@ def _load_catboost(data: bytes) -> TreeEnsemble:
 
 
 def _load_lightgbm(data: bytes) -> TreeEnsemble:
+    if data.isascii():  # valid UTF-8 without a byte order mark, read as bytes
+        return parse_lightgbm_bytes(data)
     try:
         text = data.decode("utf-8-sig")  # a byte order mark (Windows editors) is skipped
     except UnicodeDecodeError as exc:

@@ -33,10 +33,13 @@ every tree holds ``learning_rate * unshrunk estimate``; predictions are unchange
 
 from __future__ import annotations
 
+import ctypes
 import os
 import tempfile
+import threading
 from typing import NamedTuple
 
+import numba
 import numpy as np
 
 from ..model.ensemble import (
@@ -47,9 +50,15 @@ from ..model.ensemble import (
     TreeEnsemble,
 )
 from .lgbm_categories import feature_categories
-from .lgbm_numbers import tree_numbers
+from .lgbm_numbers import span_numbers
 from .lgbm_objective import objective_from_text
-from .lgbm_text import check_tree_sizes, read_param, scan_model_text
+from .lgbm_text import (
+    KEY_INDEX,
+    check_tree_sizes,
+    read_param,
+    scan_model_bytes,
+    scan_model_text,
+)
 
 HEADER_KEYS = ("version", "num_class", "num_tree_per_iteration", "max_feature_idx",
                "feature_names", "feature_infos")
@@ -60,6 +69,12 @@ TREE_KEYS = ("num_leaves", "num_cat", "split_feature", "split_gain", "threshold"
              "shrinkage")
 CATEGORICAL_TREE_KEYS = ("cat_boundaries", "cat_threshold")
 
+# the first buffer for a live model's text: bytes in all, and per tree (63 leaves take
+# about 6 kB; a larger text is serialised again into a buffer of its length)
+_TEXT_BUFFER = 1 << 24
+_TEXT_PER_TREE = 1 << 16
+# the values' bytes above which a second thread reads half of the numbers
+_THREAD_BYTES = 1 << 19
 _MISSING_TYPE_NAN_MODE = {0: NAN_AS_ZERO, 1: NAN_ZERO_MISSING, 2: NAN_MISSING}
 _PRINT_RTOL = 5e-6  # LightGBM prints internal_value / shrinkage with 6 significant digits
 
@@ -116,26 +131,62 @@ def parse_lightgbm(model) -> TreeEnsemble:
     try:
         # every iteration (num_iteration=-1): treeimp.parse applies best_iteration, as
         # LightGBM's predict does, or the user's iteration_range
-        return parse_lightgbm_text(_model_text(booster), classes=classes)
+        data = _model_bytes(booster)
+        if not data.isascii():  # checked as a file's text is
+            return parse_lightgbm_text(data.decode("utf-8"), classes=classes)
+        return parse_lightgbm_bytes(data, classes=classes)
     except ValueError as exc:
         raise ValueError(f"{exc} (lightgbm {lightgbm.__version__})") from None
 
 
-def _model_text(booster) -> str:
-    """``booster.model_to_string(num_iteration=-1)``, the text of every iteration, by way
-    of ``save_model`` into a temporary file: for a text over 1 MB, ``model_to_string``
-    serialises the model twice (first into a 1 MB buffer, to learn the length), and
-    ``save_model`` writes the same text (LightGBM's ``SaveModelToFile`` writes
-    ``SaveModelToString``, and the Python package adds the same ``pandas_categorical``
-    line) after one. Where no temporary file can be written: ``model_to_string``."""
+def _model_bytes(booster) -> bytes:
+    """``booster.model_to_string(num_iteration=-1)``, the text of every iteration, as
+    UTF-8 bytes, serialised once.
+
+    ``model_to_string`` calls LightGBM's ``LGBM_BoosterSaveModelToString`` with a 1 MB
+    buffer and, for a longer text, serialises the model a second time into a buffer of
+    the length the first call reported; then it appends the Python package's
+    ``pandas_categorical`` line. Here the same call, with the same arguments, gets a
+    buffer large enough for nearly every model (allocated, not written: the pages the
+    text does not reach are never touched), and the same line is appended. Where the
+    package's internals are not as expected, or no such buffer can be had:
+    ``save_model`` into a temporary file (also one serialisation, of the same text)."""
+    try:
+        from lightgbm.basic import _LIB, _dump_pandas_categorical, _safe_call
+
+        handle = booster._handle
+        size = max(_TEXT_BUFFER, booster.num_trees() * _TEXT_PER_TREE)
+        buf = np.empty(size, dtype=np.uint8)
+    except (ImportError, AttributeError, MemoryError):
+        return _saved_text(booster)
+    length = ctypes.c_int64(0)
+    for _ in range(2):
+        # start_iteration 0, num_iteration -1 (all), importance_type 0 ("split")
+        _safe_call(_LIB.LGBM_BoosterSaveModelToString(
+            handle, ctypes.c_int(0), ctypes.c_int(-1), ctypes.c_int(0),
+            ctypes.c_int64(buf.shape[0]), ctypes.byref(length),
+            buf.ctypes.data_as(ctypes.c_char_p)))
+        if length.value <= buf.shape[0]:
+            break
+        buf = np.empty(length.value, dtype=np.uint8)
+    # length counts the terminating NUL
+    return (buf[:length.value - 1].tobytes()
+            + _dump_pandas_categorical(booster.pandas_categorical).encode("utf-8"))
+
+
+def _saved_text(booster) -> bytes:
+    """The text ``booster.save_model`` writes into a temporary file (the same as
+    ``model_to_string``: LightGBM's ``SaveModelToFile`` writes ``SaveModelToString``,
+    and the Python package adds the same ``pandas_categorical`` line); where no
+    temporary file can be written, ``model_to_string``."""
     try:
         with tempfile.TemporaryDirectory(prefix="treeimp-lightgbm-") as folder:
             path = os.path.join(folder, "model.txt")
             booster.save_model(path, num_iteration=-1)
             with open(path, "rb") as f:
-                return f.read().decode("utf-8")
+                return f.read()
     except OSError:
-        return booster.model_to_string(num_iteration=-1)
+        return booster.model_to_string(num_iteration=-1).encode("utf-8")
 
 
 def parse_lightgbm_text(text: str, *, classes=None) -> TreeEnsemble:
@@ -167,7 +218,24 @@ def parse_lightgbm_text(text: str, *, classes=None) -> TreeEnsemble:
     >>> from treeimp.parsers.lgbm import parse_lightgbm_text
     >>> ens = parse_lightgbm_text(open("model.txt").read())  # doctest: +SKIP
     """
-    model = scan_model_text(text)
+    if not isinstance(text, str):
+        raise TypeError(f"a LightGBM model text must be a str, got {type(text).__name__}")
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: read line by line
+        return _parse_model(scan_model_text(text), lambda: text, classes)
+    return _parse_model(scan_model_bytes(data, text), lambda: text, classes)
+
+
+def parse_lightgbm_bytes(data: bytes, *, classes=None) -> TreeEnsemble:
+    """:func:`parse_lightgbm_text` of the model text's UTF-8 bytes (valid UTF-8 without
+    a byte order mark: the caller has checked), without decoding the tree blocks."""
+    return _parse_model(scan_model_bytes(data), lambda: data.decode("utf-8"), classes)
+
+
+def _parse_model(model, get_text, classes):
+    """The TreeEnsemble of a scanned model text (``get_text()``: the text as a str, read
+    only when its tree blocks were not located in the bytes)."""
     header, params = model.header, model.parameters
     for key in HEADER_KEYS:
         if key not in header:
@@ -211,7 +279,9 @@ def parse_lightgbm_text(text: str, *, classes=None) -> TreeEnsemble:
                          f"{len(header['tree_sizes'].split())} trees but the text has "
                          f"{n_trees}")
     if "tree_sizes" in header:
-        check_tree_sizes(text, header["tree_sizes"])
+        starts = model.trees.block_starts
+        check_tree_sizes(get_text() if starts is None else None, header["tree_sizes"],
+                         starts)
 
     if objective.params.get("n_classes", 1) != n_per_iter:
         raise ValueError(f"LightGBM objective {objective.source!r} needs "
@@ -382,42 +452,92 @@ _SPLIT_KEYS = (("split_feature", int), ("split_gain", float), ("threshold", floa
                ("internal_value", float), ("internal_weight", float),
                ("internal_count", float))
 _LEAF_KEYS = (("leaf_value", float), ("leaf_weight", float), ("leaf_count", float))
-_TREE_KEY_SET = frozenset(TREE_KEYS)
+_TREE_KEY_COLUMNS = [KEY_INDEX[key] for key in TREE_KEYS]
 
 
-def _read_trees(blocks, version) -> _FlatTrees:
-    """Every ``Tree=t`` block -> node arrays in the layout of the module docstring, for
-    all trees together: each key's numbers of the trees with splits read at once
-    (``lgbm_numbers.tree_numbers``) and written into the concatenated node arrays; a
-    stump's by :func:`_read_tree`."""
-    n_trees = len(blocks)
-    every = list(range(n_trees))
+def _read_keys(numbers, trees, which, jobs):
+    """{key: ``numbers(key, which, counts, dtype)``} for the jobs (key, counts, dtype);
+    the first job's error in their order is raised. With more than one numba thread
+    allowed and enough text, a second thread reads about half of the values' bytes
+    (``read_numbers`` runs without the GIL)."""
+    got, errors = {}, {}
+
+    def run(part):
+        for key, counts, dtype in part:
+            try:
+                got[key] = numbers(key, which, counts, dtype)
+            except Exception as exc:  # noqa: BLE001 - raised in the caller's order below
+                errors[key] = exc
+
+    spans = trees.spans[which]
+    size = {key: int((spans[:, KEY_INDEX[key], 1] - spans[:, KEY_INDEX[key], 0]).sum())
+            for key, _, _ in jobs}
+    if numba.get_num_threads() > 1 and sum(size.values()) >= _THREAD_BYTES:
+        other, own, balance = [], [], 0  # the largest first, each to the lighter side
+        for job in sorted(jobs, key=lambda job: -size[job[0]]):
+            (other if balance <= 0 else own).append(job)
+            balance += size[job[0]] if balance <= 0 else -size[job[0]]
+        worker = threading.Thread(target=run, args=(other,), name="treeimp-lightgbm-read")
+        worker.start()
+        try:
+            run(own)
+        finally:
+            worker.join()
+    else:
+        run(jobs)
+    for key, _, _ in jobs:
+        if key in errors:
+            raise errors[key]
+    return got
+
+
+def _block(trees, t):
+    """Tree t's values as a dict of str (the few trees read one by one)."""
+    return {key: trees.text(t, key) for key, k in KEY_INDEX.items() if trees.has(t, key)}
+
+
+def _read_trees(trees, version) -> _FlatTrees:
+    """Every ``Tree=t`` block (``lgbm_text.TreeValues``) -> node arrays in the layout of
+    the module docstring, for all trees together: each key's numbers of the trees with
+    splits read at once (``lgbm_numbers.span_numbers``) and written into the
+    concatenated node arrays; a stump's by :func:`_read_tree`."""
+    n_trees = len(trees)
+    has = trees.spans[:, :, 0] >= 0
+
+    def numbers(key, which, counts, dtype):
+        k = KEY_INDEX[key]
+        return span_numbers(trees.buf, trees.spans[which, k, 0], trees.spans[which, k, 1],
+                            which, key, counts, dtype)
+
+    every = np.arange(n_trees)
     ones = np.ones(n_trees, dtype=np.int64)
-    for t, block in enumerate(blocks):
-        if "num_leaves" not in block:
-            raise ValueError(f"LightGBM tree {t} has no key 'num_leaves' "
-                             f"(model format {version})")
-    n_leaves = tree_numbers(blocks, "num_leaves", every, ones, int)
+    absent = ~has[:, KEY_INDEX["num_leaves"]]
+    if np.any(absent):
+        raise ValueError(f"LightGBM tree {int(np.argmax(absent))} has no key 'num_leaves' "
+                         f"(model format {version})")
+    n_leaves = numbers("num_leaves", every, ones, int)
     if np.any(n_leaves < 1):
         t = int(np.argmax(n_leaves < 1))
         raise ValueError(f"LightGBM tree {t}: num_leaves={n_leaves[t]}")
-    linear = [t for t, block in enumerate(blocks) if "is_linear" in block]
-    if linear:
-        flags = tree_numbers(blocks, "is_linear", linear, ones[:len(linear)], int)
+    linear = np.flatnonzero(has[:, KEY_INDEX["is_linear"]])
+    if linear.size:
+        flags = numbers("is_linear", linear, ones[:linear.size], int)
         if np.any(flags != 0):
             raise ValueError(f"LightGBM tree {linear[int(np.argmax(flags != 0))]} is a "
                              "linear tree (is_linear=1); linear_tree models are not "
                              "supported: their leaves hold linear models")
-    for t, block in enumerate(blocks):
-        if not _TREE_KEY_SET <= block.keys():
-            for key in TREE_KEYS if n_leaves[t] > 1 else ("shrinkage",):
-                if key not in block:
-                    raise ValueError(f"LightGBM tree {t} has no key {key!r} "
-                                     f"(model format {version})")
-    shrinkage = tree_numbers(blocks, "shrinkage", every, ones, float)
+    lacking = np.where(n_leaves > 1, ~has[:, _TREE_KEY_COLUMNS].all(axis=1),
+                       ~has[:, KEY_INDEX["shrinkage"]])
+    if np.any(lacking):
+        t = int(np.argmax(lacking))
+        for key in TREE_KEYS if n_leaves[t] > 1 else ("shrinkage",):
+            if not has[t, KEY_INDEX[key]]:
+                raise ValueError(f"LightGBM tree {t} has no key {key!r} "
+                                 f"(model format {version})")
+    shrinkage = numbers("shrinkage", every, ones, float)
     split = np.flatnonzero(n_leaves > 1)
     num_cat = np.zeros(n_trees, dtype=np.int64)
-    num_cat[split] = tree_numbers(blocks, "num_cat", split.tolist(), ones[:split.size], int)
+    num_cat[split] = numbers("num_cat", split, ones[:split.size], int)
     # every tree's nodes: a tree with L leaves has 2 L - 1 (a stump one), its splits
     # first; the arrays start as leaves and the trees' numbers are written in
     offsets = np.zeros(n_trees + 1, dtype=np.int64)
@@ -432,18 +552,18 @@ def _read_trees(blocks, version) -> _FlatTrees:
     categories = [{} for _ in range(n_trees)]
     flat = _FlatTrees(offsets, fields, categories, shrinkage, n_leaves)
     for t in np.flatnonzero(n_leaves == 1).tolist():
-        stump = _read_tree(blocks[t], t, version)
+        stump = _read_tree(_block(trees, t), t, version)
         i = offsets[t]
         fields["value"][i] = stump["value"][0]
         fields["weight"][i] = fields["cover"][i] = stump["weight"][0]
         fields["nan_mode"][i] = 0
     if split.size == 0:
         return flat
-    trees = split.tolist()
     L = n_leaves[split]
     m = L - 1
-    got = {key: tree_numbers(blocks, key, trees, m, dtype) for key, dtype in _SPLIT_KEYS}
-    got.update({key: tree_numbers(blocks, key, trees, L, dtype) for key, dtype in _LEAF_KEYS})
+    got = _read_keys(numbers, trees, split,
+                     [(key, m, dtype) for key, dtype in _SPLIT_KEYS]
+                     + [(key, L, dtype) for key, dtype in _LEAF_KEYS])
     # every split's tree (its position in ``trees``), m and n_leaves
     owner = np.repeat(np.arange(split.size), m)
     m_of, L_of = m[owner], L[owner]
@@ -461,30 +581,31 @@ def _read_trees(blocks, version) -> _FlatTrees:
                        else ("right_child", got["right_child"]))
         first = child[np.argmax((bad_left if side == "left_child" else bad_right)
                                 & in_tree)]
-        raise ValueError(f"LightGBM tree {trees[j]}: {side} {first} points outside its "
+        raise ValueError(f"LightGBM tree {split[j]}: {side} {first} points outside its "
                          f"{int(m[j])} splits and {int(L[j])} leaves")
     decision = got["decision_type"]
     bad = (decision < 0) | (decision > 15)
     if np.any(bad):
-        raise ValueError(f"LightGBM tree {trees[int(owner[np.argmax(bad)])]}: "
+        raise ValueError(f"LightGBM tree {split[int(owner[np.argmax(bad)])]}: "
                          "decision_type values must be in 0..15")
     is_cat = (decision & 1).astype(bool)
     missing_type = (decision >> 2) & 3
     if np.any(missing_type == 3):
-        raise ValueError(f"LightGBM tree {trees[int(owner[np.argmax(missing_type == 3)])]}"
+        raise ValueError(f"LightGBM tree {split[int(owner[np.argmax(missing_type == 3)])]}"
                          ": decision_type has missing type 3 (unknown)")
     n_cat = np.bincount(owner, weights=is_cat, minlength=split.size).astype(np.int64)
     wrong = num_cat[split] != n_cat
     if np.any(wrong):
         j = int(np.argmax(wrong))
-        raise ValueError(f"LightGBM tree {trees[j]}: num_cat={int(num_cat[trees[j]])} but "
+        raise ValueError(f"LightGBM tree {split[j]}: num_cat={int(num_cat[split[j]])} but "
                          f"{int(n_cat[j])} splits are categorical")
     threshold = got["threshold"]
     split_start = np.concatenate([[0], np.cumsum(m)])
     for j in np.flatnonzero(n_cat).tolist():
         a, b = split_start[j], split_start[j + 1]
-        categories[trees[j]] = _categorical_sets(blocks[trees[j]], trees[j], threshold[a:b],
-                                                 is_cat[a:b], int(n_cat[j]))
+        t = int(split[j])
+        categories[t] = _categorical_sets(_block(trees, t), t, threshold[a:b], is_cat[a:b],
+                                          int(n_cat[j]))
 
     # where these trees' splits and leaves go among all trees' nodes
     roots = offsets[split]
