@@ -628,3 +628,21 @@ def test_live_model_text_is_model_to_string(monkeypatch):
 
     monkeypatch.setattr(lgbm.tempfile, "TemporaryDirectory", no_temporary_folder)
     assert lgbm._model_bytes(booster) == want
+
+
+def test_live_model_text_of_an_unknown_major_release(monkeypatch):
+    """LightGBM's C serialisation is called directly only for the 3.x / 4.x releases
+    whose signature is known; another major release goes through save_model (the same
+    text), never a ctypes call with the wrong arguments."""
+    from treeimp.parsers import lgbm
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(300, 3))
+    booster = lgb.LGBMRegressor(n_estimators=5, num_leaves=5, verbose=-1,
+                                n_jobs=1).fit(X, X[:, 0]).booster_
+    want = booster.model_to_string(num_iteration=-1).encode("utf-8")
+    calls = []
+    monkeypatch.setattr(lgb, "__version__", "5.0.0")
+    monkeypatch.setattr(lgbm, "_saved_text", lambda b: calls.append(b) or want)
+    assert lgbm._model_bytes(booster) == want
+    assert calls == [booster]

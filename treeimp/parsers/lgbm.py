@@ -149,8 +149,15 @@ def _model_bytes(booster) -> bytes:
     ``pandas_categorical`` line. Here the same call, with the same arguments, gets a
     buffer large enough for nearly every model (allocated, not written: the pages the
     text does not reach are never touched), and the same line is appended. Where the
-    package's internals are not as expected, or no such buffer can be had:
+    package's internals are not as expected, LightGBM is not a 3.x or 4.x release, or
+    no such buffer can be had:
     ``save_model`` into a temporary file (also one serialisation, of the same text)."""
+    import lightgbm
+
+    if not lightgbm.__version__.startswith(("3.", "4.")):
+        # the C function's signature is the one of LightGBM 3.x and 4.x; a later major
+        # release may change it, and a wrong ctypes call would not fail cleanly
+        return _saved_text(booster)
     try:
         from lightgbm.basic import _LIB, _dump_pandas_categorical, _safe_call
 
