@@ -32,12 +32,13 @@ def _labels(F):
     return [f"x{a} x x{b}" for a, b in zip(j, k)]
 
 
-def _forest_truth(rf, X, Z, block, *, oob, centered):
+def _forest_truth(rf, X, Z, block, *, oob, centered, w=None):
     """Per tree t: the mean over its evaluation rows (out of bag, or all) of
     (z_i - c_t) . 2 Phi_t,jk(x_i) (shap's per-tree interaction values, one-hot targets
     for a classifier), the leave-one-block-out replicates and all rows; forest: mean over
     trees. Also the main parts mean z . Phi_t,jj and the per-tree weights."""
     n, F = X.shape
+    w = np.ones(n) if w is None else w
     j, k = _pairs(F)
     reps = np.zeros((N_BLOCKS + 1, len(j)))
     counts = np.zeros(N_BLOCKS + 1)
@@ -60,7 +61,7 @@ def _forest_truth(rf, X, Z, block, *, oob, centered):
         for b in range(N_BLOCKS + 1):
             rows = ev & (block != b) if b < N_BLOCKS else ev
             if rows.any():
-                reps[b] += pair[rows].mean(axis=0)
+                reps[b] += w[rows] @ pair[rows] / w[rows].sum()
                 counts[b] += 1
     return reps / counts[:, None], main / len(rf.estimators_)
 
@@ -92,6 +93,19 @@ def test_forest_regression_equals_shap_per_tree(oob, centered):
     _check(res, reps, X.shape[1], oob=oob, method=method)
     # most important first
     assert np.all(np.diff(res.table[method].to_numpy()) <= 0)
+
+
+def test_forest_sample_weight_held_out():
+    X, y = _design(160, 13)
+    rf = RandomForestRegressor(n_estimators=6, max_depth=4, random_state=0).fit(X, y)
+    X, y = _design(100, 14)
+    w = np.random.default_rng(0).uniform(0, 3, size=len(y))
+    w[:7] = 0.0
+    block = row_blocks(range(len(y)), block_key(1), N_BLOCKS)
+    res = treeimp.interaction_importance(rf, X, y, sample_weight=w, n_blocks=N_BLOCKS,
+                                         random_state=1)
+    reps, _ = _forest_truth(rf, X, y[:, None], block, oob=False, centered=True, w=w)
+    _check(res, reps, X.shape[1], oob=False, method="interaction_oob_centered")
 
 
 def test_forest_classifier_one_hot():
