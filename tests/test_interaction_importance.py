@@ -219,6 +219,7 @@ def test_true_pair_first_noise_pair_not_significant():
     res = treeimp.interaction_importance(rf, X, y, oob=True, random_state=0)
     assert res.ranking()[0] == "x0 x x1"
     assert res.select() == ["x0 x x1"]
+    assert "15 pairs" in repr(res)
     p = res.pvalues["interaction_oob_centered"]
     assert p["x0 x x1"] < 1e-3
     assert p["x2 x x5"] > 0.05

@@ -257,8 +257,9 @@ class Importances:
             show[m] = format_column(self.table[m].to_numpy(), self.stderr[m].to_numpy())
         order = self.ranking()
         show = show.loc[order]
+        what = "pairs" if self.table.index.name == "pair" else "features"
         head = (f"Importances({self.model_name or self.kind}, {self.n_rows} evaluation rows, "
-                f"{len(self.feature_names)} features; value ± stderr from {self.n_blocks} "
+                f"{len(self.feature_names)} {what}; value ± stderr from {self.n_blocks} "
                 "row blocks)")
         with pd.option_context("display.max_rows", 30, "display.width", 120):
             return head + "\n" + show.to_string(max_rows=30)
