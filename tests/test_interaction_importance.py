@@ -250,3 +250,33 @@ def test_bad_input():
     multi = RandomForestRegressor(n_estimators=3, max_depth=2, random_state=0).fit(X, Y)
     with pytest.raises(ValueError, match="one target"):
         treeimp.interaction_importance(multi, X, Y, n_blocks=N_BLOCKS)
+
+
+def test_boosting_multiclass_softmax():
+    """Each round's K trees: z = one-hot(y)_c - softmax(margin before the round)_c for
+    class c's tree, Phi from the round's slice of pred_interactions (uncentred)."""
+    X_tr, y0 = _design(240, 15)
+    X, y1 = _design(120, 16)
+    cut = np.quantile(y0, [1 / 3, 2 / 3])
+    y_tr, y = np.digitize(y0, cut), np.digitize(y1, cut)
+    K, F = 3, X.shape[1]
+    bst = xgb.train({"max_depth": 3, "eta": 0.3, "objective": "multi:softprob",
+                     "num_class": K, "base_score": 0.5}, xgb.DMatrix(X_tr, label=y_tr),
+                    num_boost_round=4)
+    res = treeimp.interaction_importance(bst, X, y, centered=False, n_blocks=N_BLOCKS,
+                                         random_state=4)
+    d = xgb.DMatrix(X)
+    j, k = _pairs(F)
+    total = np.zeros(len(j))
+    onehot = np.eye(K)[y]
+    for r in range(bst.num_boosted_rounds()):
+        margin = (np.full((len(y), K), 0.5) if r == 0
+                  else bst.predict(d, output_margin=True, iteration_range=(0, r)))
+        p = np.exp(margin - margin.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        phi = bst[r:r + 1].predict(d, pred_interactions=True)[:, :, :F, :F]
+        for c in range(K):
+            z = onehot[:, c] - p[:, c]
+            total += (2.0 * z[:, None] * phi[:, c][:, j, k].astype(np.float64)).mean(axis=0)
+    np.testing.assert_allclose(res.table["interaction_oob"].reindex(_labels(F)).to_numpy(),
+                               total, rtol=2e-5, atol=2e-6)
