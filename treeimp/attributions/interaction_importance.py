@@ -59,6 +59,8 @@ PAIR_SEPARATOR = " x "
 CENTERED = "interaction_oob_centered"
 UNCENTERED = "interaction_oob"
 CHUNK_ROWS = 1 << 18
+# the forest kernel's per-thread buffers, together, at most this many bytes (or one thread)
+PAIR_BUFFER_BYTES = 1 << 30
 
 
 def pair_labels(names):
@@ -151,7 +153,11 @@ def _forest(ens, rows, y, w, block, n_blocks, oob, bits, pos, centre, tables, n_
     rows_in = RowInputs(np.ascontiguousarray(Z, dtype=np.float64), w,
                         np.zeros(0, np.int32), pos, np.zeros((0, 1)))
     coef, n_seen = _coefficients(n_eval)
-    workers = max(1, min(numba.get_num_threads(), ens.n_trees))
+    # each worker keeps its trees' per-block sums and its replicates: 2 (n_blocks + 1)
+    # matrices of F x F; wide data gets fewer workers rather than more memory
+    per_worker = 8 * (2 * n_blocks + 2) * F * F
+    workers = max(1, min(numba.get_num_threads(), ens.n_trees,
+                         PAIR_BUFFER_BYTES // per_worker))
     acc = np.zeros((workers, n_blocks + 1, F, F))
     for start, chunk in rows.chunks(chunk_rows, split=True):
         stop = start + chunk.shape[0]
