@@ -22,6 +22,7 @@ _PUBLIC = {
     "contributions": "treeimp.api",
     "cross_explain": "treeimp.crossfit",
     "explain": "treeimp.api",
+    "interaction_importance": "treeimp.api",
     "interactions": "treeimp.api",
     "load": "treeimp.parsers.files",
     "parse": "treeimp.parsers",

@@ -274,6 +274,72 @@ def interactions(model, X, *, oob=False, groups=None, group_shapley=False, n_job
                            base_margin=base_margin)
 
 
+def interaction_importance(model, X, y, *, oob=False, centered=True, sample_weight=None,
+                           base_margin=None, n_blocks=DEFAULT_N_BLOCKS, random_state=None,
+                           n_jobs=None, iteration_range=None, missing=None) -> Importances:
+    """Held-out importance of every pair of features: SHAP-oob of interaction values.
+
+    For a pair j < k and a tree t, the weighted mean over the tree's evaluation rows E_t
+    (the out-of-bag rows of a bagged forest with ``oob=True``, else the rows given) of
+    ``w_i (z_i - c_t) . 2 Phi_{t,jk}(x_i)``: Phi_{t,jk} the tree's path-dependent SHAP
+    interaction value (:func:`treeimp.interactions`, whose matrix holds it at (j, k) and
+    at (k, j)) as the tree enters the margin; z the target of "shap_oob" (forests: y, or
+    the one-hot y of a classifier; boosting: the negative gradient -g of the model's loss
+    at the margin before the tree's stage); c_t the tree's in-bag root value (forests:
+    the in-bag mean of y or class proportions; boosting: mu_t h_i, mu_t the tree's
+    unshrunk root estimate and h the hessian), or 0 with ``centered=False``. A forest's
+    value is the mean over its trees, a boosted model's the sum. It estimates how much
+    the model's use of the pair lowers held-out loss (first order, as mdi_oob); on rows
+    the trees did not see, a pair that does not predict the target has expectation ~0,
+    in-bag ones are biased upwards (``treeimp/attributions/interaction_importance.py``
+    and the README explain why; ``benchmarks/interaction_screening.py`` measures it).
+
+    Parameters
+    ----------
+    model : fitted scikit-learn / XGBoost / LightGBM / CatBoost model, TreeEnsemble or file
+        As in :func:`treeimp.explain`; one target, one value per leaf.
+    X : array-like or DataFrame (n_rows, n_features)
+        Held-out rows, or with ``oob=True`` the forest's training rows in training order.
+    y : array-like (n_rows,)
+    oob : bool, default False
+        Bagged forests: evaluate each tree on its out-of-bag rows.
+    centered : bool, default True
+        Centre the target per tree at its in-bag root value (a constant added to y then
+        leaves the value unchanged); False: the uncentred form.
+    sample_weight, base_margin, n_blocks, random_state, n_jobs, iteration_range, missing
+        As in :func:`treeimp.explain`: row weights, boosting margin offsets, the row
+        blocks of the standard errors and their seed.
+
+    Returns
+    -------
+    Importances
+        Indexed by pair labels ``"<feature j> x <feature k>"`` (``PAIR_SEPARATOR`` of
+        :mod:`treeimp.attributions.interaction_importance`), one row per pair j < k (in
+        the order of the model's features), most important first; one column,
+        "interaction_oob_centered" (or "interaction_oob" uncentred), with standard
+        errors, p-values and q-values from the row blocks; ``select()`` keeps the pairs
+        whose q-value is below alpha. Per-tree values and the across-trees error are not
+        kept (n_trees x pairs numbers).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.ensemble import RandomForestRegressor
+    >>> import treeimp
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(400, 4))
+    >>> y = X[:, 0] * X[:, 1] + 0.1 * rng.normal(size=400)
+    >>> rf = RandomForestRegressor(n_estimators=30, max_depth=6, random_state=0).fit(X, y)
+    >>> res = treeimp.interaction_importance(rf, X, y, oob=True, random_state=0)
+    >>> res.ranking()[0]
+    'x0 x x1'
+    """
+    ex = Explainer(model, iteration_range=iteration_range, missing=missing, n_jobs=n_jobs)
+    return ex.interaction_importance(X, y, oob=oob, centered=centered,
+                                     sample_weight=sample_weight, base_margin=base_margin,
+                                     n_blocks=n_blocks, random_state=random_state)
+
+
 def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_state=None,
                            n_jobs=None, sample_weight=None, progress=None, groups=None,
                            iteration_range=None, missing=None, base_margin=None):

@@ -30,6 +30,11 @@ from .attributions.contributions import (
     in_sample,
     out_of_bag,
 )
+from .attributions.interaction_importance import (
+    check_pair_model,
+    pair_importances,
+    pair_replicates,
+)
 from .attributions.interactions import Interactions, interactions
 from .attributions.shap_oob import per_tree_values
 from .dask import is_dask_collection
@@ -348,6 +353,50 @@ class Explainer:
         check_training_rows(cm.ens, self._final, rows, bits, n_jobs=self.n_jobs)
         return interactions(cm, rows, X, names, grp, bits=bits, n_jobs=self.n_jobs,
                             group_shapley=gs)
+
+    def interaction_importance(self, X, y, *, oob=False, centered=True, sample_weight=None,
+                               base_margin=None, n_blocks=DEFAULT_N_BLOCKS,
+                               random_state=None):
+        """Held-out importance of every pair of features (see
+        :func:`treeimp.interaction_importance` for the definition and every argument),
+        without parsing the model again."""
+
+        self._check_explainable()
+        oob = _check_oob(oob)
+        if not isinstance(centered, (bool, np.bool_)):
+            raise TypeError(f"centered must be True or False, got {centered!r}")
+        ens = self.ensemble
+        check_pair_model(ens, self._parsed)
+        if oob and ens.kind != FOREST:
+            raise ValueError("oob=True is for bagged forests; boosting models have no "
+                             "out-of-bag rows and need a held-out set: "
+                             "interaction_importance(model, X_val, y_val)")
+        X, names, _ = self._unwrap(X, None)
+        check_unique_columns(X)
+        rows = RowSource(X, ens)
+        names = self._names(rows.feature_names if names is None else names)
+        n = rows.n_rows
+        check_n_blocks(n_blocks, n)
+        y = as_target(y, n, n_target_columns(ens))  # before any routing
+        offset = check_base_margin(base_margin, n, ens)
+        w = np.ones(1) if sample_weight is None else check_sample_weight(sample_weight, n)
+        block = row_blocks(range(n), self._key(random_state), n_blocks)
+        block_weight = np.bincount(block, weights=None if w.size == 1 else w,
+                                   minlength=n_blocks).astype(np.float64)
+        bits = None
+        if oob:
+            bits = self._inbag_bits(n, None)
+            check_training_rows(ens, self._final, rows, bits, n_jobs=self.n_jobs)
+        replicates, n_eval = pair_replicates(ens, rows, y, w, block, n_blocks,
+                                             centered=bool(centered), inbag_bits=bits,
+                                             n_jobs=self.n_jobs, base_margin=offset)
+        if not np.any(n_eval.sum(axis=0) > 0):
+            if oob:
+                raise ValueError("no tree has out-of-bag rows among these rows (every row "
+                                 "is in-bag for every tree)")
+            raise ValueError("no evaluation row has a positive weight")
+        return pair_importances(ens, replicates, names, centered=bool(centered), oob=oob,
+                                n_rows=n, n_blocks=n_blocks, block_weight=block_weight)
 
     def predict_raw(self, X, *, base_margin=None):
         """The model's raw margin on X (see :meth:`TreeEnsemble.predict_raw`)."""

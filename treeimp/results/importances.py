@@ -117,12 +117,17 @@ class Importances:
         ``kind`` and ``objective`` it picks the default screening measure of ``select``.
     objective : str or None
         The model's canonical objective name (``treeimp.model.losses``).
+    screening : str or None
+        The measure ``select()`` screens with when none is named, for results whose
+        measures are not the model's default ones (:func:`treeimp.interaction_importance`:
+        its pair measure); None: the default of ``kind`` and ``task``.
     """
 
     def __init__(self, *, table, stderr, stderr_trees, per_tree, block_values, n_blocks,
                  kind, n_rows, model_name="", table_by_class=None, groups=None, dof=None,
-                 block_weight=None, task=None, objective=None):
+                 block_weight=None, task=None, objective=None, screening=None):
         self.table = table
+        self.screening = screening
         self.task = task
         self.objective = objective
         self.block_weight = block_weight
@@ -183,10 +188,15 @@ class Importances:
         """Features whose importance is significantly positive at false discovery rate
         ``alpha`` (Benjamini-Hochberg q-value < alpha), most important first.
 
-        ``method=None``: the default screening measure of the model's kind and task
+        ``method=None``: the result's own ``screening`` measure when it has one (pairs
+        of :func:`treeimp.interaction_importance`), else the default screening measure
+        of the model's kind and task
         (:func:`treeimp.measures.screening.default_screening_method`), which ``explain`` computes
         when ``methods`` is not given; a ValueError if this result lacks it (never
         another measure in its place)."""
+        if method is None:
+            # results pickled before ``screening`` was recorded have none
+            method = getattr(self, "screening", None)
         if method is None:
 
             # results pickled before task and objective were recorded have neither
@@ -247,8 +257,9 @@ class Importances:
             show[m] = format_column(self.table[m].to_numpy(), self.stderr[m].to_numpy())
         order = self.ranking()
         show = show.loc[order]
+        what = "pairs" if self.table.index.name == "pair" else "features"
         head = (f"Importances({self.model_name or self.kind}, {self.n_rows} evaluation rows, "
-                f"{len(self.feature_names)} features; value ± stderr from {self.n_blocks} "
+                f"{len(self.feature_names)} {what}; value ± stderr from {self.n_blocks} "
                 "row blocks)")
         with pd.option_context("display.max_rows", 30, "display.width", 120):
             return head + "\n" + show.to_string(max_rows=30)

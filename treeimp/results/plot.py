@@ -71,6 +71,12 @@ def plot_importances(res, method=None, kind="bar", top=20, ax=None):
     methods = _check_methods(res, method)
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {list(KINDS)}, got {kind!r}")
+    if kind == "per_tree":
+        lacking = [m for m in methods if m not in res.per_tree]
+        if lacking:
+            raise ValueError(f"this result keeps no per-tree values of {lacking} (pairs of "
+                             "interaction_importance: they would take n_trees x pairs "
+                             "numbers); plot kind='bar'")
     if isinstance(top, bool) or not isinstance(top, numbers.Integral) or top < 1:
         raise ValueError(f"top must be a positive integer (1, 2, ...), got {top!r}")
     try:
