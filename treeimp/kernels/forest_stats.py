@@ -27,29 +27,28 @@ from .route import BATCH, walk_batch
 ROW_CHUNK = 16384
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True)
 def forest_leaf_stats(X, row0, rows_in, inbag_bits, use_inbag, one_hot, stats,
-                      tree_offsets, tree_output, routing, strict, round32, slot):
+                      tree_offsets, tree_output, routing, strict, round32, slot, t0, t1):
     """Accumulate rows ``row0 .. row0 + len(X)`` of the call into the leaves they reach
-    (``stats`` (n_leaves, n_blocks, D), ``slot`` (n_nodes,) every leaf's slot).
+    in trees t0 .. t1 - 1 (``stats`` (n_leaves, n_blocks, D), ``slot`` (n_nodes,) every
+    leaf's slot).
 
     ``rows_in`` (kernel_inputs.RowInputs): target Z, weights w, block and global
     position pos, indexed by the call's row number r = row0 + i (``w`` may hold a
     single weight that applies to every row). With ``use_inbag``, bit ``p`` of
     ``inbag_bits[t]`` (little bit order) marks the row at global position ``p`` as
-    in-bag for tree ``t``: such rows are skipped (out-of-bag evaluation).
+    in-bag for tree ``t``: such rows are skipped (out-of-bag evaluation). The caller
+    runs ranges of trees in parallel threads (the kernel releases the GIL); each tree
+    owns its leaf slots.
     """
     n = X.shape[0]
-    # the parallel loop only hands out trees: a tree's work on a chunk is the serial
-    # ``_tree_leaf_stats``, compiled on its own (compiling it inside the parallel loop
-    # took far longer); np.int64(t): the loop index is unsigned in the parallel version
-    # of the loop and signed when numba types it first, one compilation of the helper
     for c0 in range(0, n, ROW_CHUNK):
         c1 = min(n, c0 + ROW_CHUNK)
-        for t in prange(tree_offsets.shape[0] - 1):
-            _tree_leaf_stats(np.int64(t), c0, c1, X, row0, rows_in, inbag_bits, use_inbag,
-                             one_hot, stats, tree_offsets, tree_output, routing, strict,
-                             round32, slot)
+        for t in range(t0, t1):
+            _tree_leaf_stats(t, c0, c1, X, row0, rows_in, inbag_bits, use_inbag, one_hot,
+                             stats, tree_offsets, tree_output, routing, strict, round32,
+                             slot)
 
 
 @njit(cache=True)

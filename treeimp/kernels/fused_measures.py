@@ -134,9 +134,12 @@ def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, 
                              - w[r] * imp[ir, b] + extra[s])
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def leaf_split_sums(measures, splits, order, left, right, slots, leaves, layout, out, roots):
-    """``split_sums`` of several measures straight from leaf sums, tree by tree.
+@njit(cache=True, nogil=True, error_model="numpy")
+def leaf_split_sums(measures, splits, order, left, right, slots, leaves, layout, out, roots,
+                    t0, t1):
+    """``split_sums`` of several measures straight from leaf sums, tree by tree, for the
+    trees t0 .. t1 - 1 (the caller runs ranges of trees in parallel threads: the kernel
+    releases the GIL, and a tree's cells of ``out`` and ``roots`` are its own).
 
     ``leaves`` (n_leaves, B, D): the statistics as accumulated, per leaf slot (``slots``:
     kernel_inputs.LeafSlots) and row block, the D terms by ``layout``
@@ -151,13 +154,9 @@ def leaf_split_sums(measures, splits, order, left, right, slots, leaves, layout,
     MDI_OOB_CENTERED reads its weights N' from H' for boosting and n' otherwise.
     ``roots`` (n_trees, B + 1) receives n' at every tree's root, block by block.
     """
-    # the parallel loop only hands out trees: a tree's work is the serial
-    # ``_tree_split_sums``, compiled on its own (compiling it inside the parallel loop
-    # took far longer); np.int64(t): the loop index is unsigned in the parallel version
-    # of the loop and signed when numba types it first, one compilation of the helper
-    for t in prange(splits.tree_offsets.shape[0] - 1):
-        _tree_split_sums(np.int64(t), measures, splits, order, left, right, slots, leaves,
-                         layout, out, roots)
+    for t in range(t0, t1):
+        _tree_split_sums(t, measures, splits, order, left, right, slots, leaves, layout, out,
+                         roots)
 
 
 @njit(cache=True, error_model="numpy")
