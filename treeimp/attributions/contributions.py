@@ -26,6 +26,7 @@ import numba
 import numpy as np
 import pandas as pd
 
+from ..backends.threads import run_tasks, task_ranges, thread_count
 from ..inputs.rows import CHUNK_ROWS
 from ..inputs.threads import numba_threads
 from ..kernels.treeshap import (
@@ -34,6 +35,7 @@ from ..kernels.treeshap import (
     expected_values,
     oob_contributions_chunk,
     path_features,
+    saabas_chunk,
     summed_cover,
 )
 from ..model.ensemble import FOREST
@@ -322,16 +324,31 @@ def _in_sample(ens, rows, inputs, n_jobs, groups=(), n_players=None):
     # routed models: a chunk holds the router's numbers, one column per routing column
     chunk_rows = (CHUNK_ROWS if ens.leaf_router is None
                   else max(1, min(CHUNK_ROWS, ROUTED_CHUNK_VALUES // ens.leaf_router.n_columns)))
+    # one kernel per method: a TreeSHAP call compiles no Saabas code and the other way
+    kernel = contributions_chunk if inputs.use_shap else saabas_chunk
     with numba_threads(n_jobs):
+        threads = thread_count()
         for start, chunk in rows.chunks(chunk_rows):
             strict, round32 = routing_flags(ens, chunk)
-            contributions_chunk(chunk, out[start:start + chunk.shape[0]], inputs,
-                                ens.tree_offsets, ens.tree_output, scale, ens.routing,
-                                strict, round32,
-                                rows_per_task(chunk.shape[0], numba.get_num_threads()))
+            _chunk_tasks(kernel, chunk, out[start:start + chunk.shape[0]], inputs, ens, scale,
+                         strict, round32, threads)
     for g, cols in enumerate(groups):
         out[:, list(cols)] += out[:, F + g, None] / len(cols)
     return out[:, :F].copy() if groups else out
+
+
+def _chunk_tasks(kernel, X, out, inputs, ens, scale, strict, round32, threads):
+    """Run ``kernel`` (``contributions_chunk`` or ``saabas_chunk``) on the rows of X in
+    tasks of ``rows_per_task`` rows, ranges of tasks in ``threads`` Python threads (a
+    task writes only its own rows of ``out``)."""
+    per_task = rows_per_task(X.shape[0], threads)
+    ranges = task_ranges(-(-X.shape[0] // per_task), threads)
+
+    def tasks(i):
+        kernel(X, out, inputs, ens.tree_offsets, ens.tree_output, scale, ens.routing, strict,
+               round32, per_task, ranges[i], ranges[i + 1])
+
+    run_tasks(tasks, len(ranges) - 1, threads)
 
 
 def _oob_bases(ens, bits, n, per_tree):

@@ -1,13 +1,16 @@
 """The default backend: the numba CPU kernels of ``treeimp/kernels/``, called with the
-arguments the operations receive (``backends.Backend`` describes them)."""
+arguments the operations receive (``backends.Backend`` describes them). The statistics
+kernels are serial and release the GIL: their blocks or ranges of trees run in Python
+threads (``backends.threads``)."""
 
 from __future__ import annotations
 
 from ..kernels.forest_stats import forest_leaf_stats
 from ..kernels.inbag_counts import inbag_leaf_counts
 from ..kernels.route import add_trees_chunk, apply_chunk
-from ..kernels.staged import staged_leaf_stats
+from ..kernels.staged import staged_block_stats, tight_objective
 from ..kernels.staged_scale import staged_root_residual_sums
+from .threads import run_tasks, task_ranges, thread_count
 
 
 class NumbaBackend:
@@ -24,13 +27,31 @@ class NumbaBackend:
 
     def forest_leaf_stats(self, X, row0, rows_in, inbag_bits, use_inbag, one_hot, stats,
                           tree_offsets, tree_output, routing, strict, round32, slot):
-        forest_leaf_stats(X, row0, rows_in, inbag_bits, use_inbag, one_hot, stats,
-                          tree_offsets, tree_output, routing, strict, round32, slot)
+        ranges = task_ranges(tree_offsets.shape[0] - 1, thread_count())
+
+        def trees(i):
+            forest_leaf_stats(X, row0, rows_in, inbag_bits, use_inbag, one_hot, stats,
+                              tree_offsets, tree_output, routing, strict, round32, slot,
+                              ranges[i], ranges[i + 1])
+
+        run_tasks(trees, len(ranges) - 1)
 
     def staged_leaf_stats(self, X, row0, order, block_start, rows_in, loss, trees, routing,
                           strict, round32, slot, stats, margin_out):
-        staged_leaf_stats(X, row0, order, block_start, rows_in, loss, trees, routing, strict,
-                          round32, slot, stats, margin_out)
+        # one task per statistic block (a block's cells of ``stats`` are its own); the
+        # blocks without rows of this chunk add nothing
+        busy = [b for b in range(block_start.shape[0] - 1)
+                if block_start[b + 1] > block_start[b]]
+        # None: the kernel compiled for the two common objectives alone
+        every = None if tight_objective.py_func(loss.code, loss.base_score.shape[0]) else True
+
+        def block(i):
+            b = busy[i]
+            staged_block_stats(X, row0, order, b, block_start[b], block_start[b + 1], rows_in,
+                               loss, trees, routing, strict, round32, slot, stats,
+                               margin_out, every)
+
+        run_tasks(block, len(busy))
 
     def staged_scale_sums(self, X, row0, rows_in, loss, trees, routing, strict, round32,
                           out):

@@ -27,85 +27,77 @@ from .route import BATCH, walk_batch
 ROW_CHUNK = 16384
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True)
 def forest_leaf_stats(X, row0, rows_in, inbag_bits, use_inbag, one_hot, stats,
-                      tree_offsets, tree_output, routing, strict, round32, slot):
+                      tree_offsets, tree_output, routing, strict, round32, slot, t0, t1):
     """Accumulate rows ``row0 .. row0 + len(X)`` of the call into the leaves they reach
-    (``stats`` (n_leaves, n_blocks, D), ``slot`` (n_nodes,) every leaf's slot).
+    in trees t0 .. t1 - 1 (``stats`` (n_leaves, n_blocks, D), ``slot`` (n_nodes,) every
+    leaf's slot).
 
     ``rows_in`` (kernel_inputs.RowInputs): target Z, weights w, block and global
     position pos, indexed by the call's row number r = row0 + i (``w`` may hold a
     single weight that applies to every row). With ``use_inbag``, bit ``p`` of
     ``inbag_bits[t]`` (little bit order) marks the row at global position ``p`` as
-    in-bag for tree ``t``: such rows are skipped (out-of-bag evaluation).
+    in-bag for tree ``t``: such rows are skipped (out-of-bag evaluation). The caller
+    runs ranges of trees in parallel threads (the kernel releases the GIL); each tree
+    owns its leaf slots.
     """
-    n = X.shape[0]
-    # the parallel loop only hands out trees: a tree's work on a chunk is the serial
-    # ``_tree_leaf_stats``, compiled on its own (compiling it inside the parallel loop
-    # took far longer); np.int64(t): the loop index is unsigned in the parallel version
-    # of the loop and signed when numba types it first, one compilation of the helper
-    for c0 in range(0, n, ROW_CHUNK):
-        c1 = min(n, c0 + ROW_CHUNK)
-        for t in prange(tree_offsets.shape[0] - 1):
-            _tree_leaf_stats(np.int64(t), c0, c1, X, row0, rows_in, inbag_bits, use_inbag,
-                             one_hot, stats, tree_offsets, tree_output, routing, strict,
-                             round32, slot)
-
-
-@njit(cache=True)
-def _tree_leaf_stats(t, c0, c1, X, row0, rows_in, inbag_bits, use_inbag, one_hot, stats,
-                     tree_offsets, tree_output, routing, strict, round32, slot):
-    """``forest_leaf_stats`` of tree t on the rows c0 .. c1 - 1 of X."""
     Z, w, block, pos = rows_in.target, rows_in.w, rows_in.block, rows_in.pos
     (left, right, feature, threshold, flags, plain, depth, min_depth, cat_offset,
      cat_count, cat_codes, cat_left) = routing
     s0 = 0 if one_hot else 2  # the first S' term
     C = stats.shape[2] - s0
     last_w = w.shape[0] - 1
-    root = tree_offsets[t]
-    col = tree_output[t]
     rows = np.empty(BATCH, np.int64)
     leaves = np.empty(BATCH, np.int64)
-    m = 0
-    for i in range(c0, c1 + 1):
-        if i < c1:
-            r = row0 + i
-            if use_inbag:
-                p = pos[r]
-                if (inbag_bits[t, p >> 3] >> (p & 7)) & 1:
+    n = X.shape[0]
+    # the loops over chunks and trees in this function, not around a call of a per-tree
+    # function: numba compiles a called function once more into its caller
+    for c0 in range(0, n, ROW_CHUNK):
+        c1 = min(n, c0 + ROW_CHUNK)
+        for t in range(t0, t1):
+            root = tree_offsets[t]
+            col = tree_output[t]
+            m = 0
+            for i in range(c0, c1 + 1):
+                if i < c1:
+                    r = row0 + i
+                    if use_inbag:
+                        p = pos[r]
+                        if (inbag_bits[t, p >> 3] >> (p & 7)) & 1:
+                            continue
+                    if w[min(r, last_w)] == 0.0:
+                        continue
+                    rows[m] = i
+                    m += 1
+                    if m < BATCH:
+                        continue
+                if m == 0:
                     continue
-            if w[min(r, last_w)] == 0.0:
-                continue
-            rows[m] = i
-            m += 1
-            if m < BATCH:
-                continue
-        if m == 0:
-            continue
-        walk_batch(X, rows, m, root, depth[t], min_depth[t], plain[t], left, right,
-                   feature, threshold, flags, cat_offset, cat_count, cat_codes,
-                   cat_left, strict, round32, leaves)
-        for q in range(m):
-            # unsigned indices: no negative-index wraparound arithmetic
-            r = row0 + rows[q]
-            wi = w[min(r, last_w)]
-            r = np.uint64(r)
-            at = np.uint64(slot[np.uint64(leaves[q])])
-            b = np.uint64(block[r])
-            if one_hot:  # a single nonzero z: one update per row and tree
-                for j in range(C):
-                    z = Z[r, col + j]
-                    if z != 0.0:
-                        stats[at, b, j] += wi * z
-                continue
-            sq = 0.0
-            for j in range(C):
-                z = Z[r, col + j]
-                stats[at, b, s0 + j] += wi * z
-                sq += z * z
-            stats[at, b, 0] += wi
-            stats[at, b, 1] += wi * sq
-        m = 0
+                walk_batch(X, rows, m, root, depth[t], min_depth[t], plain[t], left, right,
+                           feature, threshold, flags, cat_offset, cat_count, cat_codes,
+                           cat_left, strict, round32, leaves)
+                for q in range(m):
+                    # unsigned indices: no negative-index wraparound arithmetic
+                    r = row0 + rows[q]
+                    wi = w[min(r, last_w)]
+                    r = np.uint64(r)
+                    at = np.uint64(slot[np.uint64(leaves[q])])
+                    b = np.uint64(block[r])
+                    if one_hot:  # a single nonzero z: one update per row and tree
+                        for j in range(C):
+                            z = Z[r, col + j]
+                            if z != 0.0:
+                                stats[at, b, j] += wi * z
+                        continue
+                    sq = 0.0
+                    for j in range(C):
+                        z = Z[r, col + j]
+                        stats[at, b, s0 + j] += wi * z
+                        sq += z * z
+                    stats[at, b, 0] += wi
+                    stats[at, b, 1] += wi * sq
+                m = 0
 
 
 @njit(cache=True, parallel=True)

@@ -134,9 +134,12 @@ def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, 
                              - w[r] * imp[ir, b] + extra[s])
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def leaf_split_sums(measures, splits, order, left, right, slots, leaves, layout, out, roots):
-    """``split_sums`` of several measures straight from leaf sums, tree by tree.
+@njit(cache=True, nogil=True, error_model="numpy")
+def leaf_split_sums(measures, splits, order, left, right, slots, leaves, layout, out, roots,
+                    t0, t1):
+    """``split_sums`` of several measures straight from leaf sums, tree by tree, for the
+    trees t0 .. t1 - 1 (the caller runs ranges of trees in parallel threads: the kernel
+    releases the GIL, and a tree's cells of ``out`` and ``roots`` are its own).
 
     ``leaves`` (n_leaves, B, D): the statistics as accumulated, per leaf slot (``slots``:
     kernel_inputs.LeafSlots) and row block, the D terms by ``layout``
@@ -151,49 +154,38 @@ def leaf_split_sums(measures, splits, order, left, right, slots, leaves, layout,
     MDI_OOB_CENTERED reads its weights N' from H' for boosting and n' otherwise.
     ``roots`` (n_trees, B + 1) receives n' at every tree's root, block by block.
     """
-    # the parallel loop only hands out trees: a tree's work is the serial
-    # ``_tree_split_sums``, compiled on its own (compiling it inside the parallel loop
-    # took far longer); np.int64(t): the loop index is unsigned in the parallel version
-    # of the loop and signed when numba types it first, one compilation of the helper
-    for t in prange(splits.tree_offsets.shape[0] - 1):
-        _tree_split_sums(np.int64(t), measures, splits, order, left, right, slots, leaves,
-                         layout, out, roots)
-
-
-@njit(cache=True, error_model="numpy")
-def _tree_split_sums(t, measures, splits, order, left, right, slots, leaves, layout, out,
-                     roots):
-    """``leaf_split_sums`` of tree t: its terms of every measure added into ``out`` and
-    its root counts into roots[t]."""
     kinds, w_of, v_of, extra_start, ws, vs, extras = measures
     node, lefts, rights, key, tree_splits, tree_offsets = splits
     slot_node, tree_start = slots.node, slots.tree_start
     B = leaves.shape[1]
     D = leaves.shape[2]
     from_s = layout == LAYOUT_ONE_HOT
-    base = tree_offsets[t]
-    loc = np.empty((D, tree_offsets[t + 1] - base, B + 1))
-    _tree_sums(leaves, slot_node, tree_start[t], tree_start[t + 1], order, left, right,
-               base, loc)
-    for d in range(D):
-        for i in range(loc.shape[1]):
-            total_and_complement(loc[d], i, B)
-    n, Q, S, H, R = _planes(loc, layout)
-    for b in range(B + 1):
-        roots[t, b] = _count(n, S, 0, b, from_s)
-    for j in range(kinds.shape[0]):
-        kind = kinds[j]
-        extra = extras[extra_start[j]:extra_start[j + 1]]
-        weights = n if kind == MDI_OOB_CENTERED and layout != LAYOUT_BOOSTING else H
-        # out[j] (B + 1, n_keys, C) seen as (n_keys, B + 1, C): the view of
-        # np.transpose(out[j], (1, 0, 2)), made with as_strided, which compiles in a
-        # fraction of np.transpose's time
-        oj = out[j]
-        view = np.lib.stride_tricks.as_strided(
-            oj, (oj.shape[1], oj.shape[0], oj.shape[2]),
-            (oj.strides[1], oj.strides[0], oj.strides[2]))
-        tree_terms(kind, node, lefts, rights, key, tree_splits, tree_offsets, t, base,
-                   ws[w_of[j]], vs[v_of[j]], extra, n, Q, S, weights, R, from_s, view)
+    # the loop over trees in this function, not around a call of a per-tree function:
+    # numba compiles a called function once more into its caller
+    for t in range(t0, t1):
+        base = tree_offsets[t]
+        loc = np.empty((D, tree_offsets[t + 1] - base, B + 1))
+        _tree_sums(leaves, slot_node, tree_start[t], tree_start[t + 1], order, left, right,
+                   base, loc)
+        for d in range(D):
+            for i in range(loc.shape[1]):
+                total_and_complement(loc[d], i, B)
+        n, Q, S, H, R = _planes(loc, layout)
+        for b in range(B + 1):
+            roots[t, b] = _count(n, S, 0, b, from_s)
+        for j in range(kinds.shape[0]):
+            kind = kinds[j]
+            extra = extras[extra_start[j]:extra_start[j + 1]]
+            weights = n if kind == MDI_OOB_CENTERED and layout != LAYOUT_BOOSTING else H
+            # out[j] (B + 1, n_keys, C) seen as (n_keys, B + 1, C): the view of
+            # np.transpose(out[j], (1, 0, 2)), made with as_strided, which compiles in a
+            # fraction of np.transpose's time
+            oj = out[j]
+            view = np.lib.stride_tricks.as_strided(
+                oj, (oj.shape[1], oj.shape[0], oj.shape[2]),
+                (oj.strides[1], oj.strides[0], oj.strides[2]))
+            tree_terms(kind, node, lefts, rights, key, tree_splits, tree_offsets, t, base,
+                       ws[w_of[j]], vs[v_of[j]], extra, n, Q, S, weights, R, from_s, view)
 
 
 @njit(cache=True, parallel=True)

@@ -26,7 +26,7 @@ block's cells of ``stats`` (one run of 4 per leaf).
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from .gradients import (
     LOGISTIC,
@@ -65,18 +65,8 @@ def stage_terms(code, params, margin, n, y, w, g, h, terms, e):
     one output: e[r] = exp(-s margin[r]) kept up to date by the caller (``leaf_factor``);
     a value that left [1e-300, 1e300] is recomputed."""
     K = margin.shape[1]
-    if K == 1 and code == LOGISTIC:
-        inside = True
-        for r in range(n):  # a branch-free test first: it vectorises
-            inside &= (e[r] >= _E_MIN) & (e[r] <= _E_MAX)
-        if not inside:
-            for r in range(n):
-                if not _E_MIN <= e[r] <= _E_MAX:  # over- or underflow ahead: start afresh
-                    e[r] = math.exp(-params[0] * margin[r, 0])
-        _logistic_terms(params[0], params[1], params[2], n, y, w, e, terms[0])
-        return
-    if K == 1 and code == SQUARED_ERROR:
-        _squared_error_terms(n, margin, y, w, terms[0])
+    if tight_objective(code, K):
+        tight_stage_terms(code, params, margin, n, y, w, terms, e)
         return
     several = target_columns(code, K) > 1
     for r in range(n):
@@ -91,6 +81,31 @@ def stage_terms(code, params, margin, n, y, w, g, h, terms, e):
             grad_hess_row(code, params, margin, r, y[r], g, h)
         for k in range(K):
             _put(terms[k], r, wi, g[r, k], h[r, k])
+
+
+@njit(cache=True, inline="always")
+def tight_objective(code, K):
+    """Whether ``tight_stage_terms`` computes the terms of objective ``code`` on K
+    outputs: binary logistic loss or squared error, one output."""
+    return K == 1 and (code == LOGISTIC or code == SQUARED_ERROR)
+
+
+@njit(cache=True, error_model="numpy")
+def tight_stage_terms(code, params, margin, n, y, w, terms, e):
+    """``stage_terms`` of the objectives with loops of their own (``tight_objective``):
+    a function apart, so that a kernel for these objectives alone compiles none of the
+    others' gradients (``staged_block_stats``)."""
+    if code == LOGISTIC:
+        inside = True
+        for r in range(n):  # a branch-free test first: it vectorises
+            inside &= (e[r] >= _E_MIN) & (e[r] <= _E_MAX)
+        if not inside:
+            for r in range(n):
+                if not _E_MIN <= e[r] <= _E_MAX:  # over- or underflow ahead: start afresh
+                    e[r] = math.exp(-params[0] * margin[r, 0])
+        _logistic_terms(params[0], params[1], params[2], n, y, w, e, terms[0])
+        return
+    _squared_error_terms(n, margin, y, w, terms[0])
 
 
 @njit(cache=True, error_model="numpy")
@@ -151,13 +166,17 @@ def _logistic_terms(s, pos_weight, neg_weight, n, y, w, e, t):
         _put(t, r, wi, gi, hi)
 
 
-@njit(cache=True, parallel=True)
-def staged_leaf_stats(X, row0, order, block_start, rows_in, loss, trees, routing, strict,
-                      round32, slot, stats, margin_out):
-    """Accumulate staged statistics of rows ``row0 + order[...]`` (local indices into X).
+@njit(cache=True, nogil=True)
+def staged_block_stats(X, row0, order, b, s_lo, s_hi, rows_in, loss, trees, routing, strict,
+                       round32, slot, stats, margin_out, all_objectives):
+    """Accumulate the staged statistics of statistic block b: the rows
+    ``row0 + order[s_lo:s_hi]`` (local indices into X), their terms added into
+    stats[:, b] (and their final margins into ``margin_out``).
 
-    ``order[block_start[b]:block_start[b + 1]]`` are the local rows of statistic block
-    b. ``rows_in`` (kernel_inputs.RowInputs): the targets y (row-major, K per row for a
+    The caller runs the blocks of a chunk (``order[block_start[b]:block_start[b + 1]]``
+    the local rows of block b) in parallel threads (the kernel releases the GIL): a
+    block's cells of ``stats`` and its rows of ``margin_out`` are its own.
+    ``rows_in`` (kernel_inputs.RowInputs): the targets y (row-major, K per row for a
     regression objective on K targets: ``gradients.target_columns``), weights w (one weight for
     every row, or one per row) and ``row_start``, indexed by the call's row number
     r = row0 + i: ``row_start`` (n, K) each row's margin before the first tree (base
@@ -168,22 +187,10 @@ def staged_leaf_stats(X, row0, order, block_start, rows_in, loss, trees, routing
     (n_leaves, n_blocks, N_TERMS) (``TreeEnsemble.leaf_slots``). ``margin_out`` (len(X), K)
     receives each row's final margin (local rows); pass a (0, K) array to skip that.
     Smoothed objectives read round st's scales from ``loss.params``
-    (``losses.smoothed_spec``).
+    (``losses.smoothed_spec``). ``all_objectives``: None when the objective is one of
+    ``tight_objective``'s, then the kernel is compiled for those alone (numba drops the
+    other branch for a None argument), else True.
     """
-    # the parallel loop only hands out blocks: the work of one block is the serial
-    # ``_block_stats``, compiled on its own (compiling it inside the parallel loop took
-    # far longer); np.int64(b): the loop index is unsigned in the parallel version of
-    # the loop and signed when numba types it first, one compilation of _block_stats
-    for b in prange(block_start.shape[0] - 1):
-        _block_stats(X, row0, order, np.int64(b), block_start[b], block_start[b + 1], rows_in, loss,
-                     trees, routing, strict, round32, slot, stats, margin_out)
-
-
-@njit(cache=True)
-def _block_stats(X, row0, order, b, s_lo, s_hi, rows_in, loss, trees, routing, strict,
-                 round32, slot, stats, margin_out):
-    """``staged_leaf_stats`` of statistic block b: the rows ``order[s_lo:s_hi]``, their
-    terms added into stats[:, b] (and their margins into ``margin_out``)."""
     y, w, row_start = rows_in.target, rows_in.w, rows_in.row_start
     loss_code, loss_params, base_score = loss.code, loss.params, loss.base_score
     tree_offsets, tree_output, tree_scale = trees.tree_offsets, trees.tree_output, trees.tree_scale
@@ -231,7 +238,10 @@ def _block_stats(X, row0, order, b, s_lo, s_hi, rows_in, loss, trees, routing, s
         src_rows = group_rows if copy_rows else rows
         for st in range(n_stages):
             set_stage_params(loss_code, params, loss_params, st)
-            stage_terms(loss_code, params, margin, ng, yg, wg, g, h, terms, e)
+            if all_objectives is None:
+                tight_stage_terms(loss_code, params, margin, ng, yg, wg, terms, e)
+            else:
+                stage_terms(loss_code, params, margin, ng, yg, wg, g, h, terms, e)
             for t in range(stage_start[st], stage_start[st + 1]):
                 col = tree_output[t]
                 sc = tree_scale[t]

@@ -24,7 +24,7 @@ def staged_root_residual_sums(X, row0, rows_in, loss, trees, routing, strict, ro
     """out[p, st, k] += sum of w sqrt|m_k - y_k| over the rows of part p (local rows
     of X, part p of ``out.shape[0]`` equal contiguous parts) at their margins m before
     stage st (``trees.stage_start``). ``rows_in``, ``loss``, ``trees``, ``routing`` as
-    in ``staged.staged_leaf_stats``; ``y_k`` is the row's target k for a model on
+    in ``staged.staged_block_stats``; ``y_k`` is the row's target k for a model on
     several targets (``gradients.target_columns``), else its one target."""
     y, w, row_start = rows_in.target, rows_in.w, rows_in.row_start
     base_score = loss.base_score

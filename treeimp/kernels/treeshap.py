@@ -376,36 +376,51 @@ def _tree_batch(tables, routing, X, rows, nr, t, root, strict, round32, col, sca
 ROWS_PER_TASK = BATCH_ROWS  # rows a task passes through every tree, together
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True)
 def contributions_chunk(X, out, tables, tree_offsets, tree_output, tree_scale, routing,
-                        strict, round32, rows_per_task=ROWS_PER_TASK):
-    """out[i, k, :] += sum over trees of scale x contribution of feature k for row i
-    (``out`` (n_rows, n_features, n_outputs), zeroed by the caller); rows in parallel
-    tasks of at most ROWS_PER_TASK rows, each passing its rows through one tree after the
-    other, together. ``tables``: kernel_inputs.ShapTables, ``routing``:
-    kernel_inputs.Routing."""
-    n_tasks = (X.shape[0] + rows_per_task - 1) // rows_per_task
-    for task in prange(n_tasks):
-        _contribution_task(X, out, tables, tree_offsets, tree_output, tree_scale, routing,
-                           strict, round32, rows_per_task, np.int64(task))
-
-
-@njit(cache=True)
-def _contribution_task(X, out, tables, tree_offsets, tree_output, tree_scale, routing,
-                       strict, round32, rows_per_task, task):
-    """One task of ``contributions_chunk``: its rows through every tree. A function of
-    its own, so that numba's parallel-loop passes compile a one-line loop body."""
-    n = X.shape[0]
-    n_trees = tree_offsets.shape[0] - 1
+                        strict, round32, rows_per_task, task0, task1):
+    """out[i, k, :] += sum over trees of scale x TreeSHAP contribution of feature k for
+    the rows i of tasks task0 .. task1 - 1 (``out`` (n_rows, n_features, n_outputs),
+    zeroed by the caller); task q holds the rows q * rows_per_task .. (q + 1) *
+    rows_per_task - 1 (at most ROWS_PER_TASK), which pass through one tree after the
+    other, together. The caller runs ranges of tasks in parallel threads (the kernel
+    releases the GIL; a task writes only its own rows). ``tables``:
+    kernel_inputs.ShapTables, ``routing``: kernel_inputs.Routing. Saabas
+    contributions: ``saabas_chunk`` (a kernel of its own, so that TreeSHAP calls do not
+    compile Saabas and the other way round)."""
     no_proj = np.empty((0, 0))
-    scratch = new_batch_scratch(tables.max_depth, tables.value.shape[1], out.shape[1],
-                                rows_per_task)
+    for task in range(task0, task1):
+        # fresh scratch per task, as when every task ran on its own
+        scratch = new_batch_scratch(tables.max_depth, tables.value.shape[1], out.shape[1],
+                                    rows_per_task)
+        no_pairs = scratch[-1]
+        rows = _task_rows(X.shape[0], rows_per_task, task)
+        for t in range(tree_offsets.shape[0] - 1):
+            tree_shap_batch(X, rows, rows.shape[0], tree_offsets[t], tables.path_features[t],
+                            routing, tables.feature, tables.cover, tables.value, strict,
+                            round32, tree_output[t], tree_scale[t], no_proj, rows, out,
+                            scratch, tables.gl_nodes, tables.gl_weights, no_pairs, rows)
+
+
+@njit(cache=True, nogil=True)
+def saabas_chunk(X, out, tables, tree_offsets, tree_output, tree_scale, routing, strict,
+                 round32, rows_per_task, task0, task1):
+    """``contributions_chunk`` with Saabas contributions instead of TreeSHAP."""
+    no_proj = np.empty(0)
+    for task in range(task0, task1):
+        rows = _task_rows(X.shape[0], rows_per_task, task)
+        for t in range(tree_offsets.shape[0] - 1):
+            for r in rows:
+                saabas(X, r, tree_offsets[t], routing, tables.feature, tables.value, strict,
+                       round32, tree_output[t], tree_scale[t], no_proj, out[np.uint64(r)])
+
+
+@njit(cache=True, inline="always")
+def _task_rows(n, rows_per_task, task):
+    """The rows of task ``task`` of ``contributions_chunk``: rows_per_task rows from
+    task * rows_per_task, fewer at the end of X."""
     r0 = task * rows_per_task
-    nr = min(n, r0 + rows_per_task) - r0
-    rows = np.arange(r0, r0 + nr)
-    for t in range(n_trees):
-        _tree_batch(tables, routing, X, rows, nr, t, tree_offsets[t], strict, round32,
-                    tree_output[t], tree_scale[t], no_proj, rows, out, scratch)
+    return np.arange(r0, min(n, r0 + rows_per_task))
 
 
 @njit(cache=True, inline="always")

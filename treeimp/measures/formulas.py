@@ -29,6 +29,7 @@ import contextvars
 
 import numpy as np
 
+from ..backends.threads import run_tasks, task_ranges, thread_count
 from ..kernels.fused_measures import (
     LAYOUT_BOOSTING,
     LAYOUT_ONE_HOT,
@@ -214,8 +215,15 @@ class LeafStats(NodeSums):
         out = np.zeros((len(requests), B1, sp.n_trees * sp.n_features,
                         max(c for _, _, c in requests)))
         roots = np.empty((ens.n_trees, B1))
-        leaf_split_sums(_fused_measures(requests), sp.index, ens.postorder, ens.left,
-                        ens.right, ens.leaf_slots, self._leaves, self._code, out, roots)
+        measures = _fused_measures(requests)
+        ranges = task_ranges(ens.n_trees, thread_count())
+
+        def trees(i):  # a tree's cells of out and roots are its own
+            leaf_split_sums(measures, sp.index, ens.postorder, ens.left, ens.right,
+                            ens.leaf_slots, self._leaves, self._code, out, roots,
+                            ranges[i], ranges[i + 1])
+
+        run_tasks(trees, len(ranges) - 1)
         self._cache.setdefault("roots", roots)
         sel = slice(None) if self._all_blocks() else self._sel
         return [o[sel, :, :c].reshape(-1, sp.n_trees, sp.n_features, c)

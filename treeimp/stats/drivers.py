@@ -164,8 +164,9 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
         loss = Loss(code, params, ens.base_score)
     slot = ens.leaf_slots.slot
     backend = get_backend()
-    # dynamic: the statistic blocks are few, long and equal; a thread slowed by another
-    # process leaves its remaining blocks to the other (see numba_threads)
+    # the statistic blocks are few, long and equal: a thread slowed by another process
+    # should leave its remaining blocks to the other (the numba backend's Python threads
+    # take blocks one at a time; dynamic=True does the same for a backend's prange loops)
     with numba_threads(n_jobs, dynamic=True):
         for start, chunk in rows.chunks(CHUNK_ROWS, split=True):
             stop = start + chunk.shape[0]
