@@ -207,24 +207,25 @@ def _held_out_split(n, seed):
     return idx[:cut], idx[cut:]
 
 
-def run_forest(X, y, task, seed, n_trees, label="", min_samples_leaf=3):
+def run_forest(X, y, task, seed, n_trees, label="", min_samples_leaf=3, centre=False):
     """treeimp's forest out of bag: ({method name: result}, the fitted forest)."""
     t = time.perf_counter()
     rf = forest(task, seed, n_trees).set_params(min_samples_leaf=min_samples_leaf).fit(X, y)
     res = treeimp.explain(rf, X, y, oob=True, methods=TREEIMP_MEASURES, random_state=seed,
                           n_jobs=1)
     dt = time.perf_counter() - t
-    return {f"treeimp forest OOB{label} {m}": _from_result(res, m, dt)
-            for m in TREEIMP_MEASURES}, rf
+    return _results(f"treeimp forest OOB{label}", res, dt, centre), rf
 
 
 def run_treeimp(X, y, task, seed, cfg):
     """{method name: (kept mask, p-values, scores, seconds)} for treeimp's settings."""
-    out, rf = run_forest(X, y, task, seed, cfg["trees"])
+    centre = cfg.get("centre_null", False)
+    out, rf = run_forest(X, y, task, seed, cfg["trees"], centre=centre)
     # screening forests: larger leaves and more trees (each row is out of bag in about
     # 37% of them), both lowering the spread of the per-tree importances
     for trees, leaf in cfg["screen_forests"]:
-        more, _ = run_forest(X, y, task, seed, trees, f" ({trees} trees, leaf {leaf})", leaf)
+        more, _ = run_forest(X, y, task, seed, trees, f" ({trees} trees, leaf {leaf})", leaf,
+                             centre)
         out.update(more)
     train, test = _held_out_split(len(y), seed)
     t = time.perf_counter()
@@ -232,20 +233,46 @@ def run_treeimp(X, y, task, seed, cfg):
     res = treeimp.explain(gb, X[test], y[test], methods=TREEIMP_MEASURES, random_state=seed,
                           n_jobs=1)
     dt = time.perf_counter() - t
-    for m in TREEIMP_MEASURES:
-        out[f"treeimp XGB held-out {m}"] = _from_result(res, m, dt)
+    out.update(_results("treeimp XGB held-out", res, dt, centre))
     t = time.perf_counter()
     res = treeimp.cross_explain(boosting(task, seed, cfg["rounds"]), X, y, cv=5,
                                 methods=TREEIMP_MEASURES, random_state=seed, n_jobs=1)
     dt = time.perf_counter() - t
-    for m in TREEIMP_MEASURES:
-        out[f"treeimp XGB cross-fitted {m}"] = _from_result(res, m, dt)
+    out.update(_results("treeimp XGB cross-fitted", res, dt, centre))
     return out, rf
 
 
-def _from_result(res, m, seconds):
-    q = res.qvalues[m].to_numpy()
-    return (q < ALPHA, res.pvalues[m].to_numpy(), res.table[m].to_numpy(), seconds)
+def _results(label, res, seconds, centre=False):
+    """{method name: (kept mask, p-values, scores, seconds)} of one treeimp result; with
+    ``centre`` also each measure's median-centred variant (:func:`centred_pvalues`)."""
+    out = {}
+    for m in TREEIMP_MEASURES:
+        q = res.qvalues[m].to_numpy()
+        out[f"{label} {m}"] = (q < ALPHA, res.pvalues[m].to_numpy(), res.table[m].to_numpy(),
+                               seconds)
+        if centre:
+            p = centred_pvalues(res.table[m].to_numpy(), res.stderr[m].to_numpy(), res.dof)
+            out[f"{label} {m} [median-centred]"] = (bh_qvalues(p) < ALPHA, p,
+                                                     res.table[m].to_numpy(), seconds)
+    return out
+
+
+def centred_pvalues(value, stderr, dof):
+    """Issue 32's candidate "null centre learned from the data" (an experiment of this
+    script, not the library's test): z = value / stderr as the library computes it, less
+    the median z over the data set's features, p from t with ``dof`` degrees of freedom.
+    The noise features' z-scores centre below zero (benchmarks/calibration_null.py);
+    when most features are noise the median estimates that centre. A feature with value
+    and stderr 0 (never used) keeps p = 1."""
+    value = np.asarray(value, float)
+    stderr = np.asarray(stderr, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(stderr > 0, value / stderr,
+                     np.where(value > 0, np.inf, np.where(value < 0, -np.inf, 0.0)))
+    finite = np.isfinite(z)
+    shift = np.median(z[finite]) if finite.any() else 0.0
+    p = stats.t.sf(z - shift, dof)
+    return np.where((stderr == 0) & (value == 0), 1.0, p)
 
 
 def run_boruta(X, y, task, seed, cfg):
@@ -344,6 +371,10 @@ def main(argv=None):
     ap.add_argument("--only-forest-trees", type=int, default=None,
                     help="run only treeimp's forest out of bag, with this many trees "
                          "(rows labelled with the count, to add to a study's CSVs)")
+    ap.add_argument("--centre-null", action="store_true",
+                    help="also report each treeimp measure with median-centred z-scores "
+                         "(centred_pvalues; an experiment of issue 32, not the library's "
+                         "test)")
     ap.add_argument("--out", default=None, help="CSV of every repetition")
     ap.add_argument("--summarise", default=None,
                     help="comma-separated CSVs written by --out: print their table only")
@@ -361,6 +392,7 @@ def main(argv=None):
             "boruta_trees": "auto", "shap": True, "screen_forests": [(100, 10), (300, 10)]})
     if args.reps:
         cfg["reps"] = args.reps
+    cfg["centre_null"] = args.centre_null
     names = list(DESIGNS)
     if args.designs:
         names = [names[int(i)] for i in args.designs.split(",")]
