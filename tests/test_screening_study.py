@@ -74,3 +74,27 @@ def test_new_designs_have_the_stated_shape_and_rates():
     assert np.array_equal(X0, X) and len(rel0) == 0 and 0.035 <= y0.mean() <= 0.045
     X, y, _, _ = mod.skewed_far(20000, np.random.default_rng(2))
     assert y.min() > 1000 and stats.skew(y) > 2
+
+
+def test_quick_calibration_null_runs(capsys):
+    """benchmarks/calibration_null.py --quick --centre-null: both null designs, both
+    settings and measures, with and without centring; rates in [0, 1]; the centred
+    z-scores of each data set have median 0 and their p-values are t's upper tail."""
+    import numpy as np
+    from scipy import stats
+
+    path = SCRIPT.parent / "calibration_null.py"
+    spec = importlib.util.spec_from_file_location("calibration_null", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    table = mod.main(["--quick", "--centre-null"])
+    assert len(table) == 2 * 2 * 2 * 2  # designs x settings x measures x centring
+    for col in ("p05", "p01", "FWER"):
+        assert ((table[col] >= 0) & (table[col] <= 1)).all(), col
+    df = mod.pd.DataFrame({"design": "d", "seed": 0, "setting": "s", "measure": "m",
+                           "z": [-2.0, -1.0, -0.5, 0.5, 3.0], "dof": 19, "any_kept": False})
+    c = mod.centred(df)
+    assert np.median(c["z"]) == 0.0
+    np.testing.assert_allclose(c["z"], df["z"] + 0.5)
+    np.testing.assert_allclose(c["p"], stats.t.sf(df["z"] + 0.5, 19))
+    assert (c["measure"] == "m [median-centred]").all()
