@@ -18,15 +18,17 @@ Methods (every one sees the same data set in each repetition):
 
 Designs (``DESIGNS``): Strobl et al.'s power case, Li et al.'s simulated classification,
 Zhou & Hooker's regression, Friedman #1 with 45 noise features, correlated features with
-a row ID, and a pure null. Reported per design and method: power (share of the relevant
-features kept), mean false selections, FDR (mean over repetitions of false / kept), the
-family-wise error (share of repetitions with any false selection; on the null design
-this is the FWER proper), the share of noise features with p < 0.05, the ranking AUC
-(relevant above noise) and the time per repetition (fit + importances, one thread).
-Where a design has features that do not enter the outcome's formula but are associated
-with it (``WEAKLY_RELEVANT``: the correlated design's x3..x9), a second FDR, "FDR
-all-rel.", counts as false only the features that are not relevant even in Boruta's
-all-relevant sense (Kohavi & John's weak relevance).
+a row ID, a pure null; and (issue 32) rare positives (4%), many weak effects, a wide
+design (300 features, 5 relevant) and a skewed target far from zero. Reported per design
+and method: power (share of the relevant features kept), mean false selections, FDR
+(mean over repetitions of false / kept), the family-wise error (share of repetitions
+with any false selection; on the null design this is the FWER proper), the share of
+noise features with p < 0.05, the ranking AUC (relevant above noise) and the time per
+repetition (fit + importances, one thread). Where a design has features that do not
+enter the outcome's formula but are associated with it (``WEAKLY_RELEVANT``: the
+correlated design's x3..x9), a second FDR, "FDR all-rel.", counts as false only the
+features that are not relevant even in Boruta's all-relevant sense (Kohavi & John's weak
+relevance).
 
     python benchmarks/screening.py            # full study (benchmarks/README.md)
     python benchmarks/screening.py --quick    # CI smoke mode, under a minute
@@ -111,6 +113,50 @@ def pure_null(n, rng):
     return X, y, np.array([], dtype=int), "classification"
 
 
+def rare_positives(n, rng):
+    """30 standard normal features, 5 relevant (x0..x4) of moderate effect (log odds 0.6
+    per standard deviation), P(y = 1) = logistic(-3.95 + 0.6 sum x0..x4): about 4%
+    positives (issue 32's example of where Boruta kept more true features)."""
+    X = rng.normal(size=(n, 30))
+    eta = -3.95 + 0.6 * X[:, :5].sum(axis=1)
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-eta))).astype(int)
+    return X, y, np.arange(5), "classification"
+
+
+def rare_null(n, rng):
+    """The null twin of :func:`rare_positives` (for benchmarks/calibration_null.py): the
+    same 30 normal features, y independent of them with 4% positives."""
+    X = rng.normal(size=(n, 30))
+    y = (rng.random(n) < 0.04).astype(int)
+    return X, y, np.array([], dtype=int), "classification"
+
+
+def many_weak(n, rng):
+    """60 standard normal features, 15 relevant (x0..x14) with a small coefficient each:
+    y = 0.3 sum x0..x14 + eps (sd 1), each relevant feature explaining about 4% of var y."""
+    X = rng.normal(size=(n, 60))
+    y = 0.3 * X[:, :15].sum(axis=1) + rng.normal(size=n)
+    return X, y, np.arange(15), "regression"
+
+
+def wide(n, rng):
+    """300 standard normal features, 5 relevant (x0..x4): P(y = 1) = logistic(0.6 sum
+    x0..x4), balanced classes; hundreds of features and few relevant."""
+    X = rng.normal(size=(n, 300))
+    eta = 0.6 * X[:, :5].sum(axis=1)
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-eta))).astype(int)
+    return X, y, np.arange(5), "classification"
+
+
+def skewed_far(n, rng):
+    """20 standard normal features, 5 relevant (x0..x4): y = exp(0.3 sum x0..x4 + 0.6
+    eps) + 1000, a target far from zero with a right-skewed (log-normal) spread
+    (skewness about 4.7; mean 1001.5, sd 1.7)."""
+    X = rng.normal(size=(n, 20))
+    y = np.exp(0.3 * X[:, :5].sum(axis=1) + 0.6 * rng.normal(size=n)) + 1000.0
+    return X, y, np.arange(5), "regression"
+
+
 # designs whose features are all-relevant in Boruta's sense (Kohavi & John's weak
 # relevance: y depends on the feature given some subset of the others, here already
 # marginally) beyond the ones the outcome is computed from: a second FDR counts only
@@ -128,6 +174,12 @@ DESIGNS = {
     "Friedman #1 + 45 noise, y+50": (friedman_noise, 800),
     "correlated + row ID": (correlated_row_id, 800),
     "pure null": (pure_null, 800),
+    # appended after the first six so that their seeds (100 x position + repetition)
+    # stay the same
+    "rare positives (4%)": (rare_positives, 2000),
+    "many weak effects": (many_weak, 1000),
+    "wide (300 features)": (wide, 1000),
+    "skewed y far from 0": (skewed_far, 1000),
 }
 
 
@@ -155,24 +207,25 @@ def _held_out_split(n, seed):
     return idx[:cut], idx[cut:]
 
 
-def run_forest(X, y, task, seed, n_trees, label="", min_samples_leaf=3):
+def run_forest(X, y, task, seed, n_trees, label="", min_samples_leaf=3, centre=False):
     """treeimp's forest out of bag: ({method name: result}, the fitted forest)."""
     t = time.perf_counter()
     rf = forest(task, seed, n_trees).set_params(min_samples_leaf=min_samples_leaf).fit(X, y)
     res = treeimp.explain(rf, X, y, oob=True, methods=TREEIMP_MEASURES, random_state=seed,
                           n_jobs=1)
     dt = time.perf_counter() - t
-    return {f"treeimp forest OOB{label} {m}": _from_result(res, m, dt)
-            for m in TREEIMP_MEASURES}, rf
+    return _results(f"treeimp forest OOB{label}", res, dt, centre), rf
 
 
 def run_treeimp(X, y, task, seed, cfg):
     """{method name: (kept mask, p-values, scores, seconds)} for treeimp's settings."""
-    out, rf = run_forest(X, y, task, seed, cfg["trees"])
+    centre = cfg.get("centre_null", False)
+    out, rf = run_forest(X, y, task, seed, cfg["trees"], centre=centre)
     # screening forests: larger leaves and more trees (each row is out of bag in about
     # 37% of them), both lowering the spread of the per-tree importances
     for trees, leaf in cfg["screen_forests"]:
-        more, _ = run_forest(X, y, task, seed, trees, f" ({trees} trees, leaf {leaf})", leaf)
+        more, _ = run_forest(X, y, task, seed, trees, f" ({trees} trees, leaf {leaf})", leaf,
+                             centre)
         out.update(more)
     train, test = _held_out_split(len(y), seed)
     t = time.perf_counter()
@@ -180,20 +233,46 @@ def run_treeimp(X, y, task, seed, cfg):
     res = treeimp.explain(gb, X[test], y[test], methods=TREEIMP_MEASURES, random_state=seed,
                           n_jobs=1)
     dt = time.perf_counter() - t
-    for m in TREEIMP_MEASURES:
-        out[f"treeimp XGB held-out {m}"] = _from_result(res, m, dt)
+    out.update(_results("treeimp XGB held-out", res, dt, centre))
     t = time.perf_counter()
     res = treeimp.cross_explain(boosting(task, seed, cfg["rounds"]), X, y, cv=5,
                                 methods=TREEIMP_MEASURES, random_state=seed, n_jobs=1)
     dt = time.perf_counter() - t
-    for m in TREEIMP_MEASURES:
-        out[f"treeimp XGB cross-fitted {m}"] = _from_result(res, m, dt)
+    out.update(_results("treeimp XGB cross-fitted", res, dt, centre))
     return out, rf
 
 
-def _from_result(res, m, seconds):
-    q = res.qvalues[m].to_numpy()
-    return (q < ALPHA, res.pvalues[m].to_numpy(), res.table[m].to_numpy(), seconds)
+def _results(label, res, seconds, centre=False):
+    """{method name: (kept mask, p-values, scores, seconds)} of one treeimp result; with
+    ``centre`` also each measure's median-centred variant (:func:`centred_pvalues`)."""
+    out = {}
+    for m in TREEIMP_MEASURES:
+        q = res.qvalues[m].to_numpy()
+        out[f"{label} {m}"] = (q < ALPHA, res.pvalues[m].to_numpy(), res.table[m].to_numpy(),
+                               seconds)
+        if centre:
+            p = centred_pvalues(res.table[m].to_numpy(), res.stderr[m].to_numpy(), res.dof)
+            out[f"{label} {m} [median-centred]"] = (bh_qvalues(p) < ALPHA, p,
+                                                     res.table[m].to_numpy(), seconds)
+    return out
+
+
+def centred_pvalues(value, stderr, dof):
+    """Issue 32's candidate "null centre learned from the data" (an experiment of this
+    script, not the library's test): z = value / stderr as the library computes it, less
+    the median z over the data set's features, p from t with ``dof`` degrees of freedom.
+    The noise features' z-scores centre below zero (benchmarks/calibration_null.py);
+    when most features are noise the median estimates that centre. A feature with value
+    and stderr 0 (never used) keeps p = 1."""
+    value = np.asarray(value, float)
+    stderr = np.asarray(stderr, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(stderr > 0, value / stderr,
+                     np.where(value > 0, np.inf, np.where(value < 0, -np.inf, 0.0)))
+    finite = np.isfinite(z)
+    shift = np.median(z[finite]) if finite.any() else 0.0
+    p = stats.t.sf(z - shift, dof)
+    return np.where((stderr == 0) & (value == 0), 1.0, p)
 
 
 def run_boruta(X, y, task, seed, cfg):
@@ -284,13 +363,18 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="one small repetition per design")
     ap.add_argument("--reps", type=int, default=None)
-    ap.add_argument("--designs", default=None, help="comma-separated design numbers (0-5)")
+    ap.add_argument("--designs", default=None,
+                    help=f"comma-separated design numbers (0-{len(DESIGNS) - 1})")
     ap.add_argument("--first-rep", type=int, default=0,
                     help="first repetition (seeds 100 * design + rep), to run a study in "
                          "parts")
     ap.add_argument("--only-forest-trees", type=int, default=None,
                     help="run only treeimp's forest out of bag, with this many trees "
                          "(rows labelled with the count, to add to a study's CSVs)")
+    ap.add_argument("--centre-null", action="store_true",
+                    help="also report each treeimp measure with median-centred z-scores "
+                         "(centred_pvalues; an experiment of issue 32, not the library's "
+                         "test)")
     ap.add_argument("--out", default=None, help="CSV of every repetition")
     ap.add_argument("--summarise", default=None,
                     help="comma-separated CSVs written by --out: print their table only")
@@ -308,6 +392,7 @@ def main(argv=None):
             "boruta_trees": "auto", "shap": True, "screen_forests": [(100, 10), (300, 10)]})
     if args.reps:
         cfg["reps"] = args.reps
+    cfg["centre_null"] = args.centre_null
     names = list(DESIGNS)
     if args.designs:
         names = [names[int(i)] for i in args.designs.split(",")]

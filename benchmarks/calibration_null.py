@@ -1,0 +1,181 @@
+"""Calibration of the default screening on two null designs of the screening study
+(issue 32): how far the noise features' p-values are from uniform.
+
+Designs (benchmarks/screening.py, with that study's seeds, 100 x design position +
+repetition):
+
+- "pure null": 20 noise features of mixed kinds (continuous, binary, 20 levels, a row
+  ID), y independent with 30% positives, n = 800;
+- "rare null": the rare-positive design's 30 normal features (the same X as
+  ``rare_positives`` for the same seed), y independent of them with 4% positives,
+  n = 2,000.
+
+Settings, each the default screening of its model kind (``ImportanceSelector``):
+
+- forest out of bag: the screening forest (RandomForest, 100 trees, ``max_features=
+  "sqrt"``, ``min_samples_leaf=10``), ``explain(oob=True)``;
+- boosting cross-fitted: XGBoost (100 rounds, depth 3, learning rate 0.05, subsample
+  0.8), ``cross_explain`` with 5 folds.
+
+Each with ``mdi_oob_centered`` (the default screening measure of both on classification)
+and ``ufi``. Per design, setting and measure, pooled over repetitions and noise
+features: the fraction with p < 0.05 and p < 0.01, the mean and standard deviation of
+z = importance / standard error (the library's, with its variance factor), and the
+share of repetitions in which Benjamini-Hochberg at q < 0.05 kept any feature (FWER).
+Targets (issue 32): fraction p < 0.05 in [0.03, 0.06], z sd in [0.9, 1.1].
+
+    python benchmarks/calibration_null.py --reps 10   # the table in benchmarks/README.md
+    python benchmarks/calibration_null.py --quick     # one small repetition
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from screening import DESIGNS, boosting, pure_null, rare_null  # noqa: E402
+
+import treeimp  # noqa: E402
+from treeimp.results.importances import bh_qvalues  # noqa: E402
+
+MEASURES = ("mdi_oob_centered", "ufi")
+ALPHA = 0.05
+# (name, generator, n, the screening study's design whose seeds it uses)
+NULL_DESIGNS = (("pure null", pure_null, 800, "pure null"),
+                ("rare null (4%)", rare_null, 2000, "rare positives (4%)"))
+
+
+def screening_forest(seed, trees=100, leaf=10):
+    from sklearn.ensemble import RandomForestClassifier
+
+    return RandomForestClassifier(n_estimators=trees, max_features="sqrt",
+                                  min_samples_leaf=leaf, random_state=seed, n_jobs=1)
+
+
+def one_data_set(name, make, n, seed, cfg):
+    """Rows (one per noise feature, setting and measure) of one null data set."""
+    X, y, _, _ = make(n, np.random.default_rng(seed))
+    rows = []
+    t = time.perf_counter()
+    rf = screening_forest(seed, cfg["trees"]).fit(X, y)
+    res = treeimp.explain(rf, X, y, oob=True, methods=MEASURES, random_state=seed, n_jobs=1)
+    rows += _rows(res, name, seed, "forest OOB (screening forest)",
+                  time.perf_counter() - t)
+    t = time.perf_counter()
+    res = treeimp.cross_explain(boosting("classification", seed, cfg["rounds"]), X, y, cv=5,
+                                methods=MEASURES, random_state=seed, n_jobs=1)
+    rows += _rows(res, name, seed, "XGB cross-fitted", time.perf_counter() - t)
+    return rows
+
+
+def _rows(res, design, seed, setting, seconds):
+    rows = []
+    for m in MEASURES:
+        z = (res.table[m] / res.stderr[m]).to_numpy()
+        p = res.pvalues[m].to_numpy()
+        any_kept = bool((res.qvalues[m].to_numpy() < ALPHA).any())
+        for j in range(len(z)):
+            rows.append({"design": design, "seed": seed, "setting": setting, "measure": m,
+                         "feature": j, "z": z[j], "p": p[j], "dof": res.dof,
+                         "any_kept": any_kept, "seconds": seconds})
+    return rows
+
+
+def centred(df):
+    """The rows of ``df`` with issue 32's candidate applied (screening.centred_pvalues):
+    each data set's z-scores less their median over its features, p from t with the
+    result's degrees of freedom, BH recomputed; measures labelled "[median-centred]"."""
+    parts = []
+    for _, g in df.groupby(["design", "seed", "setting", "measure"], sort=False):
+        g = g.copy()
+        z = g["z"].to_numpy()
+        finite = np.isfinite(z)
+        g["z"] = z - (np.median(z[finite]) if finite.any() else 0.0)
+        p = stats.t.sf(g["z"].to_numpy(), g["dof"].to_numpy())
+        g["p"] = np.where(np.isnan(z), 1.0, p)  # a never-used feature (0 / 0) keeps p = 1
+        g["any_kept"] = bool((bh_qvalues(g["p"].to_numpy()) < ALPHA).any())
+        g["measure"] = g["measure"] + " [median-centred]"
+        parts.append(g)
+    return pd.concat(parts, ignore_index=True)
+
+
+def summarise(df, centre=False):
+    if centre:
+        df = pd.concat([df, centred(df)], ignore_index=True)
+    g = df.groupby(["design", "setting", "measure"], sort=False)
+    out = g.agg(reps=("seed", "nunique"), noise=("z", "size"),
+                p05=("p", lambda p: np.mean(p < 0.05)), p01=("p", lambda p: np.mean(p < 0.01)),
+                z_mean=("z", "mean"), z_sd=("z", lambda z: np.std(z, ddof=1)))
+    fwer = (df.groupby(["design", "setting", "measure", "seed"], sort=False)["any_kept"]
+            .first().groupby(["design", "setting", "measure"], sort=False).mean())
+    out["FWER"] = fwer
+    return out.reset_index()
+
+
+def to_markdown(table):
+    cols = ["design", "setting", "measure", "reps", "noise", "p05", "p01", "z_mean", "z_sd",
+            "FWER"]
+    head = ("| design | setting | measure | reps | noise z | p < .05 | p < .01 | z mean | "
+            "z sd | FWER (BH .05) |")
+    lines = [head, "|" + "|".join("---" for _ in cols) + "|"]
+    for _, r in table.iterrows():
+        lines.append(f"| {r.design} | {r.setting} | {r.measure} | {r.reps} | {r.noise} | "
+                     f"{r.p05:.3f} | {r.p01:.3f} | {r.z_mean:.2f} | {r.z_sd:.2f} | "
+                     f"{r.FWER:.2f} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="one small repetition")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--first-rep", type=int, default=0)
+    ap.add_argument("--designs", default=None,
+                    help=f"comma-separated null design numbers (0-{len(NULL_DESIGNS) - 1})")
+    ap.add_argument("--centre-null", action="store_true",
+                    help="also summarise the median-centred z-scores (issue 32's candidate, "
+                         "screening.centred_pvalues)")
+    ap.add_argument("--out", default=None, help="CSV of every noise z-score")
+    ap.add_argument("--summarise", default=None,
+                    help="comma-separated CSVs written by --out: print their table only")
+    args = ap.parse_args(argv)
+    if args.summarise:
+        df = pd.concat([pd.read_csv(f) for f in args.summarise.split(",")],
+                       ignore_index=True)
+        table = summarise(df, args.centre_null)
+        print(to_markdown(table))
+        return table
+    cfg = ({"reps": 1, "scale": 0.25, "trees": 30, "rounds": 20} if args.quick else
+           {"reps": args.reps, "scale": 1.0, "trees": 100, "rounds": 100})
+    designs = NULL_DESIGNS
+    if args.designs:
+        designs = [NULL_DESIGNS[int(i)] for i in args.designs.split(",")]
+    rows = []
+    t0 = time.perf_counter()
+    for name, make, n, seeds_of in designs:
+        d = list(DESIGNS).index(seeds_of)
+        n = max(200, int(n * cfg["scale"]))
+        for r in range(args.first_rep, args.first_rep + cfg["reps"]):
+            rows += one_data_set(name, make, n, 100 * d + r, cfg)
+            print(f"{name} rep {r}: {time.perf_counter() - t0:.0f} s", file=sys.stderr,
+                  flush=True)
+    df = pd.DataFrame(rows)
+    if args.out:
+        df.to_csv(args.out, index=False)
+    table = summarise(df, args.centre_null)
+    print(to_markdown(table))
+    print(f"\ntotal {time.perf_counter() - t0:.0f} s, treeimp {treeimp.__version__}")
+    return table
+
+
+if __name__ == "__main__":
+    main()
