@@ -67,3 +67,79 @@ def test_float32_frame_matches_the_array_bitwise(name, monkeypatch):
         got = treeimp.explain(model, table, y, **kw)
         assert got.table.to_numpy().tobytes() == want.table.to_numpy().tobytes()
         assert got.stderr.to_numpy().tobytes() == want.stderr.to_numpy().tobytes()
+
+
+def _xgb_sentinel():
+    import xgboost as xgb
+    X = np.nan_to_num(_data(600, 0))
+    return xgb.XGBClassifier(n_estimators=8, max_depth=3, missing=-999.0).fit(
+        X, (X[:, 0] + X[:, 1] > 0).astype(int))
+
+
+@pytest.mark.parametrize("name", ["xgboost_binary", "xgboost_regression", "lightgbm",
+                                  "forest", "xgboost_sentinel"])
+@pytest.mark.parametrize("kind", ["float64", "mixed_int", "polars"])
+def test_other_frames_match_the_float64_array_bitwise(name, kind, monkeypatch):
+    """float64 and integer columns (pandas, polars): the importances of the same values
+    as a float64 numpy array, bitwise, over several chunks of rows (float32 chunks for a
+    model that rounds its input to float32, float64 ones for LightGBM)."""
+    from treeimp.inputs import rows as rows_module
+
+    monkeypatch.setattr(drivers, "CHUNK_ROWS", 97)
+    monkeypatch.setattr(rows_module, "CHUNK_ROWS", 89)
+    if name == "xgboost_sentinel":
+        model, target = _xgb_sentinel(), "xgboost_binary"
+    elif name == "forest":  # held-out rows
+        model, target = _model("forest_oob"), "forest_oob"
+    else:
+        model, target = _model(name), name
+    X = _data(700, 1).astype(np.float64)
+    if name == "xgboost_sentinel":
+        X[::7, 2] = -999.0  # the sentinel routes as missing
+    y = _target(target, X)
+    cols = [f"f{j}" for j in range(N_FEATURES)]
+    if kind == "mixed_int":  # integer columns beside float64 ones, as a float64 array
+        X[:, 1::2] = np.round(np.nan_to_num(X[:, 1::2]) * 1000)
+        frame = pd.DataFrame({c: X[:, j].astype(np.int32) if j % 2 else X[:, j]
+                              for j, c in enumerate(cols)})
+    elif kind == "polars":
+        pl = pytest.importorskip("polars")
+        frame = pl.DataFrame({c: X[:, j] for j, c in enumerate(cols)})
+    else:
+        frame = pd.DataFrame(X, columns=cols)
+    kw = dict(methods=("mdi_oob", "ufi"), random_state=3)
+    want = treeimp.explain(model, X, y, **kw)
+    got = treeimp.explain(model, frame, y, **kw)
+    assert got.table.to_numpy().tobytes() == want.table.to_numpy().tobytes()
+    assert got.stderr.to_numpy().tobytes() == want.stderr.to_numpy().tobytes()
+
+
+@pytest.mark.parametrize("name", ["xgboost_binary", "lightgbm", "forest_oob"])
+def test_explain_converts_one_bounded_chunk_at_a_time(name, monkeypatch):
+    """Every pass of explain over a float64 DataFrame asks for chunks of at most the
+    drivers' row count and drops each converted chunk before the next one is made
+    (counted through RowSource._frame_chunk with a small chunk size)."""
+    import weakref
+
+    from treeimp.inputs import rows as rows_module
+
+    monkeypatch.setattr(drivers, "CHUNK_ROWS", 97)
+    monkeypatch.setattr(rows_module, "CHUNK_ROWS", 89)
+    made, alive = [], []
+    convert = rows_module.RowSource._frame_chunk
+
+    def counting(self, start, stop):
+        alive.append(sum(ref() is not None for ref in made))
+        chunk = convert(self, start, stop)
+        made.append(weakref.ref(chunk))
+        assert stop - start <= 97
+        return chunk
+
+    monkeypatch.setattr(rows_module.RowSource, "_frame_chunk", counting)
+    model = _model(name)
+    X = np.nan_to_num(_data(600, 0)) if name == "forest_oob" else _data(700, 1)
+    frame = pd.DataFrame(X.astype(np.float64), columns=[f"f{j}" for j in range(N_FEATURES)])
+    treeimp.explain(model, frame, _target(name, X), methods=("mdi_oob", "ufi"),
+                    random_state=3, oob=name == "forest_oob")
+    assert len(made) >= 7  # several chunks per pass
+    assert max(alive) == 0, f"converted chunks alive when the next was made: {alive}"

@@ -68,18 +68,20 @@ def test_explain_memory_is_a_few_bytes_per_row(models, name):
         f"(input: {X.nbytes / N_ROWS:.0f} bytes per row)")
 
 
-def test_explain_of_a_float32_frame_holds_one_float32_chunk(models):
-    """A pandas DataFrame is converted one chunk of rows at a time: at most one chunk,
-    float32 when every column is, is alive beside the per-row arrays (a float64 chunk
-    made while the previous one was still referenced was the peak: four times this)."""
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_explain_of_a_frame_holds_one_small_float32_chunk(models, dtype):
+    """A pandas DataFrame is converted one chunk of rows at a time: at most one chunk of
+    65,536 rows, float32 for a model that rounds its input to float32 (XGBoost) whatever
+    the columns' dtype, is alive beside the per-row arrays (a float32 chunk of 262,144
+    rows was half of the peak, a float64 one made while the previous one was still
+    referenced twice this bound)."""
     import pandas as pd
-
-    from treeimp.stats.drivers import CHUNK_ROWS
 
     model = models["xgboost_binary"]
     rng = np.random.default_rng(2)
     X = rng.standard_normal(size=(N_ROWS, N_FEATURES), dtype=np.float32)
-    frame = pd.DataFrame(X, columns=[f"f{j}" for j in range(N_FEATURES)], copy=False)
+    frame = pd.DataFrame(X.astype(dtype), columns=[f"f{j}" for j in range(N_FEATURES)],
+                         copy=False)
     y = (X[:, 0] > 0).astype(int)
     treeimp.explain(model, frame.iloc[:100], y[:100])
     tracemalloc.start()
@@ -88,8 +90,8 @@ def test_explain_of_a_float32_frame_holds_one_float32_chunk(models):
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    chunk = min(CHUNK_ROWS, N_ROWS) * N_FEATURES * 4
+    chunk = 65536 * N_FEATURES * 4
     bound = N_ROWS * BYTES_PER_ROW + chunk
-    assert peak <= bound, (f"explain of a float32 DataFrame allocated {peak / 2**20:.1f} MB "
-                           f"at its peak, over {bound / 2**20:.1f} MB (one float32 chunk: "
-                           f"{chunk / 2**20:.1f} MB)")
+    assert peak <= bound, (f"explain of a {np.dtype(dtype)} DataFrame allocated "
+                           f"{peak / 2**20:.1f} MB at its peak, over {bound / 2**20:.1f} MB "
+                           f"(one float32 chunk of 65,536 rows: {chunk / 2**20:.1f} MB)")

@@ -63,7 +63,14 @@ from .model.offsets import check_base_margin
 from .parsers import inbag_bits, parse, training_rows
 from .permutation.importance import permutation_importance_parsed
 from .results.finalize import assemble
-from .stats.blocks import BlockKey, block_key, check_n_blocks, check_positions, row_blocks
+from .stats.blocks import (
+    BlockKey,
+    block_dtype,
+    block_key,
+    check_n_blocks,
+    check_positions,
+    row_blocks,
+)
 from .stats.buffers import BufferPool
 from .stats.drivers import forest_leaf_shape, forest_leaf_sums, staged_leaf_shape, staged_leaf_sums
 from .stats.inbag_check import check_training_rows
@@ -528,7 +535,9 @@ class Explainer:
         offset = check_base_margin(base_margin, n, ens)
         # no sample_weight: one weight for every row (the kernels read w[min(row, len - 1)])
         w = np.ones(1) if sample_weight is None else check_sample_weight(sample_weight, n)
-        block = row_blocks(range(n) if positions is None else positions, key, n_blocks)
+        # a forest kernel reads int32 block ids; the staged pass only sorts them by block
+        block = row_blocks(range(n) if positions is None else positions, key, n_blocks,
+                           np.int32 if ens.kind == FOREST else block_dtype(n_blocks))
         block_weight = np.bincount(block, weights=None if w.size == 1 else w,
                                    minlength=n_blocks).astype(np.float64)
         layout = self._layout()

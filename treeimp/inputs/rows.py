@@ -193,17 +193,23 @@ class RowSource:
                                 "Categorical, Enum) columns can be used")
         self._frame = native if self._pandas else df
         self._columns = raw_cols
-        # every column plain pandas float32 (read as it is, no table): float32 chunks,
-        # half the memory of float64 ones and routed alike (float32 -> float64 is exact)
-        self._frame_dtype = (np.float32 if self._pandas and all(
+        # float32 chunks, half the memory of float64 ones, where they route alike: every
+        # column plain pandas float32 (read as it is, no table; float32 -> float64 is
+        # exact), or a model that rounds every value to float32 before comparing it
+        # (``ens.round_float32``: XGBoost, scikit-learn's trees, CatBoost), unless a value
+        # table or a hashed feature looks up the float64 value
+        plain32 = self._pandas and all(
             kind == "num" and lookup is None and native.dtypes.iloc[j] == np.float32
-            for j, (kind, lookup) in enumerate(self._converters)) else np.float64)
+            for j, (kind, lookup) in enumerate(self._converters))
+        rounds32 = bool(ens.round_float32) and not self._tables and not self._hashed
+        self._frame_dtype = np.float32 if plain32 or rounds32 else np.float64
+        self._plain32 = plain32
         self.n_rows = len(native) if self._pandas else len(df)
 
     def _frame_chunk(self, start, stop):
         df = self._frame
         out = np.empty((stop - start, self.n_features), dtype=self._frame_dtype)
-        if self._frame_dtype == np.float32:
+        if self._plain32:
             for j in range(self.n_features):
                 out[:, j] = df.iloc[start:stop, j].to_numpy()
             return out
@@ -265,13 +271,15 @@ class RowSource:
         return _table_codes(self._hasher(values), table)
 
     # -------------------------------------------------------------- chunks
-    def chunks(self, chunk_rows=CHUNK_ROWS, *, split=False):
-        """Yield (start, float array of rows start:start+len).
+    def chunks(self, chunk_rows=None, *, split=False):
+        """Yield (start, float array of rows start:start+len), ``chunk_rows`` rows
+        (default ``CHUNK_ROWS``) at a time.
 
         A float32/float64 numpy array is yielded whole (no copy), or as row views of
         ``chunk_rows`` rows with ``split=True`` (for progress reporting), unless the
         model has a missing-value sentinel (then chunks are converted copies).
         """
+        chunk_rows = CHUNK_ROWS if chunk_rows is None else chunk_rows
         if self._router is not None:
             for start in range(0, self.n_rows, chunk_rows):
                 stop = min(self.n_rows, start + chunk_rows)
@@ -301,9 +309,9 @@ class RowSource:
     def _mark_missing(self, chunk):
         """Values equal to the model's missing sentinel -> NaN (in a converted copy)."""
         if self._missing is not None:
-            if chunk.dtype != np.float64 or (self._array is not None
-                                             and np.may_share_memory(chunk, self._array)):
+            if self._array is not None and np.may_share_memory(chunk, self._array):
                 chunk = np.array(chunk, dtype=np.float64)  # never write into X
+            # a converted chunk (float32 or float64) is marked in place
             chunk[chunk.astype(np.float32) == self._missing] = np.nan
         return chunk
 

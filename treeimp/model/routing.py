@@ -55,6 +55,7 @@ def predict_ensemble(ens, X, *, n_jobs=None, base_margin=None):
                               ens.tree_offsets, ens.tree_output, scale, ens.value,
                               ens.routing, strict, round32,
                               row_block(ens, chunk.shape[0]))
+            del chunk  # a converted chunk is freed before the next one is made
     if divisor != 1.0:
         out /= divisor
     return out
@@ -78,4 +79,5 @@ def apply_ensemble(ens, X, *, n_jobs=None):
             strict, round32 = routing_flags(ens, chunk)
             backend.apply(chunk, out[start:start + chunk.shape[0]], ens.tree_offsets,
                           ens.routing, strict, round32, row_block(ens, chunk.shape[0]))
+            del chunk  # a converted chunk is freed before the next one is made
     return out

@@ -53,11 +53,12 @@ def block_key(random_state) -> int:
 _HASH_CHUNK = 1 << 16
 
 
-def row_blocks(positions, key: int, n_blocks: int) -> np.ndarray:
-    """Block (int32, 0 .. n_blocks - 1) of every row at the given global positions (an
-    array of ints, or a range: no array of positions is then made)."""
+def row_blocks(positions, key: int, n_blocks: int, dtype=np.int32) -> np.ndarray:
+    """Block (0 .. n_blocks - 1, of ``dtype``: int32, or :func:`block_dtype`) of every row
+    at the given global positions (an array of ints, or a range: no array of positions is
+    then made)."""
     n = len(positions)
-    out = np.empty(n, np.int32)
+    out = np.empty(n, dtype)
     for a in range(0, n, _HASH_CHUNK):
         b = min(n, a + _HASH_CHUNK)
         part = positions[a:b]
@@ -65,6 +66,13 @@ def row_blocks(positions, key: int, n_blocks: int) -> np.ndarray:
                else np.asarray(part).astype(np.uint64))
         out[a:b] = _hash_blocks(pos, key, n_blocks)
     return out
+
+
+def block_dtype(n_blocks: int):
+    """The smallest integer type of block ids 0 .. n_blocks - 1: uint8 for the default 20
+    blocks, a quarter of int32's bytes per row (the ids are only sorted and counted where
+    no kernel reads them)."""
+    return np.uint8 if n_blocks <= 256 else np.uint16 if n_blocks <= 65536 else np.int32
 
 
 def _hash_blocks(pos, key, n_blocks):

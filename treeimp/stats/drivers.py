@@ -24,9 +24,12 @@ from ..model.kernel_inputs import Loss, RowInputs, StagedTrees
 from ..model.losses import LOGISTIC, SMOOTHED, check_target, loss_spec, smoothed_spec
 from ..model.routing import routing_flags
 
-# rows per staged kernel call: the per-call sort of rows by block stays small, and the
-# per-block buffers (4 x n_leaves) are flushed rarely enough not to matter
-CHUNK_ROWS = 1 << 18
+# rows per staged kernel call, whatever the input: a converted chunk of a DataFrame (one
+# alive at a time) stays a small part of the input, and the per-block buffers (4 x
+# n_leaves) are still flushed rarely enough not to matter. The kernel flushes them once
+# per call, so the sums depend on this number: a numpy array and the same rows as a
+# DataFrame are chunked alike (bitwise equal results)
+CHUNK_ROWS = 1 << 16
 
 
 # ------------------------------------------------------------------------ forests

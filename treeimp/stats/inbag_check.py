@@ -38,6 +38,7 @@ def check_training_rows(ens, model, rows, bits, *, n_jobs=None):
             strict, round32 = routing_flags(ens, chunk)
             backend.inbag_counts(chunk, start, bits, ens.tree_offsets, routing, strict,
                                  round32, counts)
+            del chunk  # a converted chunk is freed before the next one is made
         first_count_mismatch(ens.postorder, ens.tree_offsets, ens.left, ens.right, counts,
                              expected, first)
     bad = np.flatnonzero(first >= 0)
