@@ -475,17 +475,7 @@ class Contributions:
     def to_shap(self):
         """A ``shap.Explanation`` of ``values`` (needs shap installed), so that shap's
         beeswarm, waterfall and bar plots work."""
-        try:
-            import shap
-        except ImportError:
-            raise ImportError("to_shap() needs the shap package: pip install shap") from None
-        data = self.data
-        if hasattr(data, "to_numpy"):
-            data = data.to_numpy()
-        return shap.Explanation(values=self.values, base_values=self.base_values,
-                                data=None if data is None else np.asarray(data),
-                                feature_names=self.feature_names,
-                                output_names=self.output_names)
+        return shap_explanation(self)
 
     def plot(self, features=None, *, output=0, top=20):
         """treeimp's figure of out-of-bag contributions (needs matplotlib): left, mean
@@ -618,6 +608,21 @@ class Contributions:
         if str(f) not in self.feature_names:
             raise ValueError(f"unknown feature {f!r}; features are {self.feature_names[:10]}")
         return self.feature_names.index(str(f))
+
+
+def shap_explanation(res):
+    """A ``shap.Explanation`` of a :class:`Contributions` or ``Interactions`` ``res``: its
+    values, base values, data (as a numpy array), feature and output names."""
+    try:
+        import shap
+    except ImportError:
+        raise ImportError("to_shap() needs the shap package: pip install shap") from None
+    data = res.data
+    if hasattr(data, "to_numpy"):
+        data = data.to_numpy()
+    return shap.Explanation(values=res.values, base_values=res.base_values,
+                            data=None if data is None else np.asarray(data),
+                            feature_names=res.feature_names, output_names=res.output_names)
 
 
 def rows_per_task(n_rows, n_threads):

@@ -42,7 +42,8 @@ import pandas as pd
 
 from ..inputs.targets import forest_targets, n_target_columns, target_classes
 from ..inputs.threads import numba_threads
-from ..kernels.pair_sums import forest_pair_sums, oob_block_weight, staged_pair_sums
+from ..kernels.pair_sums import forest_pair_sums, oob_block_weight
+from ..kernels.treeshap import staged_block_sums
 from ..measures.defaults import OOB_VARIANCE_FACTOR
 from ..measures.screening import model_task, objective_name
 from ..model.ensemble import FOREST
@@ -182,12 +183,14 @@ def _boosting(ens, rows, y, w, block, n_blocks, centre, tables, n_eval, chunk_ro
     loss = Loss(code, params, ens.base_score)
     trees = staged_trees(ens, code, params)
     acc = np.zeros((n_blocks, F, F, 1))
+    main = np.zeros((n_blocks, 1, F, 1))  # the main effects the kernel also adds: not read
+    seen = np.zeros((n_blocks, ens.n_trees))  # the weights, known already (n_eval)
     for start, chunk in rows.chunks(chunk_rows, split=True):
         stop = start + chunk.shape[0]
         strict, round32 = routing_flags(ens, chunk)
         order, bounds = rows_by_block(block[start:stop], n_blocks)
-        staged_pair_sums(chunk, start, order, bounds, rows_in, loss, trees, tables, centre,
-                         acc, ens.routing, strict, round32)
+        staged_block_sums(chunk, start, order, bounds, rows_in, loss, trees, tables, main,
+                          seen, centre, acc, ens.routing, strict, round32)
     D = acc[..., 0]
     D = np.triu(D + D.transpose(0, 2, 1), 1)  # 2 Phi_jk, j < k
     weight = n_eval[:, 0]  # every tree evaluates every row

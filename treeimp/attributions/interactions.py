@@ -34,6 +34,7 @@ from .contributions import (
     _squeeze,
     grouped_inputs,
     rows_per_task,
+    shap_explanation,
 )
 
 # a chunk's interaction array holds rows x players^2 x outputs numbers: at most this many
@@ -204,17 +205,7 @@ class Interactions:
         ``violin``) refuse (n, F, F) values: use :meth:`plot`, :meth:`dependence`, or
         ``Contributions.to_shap`` for them.
         """
-        try:
-            import shap
-        except ImportError:
-            raise ImportError("to_shap() needs the shap package: pip install shap") from None
-        data = self.data
-        if hasattr(data, "to_numpy"):
-            data = data.to_numpy()
-        return shap.Explanation(values=self.values, base_values=self.base_values,
-                                data=None if data is None else np.asarray(data),
-                                feature_names=self.feature_names,
-                                output_names=self.output_names)
+        return shap_explanation(self)
 
 
 def interactions(cm, rows, data, names, grp=None, *, bits=None, n_jobs=None,

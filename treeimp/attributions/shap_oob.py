@@ -29,6 +29,8 @@ from ..stats.drivers import empty_inbag, rows_by_block, staged_trees
 from .contributions import ROUTED_CHUNK_VALUES, kernel_inputs, split_routed
 
 CHUNK_ROWS = 1 << 18
+NO_CENTRE = np.zeros(0)  # staged_block_sums' pair-mode inputs, unused here
+NO_PAIRS = np.zeros((0, 0, 0, 1))
 
 
 def per_tree_values(acc, n_eval):
@@ -104,5 +106,6 @@ def block_sums(method, ens, rows, y, w, block, n_blocks, *, inbag_bits=None, pos
                                   ens.routing, strict, round32)
             else:
                 staged_block_sums(chunk, start, order, bounds, rows_in, loss, trees, tables,
-                                  acc, n_eval, ens.routing, strict, round32)
+                                  acc, n_eval, NO_CENTRE, NO_PAIRS, ens.routing, strict,
+                                  round32)
     return acc[..., 0], n_eval

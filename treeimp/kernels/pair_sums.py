@@ -14,15 +14,14 @@ computes every tree's evaluation weight per block first (``oob_block_weight``), 
 (0 where the weight is 0), and the forest kernel folds each tree's block sums into the
 replicates right after the tree: memory per thread is two sets of n_blocks + 1 matrices
 of players x players, whatever the number of trees. Boosted models evaluate every tree
-on the same rows, so their denominators are the blocks' weights for every tree and the
-kernel keeps one matrix per block, summed over trees.
+on the same rows, so their denominators are the blocks' weights for every tree: one
+matrix per block, summed over trees, kept by the pair mode of
+``treeshap.staged_block_sums`` (the staged pass of SHAP-oob).
 """
 
 import numpy as np
 from numba import njit, prange
 
-from .route import walk_batch
-from .staged import BATCH, GROUP, N_TERMS, stage_terms, start_group
 from .treeshap import BATCH_ROWS, new_batch_scratch, tree_shap_batch
 
 
@@ -132,88 +131,3 @@ def forest_pair_sums(X, row0, rows_in, block, inbag_bits, use_inbag, centre, coe
                                 dest, phi, scratch, tables.gl_nodes, tables.gl_weights, D,
                                 pdest)
             _fold_tree(D, T, coef[t], F, n_blocks, out[q])
-
-
-@njit(cache=True, parallel=True)
-def staged_pair_sums(X, row0, order, block_start, rows_in, loss, trees, tables, centre,
-                     out, routing, strict, round32, batch=BATCH_ROWS):
-    """Held-out interaction importance of a boosted model: out[b, j, k, 0] += sum over
-    trees t and the rows i of block b of w_i (-g_i - mu_t h_i) Phi_{t,jk}(x_i) (j != k,
-    each pair's half at (j, k) and at (k, j)), g and h the gradient and hessian of the
-    model's loss at the margin before tree t's stage (``kernels/staged.py``), Phi of the
-    tree's values as they enter the margin (times its scale), mu_t = ``centre[t]`` (zeros:
-    no centring). ``order[block_start[b]:block_start[b + 1]]``: the local rows of block b;
-    ``rows_in``, ``loss`` and ``trees`` as ``treeshap.staged_block_sums`` reads them.
-    Rows travel in groups carrying their margin; threads own whole blocks."""
-    y, w, row_start = rows_in.target, rows_in.w, rows_in.row_start
-    loss_code, loss_params, base_score = loss.code, loss.params, loss.base_score
-    tree_offsets, tree_output, tree_scale = trees.tree_offsets, trees.tree_output, trees.tree_scale
-    leaf_factor, stage_start = trees.leaf_factor, trees.stage_start
-    value = tables.value
-    (left, right, feature, threshold, flags, plain, depth, min_depth, cat_offset,
-     cat_count, cat_codes, cat_left) = routing
-    n_blocks = block_start.shape[0] - 1
-    F = out.shape[1]
-    K = base_score.shape[0]
-    n_stages = stage_start.shape[0] - 1
-    for b in prange(n_blocks):
-        scratch = new_batch_scratch(tables.max_depth, 1, F, batch)
-        margin = np.empty((GROUP, K))
-        leaves = np.empty(BATCH, np.int64)
-        g = np.empty((GROUP, K))
-        h = np.empty((GROUP, K))
-        terms = np.zeros((K, N_TERMS, GROUP))
-        yg = np.empty(GROUP)
-        wg = np.empty(GROUP)
-        e = np.empty(GROUP)
-        use_e = leaf_factor.shape[0] > 0
-        proj = np.empty((batch, 1))
-        rows_b = np.empty(batch, np.int64)
-        dest = np.zeros(batch, np.int64)
-        pdest = np.zeros(batch, np.int64)
-        phi = np.zeros((1, F, 1))  # the main effects the kernel also adds: not read
-        pair_out = out[b]
-        for s0 in range(block_start[b], block_start[b + 1], GROUP):
-            s1 = min(block_start[b + 1], s0 + GROUP)
-            ng = s1 - s0
-            rows = order[s0:s1]
-            start_group(rows, ng, row0, y, w, base_score, row_start, loss_params[0], use_e,
-                        margin, e, yg, wg)
-            for st in range(n_stages):
-                stage_terms(loss_code, loss_params, margin, ng, yg, wg, g, h, terms, e)
-                for t in range(stage_start[st], stage_start[st + 1]):
-                    col = tree_output[t]
-                    sc = tree_scale[t]
-                    root = tree_offsets[t]
-                    mu = centre[t]
-                    nr = 0
-                    for r in range(ng):
-                        if terms[col, 0, r] == 0.0:
-                            continue
-                        rows_b[nr] = rows[r]
-                        proj[nr, 0] = terms[col, 1, r] - mu * terms[col, 2, r]
-                        nr += 1
-                        if nr == batch:
-                            tree_shap_batch(X, rows_b, nr, root, tables.path_features[t],
-                                            routing, tables.feature, tables.cover, value,
-                                            strict, round32, 0, sc, proj, dest, phi, scratch,
-                                            tables.gl_nodes, tables.gl_weights, pair_out,
-                                            pdest)
-                            nr = 0
-                    if nr > 0:
-                        tree_shap_batch(X, rows_b, nr, root, tables.path_features[t],
-                                        routing, tables.feature, tables.cover, value, strict,
-                                        round32, 0, sc, proj, dest, phi, scratch,
-                                        tables.gl_nodes, tables.gl_weights, pair_out, pdest)
-                    for q0 in range(0, ng, BATCH):
-                        m = min(BATCH, ng - q0)
-                        walk_batch(X, rows[q0:], m, root, depth[t], min_depth[t],
-                                   plain[t], left, right, feature, threshold, flags,
-                                   cat_offset, cat_count, cat_codes, cat_left, strict,
-                                   round32, leaves)
-                        for q in range(m):
-                            leaf = np.uint64(leaves[q])
-                            margin[q0 + q, col] += sc * value[leaf, 0]
-                        if use_e:
-                            for q in range(m):
-                                e[q0 + q] *= leaf_factor[np.uint64(leaves[q])]

@@ -569,9 +569,24 @@ def forest_block_sums(X, row0, order, block_start, rows_in, inbag_bits, use_inba
                             proj, dest, acc[b], scratch)
 
 
+@njit(cache=True, inline="always")
+def _staged_batch(pair, tables, routing, X, rows, nr, t, root, strict, round32, scale, proj,
+                  dest, out, scratch, pair_out, pair_dest):
+    """One batch of ``staged_block_sums``: TreeSHAP or Saabas values into ``out``, or in
+    pair mode interaction values into ``pair_out`` (main effects into ``out``)."""
+    if pair:
+        tree_shap_batch(X, rows, nr, root, tables.path_features[t], routing, tables.feature,
+                        tables.cover, tables.value, strict, round32, 0, scale, proj, dest,
+                        out, scratch, tables.gl_nodes, tables.gl_weights, pair_out,
+                        pair_dest)
+    else:
+        _tree_batch(tables, routing, X, rows, nr, t, root, strict, round32, 0, scale, proj,
+                    dest, out, scratch)
+
+
 @njit(cache=True, parallel=True)
 def staged_block_sums(X, row0, order, block_start, rows_in, loss, trees, tables, acc, n_eval,
-                      routing, strict, round32, batch=BATCH_ROWS):
+                      centre, pair_out, routing, strict, round32, batch=BATCH_ROWS):
     """SHAP-oob sums of a boosted model on held-out rows: acc[b, t, k, 0] += w_i (-g_i) .
     phi_{t,k}(x_i) with g the gradient of the model's loss at the margin before tree t's
     stage (as the staged node statistics, ``kernels/staged.py``, which computes the
@@ -580,7 +595,13 @@ def staged_block_sums(X, row0, order, block_start, rows_in, loss, trees, tables,
     whole blocks. ``rows_in``, ``loss`` and ``trees`` as ``staged_leaf_stats`` reads
     them: ``rows_in.row_start`` (n_rows, K), indexed by the global row, each row's margin
     before the first tree (base score + offset), or a (0, K) array: ``loss.base_score``
-    for every row. The margins add ``tables.value`` (the node values, as before)."""
+    for every row. The margins add ``tables.value`` (the node values, as before).
+
+    Pair mode (``pair_out`` (n_blocks, P, P, 1), not (n_blocks, 0, 0, 1)): the held-out
+    interaction importance's sums instead, pair_out[b, j, k, 0] += w_i (-g_i - mu_t h_i)
+    Phi_{t,jk}(x_i) (j != k, each pair's half at (j, k) and at (k, j); mu_t =
+    ``centre[t]``, read only here), the main effects going to ``acc[b, 0]``, which the
+    caller does not read (``acc`` (n_blocks, 1, P, 1)); ``n_eval`` as above."""
     y, w, row_start = rows_in.target, rows_in.w, rows_in.row_start
     loss_code, loss_params, base_score = loss.code, loss.params, loss.base_score
     tree_offsets, tree_output, tree_scale = trees.tree_offsets, trees.tree_output, trees.tree_scale
@@ -591,6 +612,7 @@ def staged_block_sums(X, row0, order, block_start, rows_in, loss, trees, tables,
     n_blocks = block_start.shape[0] - 1
     K = base_score.shape[0]
     n_stages = stage_start.shape[0] - 1
+    pair = pair_out.shape[1] > 0
     for b in prange(n_blocks):
         scratch = new_batch_scratch(tables.max_depth, 1, acc.shape[2], batch)
         margin = np.empty((GROUP, K))
@@ -605,6 +627,7 @@ def staged_block_sums(X, row0, order, block_start, rows_in, loss, trees, tables,
         proj = np.empty((batch, 1))
         rows_b = np.empty(batch, np.int64)
         dest = np.empty(batch, np.int64)
+        pdest = np.zeros(batch, np.int64)
         for s0 in range(block_start[b], block_start[b + 1], GROUP):
             s1 = min(block_start[b + 1], s0 + GROUP)
             ng = s1 - s0
@@ -617,22 +640,25 @@ def staged_block_sums(X, row0, order, block_start, rows_in, loss, trees, tables,
                     col = tree_output[t]
                     sc = tree_scale[t]
                     root = tree_offsets[t]
-                    dest[:] = t
+                    dest[:] = 0 if pair else t
                     nr = 0
                     for r in range(ng):
                         if terms[col, 0, r] == 0.0:
                             continue
                         n_eval[b, t] += terms[col, 0, r]
                         rows_b[nr] = rows[r]
-                        proj[nr, 0] = terms[col, 1, r]
+                        proj[nr, 0] = (terms[col, 1, r] - centre[t] * terms[col, 2, r] if pair
+                                       else terms[col, 1, r])
                         nr += 1
                         if nr == batch:
-                            _tree_batch(tables, routing, X, rows_b, nr, t, root, strict,
-                                        round32, 0, sc, proj, dest, acc[b], scratch)
+                            _staged_batch(pair, tables, routing, X, rows_b, nr, t, root,
+                                          strict, round32, sc, proj, dest, acc[b], scratch,
+                                          pair_out[b], pdest)
                             nr = 0
                     if nr > 0:
-                        _tree_batch(tables, routing, X, rows_b, nr, t, root, strict,
-                                    round32, 0, sc, proj, dest, acc[b], scratch)
+                        _staged_batch(pair, tables, routing, X, rows_b, nr, t, root, strict,
+                                      round32, sc, proj, dest, acc[b], scratch, pair_out[b],
+                                      pdest)
                     for q0 in range(0, ng, BATCH):
                         m = min(BATCH, ng - q0)
                         walk_batch(X, rows[q0:], m, root, depth[t], min_depth[t],
