@@ -109,3 +109,23 @@ def test_one_and_two_threads_give_the_same_bits():
     c = treeimp.contributions(models[0], X[500:], n_jobs=2)
     total = c.values.sum(axis=1) + c.base_values
     np.testing.assert_allclose(total, margin, rtol=1e-5, atol=1e-5)
+
+
+def test_run_tasks_keeps_no_reference_to_the_task():
+    """Once run_tasks returns, nothing of it (a helper call cancelled before it started
+    and still queued in the pool included) holds the task or the arrays it reaches: a
+    pass over chunks of rows must not keep every chunk alive."""
+    import weakref
+
+    refs, alive = [], []
+    for _ in range(20):
+        alive.append(sum(ref() is not None for ref in refs))
+        chunk = np.ones(1000)
+        refs.append(weakref.ref(chunk))
+
+        def task(i, chunk=chunk):
+            chunk[i] += 1.0
+
+        run_tasks(task, 2, 2)
+        del task, chunk
+    assert max(alive) == 0, alive

@@ -42,28 +42,38 @@ def run_tasks(task, n_tasks, n_threads=None):
         for i in range(n_tasks):
             task(i)
         return
-    state = {"next": 0, "failed": {}}
+    # the task (and the arrays it holds) is reached through ``state`` only, which is
+    # emptied before returning: a cancelled helper call may stay in the pool's queue for
+    # a while, and must not keep the caller's arrays alive
+    state = {"next": 0, "failed": {}, "task": task}
+    del task
     lock = threading.Lock()
 
     def work():
         while True:
             with lock:
-                i = state["next"]
-                if i >= n_tasks or state["failed"]:
+                i, run = state["next"], state["task"]
+                if run is None or i >= n_tasks or state["failed"]:
                     return
                 state["next"] = i + 1
             try:
-                task(i)
+                run(i)
             except BaseException as exc:  # noqa: BLE001 - raised again in the caller
                 with lock:
                     state["failed"][i] = exc
                 return
+            finally:
+                del run
 
-    futures = [_executor(n_threads - 1).submit(work) for _ in range(n_threads - 1)]
-    work()
-    for f in futures:
-        if not f.cancel():  # a helper that had not started yet has nothing left to do
-            f.result()
+    try:
+        futures = [_executor(n_threads - 1).submit(work) for _ in range(n_threads - 1)]
+        work()
+        for f in futures:
+            if not f.cancel():  # a helper that had not started yet has nothing left to do
+                f.result()
+    finally:
+        with lock:
+            state["task"] = None
     if state["failed"]:
         raise state["failed"][min(state["failed"])]
 
