@@ -164,6 +164,10 @@ def check_values_thresholds(left, value, threshold, is_categorical):
     """1 if some leaf value is not finite, else 2 if some numeric split has a NaN
     threshold, else 0 (global node arrays, leaves have left < 0; ``value`` has one row
     per node). Plain numpy (vectorised): nothing to compile on a first call."""
+    # all values finite and no NaN threshold anywhere: the usual case, two passes
+    # without masks
+    if np.all(np.isfinite(value)) and not np.any(np.isnan(threshold)):
+        return 0
     leaf = left < 0
     if not np.all(np.isfinite(value[leaf])):
         return 1
@@ -308,28 +312,29 @@ def fill_node_arrays(left, right, feature, threshold, missing_left, nan_mode, is
     NaN read as zero goes). Plain numpy (vectorised over the nodes): nothing to compile
     on a first call."""
     leaf = left < 0
-    node = np.arange(left.shape[0], dtype=o_left.dtype)
-    np.copyto(o_left, np.where(leaf, node, left))
-    np.copyto(o_right, np.where(leaf, node, right))
-    np.copyto(o_feature, np.maximum(feature, 0))
+    leaves = np.flatnonzero(leaf)
+    np.copyto(o_left, left)
+    o_left[leaves] = leaves
+    np.copyto(o_right, right)
+    o_right[leaves] = leaves
+    np.maximum(feature, 0, out=o_feature, casting="unsafe")
     np.copyto(o_threshold, threshold)
     miss = np.asarray(missing_left, np.bool_)
     zero = nan_mode == NAN_AS_ZERO
-    zero_left = (0.0 < threshold) if strict else (0.0 <= threshold)
+    zero_left = np.less(0.0, threshold) if strict else np.less_equal(0.0, threshold)
     cat = np.asarray(is_cat, np.bool_)
-    flags = np.zeros(left.shape[0], o_flags.dtype)
-    for bit, where in ((route.MISSING_LEFT, miss),
-                       (route.NAN_AS_ZERO, zero),
-                       (route.NAN_LEFT, np.where(zero, zero_left, miss)),
-                       (route.NAN_ZERO_MISSING, nan_mode == NAN_ZERO_MISSING),
-                       (route.CATEGORICAL, cat),
-                       (route.CATEGORY_EXACT, cat & (nan_mode == NAN_CAT_EXACT)),
-                       (route.CATEGORY_NEGATIVE_UNLISTED,
-                        cat & (nan_mode == NAN_CAT_NEGATIVE_UNLISTED)),
-                       (route.CATEGORY_DEFAULT_LEFT, np.asarray(cat_default_left, np.bool_)),
-                       (route.LEAF, leaf)):
-        flags[where] |= o_flags.dtype.type(bit)
-    np.copyto(o_flags, flags)
+    # the flags as sums of distinct bits (bool times a bit), in place in o_flags
+    bit = o_flags.dtype.type
+    np.multiply(miss, bit(route.MISSING_LEFT), out=o_flags)
+    o_flags += zero * bit(route.NAN_AS_ZERO)
+    o_flags += np.where(zero, zero_left, miss) * bit(route.NAN_LEFT)
+    o_flags += (nan_mode == NAN_ZERO_MISSING) * bit(route.NAN_ZERO_MISSING)
+    o_flags += cat * bit(route.CATEGORICAL)
+    o_flags += (cat & (nan_mode == NAN_CAT_EXACT)) * bit(route.CATEGORY_EXACT)
+    o_flags += ((cat & (nan_mode == NAN_CAT_NEGATIVE_UNLISTED))
+                * bit(route.CATEGORY_NEGATIVE_UNLISTED))
+    o_flags += np.asarray(cat_default_left, np.bool_) * bit(route.CATEGORY_DEFAULT_LEFT)
+    o_flags += leaf * bit(route.LEAF)
 
 
 def split_arrays(tree_offsets, left, right, feature, n_features):
