@@ -25,9 +25,9 @@ def _plain_nodes(rng, strict):
     mode = np.where(rng.random(n) < 0.4, NAN_AS_ZERO, NAN_MISSING).astype(np.uint8)
     out = (np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64),
            np.empty(n), np.empty(n, route.FLAGS_DTYPE))
-    structure.fill_node_arrays_serial(gl, gr, np.maximum(feature, 0), threshold,
-                                      rng.random(n) < 0.5, mode, np.zeros(n, np.bool_),
-                                      np.zeros(n, np.bool_), strict, *out)
+    structure.fill_node_arrays(gl, gr, np.maximum(feature, 0), threshold,
+                               rng.random(n) < 0.5, mode, np.zeros(n, np.bool_),
+                               np.zeros(n, np.bool_), strict, *out)
     depth, _ = structure.tree_depths_serial(offsets, gl, gr)
     return offsets, depth, out
 

@@ -37,36 +37,36 @@ def count_reachable(left, right):
     return count, -1
 
 
-@njit(cache=True)
 def children_partition(left, right):
     """Whether the children of one tree's split nodes (local indices, leaves have
     left < 0) are exactly its nodes 1..n-1, each once: every node but the root has one
-    parent (a cycle among the nodes passes too; :func:`count_reachable` finds those)."""
-    n = left.shape[0]
-    has_parent = np.zeros(n, np.bool_)
-    n_children = 0
-    for i in range(n):
-        if left[i] < 0:
-            continue
-        for c in (left[i], right[i]):
-            if c < 1 or c >= n or has_parent[c]:
-                return False
-            has_parent[c] = True
-        n_children += 2
-    return n_children == n - 1
+    parent (a cycle among the nodes passes too; :func:`count_reachable` finds those).
+    Plain numpy, like :func:`children_partitions`: nothing to compile on a first call."""
+    n = np.int64(left.shape[0])
+    return bool(children_partitions(np.array([0, n], np.int64), left, right)[0])
 
 
-@njit(cache=True)
 def children_partitions(tree_offsets, left, right):
     """:func:`children_partition` of every tree (concatenated arrays, local child
-    indices), as a bool per tree."""
+    indices), as a bool per tree (vectorised over all nodes at once)."""
+    tree_offsets = np.asarray(tree_offsets, np.int64)
     n_trees = tree_offsets.shape[0] - 1
-    out = np.empty(n_trees, np.bool_)
-    for t in range(n_trees):
-        lo = tree_offsets[t]
-        hi = tree_offsets[t + 1]
-        out[t] = children_partition(left[lo:hi], right[lo:hi])
-    return out
+    sizes = np.diff(tree_offsets)
+    n = int(tree_offsets[-1])
+    node_tree = np.repeat(np.arange(n_trees, dtype=np.int64), sizes)
+    split = np.flatnonzero(np.asarray(left[:n]) >= 0)
+    tree = np.concatenate([node_tree[split], node_tree[split]])
+    child = np.concatenate([left[split], right[split]]).astype(np.int64)
+    bad = np.zeros(n_trees, np.bool_)
+    out_of_range = (child < 1) | (child >= sizes[tree])
+    bad[tree[out_of_range]] = True
+    # a node that is the child of two splits (global index counted twice)
+    in_range = ~out_of_range
+    glob = child[in_range] + tree_offsets[tree[in_range]]
+    twice = np.flatnonzero(np.bincount(glob, minlength=n) > 1)
+    bad[node_tree[twice]] = True
+    n_children = 2 * np.bincount(node_tree[split], minlength=n_trees)
+    return ~bad & (n_children == sizes - 1)
 
 
 @njit(cache=True)
@@ -160,47 +160,19 @@ def _check_tree(t, tree_offsets, left, right, feature, n_features, problem, deta
             out_feature[i] = feature[i]
 
 
-@njit(cache=True, parallel=True)
 def check_values_thresholds(left, value, threshold, is_categorical):
     """1 if some leaf value is not finite, else 2 if some numeric split has a NaN
-    threshold, else 0 (global node arrays, leaves have left < 0)."""
-    bad_value = 0
-    bad_threshold = 0
-    for i in prange(left.shape[0]):
-        v, t = _bad_value_threshold(np.int64(i), left, value, threshold, is_categorical)
-        bad_value += v
-        bad_threshold += t
-    if bad_value > 0:
+    threshold, else 0 (global node arrays, leaves have left < 0; ``value`` has one row
+    per node). Plain numpy (vectorised): nothing to compile on a first call."""
+    # all values finite and no NaN threshold anywhere: the usual case, two passes
+    # without masks
+    if np.all(np.isfinite(value)) and not np.any(np.isnan(threshold)):
+        return 0
+    leaf = left < 0
+    if not np.all(np.isfinite(value[leaf])):
         return 1
-    return 2 if bad_threshold > 0 else 0
-
-
-@njit(cache=True)
-def check_values_thresholds_serial(left, value, threshold, is_categorical):
-    """:func:`check_values_thresholds` on one thread (stops at the first bad leaf)."""
-    bad_threshold = 0
-    for i in range(left.shape[0]):
-        if left[i] < 0:
-            for j in range(value.shape[1]):
-                if not np.isfinite(value[i, j]):
-                    return 1
-        elif not is_categorical[i] and np.isnan(threshold[i]):
-            bad_threshold = 2
-    return bad_threshold
-
-
-@njit(cache=True)
-def _bad_value_threshold(i, left, value, threshold, is_categorical):
-    """(non-finite values of leaf i, 1 if split i is numeric with a NaN threshold)."""
-    bad_value = 0
-    if left[i] < 0:
-        for j in range(value.shape[1]):
-            if not np.isfinite(value[i, j]):
-                bad_value += 1
-        return bad_value, 0
-    if not is_categorical[i] and np.isnan(threshold[i]):
-        return 0, 1
-    return 0, 0
+    numeric = ~leaf & np.logical_not(is_categorical)
+    return 2 if np.any(np.isnan(threshold[numeric])) else 0
 
 
 # The passes below run trees in parallel: every tree reads and writes only its own
@@ -330,97 +302,52 @@ def _tree_depth(t, tree_offsets, left, right, node_depth, deepest, shallowest):
     shallowest[t] = lo
 
 
-@njit(cache=True, parallel=True)
 def fill_node_arrays(left, right, feature, threshold, missing_left, nan_mode, is_cat,
                      cat_default_left, strict, o_left, o_right, o_feature, o_threshold,
                      o_flags):
     """The routing's node arrays (``o_``: left, right, feature, threshold, flags) of
-    kernel_inputs.Routing from the normal form's per-node fields: leaves become
-    self-loops with feature 0, and the flag bits of kernels/route.py are set (``strict``:
-    splits compare x < t, which decides where a NaN read as zero goes; nodes in parallel;
-    :func:`fill_node_arrays_serial`: the same, one thread). The outputs are separate
-    arguments: numba 0.68 lost the writes to arrays unpacked from a tuple argument in a
-    parallel loop."""
-    for i in prange(left.shape[0]):
-        _node_fields(i, left, right, feature, threshold, missing_left, nan_mode, is_cat,
-                     cat_default_left, strict, o_left, o_right, o_feature, o_threshold,
-                     o_flags)
+    kernel_inputs.Routing from the normal form's per-node fields, written into the given
+    arrays: leaves become self-loops with feature 0, and the flag bits of
+    kernels/route.py are set (``strict``: splits compare x < t, which decides where a
+    NaN read as zero goes). Plain numpy (vectorised over the nodes): nothing to compile
+    on a first call."""
+    leaf = left < 0
+    leaves = np.flatnonzero(leaf)
+    np.copyto(o_left, left)
+    o_left[leaves] = leaves
+    np.copyto(o_right, right)
+    o_right[leaves] = leaves
+    np.maximum(feature, 0, out=o_feature, casting="unsafe")
+    np.copyto(o_threshold, threshold)
+    miss = np.asarray(missing_left, np.bool_)
+    zero = nan_mode == NAN_AS_ZERO
+    zero_left = np.less(0.0, threshold) if strict else np.less_equal(0.0, threshold)
+    cat = np.asarray(is_cat, np.bool_)
+    # the flags as sums of distinct bits (bool times a bit), in place in o_flags
+    bit = o_flags.dtype.type
+    np.multiply(miss, bit(route.MISSING_LEFT), out=o_flags)
+    o_flags += zero * bit(route.NAN_AS_ZERO)
+    o_flags += np.where(zero, zero_left, miss) * bit(route.NAN_LEFT)
+    o_flags += (nan_mode == NAN_ZERO_MISSING) * bit(route.NAN_ZERO_MISSING)
+    o_flags += cat * bit(route.CATEGORICAL)
+    o_flags += (cat & (nan_mode == NAN_CAT_EXACT)) * bit(route.CATEGORY_EXACT)
+    o_flags += ((cat & (nan_mode == NAN_CAT_NEGATIVE_UNLISTED))
+                * bit(route.CATEGORY_NEGATIVE_UNLISTED))
+    o_flags += np.asarray(cat_default_left, np.bool_) * bit(route.CATEGORY_DEFAULT_LEFT)
+    o_flags += leaf * bit(route.LEAF)
 
 
-@njit(cache=True)
-def fill_node_arrays_serial(left, right, feature, threshold, missing_left, nan_mode,
-                            is_cat, cat_default_left, strict, o_left, o_right, o_feature,
-                            o_threshold, o_flags):
-    """:func:`fill_node_arrays` on one thread (small ensembles)."""
-    for i in range(left.shape[0]):
-        _node_fields(i, left, right, feature, threshold, missing_left, nan_mode, is_cat,
-                     cat_default_left, strict, o_left, o_right, o_feature, o_threshold,
-                     o_flags)
-
-
-@njit(cache=True, inline="always")
-def _node_fields(i, left, right, feature, threshold, missing_left, nan_mode, is_cat,
-                 cat_default_left, strict, o_left, o_right, o_feature, o_threshold, o_flags):
-    leaf = left[i] < 0
-    o_left[i] = i if leaf else left[i]
-    o_right[i] = i if leaf else right[i]
-    o_feature[i] = max(feature[i], 0)
-    t = threshold[i]
-    o_threshold[i] = t
-    mode = nan_mode[i]
-    f = 0
-    if missing_left[i]:
-        f |= route.MISSING_LEFT
-    if mode == NAN_AS_ZERO:
-        f |= route.NAN_AS_ZERO
-        if (0.0 < t) if strict else (0.0 <= t):
-            f |= route.NAN_LEFT
-    elif missing_left[i]:
-        f |= route.NAN_LEFT
-    if mode == NAN_ZERO_MISSING:
-        f |= route.NAN_ZERO_MISSING
-    if is_cat[i]:
-        f |= route.CATEGORICAL
-        if mode == NAN_CAT_EXACT:
-            f |= route.CATEGORY_EXACT
-        if mode == NAN_CAT_NEGATIVE_UNLISTED:
-            f |= route.CATEGORY_NEGATIVE_UNLISTED
-    if cat_default_left[i]:
-        f |= route.CATEGORY_DEFAULT_LEFT
-    if leaf:
-        f |= route.LEAF
-    o_flags[i] = f
-
-
-@njit(cache=True)
 def split_arrays(tree_offsets, left, right, feature, n_features):
-    """The internal nodes (splits) of an ensemble in node order, in one pass: their
-    node, children, tree, tree root and key tree * n_features + feature (int64), and
-    each tree's split offsets (n_trees + 1). Splits come tree by tree because nodes do."""
+    """The internal nodes (splits) of an ensemble in node order: their node, children,
+    tree, tree root and key tree * n_features + feature (int64), and each tree's split
+    offsets (n_trees + 1). Splits come tree by tree because nodes do. Plain numpy
+    (vectorised): nothing to compile on a first call."""
+    tree_offsets = np.asarray(tree_offsets, np.int64)
     n_trees = tree_offsets.shape[0] - 1
-    n_splits = 0
-    for i in range(left.shape[0]):
-        if left[i] >= 0:
-            n_splits += 1
-    node = np.empty(n_splits, np.int64)
-    lc = np.empty(n_splits, np.int64)
-    rc = np.empty(n_splits, np.int64)
-    tree = np.empty(n_splits, np.int64)
-    root = np.empty(n_splits, np.int64)
-    key = np.empty(n_splits, np.int64)
-    tree_splits = np.empty(n_trees + 1, np.int64)
-    s = 0
-    for t in range(n_trees):
-        tree_splits[t] = s
-        for i in range(tree_offsets[t], tree_offsets[t + 1]):
-            if left[i] < 0:
-                continue
-            node[s] = i
-            lc[s] = left[i]
-            rc[s] = right[i]
-            tree[s] = t
-            root[s] = tree_offsets[t]
-            key[s] = t * n_features + feature[i]
-            s += 1
-    tree_splits[n_trees] = s
-    return node, lc, rc, tree, root, key, tree_splits
+    node = np.flatnonzero(left >= 0).astype(np.int64)
+    tree = np.repeat(np.arange(n_trees, dtype=np.int64), np.diff(tree_offsets))[node]
+    root = tree_offsets[tree]
+    key = tree * np.int64(n_features) + feature[node].astype(np.int64)
+    tree_splits = np.searchsorted(node, tree_offsets).astype(np.int64)
+    return (node, left[node].astype(np.int64), right[node].astype(np.int64), tree, root, key,
+            tree_splits)

@@ -383,17 +383,28 @@ def gather_numbers(data, start, count, itemsize):
     return u8, u16, u32, u64, at
 
 
-@njit(cache=True)
+# integer markers and their (size, numpy big-endian type) for integers_at
+_INTEGER_TYPES = ((_INT8, ">i1"), (_UINT8, ">u1"), (_INT16, ">i2"), (_INT32, ">i4"),
+                  (_INT64, ">i8"))
+
+
 def integers_at(data, marker, start, rows):
     """The integers (markers i U I l L) at ``rows`` of the table as int64; ok False
-    when a row holds anything else."""
+    when a row holds anything else. Plain numpy (the bytes gathered per integer size):
+    nothing to compile on a first call."""
+    rows = np.asarray(rows, np.int64)
+    m = marker[rows]
     out = np.empty(rows.shape[0], np.int64)
-    for i in range(rows.shape[0]):
-        m = marker[rows[i]]
-        if m != _INT8 and m != _UINT8 and m != _INT16 and m != _INT32 and m != _INT64:
-            return False, out
-        out[i] = _integer(data, start[rows[i]], m)
-    return True, out
+    done = np.zeros(rows.shape[0], np.bool_)
+    for code, kind in _INTEGER_TYPES:
+        at = np.flatnonzero(m == code)
+        if at.size == 0:
+            continue
+        t = np.dtype(kind)
+        pos = start[rows[at]][:, None] + np.arange(t.itemsize)
+        out[at] = np.ascontiguousarray(data[pos]).view(t)[:, 0]
+        done[at] = True
+    return bool(np.all(done)), out
 
 
 @njit(cache=True, inline="always")
@@ -450,18 +461,20 @@ def member_rows(data, parent, key_start, key_len, containers, keys, key_offsets)
     return True, found
 
 
-@njit(cache=True)
 def key_ids(data, rows, key_start, key_len, keys, key_offsets):
     """Per row of ``rows``: the index of its key among ``keys`` (the wanted keys'
     bytes concatenated, key j being ``keys[key_offsets[j]:key_offsets[j + 1]]``), -1
-    when it is none of them."""
+    when it is none of them (the first matching key). Plain numpy (each wanted key's
+    bytes compared with those of the rows of its length at once): nothing to compile
+    on a first call."""
+    rows = np.asarray(rows, np.int64)
     out = np.full(rows.shape[0], -1, np.int64)
-    for i in range(rows.shape[0]):
-        r = rows[i]
-        n = key_len[r]
-        for j in range(key_offsets.shape[0] - 1):
-            lo = key_offsets[j]
-            if key_offsets[j + 1] - lo == n and _same_bytes(data, key_start[r], keys, lo, n):
-                out[i] = j
-                break
+    for j in range(key_offsets.shape[0] - 2, -1, -1):  # the first match wins
+        lo, hi = key_offsets[j], key_offsets[j + 1]
+        at = np.flatnonzero(key_len[rows] == hi - lo)
+        if at.size == 0:
+            continue
+        pos = key_start[rows[at]][:, None] + np.arange(hi - lo)
+        same = np.all(data[pos] == keys[lo:hi], axis=1)
+        out[at[same]] = j
     return out

@@ -571,8 +571,7 @@ class TreeEnsemble:
             fields[name] for name in ("threshold", "missing_left", "nan_mode", "weight",
                                       "impurity", "gain", "value"))
 
-        problem = (structure.check_values_thresholds_serial if serial
-                   else structure.check_values_thresholds)(left, value, threshold, is_cat)
+        problem = structure.check_values_thresholds(left, value, threshold, is_cat)
         if problem == 1:
             raise ValueError("the model has a leaf whose value is not finite")
         if problem == 2:
@@ -985,9 +984,7 @@ def _node_arrays(ens):
     kernel_inputs.Routing). With a leaf router, nodes compare the router's numbers (plain
     numeric splits)."""
 
-    # small ensembles on one thread: a thread-pool launch costs more than the pass
-    fill = (structure.fill_node_arrays_serial if ens.n_nodes < SERIAL_NODES
-            else structure.fill_node_arrays)
+    fill = structure.fill_node_arrays
     n = ens.n_nodes
     out = (np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64),
            np.empty(n, np.float64), np.empty(n, route.FLAGS_DTYPE))
