@@ -4,8 +4,8 @@ Rows travel in groups of ``GROUP`` that carry their running margin (base score +
 trees). At the start of every boosting stage (round), the gradient and hessian of the
 model's own loss are computed for every row of the group and every output at the
 current margin (a tight loop per objective), together with the four per-row statistic
-terms; every tree of the stage then routes the group in batches of ``BATCH`` rows (the
-tree stays in cache for the whole group), adds each row's terms at its leaf, and adds
+terms; every tree of the stage then routes the whole group in one walk (the tree
+stays in cache for the whole group), adds each row's terms at its leaf, and adds
 the leaf value to the margin.
 
 Binary logistic loss: each row also carries e = exp(-s m), and a tree multiplies it by
@@ -38,7 +38,7 @@ from .gradients import (
 )
 from .route import walk_batch
 
-BATCH = 64
+BATCH = 64  # rows walked together by the TreeSHAP and scale passes
 GROUP = 512  # rows that pass every tree of a stage together (a tree stays in cache)
 COPY_ROW_BYTES = 4096  # rows up to this size are copied group by group (see below)
 N_TERMS = 4  # statistics per row and node: n', S', H', R' (the planes of ``stats``)
@@ -208,7 +208,7 @@ def staged_block_stats(X, row0, order, b, s_lo, s_hi, rows_in, loss, trees, rout
     # here) and adds it to the block's cells of ``stats`` at the end
     local = np.zeros((stats.shape[0], N_TERMS))
     margin = np.empty((GROUP, K))
-    leaves = np.empty(BATCH, np.int64)
+    leaves = np.empty(GROUP, np.int64)
     g = np.empty((GROUP, K))
     h = np.empty((GROUP, K))
     # a row's four statistics for output k, fixed for the stage:
@@ -245,24 +245,25 @@ def staged_block_stats(X, row0, order, b, s_lo, s_hi, rows_in, loss, trees, rout
             for t in range(stage_start[st], stage_start[st + 1]):
                 col = tree_output[t]
                 sc = tree_scale[t]
-                for q0 in range(0, ng, BATCH):
-                    m = min(BATCH, ng - q0)
-                    walk_batch(src, src_rows[q0:], m, tree_offsets[t], depth[t],
-                               min_depth[t], plain[t], left, right, feature, threshold,
-                               flags, cat_offset, cat_count, cat_codes, cat_left, strict,
-                               round32, leaves)
-                    # the margin updates, then the statistics, in loops of their
-                    # own (short loops the compiler vectorises)
-                    for q in range(m):
-                        leaf = np.uint64(leaves[q])  # unsigned: no wraparound
-                        margin[q0 + q, col] += sc * value[leaf, 0]
-                    if use_e:
-                        for q in range(m):
-                            e[q0 + q] *= leaf_factor[np.uint64(leaves[q])]
-                    for q in range(m):
-                        at = np.uint64(slot[np.uint64(leaves[q])])
-                        for d in range(N_TERMS):
-                            local[at, d] += terms[col, d, q0 + q]
+                # the whole group in one walk: every call of the inlined walk_batch
+                # adds and removes a reference to each of its dozen arrays (atomic
+                # operations on arrays shared by all threads), once per tree and group
+                # this way, not per tree and batch of 64 rows
+                walk_batch(src, src_rows, ng, tree_offsets[t], depth[t], min_depth[t],
+                           plain[t], left, right, feature, threshold, flags, cat_offset,
+                           cat_count, cat_codes, cat_left, strict, round32, leaves)
+                # the margin updates, then the statistics, in loops of their own
+                # (short loops the compiler vectorises)
+                for q in range(ng):
+                    leaf = np.uint64(leaves[q])  # unsigned: no wraparound
+                    margin[q, col] += sc * value[leaf, 0]
+                if use_e:
+                    for q in range(ng):
+                        e[q] *= leaf_factor[np.uint64(leaves[q])]
+                for q in range(ng):
+                    at = np.uint64(slot[np.uint64(leaves[q])])
+                    for d in range(N_TERMS):
+                        local[at, d] += terms[col, d, q]
         if keep_margin:
             for r in range(ng):
                 i = rows[r]
