@@ -22,7 +22,7 @@ matrix per block, summed over trees, kept by the pair mode of
 import numpy as np
 from numba import njit, prange
 
-from .treeshap import BATCH_ROWS, new_batch_scratch, tree_shap_batch
+from .treeshap import BATCH_ROWS, new_batch_scratch, oob_weight, tree_shap_batch
 
 
 @njit(cache=True, parallel=True)
@@ -107,11 +107,7 @@ def forest_pair_sums(X, row0, rows_in, block, inbag_bits, use_inbag, centre, coe
             nr = 0
             for i in range(n):
                 r = row0 + i
-                if use_inbag:
-                    p = pos[r]
-                    if (inbag_bits[t, p >> 3] >> (p & 7)) & 1:
-                        continue
-                wi = w[min(r, last_w)]
+                wi = oob_weight(inbag_bits, use_inbag, pos, r, t, w, last_w)
                 if wi == 0.0:
                     continue
                 rows[nr] = i

@@ -518,6 +518,18 @@ def interactions_chunk(X, row0, inbag_bits, use_bits, phi, phi_in, inter, inter_
                                     base)
 
 
+@njit(cache=True, inline="always")
+def oob_weight(inbag_bits, use_inbag, pos, r, t, w, last_w):
+    """Row r's weight for tree t: 0 where ``use_inbag`` and the row (at position
+    ``pos[r]`` of the packed bits) is in tree t's bag, else ``w[r]`` (``w`` one weight
+    for all rows when ``last_w`` is 0)."""
+    if use_inbag:
+        p = pos[r]
+        if (inbag_bits[t, p >> 3] >> (p & 7)) & 1:
+            return 0.0
+    return w[min(r, last_w)]
+
+
 @njit(cache=True, parallel=True)
 def forest_block_sums(X, row0, order, block_start, rows_in, inbag_bits, use_inbag, tables,
                       acc, n_eval, tree_offsets, tree_output, routing, strict, round32,
@@ -548,11 +560,7 @@ def forest_block_sums(X, row0, order, block_start, rows_in, inbag_bits, use_inba
             for q in range(block_start[b], block_start[b + 1]):
                 i = order[q]
                 r = row0 + i
-                if use_inbag:
-                    p = pos[r]
-                    if (inbag_bits[t, p >> 3] >> (p & 7)) & 1:
-                        continue
-                wi = w[min(r, last_w)]
+                wi = oob_weight(inbag_bits, use_inbag, pos, r, t, w, last_w)
                 if wi == 0.0:
                     continue
                 n_eval[b, t] += wi
