@@ -36,12 +36,12 @@ from __future__ import annotations
 import ctypes
 import os
 import tempfile
-import threading
 from typing import NamedTuple
 
 import numba
 import numpy as np
 
+from ..backends.threads import run_tasks
 from ..model.ensemble import (
     BOOSTING,
     NAN_AS_ZERO,
@@ -484,12 +484,8 @@ def _read_keys(numbers, trees, which, jobs):
         for job in sorted(jobs, key=lambda job: -size[job[0]]):
             (other if balance <= 0 else own).append(job)
             balance += size[job[0]] if balance <= 0 else -size[job[0]]
-        worker = threading.Thread(target=run, args=(other,), name="treeimp-lightgbm-read")
-        worker.start()
-        try:
-            run(own)
-        finally:
-            worker.join()
+        parts = (own, other)
+        run_tasks(lambda i: run(parts[i]), 2, 2)
     else:
         run(jobs)
     for key, _, _ in jobs:
