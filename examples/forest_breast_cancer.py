@@ -1,4 +1,6 @@
-"""In-sample MDI versus out-of-bag MDI-oob and UFI on a random forest.
+"""
+In-sample MDI against out-of-bag MDI-oob and UFI on a random forest
+===================================================================
 
 Breast cancer data (569 rows, 30 measurements, bundled with scikit-learn) plus six
 columns that carry no information about the diagnosis: a row ID (unique per row, the
@@ -6,13 +8,13 @@ classic trap of impurity importance) and five noise columns of different cardina
 A random forest of fully grown trees is fit on all rows, and each tree's splits are
 re-measured on its own out-of-bag rows.
 
-Writes to --out (default examples/output/):
-  forest_mdi_vs_oob.png   MDI | MDI-oob | UFI, noise columns in red (top features,
-                          and a zoom on the weakest ones where noise competes)
-  forest_importances.csv  the tidy result (importance, stderr, p- and q-values)
-With --readme-figure the comparison figure is also written to docs/mdi_vs_oob.png.
-
-Usage: python examples/forest_breast_cancer.py [--small] [--out DIR] [--readme-figure]
+Run as a script, ``python examples/forest_breast_cancer.py [--small] [--out DIR]
+[--readme-figure]`` writes to ``--out`` (default ``examples/output/``)
+``forest_mdi_vs_oob.png`` (MDI | MDI-oob | UFI, noise columns in red: the top features,
+and a zoom on the weakest ones where noise competes) and ``forest_importances.csv`` (the
+tidy result: importance, stderr, p- and q-values); with ``--readme-figure`` the figure
+is also written to ``docs/mdi_vs_oob.png``. ``--small`` (used by the tests and the
+documentation build) grows 50 trees instead of 500.
 """
 
 from __future__ import annotations
@@ -28,7 +30,10 @@ from sklearn.ensemble import RandomForestClassifier
 
 import treeimp
 
-ROOT = Path(__file__).resolve().parent.parent
+try:
+    ROOT = Path(__file__).resolve().parent.parent
+except NameError:  # the documentation's gallery runs the examples in examples/, no __file__
+    ROOT = Path.cwd().parent
 NOISE = ["row_id", "noise_gauss", "noise_uniform", "noise_50_levels", "noise_10_levels",
          "noise_binary"]
 METHODS = ("mdi", "mdi_oob", "ufi")
@@ -91,57 +96,69 @@ def comparison_figure(res, n_top=10, n_bottom=18):
     return fig
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--small", action="store_true",
-                        default=bool(os.environ.get("TREEIMP_EXAMPLES_SMALL")),
-                        help="50 trees instead of 500 (fast, for CI)")
-    parser.add_argument("--out", default=str(ROOT / "examples" / "output"),
-                        help="output folder (default examples/output/)")
-    parser.add_argument("--readme-figure", action="store_true",
-                        help="also write docs/mdi_vs_oob.png")
-    args = parser.parse_args(argv)
-    import matplotlib
+# %%
+# Options
+# -------
+# ``--small`` grows 50 trees instead of 500; the documentation build runs it that way.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+parser = argparse.ArgumentParser(description="MDI against MDI-oob and UFI on a forest")
+parser.add_argument("--small", action="store_true",
+                    default=bool(os.environ.get("TREEIMP_EXAMPLES_SMALL")),
+                    help="50 trees instead of 500 (fast, for CI)")
+parser.add_argument("--out", default=str(ROOT / "examples" / "output"),
+                    help="output folder (default examples/output/)")
+parser.add_argument("--readme-figure", action="store_true",
+                    help="also write docs/mdi_vs_oob.png")
+args = parser.parse_args()
+out = Path(args.out)
+out.mkdir(parents=True, exist_ok=True)
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    X, y = make_data()
-    n_trees = 50 if args.small else 500
-    rf = RandomForestClassifier(n_estimators=n_trees, random_state=0, n_jobs=-1).fit(X, y)
-    res = treeimp.explain(rf, X, y, oob=True, methods=METHODS, random_state=0)
+# %%
+# Fit the forest and explain it on its out-of-bag rows
+# ----------------------------------------------------
+# ``oob=True``: X and y are the training rows, in the training order; each tree is
+# evaluated on the rows its bootstrap sample left out.
 
-    table = res.table.assign(**{f"rank_{m}": res.table[m].rank(ascending=False).astype(int)
-                                for m in METHODS})
-    table["p_ufi"] = res.pvalues["ufi"]
-    with pd.option_context("display.width", 160, "display.float_format", "{:.4f}".format):
-        print(table.loc[NOISE].to_string())
-    worst = min(NOISE, key=lambda f: table.loc[f, "rank_mdi"])
-    print(f"\nMDI ranks {worst} #{table.loc[worst, 'rank_mdi']} of {len(table)}; out of bag "
-          f"MDI-oob ranks it #{table.loc[worst, 'rank_mdi_oob']} with importance "
-          f"{res.table.loc[worst, 'mdi_oob']:+.4f} ± {res.stderr.loc[worst, 'mdi_oob']:.4f}.")
-    share = res.table["mdi"][NOISE].sum() / res.table["mdi"].sum()
-    print(f"MDI puts {share:.1%} of its total on the {len(NOISE)} noise columns; every one "
-          f"of them gets a positive MDI, {sum(res.table['mdi_oob'][NOISE] > 0)} a positive "
-          "MDI-oob.")
-    selected = res.select("ufi", alpha=0.05)
-    print(f"UFI screening at FDR 5% keeps {len(selected)} features; noise kept: "
-          f"{[f for f in selected if f in NOISE]}")
+X, y = make_data()
+n_trees = 50 if args.small else 500
+rf = RandomForestClassifier(n_estimators=n_trees, random_state=0, n_jobs=-1).fit(X, y)
+res = treeimp.explain(rf, X, y, oob=True, methods=METHODS, random_state=0)
 
-    res.to_frame().to_csv(out / "forest_importances.csv", index=False)
-    fig = comparison_figure(res)
-    paths = [out / "forest_mdi_vs_oob.png"]
-    if args.readme_figure:
-        (ROOT / "docs").mkdir(exist_ok=True)
-        paths.append(ROOT / "docs" / "mdi_vs_oob.png")
-    for p in paths:
-        fig.savefig(p, dpi=110)
-        print(f"wrote {p}")
-    plt.close(fig)
-    return 0
+# %%
+# Where the noise columns rank
+# ----------------------------
+# In-sample MDI gives every noise column a positive importance; out of bag they are at
+# or below zero within their standard errors.
 
+table = res.table.assign(**{f"rank_{m}": res.table[m].rank(ascending=False).astype(int)
+                            for m in METHODS})
+table["p_ufi"] = res.pvalues["ufi"]
+with pd.option_context("display.width", 160, "display.float_format", "{:.4f}".format):
+    print(table.loc[NOISE].to_string())
+worst = min(NOISE, key=lambda f: table.loc[f, "rank_mdi"])
+print(f"\nMDI ranks {worst} #{table.loc[worst, 'rank_mdi']} of {len(table)}; out of bag "
+      f"MDI-oob ranks it #{table.loc[worst, 'rank_mdi_oob']} with importance "
+      f"{res.table.loc[worst, 'mdi_oob']:+.4f} ± {res.stderr.loc[worst, 'mdi_oob']:.4f}.")
+share = res.table["mdi"][NOISE].sum() / res.table["mdi"].sum()
+print(f"MDI puts {share:.1%} of its total on the {len(NOISE)} noise columns; every one "
+      f"of them gets a positive MDI, {sum(res.table['mdi_oob'][NOISE] > 0)} a positive "
+      "MDI-oob.")
+selected = res.select("ufi", alpha=0.05)
+print(f"UFI screening at FDR 5% keeps {len(selected)} features; noise kept: "
+      f"{[f for f in selected if f in NOISE]}")
+res.to_frame().to_csv(out / "forest_importances.csv", index=False)
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+# %%
+# The figure
+# ----------
+# Top: the ten features MDI ranks first. Bottom: the weakest ones by MDI, where the noise
+# columns (red) compete with real features.
+
+fig = comparison_figure(res)
+paths = [out / "forest_mdi_vs_oob.png"]
+if args.readme_figure:
+    (ROOT / "docs").mkdir(exist_ok=True)
+    paths.append(ROOT / "docs" / "mdi_vs_oob.png")
+for p in paths:
+    fig.savefig(p, dpi=110)
+    print(f"wrote {p}")

@@ -123,8 +123,8 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
         The importances, standard errors, p- and q-values the selection used.
     method_ : str
         The measure the selection tested (``method``, or the default it stands for).
-    support_ : ndarray of bool (n_features_in_,)
-        Mask of the kept features.
+    support_ : ndarray of bool
+        Mask of the kept features, one entry per input feature.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of str
