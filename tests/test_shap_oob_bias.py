@@ -1,6 +1,7 @@
 """SHAP computed on the rows a tree was grown on carries MDI's in-bag bias; out of bag
 it does not (Loecher 2023, paper 002). Small, seeded versions of two designs
-(``tests/shap_designs.py``); the figures they give are in the README."""
+(``tests/shap_designs.py``); the figures they give are in docs/user_guide/rows_oob.rst
+and docs/studies.rst."""
 
 import numpy as np
 

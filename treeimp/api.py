@@ -292,7 +292,7 @@ def interaction_importance(model, X, y, *, oob=False, centered=True, sample_weig
     the model's use of the pair lowers held-out loss (first order, as mdi_oob); on rows
     the trees did not see, a pair that does not predict the target has expectation ~0,
     in-bag ones are biased upwards (``treeimp/attributions/interaction_importance.py``
-    and the README explain why; ``benchmarks/interaction_screening.py`` measures it).
+    and docs/methods.rst explain why; ``benchmarks/interaction_screening.py`` measures it).
 
     Parameters
     ----------

@@ -192,7 +192,7 @@ _CENTERED_CLASSES = PerClass(measures.mdi_oob_centered_class_parts,
                              measures.class_values_per_row)
 _UFI_CLASSES = PerClass(measures.ufi_class_parts, measures.class_values_per_tree)
 
-# as the README's table of measures cites them (papers in ../shared/papers/)
+# as the table of measures in docs/methods.rst cites them (papers in ../shared/papers/)
 _LI = "Li, Wang, Basu, Kumbier, Yu, NeurIPS 2019"
 _ZH = "Zhou & Hooker, TKDD 2020"
 _LO = "Loecher 2022"
