@@ -53,6 +53,9 @@ html_theme_options = {
     "secondary_sidebar_items": ["page-toc"],
 }
 html_static_path = []
+# pages without sub-pages: no (empty) section navigation on the left
+html_sidebars = {page: [] for page in ("index", "getting_started", "methods", "studies",
+                                       "supported_models", "performance", "architecture")}
 html_show_sourcelink = False
 
 
@@ -64,6 +67,7 @@ sphinx_gallery_conf = {
     "download_all_examples": False,
     "remove_config_comments": True,
     "abort_on_example_error": True,
+    "run_stale_examples": True,  # every build runs every example against this code
     "within_subsection_order": "FileNameSortKey",
     "image_scrapers": ("matplotlib",),
     "matplotlib_animations": False,
