@@ -9,6 +9,7 @@ with ``-W`` and passes it here, so it is not built twice).
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -74,3 +75,11 @@ def test_start_gallery_and_api_pages_load_in_a_browser(site):
 
         page.wait_for_load_state("networkidle")
         assert not failures, failures
+
+
+def test_api_reference_lists_every_public_name():
+    import treeimp
+
+    text = (ROOT / "docs" / "api.rst").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^   ([A-Za-z_]\w*)$", text, re.M))
+    assert listed == set(treeimp.__all__), (set(treeimp.__all__) ^ listed)
