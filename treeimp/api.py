@@ -13,7 +13,7 @@ from .results.importances import Importances
 def explain(model, X, y=None, *, oob=False, methods=None, sample_weight=None,
             feature_names=None, n_blocks=DEFAULT_N_BLOCKS, random_state=None, n_jobs=None,
             alpha=None, lam=None, progress=None, groups=None, iteration_range=None,
-            missing=None, base_margin=None) -> Importances:
+            missing=None, base_margin=None, qid=None, group=None) -> Importances:
     """Out-of-sample feature importances of a fitted tree ensemble.
 
     Every tree's splits are re-measured on rows it did not see: its own out-of-bag rows
@@ -100,6 +100,14 @@ def explain(model, X, y=None, *, oob=False, methods=None, sample_weight=None,
         ``init_score``, e.g. log exposure): held-out margins start at base score +
         offset (XGBoost: at the offset, which replaces its base score), so the staged
         gradients are those of the deployed model.
+    qid, group : array-like, optional
+        The queries of a learning-to-rank model's rows (XGBRanker, LGBMRanker; exactly
+        one of the two, refused for other models): ``qid`` one query id per row
+        (XGBoost's; each query's rows together), ``group`` the query sizes in row order
+        (LightGBM's). y then holds the relevance labels; the staged gradients are the
+        ranking objective's on each held-out query (``treeimp/model/ranking.py``), a
+        query's rows fall into one statistic block, and ``sample_weight`` weighs rows
+        (give every row its query's weight for XGBoost's query weights).
 
     Returns
     -------
@@ -122,7 +130,8 @@ def explain(model, X, y=None, *, oob=False, methods=None, sample_weight=None,
                    feature_names=feature_names, n_jobs=n_jobs)
     return ex.explain(X, y, oob=oob, methods=methods, sample_weight=sample_weight,
                       base_margin=base_margin, groups=groups, n_blocks=n_blocks,
-                      random_state=random_state, alpha=alpha, lam=lam, progress=progress)
+                      random_state=random_state, alpha=alpha, lam=lam, progress=progress,
+                      qid=qid, group=group)
 
 
 def contributions(model, X, y=None, *, oob=False, method="shap", groups=None,
