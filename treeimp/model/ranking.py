@@ -156,7 +156,7 @@ def query_bounds(n_rows, qid=None, group=None):
             for s in starts:
                 if q[s] in seen:
                     raise ValueError(f"qid must keep the rows of each query together (as "
-                                     f"XGBoost requires): query {q[s]!r} has rows at "
+                                     f"XGBoost requires): query {q[s].item()!r} has rows at "
                                      f"{seen[q[s]]} and again from row {s}; sort the rows "
                                      "by qid (stable) first")
                 seen[q[s]] = s
