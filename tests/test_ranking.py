@@ -267,3 +267,74 @@ def test_contributions_of_a_ranker_add_up_to_its_margin():
         margin = (model.predict(X, output_margin=True) if isinstance(model, xgb.XGBRanker)
                   else model.predict(X, raw_score=True))
         np.testing.assert_allclose(total, margin, rtol=0, atol=1e-5)
+
+
+def _ranking_fixture():
+    X, y, sizes = _design(40, 11)
+    model = xgb.XGBRanker(n_estimators=10, max_depth=3, n_jobs=1).fit(
+        X, y, qid=np.repeat(np.arange(len(sizes)), sizes))
+    return model, X, y, sizes
+
+
+def _brute_force(model, X, y, sizes, j, seed, n_repeats, within, metric):
+    """Permutation importance with scikit-learn's metrics, query by query, and
+    permutations drawn as treeimp documents them (one seed from random_state, a fresh
+    RandomState(seed) per column, shuffles compounding over the repeats as
+    scikit-learn's; within queries: a permutation of all rows stably sorted by query)."""
+    from sklearn.metrics import average_precision_score, ndcg_score
+
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+
+    def score(margin):
+        parts = []
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            if metric == "map":
+                if np.any(y[a:b] > 0):
+                    parts.append(average_precision_score(y[a:b] > 0, margin[a:b]))
+            else:
+                k = None if metric == "ndcg" else int(metric.split("@")[1])
+                parts.append(ndcg_score(y[None, a:b], margin[None, a:b], k=k))
+        return np.mean(parts)
+
+    base = score(model.predict(X, output_margin=True))
+    seed = np.random.RandomState(seed).randint(np.iinfo(np.int32).max + 1)
+    rng = np.random.RandomState(seed)
+    query_of = np.repeat(np.arange(len(sizes)), sizes)
+    Xp = X.copy()
+    idx = np.arange(len(y))
+    drops = []
+    for _ in range(n_repeats):
+        if within:
+            perm = rng.permutation(len(y))
+            idx = idx[perm[np.argsort(query_of[perm], kind="stable")]]
+        else:
+            rng.shuffle(idx)
+        Xp[:, j] = Xp[idx, j]  # as scikit-learn: the permuted column permuted again
+        drops.append(base - score(model.predict(Xp, output_margin=True)))
+    return base, np.array(drops)
+
+
+@pytest.mark.parametrize("scoring, within", [("ndcg", True), ("ndcg@3", False),
+                                             ("map", True)])
+def test_permutation_importance_scores_queries_as_scikit_learn(scoring, within):
+    model, X, y, sizes = _ranking_fixture()
+    if scoring == "map":
+        y = (y > 2).astype(int)
+    res = treeimp.permutation_importance(model, X, y, group=sizes, scoring=scoring,
+                                         n_repeats=3, random_state=5, within_queries=within)
+    for j in (0, 4):
+        _, drops = _brute_force(model, X, y, sizes, j, 5, 3, within, scoring)
+        np.testing.assert_allclose(res.importances[j], drops, rtol=0, atol=1e-9)
+    assert res.importances_mean[0] > 0.05
+    assert res.importances_mean.argmax() == 0
+
+
+def test_permutation_importance_of_rankers_refuses_bad_scoring_and_queries():
+    model, X, y, sizes = _ranking_fixture()
+    with pytest.raises(ValueError, match="'ndcg@k' \\(k >= 1\\) or 'map', got 'r2'"):
+        treeimp.permutation_importance(model, X, y, group=sizes, scoring="r2")
+    with pytest.raises(ValueError, match="got neither"):
+        treeimp.permutation_importance(model, X, y)
+    with pytest.raises(ValueError, match="qid / group are for learning-to-rank models"):
+        treeimp.permutation_importance(xgb.XGBRegressor(n_estimators=2).fit(X, y), X, y,
+                                       group=sizes)

@@ -351,7 +351,8 @@ def interaction_importance(model, X, y, *, oob=False, centered=True, sample_weig
 
 def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_state=None,
                            n_jobs=None, sample_weight=None, progress=None, groups=None,
-                           iteration_range=None, missing=None, base_margin=None):
+                           iteration_range=None, missing=None, base_margin=None, qid=None,
+                           group=None, within_queries=True):
     """Permutation importance (mean decrease in score), scikit-learn compatible.
 
     Parameters
@@ -392,6 +393,17 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
         As in :func:`treeimp.explain`: the boosting rounds used, XGBoost's missing-value
         sentinel, per-row margin offsets (scores are those of the model predicting with
         that offset).
+    qid, group : array-like, optional
+        The queries of a learning-to-rank model's rows, as in :func:`treeimp.explain`
+        (required for rankers, refused for other models). A ranker is scored per query
+        and averaged over queries: ``scoring`` None or "ndcg" (scikit-learn's
+        ``ndcg_score`` of each query: linear gain, tied scores averaged, 0 for a query
+        without relevant rows), "ndcg@k", or "map" (scikit-learn's
+        ``average_precision_score`` of each query, relevant: label > 0, over the queries
+        with a relevant row); a query weighs its first row's ``sample_weight``.
+    within_queries : bool, default True
+        For rankers: permute a column among the rows of each query (the features a
+        ranker compares within a query), or (False) among all rows as for other models.
 
     Returns
     -------
@@ -422,4 +434,5 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     ex = Explainer(model, iteration_range=iteration_range, missing=missing, n_jobs=n_jobs)
     return ex.permutation_importance(X, y, scoring=scoring, n_repeats=n_repeats,
                                      random_state=random_state, sample_weight=sample_weight,
-                                     progress=progress, groups=groups, base_margin=base_margin)
+                                     progress=progress, groups=groups, base_margin=base_margin,
+                                     qid=qid, group=group, within_queries=within_queries)

@@ -295,13 +295,14 @@ class Explainer:
 
     def permutation_importance(self, X, y, *, scoring=None, n_repeats=5, random_state=None,
                                sample_weight=None, progress=None, groups=None,
-                               base_margin=None):
+                               base_margin=None, qid=None, group=None, within_queries=True):
         """Permutation importance of this model (see :func:`treeimp.permutation_importance`),
         without parsing it again."""
         self._check_explainable()
         # the plain parsed trees (not the per-output split of vector leaves): the margins
         # the library predicts, summed as it sums them
         if any(is_dask_collection(v) for v in (X, y, sample_weight, base_margin)):
+            _refuse_ranking_chunks(self.ensemble, "a Dask collection", qid, group)
             model = self.model if is_pipeline(self.model) else self._parsed
             return dask_permutation_importance(
                 model, X, y, scoring=scoring, n_repeats=n_repeats, random_state=random_state,
@@ -314,7 +315,7 @@ class Explainer:
             self._parsed, u.X, y, names, u.input_groups, scoring=scoring,
             n_repeats=n_repeats, random_state=random_state, n_jobs=self.n_jobs,
             sample_weight=sample_weight, progress=progress, groups=groups,
-            base_margin=base_margin)
+            base_margin=base_margin, qid=qid, group=group, within_queries=within_queries)
 
     def contributions(self, X, y=None, *, oob=False, method="shap", groups=None,
                       group_shapley=False, base_margin=None) -> Contributions:
