@@ -338,3 +338,32 @@ def test_permutation_importance_of_rankers_refuses_bad_scoring_and_queries():
     with pytest.raises(ValueError, match="qid / group are for learning-to-rank models"):
         treeimp.permutation_importance(xgb.XGBRegressor(n_estimators=2).fit(X, y), X, y,
                                        group=sizes)
+
+
+def test_command_line_reads_the_query_column(tmp_path, capsys):
+    import pandas as pd
+
+    from treeimp.cli.inputs import CSV_OPTIONS
+    from treeimp.cli.main import main
+
+    model, X, y, sizes = _ranking_fixture()
+    model.save_model(tmp_path / "ranker.json")
+    qid = np.repeat(np.arange(len(sizes)), sizes)
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+    frame.insert(0, "query", qid)
+    frame["y"] = y
+    frame.to_csv(tmp_path / "rows.csv", index=False)
+    out = tmp_path / "imp.csv"
+    argv = ["explain", str(tmp_path / "ranker.json"), str(tmp_path / "rows.csv"), "--target",
+            "y", "--format", "csv", "--seed", "0", "--methods", "mdi_oob",
+            "--columns-by-position"]
+    assert main([*argv, "--qid", "query", "--output", str(out)]) == 0
+    got = pd.read_csv(out, **CSV_OPTIONS)
+    want = treeimp.explain(model, X, y, qid=qid, methods=["mdi_oob"], random_state=0)
+    assert list(got["feature"]) == list(frame.columns[1:-1])  # named by the file's columns
+    pd.testing.assert_frame_equal(got.drop(columns="feature"),
+                                  want.to_frame().drop(columns="feature"), check_exact=True)
+    assert main(argv) == 2
+    assert "--qid COL" in capsys.readouterr().err
+    assert main([*argv, "--qid", "nope"]) == 2
+    assert "--qid column 'nope' is not in the data file" in capsys.readouterr().err
