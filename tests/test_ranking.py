@@ -367,3 +367,42 @@ def test_command_line_reads_the_query_column(tmp_path, capsys):
     assert "--qid COL" in capsys.readouterr().err
     assert main([*argv, "--qid", "nope"]) == 2
     assert "--qid column 'nope' is not in the data file" in capsys.readouterr().err
+
+
+def test_catboost_query_rmse_gradients_equal_catboost_leaf_sums():
+    """CatBoost's QueryRMSE, one tree on a baseline (learning rate 1, no L2, Gradient and
+    Newton leaves: sum w der1 / sum w, der2 = -w): the leaves give CatBoost's sums of
+    der1, which must equal treeimp's -g (h = 1); the model predicts as CatBoost."""
+    catboost = pytest.importorskip("catboost")
+    rng = np.random.default_rng(8)
+    X, y, sizes = _queries(30, 8, n_features=2)
+    n = len(y)
+    base = (0.5 * rng.normal(size=n)).astype(np.float32).astype(np.float64)
+    w = rng.uniform(0.5, 2.0, n).astype(np.float32).astype(np.float64)
+    gid = np.repeat(np.arange(len(sizes)), sizes)
+    for method in ("Gradient", "Newton"):
+        model = catboost.CatBoost(dict(
+            loss_function="QueryRMSE", iterations=1, depth=1, learning_rate=1.0,
+            l2_leaf_reg=0, leaf_estimation_method=method, leaf_estimation_iterations=1,
+            boost_from_average=False, random_strength=0, bootstrap_type="No", verbose=0,
+            allow_writing_files=False, thread_count=1)).fit(
+            catboost.Pool(X, y, group_id=gid, baseline=base, weight=w))
+        ens = treeimp.parse(model)
+        assert ens.objective.name == "query_rmse"
+        _, G, H = ranking_gradients(ens, RowSource(X, ens), y, query_bounds(n, group=sizes),
+                                    base_margin=base, w=w)
+        leaf = model.calc_leaf_indexes(X)[:, 0]
+        values = np.asarray(model.get_leaf_values())
+        assert np.all(H == 1.0)
+        for L in range(2):
+            s = leaf == L
+            np.testing.assert_allclose(values[L], (w[s] * -G[s, 0]).sum() / w[s].sum(),
+                                       rtol=1e-6)
+    fitted = catboost.CatBoostRanker(loss_function="QueryRMSE", iterations=5, depth=3,
+                                     verbose=0, allow_writing_files=False,
+                                     thread_count=1).fit(X, y, group_id=gid)
+    np.testing.assert_allclose(treeimp.parse(fitted).predict_raw(X)[:, 0],
+                               fitted.predict(X),
+                               rtol=0, atol=1e-9)
+    res = treeimp.explain(fitted, X, y, group=sizes, methods=["mdi_oob"], random_state=0)
+    assert res.ranking("mdi_oob")[0] == "x0"

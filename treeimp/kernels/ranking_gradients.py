@@ -18,6 +18,7 @@ XGB_NDCG = 0
 XGB_PAIRWISE = 1
 XGB_MAP = 2
 LGBM_LAMBDARANK = 3
+QUERY_RMSE = 4
 
 # XGBoost: params = (mean pair method, pairs per sample / truncation, normalization,
 # score normalization, exp gain)
@@ -211,12 +212,29 @@ def lgbm_query(params, label_gain, table, s, y, g, h):
             h[i] *= f
 
 
+@njit(cache=True)
+def query_rmse_query(s, y, w, g, h):
+    """CatBoost's QueryRMSE on one query: g = -(y - s - c), h = 1, c the weighted mean of
+    y - s over the query (0 when its weights sum to 0)."""
+    sw = 0.0
+    sr = 0.0
+    last_w = w.shape[0] - 1
+    for i in range(s.shape[0]):
+        wi = w[min(i, last_w)]
+        sw += wi
+        sr += wi * (y[i] - s[i])
+    c = sr / sw if sw != 0.0 else 0.0
+    for i in range(s.shape[0]):
+        g[i] = -(y[i] - s[i] - c)
+        h[i] = 1.0
+
+
 @njit(cache=True, parallel=True)
-def ranking_grad_hess(code, params, label_gain, table, bounds, margins, y, g, h):
+def ranking_grad_hess(code, params, label_gain, table, bounds, margins, y, w, g, h):
     """g, h (n_rows, n_stages) := the gradient and hessian of every row at its margin
     before every stage (``margins``, (n_rows, n_stages)), query by query (the rows
-    bounds[q]:bounds[q + 1]); unweighted (the caller multiplies the terms by the row
-    weights)."""
+    bounds[q]:bounds[q + 1]); per row, not multiplied by its weight (the caller does
+    that). ``w``: one weight per row, or one for all (read by QueryRMSE's query mean)."""
     n_q = bounds.shape[0] - 1
     n_stages = margins.shape[1]
     for q in prange(n_q):
@@ -226,8 +244,11 @@ def ranking_grad_hess(code, params, label_gain, table, bounds, margins, y, g, h)
         gq = np.empty(m)
         hq = np.empty(m)
         yq = y[a:b].copy()
+        wq = w[a:b].copy() if w.shape[0] > 1 else w.copy()
         for st in range(n_stages):
-            if code == LGBM_LAMBDARANK:
+            if code == QUERY_RMSE:
+                query_rmse_query(margins[a:b, st].copy(), yq, wq, gq, hq)
+            elif code == LGBM_LAMBDARANK:
                 lgbm_query(params, label_gain, table, margins[a:b, st].copy(), yq, gq, hq)
             else:
                 s32 = margins[a:b, st].astype(np.float32)

@@ -37,20 +37,32 @@ LightGBM ``lambdarank`` (canonical ``lambdarank``)
     ``lambdarank_norm``: times log2(1 + L) / L. Position-bias factors (training data
     with ``position``) are not stored in the model and are not used.
 
+CatBoost ``QueryRMSE`` (canonical ``query_rmse``)
+    g = -(y - s - c), h = 1, c the weighted mean of y - s over the row's query (CatBoost's
+    der1 and der2, negated); per-row weights.
+
 Not supported (a ValueError names them): LightGBM ``rank_xendcg`` (its gradient of a
 round is a nonlinear function of random draws per query and round, whose expectation has
-no closed form), CatBoost's ranking losses.
+no closed form); CatBoost's PairLogit, YetiRank and the other pairwise / ranking losses
+(they parse and predict, held-out methods refuse them: their leaf estimation uses
+pair weights and a pairwise hessian that treeimp does not reproduce).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..kernels.ranking_gradients import LGBM_LAMBDARANK, XGB_MAP, XGB_NDCG, XGB_PAIRWISE
+from ..kernels.ranking_gradients import (
+    LGBM_LAMBDARANK,
+    QUERY_RMSE,
+    XGB_MAP,
+    XGB_NDCG,
+    XGB_PAIRWISE,
+)
 
 # canonical name -> kernel code
 _CODES = {"rank_ndcg": XGB_NDCG, "rank_pairwise": XGB_PAIRWISE, "rank_map": XGB_MAP,
-          "lambdarank": LGBM_LAMBDARANK}
+          "lambdarank": LGBM_LAMBDARANK, "query_rmse": QUERY_RMSE}
 RANKING = tuple(_CODES)
 # XGBoost's lambdarank_num_pair_per_sample when not set, and its defaults then
 XGB_NOT_SET = 4294967295
@@ -71,6 +83,8 @@ def ranking_spec(objective):
     ``kernels.ranking_gradients.ranking_grad_hess``."""
     p = objective.params
     code = _CODES[objective.name]
+    if code == QUERY_RMSE:
+        return code, np.zeros(1), np.zeros(1), np.zeros(1)
     if code == LGBM_LAMBDARANK:
         sigma = float(p["sigmoid"])
         t_min = LGBM_SIGMOID_MIN / sigma / 2.0

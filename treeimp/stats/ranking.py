@@ -19,6 +19,7 @@ from ..inputs.threads import numba_threads
 from ..kernels.ranking_gradients import ranking_grad_hess
 from ..kernels.ranking_stats import add_stage_terms, stage_margins
 from ..kernels.staged import N_TERMS
+from ..model.offsets import check_base_margin
 from ..model.ranking import check_ranking_labels, ranking_spec
 from ..model.routing import routing_flags, row_block
 
@@ -45,7 +46,7 @@ def ranking_leaf_sums(ens, rows, y, w, block, n_blocks, bounds, *, n_jobs=None, 
     slot = ens.leaf_slots.slot
     stages = _tree_stages(ens)
     with numba_threads(n_jobs):
-        for r0, r1, nodes, g, h, m in _query_batches(ens, rows, y, bounds, base_margin):
+        for r0, r1, nodes, g, h, m in _query_batches(ens, rows, y, w, bounds, base_margin):
             add_stage_terms(nodes, stages, slot, block[r0:r1],
                             w if w.shape[0] == 1 else w[r0:r1], g, h, stats)
             if keep_margin:
@@ -55,16 +56,19 @@ def ranking_leaf_sums(ens, rows, y, w, block, n_blocks, bounds, *, n_jobs=None, 
     return stats, margin
 
 
-def ranking_gradients(ens, rows, y, bounds, base_margin=None, n_jobs=None):
+def ranking_gradients(ens, rows, y, bounds, base_margin=None, n_jobs=None, w=None):
     """(margins (n, n_stages + 1), g (n, n_stages), h (n, n_stages)): every row's margin
-    before every stage (and its final margin) and its gradient and hessian there."""
+    before every stage (and its final margin) and its gradient and hessian there (per
+    row, not multiplied by its weight ``w``; None: 1)."""
     y = check_ranking_labels(ens.objective, y)
+    w = np.ones(1) if w is None else np.ascontiguousarray(w, dtype=np.float64)
+    base_margin = check_base_margin(base_margin, rows.n_rows, ens)
     n_stages = _tree_stages(ens)[-1] + 1 if ens.n_trees else 0
     M = np.empty((rows.n_rows, n_stages + 1))
     G = np.empty((rows.n_rows, n_stages))
     H = np.empty((rows.n_rows, n_stages))
     with numba_threads(n_jobs):
-        for r0, r1, _, g, h, m in _query_batches(ens, rows, y, bounds, base_margin):
+        for r0, r1, _, g, h, m in _query_batches(ens, rows, y, w, bounds, base_margin):
             M[r0:r1], G[r0:r1], H[r0:r1] = m, g, h
     return M, G, H
 
@@ -76,7 +80,7 @@ def _tree_stages(ens):
     return np.cumsum(change).astype(np.int64)
 
 
-def _query_batches(ens, rows, y, bounds, base_margin):
+def _query_batches(ens, rows, y, w, bounds, base_margin):
     """Yield (r0, r1, nodes, g, h, margins) for batches of whole queries, rows r0:r1."""
     T = ens.n_trees
     stages = _tree_stages(ens)
@@ -112,7 +116,8 @@ def _query_batches(ens, rows, y, bounds, base_margin):
         g = np.empty((r1 - p0, n_stages))
         h = np.empty((r1 - p0, n_stages))
         ranking_grad_hess(code, params, gain, table, bounds[q:q_end + 1] - p0,
-                          np.ascontiguousarray(m[:, :n_stages]), y[p0:r1], g, h)
+                          np.ascontiguousarray(m[:, :n_stages]), y[p0:r1],
+                          w if w.shape[0] == 1 else w[p0:r1], g, h)
         yield p0, r1, nodes, g, h, m
         pending = pending[r1 - p0:]
         p0, q = r1, q_end
