@@ -201,7 +201,10 @@ class Explainer:
         X, names, input_groups = self._unwrap(X, groups)
         check_unique_columns(X)
         rows = RowSource(X, self.ensemble)
-        query = check_query_input(self.ensemble.objective, rows.n_rows, qid, group)
+        # the queries of a ranker's rows; "mdi" alone routes no rows and needs none
+        query = (check_query_input(self.ensemble.objective, rows.n_rows, qid, group)
+                 if qid is not None or group is not None
+                 or any(registry.needs_rows(m) for m in methods) else None)
         names = self._names(rows.feature_names if names is None else names)
         grp = resolve_groups(groups, names, input_groups)
         if not any(registry.needs_rows(m) for m in methods):
