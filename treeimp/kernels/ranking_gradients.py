@@ -19,6 +19,7 @@ XGB_PAIRWISE = 1
 XGB_MAP = 2
 LGBM_LAMBDARANK = 3
 QUERY_RMSE = 4
+LGBM_XENDCG = 5
 
 # XGBoost: params = (mean pair method, pairs per sample / truncation, normalization,
 # score normalization, exp gain)
@@ -229,12 +230,81 @@ def query_rmse_query(s, y, w, g, h):
         h[i] = 1.0
 
 
+@njit(cache=True)
+def xendcg_expected_shares(y, nodes, weights):
+    """E[a_i], a_i = (2^y_i - u_i) / sum_j (2^y_j - u_j), u_j iid uniform on [0, 1):
+    the expected targets of LightGBM's rank_xendcg. With c_j = 2^y_j, C = sum c_j and
+    g(t) = (1 - e^-t) / t (the Laplace transform of a unit-width uniform, shifted),
+    E[a_i] = (c_i - 1) A + B, A = int_0^inf e^(-t (C - n)) g(t)^n dt and
+    B = (1 - (C - n) A) / n (the E[a_i] sum to 1). A by Gauss-Legendre (``nodes``,
+    ``weights`` on [0, 1]) after t = T x / (1 - x), T = 1 / (C - n / 2) the scale of 1/S."""
+    n = y.shape[0]
+    c = np.empty(n)
+    C = 0.0
+    for i in range(n):
+        c[i] = 2.0 ** y[i]
+        C += c[i]
+    T = 1.0 / (C - 0.5 * n)
+    A = 0.0
+    for k in range(nodes.shape[0]):
+        x = nodes[k]
+        t = T * x / (1.0 - x)
+        gt = 1.0 - 0.5 * t + t * t / 6.0 if t < 1e-4 else -math.expm1(-t) / t
+        A += weights[k] * T / ((1.0 - x) * (1.0 - x)) * math.exp(-t * (C - n)
+                                                                 + n * math.log(gt))
+    B = (1.0 - (C - n) * A) / n
+    out = np.empty(n)
+    for i in range(n):
+        out[i] = (c[i] - 1.0) * A + B
+    return out
+
+
+@njit(cache=True)
+def xendcg_query(s, a, g, h):
+    """g, h of one query of LightGBM's rank_xendcg at scores s, its random targets
+    replaced by their expectations ``a`` (``xendcg_expected_shares``): the gradient is
+    affine in them, so this is its expectation."""
+    n = s.shape[0]
+    if n <= 1:
+        g[:] = 0.0
+        h[:] = 0.0
+        return
+    top = s[0]
+    for i in range(n):
+        top = max(top, s[i])
+    rho = np.empty(n)
+    total = 0.0
+    for i in range(n):
+        rho[i] = math.exp(s[i] - top)
+        total += rho[i]
+    for i in range(n):
+        rho[i] /= total
+    p = np.empty(n)
+    sum1 = 0.0
+    for i in range(n):
+        term = -a[i] + rho[i]
+        g[i] = term
+        p[i] = term / (1.0 - rho[i])
+        sum1 += p[i]
+    sum2 = 0.0
+    for i in range(n):
+        term = rho[i] * (sum1 - p[i])
+        g[i] += term
+        p[i] = term / (1.0 - rho[i])
+        sum2 += p[i]
+    for i in range(n):
+        g[i] += rho[i] * (sum2 - p[i])
+        h[i] = rho[i] * (1.0 - rho[i])
+
+
 @njit(cache=True, parallel=True)
 def ranking_grad_hess(code, params, label_gain, table, bounds, margins, y, w, g, h):
     """g, h (n_rows, n_stages) := the gradient and hessian of every row at its margin
     before every stage (``margins``, (n_rows, n_stages)), query by query (the rows
     bounds[q]:bounds[q + 1]); per row, not multiplied by its weight (the caller does
-    that). ``w``: one weight per row, or one for all (read by QueryRMSE's query mean)."""
+    that). ``w``: one weight per row, or one for all (read by QueryRMSE's query mean).
+    ``label_gain``, ``table``: LightGBM lambdarank's label gains and sigmoid table;
+    rank_xendcg: the Gauss-Legendre nodes and weights of ``xendcg_expected_shares``."""
     n_q = bounds.shape[0] - 1
     n_stages = margins.shape[1]
     for q in prange(n_q):
@@ -245,8 +315,12 @@ def ranking_grad_hess(code, params, label_gain, table, bounds, margins, y, w, g,
         hq = np.empty(m)
         yq = y[a:b].copy()
         wq = w[a:b].copy() if w.shape[0] > 1 else w.copy()
+        shares = (xendcg_expected_shares(yq, label_gain, table) if code == LGBM_XENDCG
+                  else np.zeros(0))
         for st in range(n_stages):
-            if code == QUERY_RMSE:
+            if code == LGBM_XENDCG:
+                xendcg_query(margins[a:b, st].copy(), shares, gq, hq)
+            elif code == QUERY_RMSE:
                 query_rmse_query(margins[a:b, st].copy(), yq, wq, gq, hq)
             elif code == LGBM_LAMBDARANK:
                 lgbm_query(params, label_gain, table, margins[a:b, st].copy(), yq, gq, hq)

@@ -37,15 +37,21 @@ LightGBM ``lambdarank`` (canonical ``lambdarank``)
     ``lambdarank_norm``: times log2(1 + L) / L. Position-bias factors (training data
     with ``position``) are not stored in the model and are not used.
 
+LightGBM ``rank_xendcg`` (canonical ``rank_xendcg``)
+    rho = softmax of the query's scores; LightGBM draws targets phi_i = 2^y_i - u_i with
+    u_i uniform on [0, 1) per row and round (``objective_seed``) and takes
+    a_i = phi_i / sum_j phi_j; the gradient (a_i against rho_i with its two correction
+    terms) is affine in a, so treeimp uses its expectation exactly: a replaced by E[a_i]
+    = (c_i - 1) A + B, c = 2^y, A = int_0^inf exp(-t (sum c - n)) ((1 - e^-t) / t)^n dt
+    (160-point Gauss-Legendre), B = (1 - (sum c - n) A) / n; h = rho (1 - rho).
 CatBoost ``QueryRMSE`` (canonical ``query_rmse``)
     g = -(y - s - c), h = 1, c the weighted mean of y - s over the row's query (CatBoost's
     der1 and der2, negated); per-row weights.
 
-Not supported (a ValueError names them): LightGBM ``rank_xendcg`` (its gradient of a
-round is a nonlinear function of random draws per query and round, whose expectation has
-no closed form); CatBoost's PairLogit, YetiRank and the other pairwise / ranking losses
-(they parse and predict, held-out methods refuse them: their leaf estimation uses
-pair weights and a pairwise hessian that treeimp does not reproduce).
+Not supported (a ValueError names them): CatBoost's PairLogit, YetiRank and its other
+pairwise / ranking losses (they parse and predict, held-out methods refuse them: their
+leaf estimation uses pair weights and a pairwise hessian that treeimp does not
+reproduce); XGBoost's position debiasing; LightGBM's position-bias factors.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ import numpy as np
 
 from ..kernels.ranking_gradients import (
     LGBM_LAMBDARANK,
+    LGBM_XENDCG,
     QUERY_RMSE,
     XGB_MAP,
     XGB_NDCG,
@@ -62,7 +69,8 @@ from ..kernels.ranking_gradients import (
 
 # canonical name -> kernel code
 _CODES = {"rank_ndcg": XGB_NDCG, "rank_pairwise": XGB_PAIRWISE, "rank_map": XGB_MAP,
-          "lambdarank": LGBM_LAMBDARANK, "query_rmse": QUERY_RMSE}
+          "lambdarank": LGBM_LAMBDARANK, "query_rmse": QUERY_RMSE,
+          "rank_xendcg": LGBM_XENDCG}
 RANKING = tuple(_CODES)
 # XGBoost's lambdarank_num_pair_per_sample when not set, and its defaults then
 XGB_NOT_SET = 4294967295
@@ -71,6 +79,8 @@ XGB_MAX_LABEL = 31  # 2^y - 1 in 32 bits
 # LightGBM's sigmoid table (rank_objective.hpp)
 LGBM_SIGMOID_BINS = 1024 * 1024
 LGBM_SIGMOID_MIN = -50.0
+# Gauss-Legendre points of rank_xendcg's expected targets (kernels/ranking_gradients.py)
+XENDCG_NODES = 160
 
 
 def is_ranking(objective) -> bool:
@@ -85,6 +95,9 @@ def ranking_spec(objective):
     code = _CODES[objective.name]
     if code == QUERY_RMSE:
         return code, np.zeros(1), np.zeros(1), np.zeros(1)
+    if code == LGBM_XENDCG:
+        x, wts = np.polynomial.legendre.leggauss(XENDCG_NODES)
+        return code, np.zeros(1), (x + 1.0) / 2.0, wts / 2.0
     if code == LGBM_LAMBDARANK:
         sigma = float(p["sigmoid"])
         t_min = LGBM_SIGMOID_MIN / sigma / 2.0
@@ -223,6 +236,10 @@ def check_ranking_labels(objective, y):
                                                        and y.max(initial=0) <= XGB_MAX_LABEL):
         raise ValueError(f"XGBoost rank:ndcg with ndcg_exp_gain needs integer labels in "
                          f"[0, {XGB_MAX_LABEL}], got values in [{y.min()}, {y.max()}]")
+    if name == "rank_xendcg" and not (integer and y.min(initial=0) >= 0
+                                      and y.max(initial=0) <= XGB_MAX_LABEL):
+        raise ValueError(f"LightGBM rank_xendcg needs integer labels in [0, {XGB_MAX_LABEL}], "
+                         f"got values in [{y.min()}, {y.max()}]")
     if name == "lambdarank":
         n_gain = len(p["label_gain"])
         if not (integer and y.min(initial=0) >= 0 and y.max(initial=0) < n_gain):
