@@ -447,3 +447,28 @@ def test_xendcg_expected_shares_match_a_fine_grid():
         phi1, phi2 = 2.0 ** y[0] - u1, 2.0 ** y[1] - u2
         np.testing.assert_allclose(share[0], (phi1 / (phi1 + phi2)).mean(), rtol=1e-7)
         assert abs(share.sum() - 1.0) < 1e-12
+
+
+def test_within_query_permutation_is_refused_for_library_routed_rankers():
+    """A CatBoost ranker with target-statistic splits is re-predicted through CatBoost,
+    which permutes among all rows: asking for within-query permutations says so."""
+    catboost = pytest.importorskip("catboost")
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    n, sizes = 600, [10] * 60
+    cats = np.array([f"k{i}" for i in range(40)])
+    effect = rng.normal(size=40) * 2
+    ci = rng.integers(0, 40, n)
+    X = pd.DataFrame({"a": rng.normal(size=n), "c": cats[ci]})
+    y = np.clip(np.round(0.3 * X["a"] + effect[ci] + 0.3 * rng.normal(size=n)), 0, 3)
+    model = catboost.CatBoostRanker(
+        loss_function="QueryRMSE", iterations=5, depth=2, verbose=0, thread_count=1,
+        allow_writing_files=False, cat_features=["c"], one_hot_max_size=1).fit(
+        X, y, group_id=np.repeat(np.arange(60), 10))
+    assert treeimp.parse(model).leaf_router is not None
+    with pytest.raises(ValueError, match="pass within_queries=False"):
+        treeimp.permutation_importance(model, X, y, group=sizes, n_repeats=2)
+    res = treeimp.permutation_importance(model, X, y, group=sizes, n_repeats=2,
+                                         within_queries=False, random_state=0)
+    assert res.importances_mean[1] > 0

@@ -69,6 +69,10 @@ def permutation_importance_parsed(ens, X, y, feature_names, input_groups, *, sco
     seed = check_random_state(random_state).randint(np.iinfo(np.int32).max + 1)
     columns = ([[j] for j in range(ens.n_features)] if grp is None
                else [list(m) for m in grp.members])
+    if ens.leaf_router is not None and shuffle is not _shuffle:
+        raise ValueError("within_queries=True is not available for a model routed by its "
+                         "library's leaf indices (CatBoost with target-statistic splits): "
+                         "pass within_queries=False (columns permuted among all rows)")
     if ens.leaf_router is not None:  # rows routed by the library
         with numba_threads(n_jobs):
             score, baseline = _bind(ens, scoring, y, w, ens.predict_raw(rows), offset,
