@@ -236,6 +236,9 @@ def test_bad_query_inputs_are_refused_with_the_numbers():
         treeimp.explain(ranker, [(X, y)])
     with pytest.raises(ValueError, match="not defined for a learning-to-rank model"):
         treeimp.explain(ranker, X, y, qid=qid, methods=["shap_oob"])
+    with pytest.raises(ValueError, match="interaction_importance is not defined for a "
+                                         "learning-to-rank model"):
+        treeimp.interaction_importance(ranker, X, y)
     mapper = _xgb_ranker(X, (y > 2).astype(int), sizes, objective="rank:map")
     with pytest.raises(ValueError, match="binary relevance labels"):
         treeimp.explain(mapper, X, y, qid=qid)
