@@ -13,7 +13,7 @@ from .results.importances import Importances
 def explain(model, X, y=None, *, oob=False, methods=None, sample_weight=None,
             feature_names=None, n_blocks=DEFAULT_N_BLOCKS, random_state=None, n_jobs=None,
             alpha=None, lam=None, progress=None, groups=None, iteration_range=None,
-            missing=None, base_margin=None) -> Importances:
+            missing=None, base_margin=None, qid=None, group=None) -> Importances:
     """Out-of-sample feature importances of a fitted tree ensemble.
 
     Every tree's splits are re-measured on rows it did not see: its own out-of-bag rows
@@ -100,6 +100,14 @@ def explain(model, X, y=None, *, oob=False, methods=None, sample_weight=None,
         ``init_score``, e.g. log exposure): held-out margins start at base score +
         offset (XGBoost: at the offset, which replaces its base score), so the staged
         gradients are those of the deployed model.
+    qid, group : array-like, optional
+        The queries of a learning-to-rank model's rows (XGBRanker, LGBMRanker; exactly
+        one of the two, refused for other models): ``qid`` one query id per row
+        (XGBoost's; each query's rows together), ``group`` the query sizes in row order
+        (LightGBM's). y then holds the relevance labels; the staged gradients are the
+        ranking objective's on each held-out query (``treeimp/model/ranking.py``), a
+        query's rows fall into one statistic block, and ``sample_weight`` weighs rows
+        (give every row its query's weight for XGBoost's query weights).
 
     Returns
     -------
@@ -122,7 +130,8 @@ def explain(model, X, y=None, *, oob=False, methods=None, sample_weight=None,
                    feature_names=feature_names, n_jobs=n_jobs)
     return ex.explain(X, y, oob=oob, methods=methods, sample_weight=sample_weight,
                       base_margin=base_margin, groups=groups, n_blocks=n_blocks,
-                      random_state=random_state, alpha=alpha, lam=lam, progress=progress)
+                      random_state=random_state, alpha=alpha, lam=lam, progress=progress,
+                      qid=qid, group=group)
 
 
 def contributions(model, X, y=None, *, oob=False, method="shap", groups=None,
@@ -342,7 +351,8 @@ def interaction_importance(model, X, y, *, oob=False, centered=True, sample_weig
 
 def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_state=None,
                            n_jobs=None, sample_weight=None, progress=None, groups=None,
-                           iteration_range=None, missing=None, base_margin=None):
+                           iteration_range=None, missing=None, base_margin=None, qid=None,
+                           group=None, within_queries=True):
     """Permutation importance (mean decrease in score), scikit-learn compatible.
 
     Parameters
@@ -383,6 +393,17 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
         As in :func:`treeimp.explain`: the boosting rounds used, XGBoost's missing-value
         sentinel, per-row margin offsets (scores are those of the model predicting with
         that offset).
+    qid, group : array-like, optional
+        The queries of a learning-to-rank model's rows, as in :func:`treeimp.explain`
+        (required for rankers, refused for other models). A ranker is scored per query
+        and averaged over queries: ``scoring`` None or "ndcg" (scikit-learn's
+        ``ndcg_score`` of each query: linear gain, tied scores averaged, 0 for a query
+        without relevant rows), "ndcg@k", or "map" (scikit-learn's
+        ``average_precision_score`` of each query, relevant: label > 0, over the queries
+        with a relevant row); a query weighs its first row's ``sample_weight``.
+    within_queries : bool, default True
+        For rankers: permute a column among the rows of each query (the features a
+        ranker compares within a query), or (False) among all rows as for other models.
 
     Returns
     -------
@@ -413,4 +434,5 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     ex = Explainer(model, iteration_range=iteration_range, missing=missing, n_jobs=n_jobs)
     return ex.permutation_importance(X, y, scoring=scoring, n_repeats=n_repeats,
                                      random_state=random_state, sample_weight=sample_weight,
-                                     progress=progress, groups=groups, base_margin=base_margin)
+                                     progress=progress, groups=groups, base_margin=base_margin,
+                                     qid=qid, group=group, within_queries=within_queries)

@@ -60,6 +60,7 @@ from .measures.screening import resolve_methods
 from .model.ensemble import FOREST
 from .model.losses import SMOOTHED
 from .model.offsets import check_base_margin
+from .model.ranking import check_query_input, is_ranking, query_blocks
 from .parsers import inbag_bits, parse, training_rows
 from .permutation.importance import permutation_importance_parsed
 from .results.finalize import assemble
@@ -168,7 +169,7 @@ class Explainer:
     # ------------------------------------------------------------------ public API
     def explain(self, X, y=None, *, oob=False, methods=None, sample_weight=None,
                 base_margin=None, groups=None, n_blocks=DEFAULT_N_BLOCKS, random_state=None,
-                alpha=None, lam=None, progress=None):
+                alpha=None, lam=None, progress=None, qid=None, group=None):
         """Importances of the rows X, y (see :func:`treeimp.explain` for every argument).
 
         X may also be an iterable of ``(X, y)`` or ``(X, y, sample_weight)`` chunks
@@ -180,6 +181,7 @@ class Explainer:
         self._check_explainable()
         if is_dask_collection(X):  # rows on a Dask cluster: statistics where they lie
             _refuse_smoothed_chunks(self.ensemble, "a Dask collection")
+            _refuse_ranking_chunks(self.ensemble, "a Dask collection", qid, group)
 
             return explain_dask(self, X, y, oob=oob, methods=methods,
                                 sample_weight=sample_weight, base_margin=base_margin,
@@ -187,6 +189,7 @@ class Explainer:
                                 alpha=alpha, lam=lam)
         if _is_chunk_stream(X):
             _refuse_smoothed_chunks(self.ensemble, "an iterable of (X, y) chunks")
+            _refuse_ranking_chunks(self.ensemble, "an iterable of (X, y) chunks", qid, group)
             return self._explain_stream(X, y, oob=oob, methods=methods,
                                         sample_weight=sample_weight, base_margin=base_margin,
                                         groups=groups, n_blocks=n_blocks,
@@ -198,6 +201,10 @@ class Explainer:
         X, names, input_groups = self._unwrap(X, groups)
         check_unique_columns(X)
         rows = RowSource(X, self.ensemble)
+        # the queries of a ranker's rows; "mdi" alone routes no rows and needs none
+        query = (check_query_input(self.ensemble.objective, rows.n_rows, qid, group)
+                 if qid is not None or group is not None
+                 or any(registry.needs_rows(m) for m in methods) else None)
         names = self._names(rows.feature_names if names is None else names)
         grp = resolve_groups(groups, names, input_groups)
         if not any(registry.needs_rows(m) for m in methods):
@@ -211,7 +218,7 @@ class Explainer:
             stats = self._accumulate(rows, y, names, input_groups, positions=None, oob=oob,
                                      sample_weight=sample_weight, base_margin=base_margin,
                                      n_blocks=n_blocks, key=key, extra=extra,
-                                     progress=progress, out=out, private=True)
+                                     progress=progress, out=out, private=True, query=query)
             return self._finalize(stats, methods, alpha, lam, grp, names)
 
     def accumulate(self, X, y, *, rows=None, oob=False, sample_weight=None, base_margin=None,
@@ -246,6 +253,7 @@ class Explainer:
         """
         self._check_explainable()
         _refuse_smoothed_chunks(self.ensemble, "Explainer.accumulate on a chunk of rows")
+        _refuse_ranking_chunks(self.ensemble, "Explainer.accumulate on a chunk of rows")
         oob = _check_oob(oob)
         check_n_blocks(n_blocks, None)
         extra = ()
@@ -290,13 +298,14 @@ class Explainer:
 
     def permutation_importance(self, X, y, *, scoring=None, n_repeats=5, random_state=None,
                                sample_weight=None, progress=None, groups=None,
-                               base_margin=None):
+                               base_margin=None, qid=None, group=None, within_queries=True):
         """Permutation importance of this model (see :func:`treeimp.permutation_importance`),
         without parsing it again."""
         self._check_explainable()
         # the plain parsed trees (not the per-output split of vector leaves): the margins
         # the library predicts, summed as it sums them
         if any(is_dask_collection(v) for v in (X, y, sample_weight, base_margin)):
+            _refuse_ranking_chunks(self.ensemble, "a Dask collection", qid, group)
             model = self.model if is_pipeline(self.model) else self._parsed
             return dask_permutation_importance(
                 model, X, y, scoring=scoring, n_repeats=n_repeats, random_state=random_state,
@@ -309,7 +318,7 @@ class Explainer:
             self._parsed, u.X, y, names, u.input_groups, scoring=scoring,
             n_repeats=n_repeats, random_state=random_state, n_jobs=self.n_jobs,
             sample_weight=sample_weight, progress=progress, groups=groups,
-            base_margin=base_margin)
+            base_margin=base_margin, qid=qid, group=group, within_queries=within_queries)
 
     def contributions(self, X, y=None, *, oob=False, method="shap", groups=None,
                       group_shapley=False, base_margin=None) -> Contributions:
@@ -525,7 +534,8 @@ class Explainer:
         return bits
 
     def _accumulate(self, rows, y, names, input_groups, *, positions, oob, sample_weight,
-                    base_margin, n_blocks, key, extra, progress, out, private=False):
+                    base_margin, n_blocks, key, extra, progress, out, private=False,
+                    query=None):
         """Statistics of ``rows``; ``y`` already checked by the caller (``as_target``)."""
         ens = self.ensemble
         n = rows.n_rows
@@ -538,6 +548,11 @@ class Explainer:
         # a forest kernel reads int32 block ids; the staged pass only sorts them by block
         block = row_blocks(range(n) if positions is None else positions, key, n_blocks,
                            np.int32 if ens.kind == FOREST else block_dtype(n_blocks))
+        if query is not None:  # a query's rows, which share gradients, in one block
+            if extra:
+                raise ValueError(f"{list(extra)} are not defined for a learning-to-rank model "
+                                 "(a row's gradient depends on its whole query)")
+            block = query_blocks(block, query)
         block_weight = np.bincount(block, weights=None if w.size == 1 else w,
                                    minlength=n_blocks).astype(np.float64)
         layout = self._layout()
@@ -566,7 +581,7 @@ class Explainer:
                 else:
                     staged_leaf_sums(ens, rows, y, w, block, n_blocks,
                                      n_jobs=self.n_jobs, bar=bar, keep_margin=False,
-                                     out=array, base_margin=offset)
+                                     out=array, base_margin=offset, query=query)
         finally:
             bar.close()
         extras = {m: shap_oob.block_sums(m, ens, rows, y, w, block, n_blocks,
@@ -724,6 +739,19 @@ def _refuse_smoothed_chunks(ens, where):
                          "of sqrt|margin - y|)^2), which one chunk does not know; pass all "
                          "the rows in one call, explain(model, X, y) with in-memory X "
                          "(permutation_importance and contributions work on chunks)")
+
+
+def _refuse_ranking_chunks(ens, where, qid=None, group=None):
+    """A learning-to-rank model is explained from all its rows in one call (its queries
+    given by qid or group), not from ``where`` (chunks, a Dask collection,
+    Explainer.accumulate); qid / group are read only there."""
+    if qid is not None or group is not None:
+        raise ValueError(f"qid / group are read with in-memory rows in one call, not with "
+                         f"{where}")
+    if is_ranking(ens.objective):
+        raise ValueError(f"objective {ens.objective.source or ens.objective.name!r} ranks the "
+                         "rows of each query: explain it from in-memory rows in one call, "
+                         f"explain(model, X, y, qid=...), not from {where}")
 
 
 def _last_step(model):

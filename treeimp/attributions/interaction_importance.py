@@ -49,6 +49,7 @@ from ..measures.screening import model_task, objective_name
 from ..model.ensemble import FOREST
 from ..model.kernel_inputs import Loss, RowInputs
 from ..model.losses import check_target, loss_spec
+from ..model.ranking import is_ranking
 from ..model.routing import routing_flags
 from ..results.finalize import jackknife_stderr
 from ..results.importances import Importances
@@ -84,6 +85,11 @@ def check_pair_model(ens, parsed):
         raise ValueError(f"interaction_importance is defined for models of one target; "
                          f"this {ens.kind} model has {n_target_columns(ens)} target columns: "
                          "explain one model per target")
+    if is_ranking(ens.objective):
+        raise ValueError(f"interaction_importance is not defined for a learning-to-rank "
+                         f"model (objective {ens.objective.source or ens.objective.name!r}): "
+                         "its per-row terms need a row's own gradient, and a ranking "
+                         "gradient depends on the whole query; use treeimp.interactions")
     if shap_players(ens)[1]:
         raise ValueError(f"this {ens.model_name} model splits on combinations of "
                          "categorical features, whose SHAP interaction values treeimp does "

@@ -7,6 +7,9 @@ the command's one :class:`treeimp.Explainer`:
   rows are checked against its whole training set;
 * :class:`DaskTable` (``--scheduler``): a Parquet dataset read by dask, explained where
   its partitions lie.
+* :class:`QueryTable` (``--qid``, learning-to-rank models): the table read whole, its
+  query-id column taken out and passed as ``qid`` (a row's gradient depends on its whole
+  query).
 
 Each encodes its columns with :func:`treeimp.inputs.categories.file_categories` (a
 Pipeline's columns are left to its own steps) and checks class labels with
@@ -22,6 +25,7 @@ import pandas as pd
 
 from ..inputs.categories import file_categories
 from ..inputs.pipeline import is_pipeline
+from ..model.ranking import is_ranking
 from ..stats.progress import progress_bar
 from .dask_data import check_partition_labels, encode_partitions, read_parquet_dataset, scheduler
 from .inputs import StreamedRows, check_class_labels, split_pipeline_target, split_target
@@ -31,6 +35,20 @@ from .table_batches import open_table
 def open_rows(args, model, ens, drop, warn):
     """The rows of ``args.data`` for ``model`` (parsed as ``ens``), as ``args`` asks."""
     source = f"data file {args.data!r}"
+    ranking = is_ranking(getattr(ens, "objective", None))
+    qid = getattr(args, "qid", None)
+    if ranking and qid is None:
+        raise ValueError(f"the model's objective {ens.objective.source or ens.objective.name!r} "
+                         "ranks the rows of each query: name the query-id column with --qid "
+                         "COL")
+    if qid is not None:
+        if not ranking:
+            raise ValueError("--qid is for learning-to-rank models (XGBoost rank:*, LightGBM "
+                             "lambdarank); this model's objective is "
+                             f"{getattr(getattr(ens, 'objective', None), 'name', None)!r}")
+        if args.scheduler is not None or args.oob:
+            raise ValueError("--qid cannot be combined with --scheduler or --oob")
+        return QueryTable(args, model, ens, drop, source, warn)
     if args.scheduler is not None:
         return DaskTable(args, model, ens, drop, source, warn)
     if args.oob:
@@ -70,6 +88,25 @@ class WholeTable:
         with self._running():
             return ex.explain(self.X, self.y, oob=args.oob, methods=methods,
                               n_blocks=args.n_blocks, random_state=args.seed)
+
+
+class QueryTable(WholeTable):
+    """The whole table at once, its ``--qid`` column taken out as the rows' query ids."""
+
+    def _read(self, args):
+        df = super()._read(args)
+        if args.qid not in df.columns:
+            raise ValueError(f"--qid column {args.qid!r} is not in the data file (columns: "
+                             f"{', '.join(map(str, list(df.columns)[:20]))})")
+        if args.qid == args.target:
+            raise ValueError(f"--qid and --target name the same column {args.qid!r}")
+        self.qid = df.pop(args.qid).to_numpy()
+        return df
+
+    def importances(self, ex, methods):
+        args = self.args
+        return ex.explain(self.X, self.y, methods=methods, n_blocks=args.n_blocks,
+                          random_state=args.seed, qid=self.qid)
 
 
 class DaskTable(WholeTable):

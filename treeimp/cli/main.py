@@ -171,6 +171,10 @@ def build_parser():
                     help="seed of the random row blocks (default: not reproducible)")
     ex.add_argument("--drop", default="", metavar="LIST",
                     help="comma-separated columns of DATA to ignore (e.g. an ID column)")
+    ex.add_argument("--qid", default=None, metavar="COL",
+                    help="learning-to-rank models (XGBoost rank:*, LightGBM lambdarank): "
+                    "the column of DATA holding each row's query id (each query's rows "
+                    "together); the table is then read whole")
     ex.add_argument("--n-jobs", type=int, default=None, metavar="N",
                     help="threads (default: all cores)")
     ex.add_argument("--batch-rows", type=int, default=DEFAULT_BATCH_ROWS, metavar="N",

@@ -632,7 +632,7 @@ def _classes(doc, classes):
 # ---------------------------------------------------------------------- objective
 SUPPORTED_OBJECTIVES = ("RMSE", "MAE", "Quantile", "Huber", "Expectile", "LogCosh",
                         "Logloss", "CrossEntropy", "MultiClass", "MultiClassOneVsAll",
-                        "Poisson", "Tweedie")
+                        "Poisson", "Tweedie", "QueryRMSE")
 
 
 def objective_from_params(params, n_outputs):
@@ -695,6 +695,8 @@ def objective_from_params(params, n_outputs):
     if name == "Tweedie":
         return Objective("tweedie", {"variance_power": number("variance_power", np.nan)},
                          "exp", source)
+    if name == "QueryRMSE":  # a ranking loss: gradients per query (model/ranking.py)
+        return Objective("query_rmse", {}, "identity", source)
     return Objective(f"catboost:{name}", {}, "identity", source)
 
 

@@ -10,11 +10,12 @@ quantile ``alpha``, ``tweedie_variance_power``, ``poisson_max_delta_step``,
 from __future__ import annotations
 
 from ..model.ensemble import Objective
+from ..model.ranking import lightgbm_ranking_params
 from .lgbm_text import read_param
 
 SUPPORTED_OBJECTIVES = ("regression", "regression_l1", "huber", "quantile", "binary",
                         "multiclass", "multiclassova", "poisson", "gamma", "tweedie",
-                        "cross_entropy")
+                        "cross_entropy", "lambdarank", "rank_xendcg")
 
 
 def objective_from_text(header, params, num_class):
@@ -71,6 +72,10 @@ def objective_from_text(header, params, num_class):
                          "sigmoid", line)
     if name == "cross_entropy":
         return Objective("cross_entropy", {}, "sigmoid", line)
+    if name == "lambdarank":
+        return Objective("lambdarank", _lambdarank_params(params), "identity", line)
+    if name == "rank_xendcg":  # its random targets: their expectation (model/ranking.py)
+        return Objective("rank_xendcg", {}, "identity", line)
     k = int(opt("num_class")) if name.startswith("multiclass") else 1
     if name.startswith("multiclass") and (k != num_class or k < 2):
         raise ValueError(f"LightGBM objective line {line!r} disagrees with num_class="
@@ -92,3 +97,23 @@ def objective_from_text(header, params, num_class):
     # tweedie
     return Objective("tweedie", {"variance_power": read_param(params, "tweedie_variance_power",
                                                           None)}, "exp", line)
+
+
+def _lambdarank_params(params):
+    """lambdarank's constants from the parameters section (LightGBM's defaults without
+    one): sigmoid, lambdarank_norm, lambdarank_truncation_level, label_gain (empty: the
+    default gains)."""
+    if read_param(params, "lambdarank_position_bias_regularization", 0.0) != 0.0:
+        raise ValueError("LightGBM lambdarank trained with position-bias regularisation is "
+                         "not supported (the position-bias factors are not stored)")
+    gains = read_param(params, "label_gain", "", str).strip()
+    try:
+        label_gain = [float(g) for g in gains.split(",")] if gains else []
+    except ValueError:
+        raise ValueError(f"LightGBM label_gain {gains[:60]!r} is not a list of numbers") \
+            from None
+    return lightgbm_ranking_params(read_param(params, "sigmoid", 1.0),
+                                   read_param(params, "lambdarank_norm", "1", str).strip()
+                                   not in ("0", "false"),
+                                   read_param(params, "lambdarank_truncation_level", 30.0),
+                                   label_gain)

@@ -62,6 +62,7 @@ from ..model.ensemble import (
     TreeEnsemble,
 )
 from ..model.losses import EXPECTILE_GAP
+from ..model.ranking import xgboost_ranking_params
 from .ubjson import read_ubjson
 from .xgb_arrays import numeric_array
 from .xgb_categories import category_sets, stored_categories
@@ -141,7 +142,9 @@ _OBJECTIVES = {
 }
 # objectives whose form depends on the XGBoost version (:func:`_versioned_objective`)
 _VERSIONED = ("reg:absoluteerror", "reg:quantileerror", "reg:expectileerror")
-SUPPORTED_OBJECTIVES = tuple(sorted((*_OBJECTIVES, *_VERSIONED)))
+# learning-to-rank objectives (treeimp/model/ranking.py): XGBoost -> canonical name
+_RANKING = {"rank:ndcg": "rank_ndcg", "rank:pairwise": "rank_pairwise", "rank:map": "rank_map"}
+SUPPORTED_OBJECTIVES = tuple(sorted((*_OBJECTIVES, *_VERSIONED, *_RANKING)))
 # canonical objectives whose leaf values XGBoost (< 3.4) refits after growing a tree
 # (residual quantiles)
 _ADAPTIVE_LEAVES = ("absolute_error", "quantile", "quantiles")
@@ -501,6 +504,13 @@ def _objective(learner, version):
                          f"{', '.join(SUPPORTED_OBJECTIVES)}")
     if name in _VERSIONED:
         return _versioned_objective(name, obj, version)
+    if name in _RANKING:
+        lp = _get(obj, ("lambdarank_param",), version, where="learner.objective")
+        if not isinstance(lp, dict):
+            raise ValueError(f"XGBoost {name} lambdarank_param must be an object, got "
+                             f"{type(lp).__name__} (version {version})")
+        return (Objective(_RANKING[name], xgboost_ranking_params(lp, name), "identity",
+                          source=name), _identity)
     if name not in _OBJECTIVES:
         raise ValueError(f"XGBoost objective {name!r} is not supported; supported objectives: "
                          f"{', '.join(SUPPORTED_OBJECTIVES)}")

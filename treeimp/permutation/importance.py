@@ -25,8 +25,10 @@ from ..inputs.groups import resolve_groups
 from ..inputs.rows import RowSource, check_unique_columns, feature_names_of
 from ..inputs.targets import as_target, check_sample_weight, n_target_columns
 from ..inputs.threads import numba_threads
+from ..measures.ranking_scoring import bind_ranking_scorer, check_ranking_scoring
 from ..measures.scoring import bind_scorer, make_scorer
 from ..model.offsets import check_base_margin
+from ..model.ranking import check_query_input, check_ranking_labels
 from ..model.routing import _forest_scale, predict_ensemble, routing_flags
 from ..stats.progress import progress_bar
 from .leaf_index import LeafIndex
@@ -36,9 +38,13 @@ from .routed import rerouted_permutation_scores
 def permutation_importance_parsed(ens, X, y, feature_names, input_groups, *, scoring=None,
                                   n_repeats=5, random_state=None, n_jobs=None,
                                   sample_weight=None, progress=None, groups=None,
-                                  base_margin=None):
+                                  base_margin=None, qid=None, group=None,
+                                  within_queries=True):
     """:func:`permutation_importance` of a parsed ensemble on X as its last step sees it
-    (``feature_names``, ``input_groups``: from a Pipeline's steps, or None)."""
+    (``feature_names``, ``input_groups``: from a Pipeline's steps, or None). A
+    learning-to-rank model's rows form the queries ``qid`` / ``group``: scored with a
+    ranking scorer (measures/ranking_scoring.py), a column permuted among the rows of
+    each query (``within_queries``) or among all rows."""
     check_unique_columns(X)
     if isinstance(n_repeats, bool) or not isinstance(n_repeats, (int, np.integer)) \
             or n_repeats < 1:
@@ -48,15 +54,29 @@ def permutation_importance_parsed(ens, X, y, feature_names, input_groups, *, sco
     y = as_target(y, n, n_target_columns(ens))
     w = None if sample_weight is None else check_sample_weight(sample_weight, n)
     offset = check_base_margin(base_margin, n, ens)
-    make_scorer(ens, scoring)  # a bad scoring fails before any routing
+    query = check_query_input(ens.objective, n, qid, group)
+    if not isinstance(within_queries, (bool, np.bool_)):
+        raise TypeError(f"within_queries must be True or False, got {within_queries!r}")
+    # a bad scoring (or bad labels) fails before any routing
+    if query is not None:
+        check_ranking_scoring(scoring)
+        y = check_ranking_labels(ens.objective, y)
+    else:
+        make_scorer(ens, scoring)
+    shuffle = _query_shuffle(query) if query is not None and within_queries else _shuffle
     names = feature_names_of(feature_names, rows, ens)
     grp = resolve_groups(groups, names, input_groups)
     seed = check_random_state(random_state).randint(np.iinfo(np.int32).max + 1)
     columns = ([[j] for j in range(ens.n_features)] if grp is None
                else [list(m) for m in grp.members])
+    if ens.leaf_router is not None and shuffle is not _shuffle:
+        raise ValueError("within_queries=True is not available for a model routed by its "
+                         "library's leaf indices (CatBoost with target-statistic splits): "
+                         "pass within_queries=False (columns permuted among all rows)")
     if ens.leaf_router is not None:  # rows routed by the library
         with numba_threads(n_jobs):
-            score, baseline = _bind(ens, scoring, y, w, ens.predict_raw(rows), offset)
+            score, baseline = _bind(ens, scoring, y, w, ens.predict_raw(rows), offset,
+                                    query)
             scores = rerouted_permutation_scores(ens, X, columns, score, n_repeats, seed,
                                                  progress)
         return importance_bunch(baseline - scores, grp, names)
@@ -67,7 +87,7 @@ def permutation_importance_parsed(ens, X, y, feature_names, input_groups, *, sco
         # rows routed once and sorted by leaf: at most 8 bytes per (row, tree) pair
         index = LeafIndex(ens, Xw, *_forest_scale(ens), strict, round32)
         margin = index.margin()  # bitwise predict_ensemble(ens, Xw)
-    score, baseline = _bind(ens, scoring, y, w, margin, offset)
+    score, baseline = _bind(ens, scoring, y, w, margin, offset, query)
     scores = np.empty((len(columns), n_repeats))
     perm_margin = np.empty_like(margin)
     bar = progress_bar(progress, total=len(columns),
@@ -76,7 +96,7 @@ def permutation_importance_parsed(ens, X, y, feature_names, input_groups, *, sco
         bar.update(1)
         if len(cols) > 1:
             scores[g] = _joint_scores(ens, Xw, cols, seed, n_repeats, score, baseline,
-                                      n_jobs, index)
+                                      n_jobs, index, shuffle)
             continue
         j = cols[0]
         if index.n_tops(j) == 0:  # no row meets a split on column j: nothing changes
@@ -88,7 +108,7 @@ def permutation_importance_parsed(ens, X, y, feature_names, input_groups, *, sco
         with numba_threads(n_jobs):
             index.begin(j)
         for r in range(n_repeats):
-            rng.shuffle(idx)
+            shuffle(rng, idx)
             Xw[:, j] = Xw[idx, j]
             with numba_threads(n_jobs):
                 index.permuted_margin(Xw, margin, perm_margin)
@@ -111,17 +131,40 @@ def importance_bunch(importances, grp, names):
     return out
 
 
-def _bind(ens, scoring, y, w, margin, offset):
+def _bind(ens, scoring, y, w, margin, offset, query=None):
     """(score(trees' margin) -> float, score of ``margin``): with per-row offsets the
-    trees' margins start at the offset instead of the base score."""
+    trees' margins start at the offset instead of the base score; a ranking model's
+    (``query``: its bounds) with a ranking scorer."""
+    def bind(m):
+        if query is not None:
+            return bind_ranking_scorer(scoring, y, w, query, m)
+        return bind_scorer(ens, scoring, y, w, m)
+
     if offset is None:
-        return bind_scorer(ens, scoring, y, w, margin)
+        return bind(margin)
     shift = ens.start_margin(offset) - ens.base_score
-    offset_score, baseline = bind_scorer(ens, scoring, y, w, margin + shift)
+    offset_score, baseline = bind(margin + shift)
     return (lambda m: offset_score(m + shift)), baseline
 
 
-def _joint_scores(ens, Xw, cols, seed, n_repeats, score, baseline, n_jobs, index):
+def _shuffle(rng, idx):
+    """scikit-learn's permutation of all rows (compounding over the repeats)."""
+    rng.shuffle(idx)
+
+
+def _query_shuffle(bounds):
+    """A shuffle that permutes ``idx`` within each query (rows bounds[q]:bounds[q + 1]):
+    a random permutation of all rows, then stably sorted by query."""
+    query_of = np.repeat(np.arange(bounds.shape[0] - 1), np.diff(bounds))
+
+    def shuffle(rng, idx):
+        perm = rng.permutation(idx.shape[0])
+        idx[:] = idx[perm[np.argsort(query_of[perm], kind="stable")]]
+    return shuffle
+
+
+def _joint_scores(ens, Xw, cols, seed, n_repeats, score, baseline, n_jobs, index,
+                  shuffle=_shuffle):
     """Scores with the columns ``cols`` permuted jointly: the permutations of
     scikit-learn's loop (a fresh ``RandomState(seed)`` per group, shuffles compounding
     over repeats) applied to all member columns at once. Only the rows that meet a
@@ -135,7 +178,7 @@ def _joint_scores(ens, Xw, cols, seed, n_repeats, score, baseline, n_jobs, index
     idx = np.arange(Xw.shape[0])
     original = Xw[:, cols].copy()
     for r in range(n_repeats):
-        rng.shuffle(idx)
+        shuffle(rng, idx)
         Xw[:, cols] = Xw[np.ix_(idx, cols)]
         out[r] = score(predict_ensemble(ens, Xw, n_jobs=n_jobs))
     Xw[:, cols] = original

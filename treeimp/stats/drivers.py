@@ -22,7 +22,9 @@ from ..kernels.forest_stats import propagate_up
 from ..kernels.staged import N_TERMS
 from ..model.kernel_inputs import Loss, RowInputs, StagedTrees
 from ..model.losses import LOGISTIC, SMOOTHED, check_target, loss_spec, smoothed_spec
+from ..model.ranking import is_ranking
 from ..model.routing import routing_flags
+from .ranking import ranking_leaf_sums
 
 # rows per staged kernel call, whatever the input: a converted chunk of a DataFrame (one
 # alive at a time) stays a small part of the input, and the per-block buffers (4 x
@@ -131,7 +133,7 @@ def stage_starts(ens):
 
 
 def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
-                     keep_margin=True, out=None, base_margin=None):
+                     keep_margin=True, out=None, base_margin=None, query=None):
     """Run the staged kernel: (leaf sums (n_leaves, n_blocks, 4) of the terms n', S',
     H', R' (kernels/staged.py), final margin (n, n_outputs), or None without
     ``keep_margin``). ``w``: one weight per row, or one for all. ``out``: a zero-filled
@@ -141,7 +143,16 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
     offset; XGBoost: the offset), so the gradients are the deployed model's. ``y``: one
     target per row, or (n, n_outputs) for a regression objective on several targets.
     Vector-leaf trees are split into one tree per output first
-    (``vector_leaves.per_output_trees``)."""
+    (``vector_leaves.per_output_trees``). A learning-to-rank model needs ``query``, the
+    bounds of its rows' queries (``ranking.query_bounds``): its gradients are computed
+    query by query (stats/ranking.py)."""
+    if is_ranking(ens.objective):
+        if query is None:
+            raise ValueError(f"objective {ens.objective.source or ens.objective.name!r} ranks "
+                             "the rows of each query: pass the queries (qid= or group=)")
+        return ranking_leaf_sums(ens, rows, y, w, block, n_blocks, query, n_jobs=n_jobs,
+                                 bar=bar, keep_margin=keep_margin, out=out,
+                                 base_margin=base_margin)
     if ens.value_dim != 1:
         raise ValueError(f"this model's trees have {ens.value_dim} values per leaf (vector-"
                          "leaf trees): split them with vector_leaves.per_output_trees first")
