@@ -142,6 +142,7 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
     target per row, or (n, n_outputs) for a regression objective on several targets.
     Vector-leaf trees are split into one tree per output first
     (``vector_leaves.per_output_trees``)."""
+    ens.refuse_linear_leaves("held-out node statistics")
     if ens.value_dim != 1:
         raise ValueError(f"this model's trees have {ens.value_dim} values per leaf (vector-"
                          "leaf trees): split them with vector_leaves.per_output_trees first")
