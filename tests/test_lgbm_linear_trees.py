@@ -61,6 +61,26 @@ def test_predict_raw_equals_lightgbm(categorical):
     assert np.abs(constant.predict_raw(X)[:, 0] - want).max() > 0.1
 
 
+def test_iteration_range_and_pickle_keep_the_linear_leaves():
+    import pickle
+
+    m = _model(n_estimators=6)
+    X, _ = _data(200, 8, nan=0.2)
+    ens = parse(m)
+    first = ens.rounds(0, 3)
+    np.testing.assert_allclose(first.predict_raw(X)[:, 0],
+                               m.predict(X, raw_score=True, num_iteration=3), rtol=1e-12,
+                               atol=1e-12)
+    later = ens.rounds(2, 6)  # LightGBM leaves the init score (in tree 0) out
+    np.testing.assert_allclose(later.predict_raw(X)[:, 0],
+                               m.predict(X, raw_score=True, start_iteration=2,
+                                         num_iteration=4), rtol=1e-12, atol=1e-12)
+    again = pickle.loads(pickle.dumps(ens))
+    assert again.fingerprint == ens.fingerprint
+    assert not again.linear_leaves.coef.flags.writeable
+    np.testing.assert_array_equal(again.predict_raw(X), ens.predict_raw(X))
+
+
 def test_predict_raw_from_file_binary(tmp_path):
     X, y = _data(400, 3)
     m = lgb.LGBMClassifier(n_estimators=5, num_leaves=4, linear_tree=True, verbose=-1,
@@ -218,3 +238,55 @@ def test_missing_linear_key_rejected():
     with pytest.raises(ValueError, match=r"tree 1 is linear \(is_linear=1\) but has no key "
                                          r"'leaf_coeff'"):
         parse_lightgbm_text(bad)
+
+
+# ------------------------------------------------------------------ importance
+def _linear_design(seed, n=2000):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 5))  # x0 linear, x1 a step, x2..x4 noise
+    y = 3 * X[:, 0] + 2 * (X[:, 1] > 0) + rng.normal(scale=0.5, size=n)
+    return X, y
+
+
+def test_leaf_model_importance_of_a_linear_feature():
+    X, y = _linear_design(0)
+    m = lgb.LGBMRegressor(n_estimators=40, num_leaves=4, linear_tree=True, verbose=-1,
+                          min_child_samples=20, random_state=0).fit(X[:1000], y[:1000])
+    t = treeimp.linear_leaf_importance(m, X[1000:], y[1000:])
+    lm = t["leaf_models"]
+    assert lm["x0"] > 0.5  # the slope of x0 within the leaves lowers held-out loss
+    assert abs(lm["x1"]) < 0.02 * lm["x0"]  # a step has no slope worth anything
+    noise = t.loc[["x2", "x3", "x4"]]
+    assert np.abs(noise.to_numpy()).max() < 0.005 * t["total"]["x0"]
+
+
+def test_components_add_up_to_the_first_order_decrease():
+    # truth: LightGBM's own per-iteration outputs f_t and the squared-error gradient at
+    # the margin before each iteration, -(1/n) sum_i sum_t g_it f_t(x_i)
+    X, y = _linear_design(1, n=800)
+    m = lgb.LGBMRegressor(n_estimators=8, num_leaves=5, linear_tree=True, verbose=-1,
+                          min_child_samples=10).fit(X[:400], y[:400])
+    Xt, yt = X[400:], y[400:]
+    Xt[::7, 0] = np.nan  # rows whose leaf models fall back to leaf_value
+    w = np.random.default_rng(2).uniform(0.5, 2.0, size=400)
+    per_iter = np.stack([m.predict(Xt, raw_score=True, start_iteration=t, num_iteration=1)
+                         for t in range(8)], axis=1)
+    init = parse(m).base_score[0]
+    per_iter[:, 0] -= init  # the init score LightGBM keeps inside the first tree
+    margin = init + np.concatenate([np.zeros((400, 1)), np.cumsum(per_iter, axis=1)[:, :-1]],
+                                   axis=1)
+    truth = np.sum(w[:, None] * (yt[:, None] - margin) * per_iter) / w.sum()
+    t = treeimp.linear_leaf_importance(m, Xt, yt, sample_weight=w)
+    got = t["total"].sum() + t.attrs["leaf_level"] + t.attrs["root"]
+    np.testing.assert_allclose(got, truth, rtol=1e-9)
+    assert t["leaf_models"].abs().sum() > 0.01 * abs(truth)
+
+
+def test_splits_component_is_mdi_oob_on_a_constant_model():
+    X, y = _linear_design(3, n=800)
+    m = lgb.LGBMRegressor(n_estimators=10, num_leaves=6, verbose=-1).fit(X[:400], y[:400])
+    t = treeimp.linear_leaf_importance(m, X[400:], y[400:])
+    imp = treeimp.explain(m, X[400:], y[400:], methods=("mdi_oob",))
+    np.testing.assert_allclose(t["splits"].to_numpy(), imp.table["mdi_oob"].to_numpy(),
+                               rtol=1e-9, atol=1e-12)
+    assert not t["leaf_models"].any()
