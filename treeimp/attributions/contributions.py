@@ -29,7 +29,7 @@ import pandas as pd
 from ..backends.threads import run_tasks, task_ranges, thread_count
 from ..inputs.rows import CHUNK_ROWS
 from ..inputs.threads import numba_threads
-from ..kernels.linear_leaves import linear_leaf_shap
+from ..kernels.linear_leaves import linear_leaf_shap, prunable_splits
 from ..kernels.treeshap import (
     ROWS_PER_TASK,
     contributions_chunk,
@@ -272,14 +272,16 @@ def _add_linear_shap(ens, rows, values, n_jobs):
     inner = np.flatnonzero(ens.left >= 0)
     parent[ens.left[inner]] = inner
     parent[ens.right[inner]] = inner
+    prunable = prunable_splits(ens.left, parent, ens.feature, lin.offset, lin.count,
+                               lin.feature)
     cover = shap_cover(ens)
     scale = np.ascontiguousarray(ens.tree_scale, dtype=np.float64)
     with numba_threads(n_jobs):
         for start, chunk in rows.chunks():
             strict, _ = routing_flags(ens, chunk)
             linear_leaf_shap(chunk, values[start:start + chunk.shape[0]], trees.astype(np.int64),
-                             ens.tree_offsets, ens.tree_output, scale, parent, cover,
-                             ens.value, ens.routing, strict, lin.offset, lin.count,
+                             ens.tree_offsets, ens.tree_output, scale, parent, prunable,
+                             cover, ens.value, ens.routing, strict, lin.offset, lin.count,
                              lin.const, lin.feature, lin.coef)
 
 

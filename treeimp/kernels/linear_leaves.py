@@ -43,9 +43,33 @@ def add_linear_gains(X, leaves, tree_offsets, tree_output, tree_scale, value, of
                     X, i, leaf, value, offset, count, const, feature, coef)
 
 
+@njit(cache=True)
+def prunable_splits(left, parent, split_feature, offset, count, feature):
+    """Per node, whether its split feature is a linear feature of every leaf with terms
+    below it (LightGBM's leaves take the numeric split features of their path): then
+    the leaves on the side a row does not take have a zero game for that row
+    (``linear_leaf_shap``) and are skipped."""
+    out = left >= 0
+    for leaf in range(left.shape[0]):
+        if count[leaf] == 0:
+            continue
+        node = parent[leaf]
+        while node >= 0:
+            q = split_feature[node]
+            found = False
+            for k in range(offset[leaf], offset[leaf] + count[leaf]):
+                if feature[k] == q:
+                    found = True
+                    break
+            if not found:
+                out[node] = False
+            node = parent[node]
+    return out
+
+
 @njit(cache=True, parallel=True)
-def linear_leaf_shap(X, out, trees, tree_offsets, tree_output, tree_scale, parent, cover,
-                     value, routing, strict, offset, count, const, feature, coef):
+def linear_leaf_shap(X, out, trees, tree_offsets, tree_output, tree_scale, parent, prunable,
+                     cover, value, routing, strict, offset, count, const, feature, coef):
     """Add to ``out`` (n_rows, n_features, n_outputs) the Shapley values of the linear
     gains of the leaves of ``trees`` (int64 tree indices).
 
@@ -57,7 +81,9 @@ def linear_leaf_shap(X, out, trees, tree_offsets, tree_output, tree_scale, paren
     absent (the model's own rule: an unknown feature of the leaf model gives the
     fallback, a linear gain of 0). The Shapley value of player i is
     ``D (o_i - z_i) sum_k c_k k! (n - 1 - k)! / n!``, ``c_k`` the coefficient of
-    ``s^k`` in ``prod_{q != i} (z_q + o_q s)``.
+    ``s^k`` in ``prod_{q != i} (z_q + o_q s)``. The leaves are reached from the root,
+    skipping the side a row does not take at a ``prunable`` node (``prunable_splits``:
+    their games are zero).
     """
     left, right, split_feature = routing.left, routing.right, routing.feature
     threshold, flags = routing.threshold, routing.flags
@@ -70,13 +96,32 @@ def linear_leaf_shap(X, out, trees, tree_offsets, tree_output, tree_scale, paren
         for node in range(tree_offsets[t], tree_offsets[t + 1]):
             width = max(width, count[node])
         max_players = max(max_players, width + (tree_offsets[t + 1] - tree_offsets[t]))
+    max_nodes = 0
+    for t in trees:
+        max_nodes = max(max_nodes, tree_offsets[t + 1] - tree_offsets[t])
     for i in prange(n):
         player = np.empty(max_players, np.int64)
         o = np.empty(max_players)
         z = np.empty(max_players)
         poly = np.empty(max_players + 1)
+        stack = np.empty(max_nodes, np.int64)
         for t in trees:
-            for leaf in range(tree_offsets[t], tree_offsets[t + 1]):
+            stack[0] = tree_offsets[t]
+            top = 1
+            while top > 0:
+                top -= 1
+                leaf = stack[top]
+                if left[leaf] != leaf:  # a split (leaves are self-loops in routing)
+                    taken = step(np.float64(X[i, split_feature[leaf]]), leaf, left, right,
+                                 threshold, flags, cat_offset, cat_count, cat_codes,
+                                 cat_left, strict)
+                    if taken == left[leaf] or not prunable[leaf]:
+                        stack[top] = left[leaf]
+                        top += 1
+                    if taken == right[leaf] or not prunable[leaf]:
+                        stack[top] = right[leaf]
+                        top += 1
+                    continue
                 if count[leaf] == 0:
                     continue
                 d = linear_gain(X, i, leaf, value, offset, count, const, feature, coef)
