@@ -131,31 +131,39 @@ def _split_terms(ens, node, wz):
 
 def _leaf_terms(ens, Xd, node, w, wz, scale):
     """(per feature the leaf models' terms, the level term), both summed over trees
-    and rows, not yet divided by n'."""
+    and rows, not yet divided by n'. Per tree, every (row, term of its leaf) pair at
+    once: the per-leaf sums over the rows A_l and per-term sums give the means m_lk and
+    the terms ``b_lk (sum w z x_k - m_lk sum w z)``."""
     lin = ens.linear_leaves
     F = ens.n_features
     per_feature = np.zeros(F)
     level = 0.0
     X0 = np.where(np.abs(Xd) <= _ZERO, 0.0, Xd)  # read as LightGBM's predictor reads it
+    v = ens.value[:, 0]
+    owner = np.repeat(np.arange(ens.n_nodes), lin.count)  # the leaf of every term
+    has = lin.count > 0
+    n_terms = lin.coef.shape[0]
     for t in np.flatnonzero(np.add.reduceat(lin.count, ens.tree_offsets[:-1]) > 0):
-        col = node[:, t]
-        order = np.argsort(col, kind="stable")
-        leaf_ids, starts = np.unique(col[order], return_index=True)
-        ends = np.r_[starts[1:], order.size]
-        for leaf, a, b in zip(leaf_ids, starts, ends):
-            k = int(lin.count[leaf])
-            if k == 0:
-                continue
-            terms = slice(lin.offset[leaf], lin.offset[leaf] + k)
-            feats, coef = lin.feature[terms], lin.coef[terms]
-            idx = order[a:b]
-            x = X0[np.ix_(idx, feats)]
-            known = ~np.isnan(x).any(axis=1)
-            if not known.any():
-                continue
-            x, zt, wt = x[known], wz[idx[known], t], w[idx[known]]
-            mean = wt @ x / wt.sum() if wt.sum() > 0 else np.zeros(feats.size)
-            np.add.at(per_feature, feats, scale[t] * coef * (zt @ (x - mean)))
-            level += scale[t] * zt.sum() * (lin.const[leaf] + coef @ mean
-                                             - ens.value[leaf, 0])
+        leaf = node[:, t]
+        k = lin.count[leaf].astype(np.int64)
+        row = np.repeat(np.arange(leaf.shape[0]), k)  # one pair per row and term
+        first = np.repeat(lin.offset[leaf] - np.cumsum(k) + k, k)
+        term = first + np.arange(row.shape[0])
+        x = X0[row, lin.feature[term]]
+        known = np.bincount(row, weights=np.isnan(x), minlength=leaf.shape[0]) == 0
+        known &= k > 0
+        keep = known[row]
+        row, term, x = row[keep], term[keep], x[keep]
+        # per leaf, over its rows A_l: sum w and sum w z; per term: sum w x, sum w z x
+        w_leaf = np.bincount(leaf[known], weights=w[known], minlength=ens.n_nodes)
+        wz_leaf = np.bincount(leaf[known], weights=wz[known, t], minlength=ens.n_nodes)
+        wx = np.bincount(term, weights=w[row] * x, minlength=n_terms)
+        wzx = np.bincount(term, weights=wz[row, t] * x, minlength=n_terms)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(w_leaf[owner] > 0, wx / w_leaf[owner], 0.0)
+        per_feature += np.bincount(lin.feature, weights=scale[t] * lin.coef
+                                   * (wzx - mean * wz_leaf[owner]), minlength=F)
+        fitted = np.bincount(owner, weights=lin.coef * mean, minlength=ens.n_nodes)
+        level += scale[t] * float(np.dot(wz_leaf[has],
+                                         lin.const[has] + fitted[has] - v[has]))
     return per_feature, level
