@@ -93,6 +93,19 @@ def test_predict_raw_from_file_binary(tmp_path):
                                rtol=1e-12, atol=1e-12)
 
 
+def test_multiclass_predict_and_contributions_add_up():
+    X, y = _data(600, 10)
+    labels = np.digitize(y, [0.0, 1.5])
+    m = lgb.LGBMClassifier(n_estimators=4, num_leaves=5, linear_tree=True, verbose=-1,
+                           min_child_samples=10).fit(X[:400], labels[:400])
+    want = m.predict(X[400:], raw_score=True)
+    got = parse(m).predict_raw(X[400:])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    res = treeimp.contributions(m, X[400:])
+    np.testing.assert_allclose(res.base_values + res.values.sum(axis=1), want, rtol=1e-10,
+                               atol=1e-10)
+
+
 # ------------------------------------------------------------------ brute-force SHAP
 def _decide(node, x):
     """LightGBM's decision at a dump_model() node: True for the left child."""
