@@ -540,8 +540,11 @@ class TreeEnsemble:
         value_dim)), child indices LOCAL to their tree, a negative child marking a
         leaf; ``categories``: per tree, a dict as :attr:`Tree.categories`; the per-tree
         arrays as the ensemble's ``tree_*`` fields. ``meta``: the keyword arguments of
-        :meth:`from_trees`. ``bad_shapes``: ``{field: (tree, message)}`` of fields with
-        a wrong shape from the tree they start (from_trees' gathering).
+        :meth:`from_trees`, and ``linear_leaves``: None or a dict of per-node ``count``
+        and ``const`` and per-term ``feature`` and ``coef`` (terms in node order), the
+        linear leaf models of the module docstring, checked here. ``bad_shapes``:
+        ``{field: (tree, message)}`` of fields with a wrong shape from the tree they
+        start (from_trees' gathering).
         """
 
         bad_shapes = bad_shapes or {}
