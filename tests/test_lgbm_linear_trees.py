@@ -303,3 +303,26 @@ def test_splits_component_is_mdi_oob_on_a_constant_model():
     np.testing.assert_allclose(t["splits"].to_numpy(), imp.table["mdi_oob"].to_numpy(),
                                rtol=1e-9, atol=1e-12)
     assert not t["leaf_models"].any()
+
+
+def test_random_damage_to_linear_lines_fails_cleanly():
+    # every mutation of a linear line gives a ValueError or a model that predicts
+    text = _text()
+    rng = np.random.default_rng(11)
+    X, _ = _data(20, 12)
+    words = ["-1", "0", "1", "3", "4", "5", "2147483648", "9223372036854775807",
+             "99999999999999999999", "nan", "inf", "-inf", "1e308", "x", ""]
+    for _ in range(60):
+        key = ["num_features", "leaf_features", "leaf_coeff", "leaf_const", "is_linear"][
+            rng.integers(5)]
+        tree = int(rng.integers(3))
+        line = re.search(rf"^{key}=(.*)$", text.split("\nTree=")[tree + 1], re.M).group(1)
+        tokens = line.split() or [""]
+        tokens[int(rng.integers(len(tokens)))] = words[int(rng.integers(len(words)))]
+        bad = _edit_tree_line(text, key, tree, " ".join(tokens))
+        try:
+            ens = parse_lightgbm_text(bad)
+        except ValueError:
+            continue
+        assert np.isfinite(ens.predict_raw(np.nan_to_num(X))).all() or key in (
+            "leaf_coeff", "leaf_const")
