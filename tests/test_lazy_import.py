@@ -43,7 +43,7 @@ def test_every_public_name_resolves_and_is_listed():
                "    assert getattr(home, n) is x, n\n"
                "    assert inspect.isclass(x) or inspect.isfunction(x), n\n"
                "print(len(names))\n")
-    assert int(out) == 17
+    assert int(out) == 18
 
 
 def test_unknown_names_raise_attribute_error_and_stages_resolve():

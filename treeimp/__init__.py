@@ -24,6 +24,7 @@ _PUBLIC = {
     "explain": "treeimp.api",
     "interaction_importance": "treeimp.api",
     "interactions": "treeimp.api",
+    "linear_leaf_importance": "treeimp.api",
     "load": "treeimp.parsers.files",
     "parse": "treeimp.parsers",
     "permutation_importance": "treeimp.api",

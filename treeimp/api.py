@@ -7,6 +7,8 @@ from .attributions.contributions import Contributions
 from .attributions.interactions import Interactions
 from .explainer import Explainer
 from .measures.defaults import DEFAULT_N_BLOCKS
+from .measures.linear_leaves import linear_leaf_importance_parsed
+from .parsers import parse
 from .results.importances import Importances
 
 
@@ -436,3 +438,51 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
                                      random_state=random_state, sample_weight=sample_weight,
                                      progress=progress, groups=groups, base_margin=base_margin,
                                      qid=qid, group=group, within_queries=within_queries)
+
+
+def linear_leaf_importance(model, X, y, *, sample_weight=None, feature_names=None,
+                           iteration_range=None, n_jobs=None):
+    """Held-out importance of a boosted model with linear leaf models (LightGBM
+    ``linear_tree=True``): each feature's first-order decrease of the held-out loss
+    through the trees' splits and through the leaves' linear models.
+
+    Definitions in :mod:`treeimp.measures.linear_leaves` and docs/methods.md: ``splits``
+    is mdi_oob on the model's true margins (linear terms included), ``leaf_models`` each
+    feature's share of the leaf models' held-out decrease (its coefficient times its
+    held-out covariance with the negative gradient within each leaf); the two parts
+    that are no feature's (the leaf models' level shift, the roots) are in ``attrs``.
+    A model without linear leaves gets ``leaf_models`` 0.
+
+    Parameters
+    ----------
+    model : fitted boosted model (LightGBM Booster / LGBMModel), TreeEnsemble or file
+    X : array-like or DataFrame (n_rows, n_features)
+        Held-out rows.
+    y : array-like (n_rows,)
+        Their labels or values.
+    sample_weight : array-like (n_rows,), optional
+    feature_names : list of str, optional
+    iteration_range : (start, stop), optional
+        Boosting rounds, as in :func:`treeimp.parse`.
+    n_jobs : int, optional
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by feature: ``splits``, ``leaf_models``, ``total``; ``attrs``:
+        ``leaf_level``, ``root``, ``n_rows``.
+
+    Examples
+    --------
+    >>> import numpy as np, lightgbm as lgb, treeimp
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(600, 3)); y = 3 * X[:, 0] + (X[:, 1] > 0)
+    >>> m = lgb.LGBMRegressor(n_estimators=20, num_leaves=4, linear_tree=True,
+    ...                       verbose=-1).fit(X[:400], y[:400])
+    >>> t = treeimp.linear_leaf_importance(m, X[400:], y[400:])
+    >>> list(t.columns)
+    ['splits', 'leaf_models', 'total']
+    """
+    ens = parse(model, iteration_range=iteration_range)
+    return linear_leaf_importance_parsed(ens, X, y, sample_weight=sample_weight,
+                                         feature_names=feature_names, n_jobs=n_jobs)

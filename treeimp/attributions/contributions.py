@@ -29,6 +29,7 @@ import pandas as pd
 from ..backends.threads import run_tasks, task_ranges, thread_count
 from ..inputs.rows import CHUNK_ROWS
 from ..inputs.threads import numba_threads
+from ..kernels.linear_leaves import linear_leaf_shap, prunable_splits
 from ..kernels.treeshap import (
     ROWS_PER_TASK,
     contributions_chunk,
@@ -220,6 +221,8 @@ class ContributionModel:
     """
 
     def __init__(self, ens, method):
+        if method == "saabas":
+            ens.refuse_linear_leaves("Saabas contributions")
         players = shap_players(ens)
         if method in METHODS:
             ens = split_routed(ens, method)
@@ -240,11 +243,14 @@ def in_sample(cm, rows, data, y, names, grp, *, n_jobs=None, base_margin=None,
     ens = cm.ens
     n = rows.n_rows
     if group_shapley:
+        ens.refuse_linear_leaves("group_shapley=True")
         values = _in_sample(ens, rows, grouped_inputs(cm, grp), n_jobs,
                             n_players=len(grp.members))
         grp, names, data = None, list(grp.names), None
     else:
         values = _in_sample(ens, rows, cm.inputs, n_jobs, cm.groups)
+        if ens.linear_leaves is not None:
+            _add_linear_shap(ens, rows, values, n_jobs)
     base = np.broadcast_to(_base_per_output(ens, cm.per_tree, ens.tree_scale),
                            (n, ens.n_outputs)).copy()
     offset = check_base_margin(base_margin, n, ens)
@@ -253,6 +259,30 @@ def in_sample(cm, rows, data, y, names, grp, *, n_jobs=None, base_margin=None,
     values, names, data = _grouped(grp, values, names, data)
     return Contributions(values, base, names, data, method=cm.method, y=y,
                          output_names=_output_names(ens))
+
+
+def _add_linear_shap(ens, rows, values, n_jobs):
+    """Add to ``values`` (n_rows, n_features, n_outputs), the TreeSHAP values of the
+    trees with their leaves at the constant fallbacks, the Shapley values of the linear
+    leaf models' gains (``kernels/linear_leaves.linear_leaf_shap``, docs/methods.md):
+    together the exact path-dependent Shapley values of the linear trees."""
+    lin = ens.linear_leaves
+    trees = np.flatnonzero(np.add.reduceat(lin.count, ens.tree_offsets[:-1]) > 0)
+    parent = np.full(ens.n_nodes, -1, np.int64)
+    inner = np.flatnonzero(ens.left >= 0)
+    parent[ens.left[inner]] = inner
+    parent[ens.right[inner]] = inner
+    prunable = prunable_splits(ens.left, parent, ens.feature, lin.offset, lin.count,
+                               lin.feature)
+    cover = shap_cover(ens)
+    scale = np.ascontiguousarray(ens.tree_scale, dtype=np.float64)
+    with numba_threads(n_jobs):
+        for start, chunk in rows.chunks():
+            strict, _ = routing_flags(ens, chunk)
+            linear_leaf_shap(chunk, values[start:start + chunk.shape[0]], trees.astype(np.int64),
+                             ens.tree_offsets, ens.tree_output, scale, parent, prunable,
+                             cover, ens.value, ens.routing, strict, lin.offset, lin.count,
+                             lin.const, lin.feature, lin.coef)
 
 
 def check_out_of_bag(ens, n_rows, base_margin):

@@ -114,6 +114,7 @@ def pair_replicates(ens, rows, y, w, block, n_blocks, *, centered=True, inbag_bi
     ``rows``: a ``RowSource`` read against ``ens``; ``y`` checked by the caller; ``w``
     one weight for all rows or one per row; ``block`` each row's block;
     ``inbag_bits`` (forests out of bag) indexed by the rows' ``positions``."""
+    ens.refuse_linear_leaves("interaction importance")
     routed = split_routed(ens, "shap")
     if routed is not ens:  # TreeSHAP reads every split's outcome, also off the path
         ens, rows = routed, rows.rerouted(routed)

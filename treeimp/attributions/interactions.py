@@ -219,6 +219,7 @@ def interactions(cm, rows, data, names, grp=None, *, bits=None, n_jobs=None,
     are the groups (``grouped_inputs``; a combination player of CatBoost inside one
     group is then part of that group's player)."""
     ens = cm.ens
+    ens.refuse_linear_leaves("SHAP interaction values")
     inputs, P = cm.inputs, ens.n_features
     if group_shapley:
         inputs, P = grouped_inputs(cm, grp), len(grp.members)

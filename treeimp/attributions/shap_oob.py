@@ -57,6 +57,7 @@ def block_sums(method, ens, rows, y, w, block, n_blocks, *, inbag_bits=None, pos
     rows, indexed by the rows' global ``positions`` (default 0 .. n-1).
     ``base_margin``: per-row offsets of a boosting model ((n, n_outputs), see
     ``offsets.check_base_margin``): held-out margins start at ``ens.start_margin``."""
+    ens.refuse_linear_leaves("shap_oob / saabas_oob")
 
     contributions = registry.get(method).contributions
     routed = split_routed(ens, contributions)

@@ -439,7 +439,10 @@ def check_explainable(ens):
     outputs of a two-class objective (multi-label classification, e.g. XGBoost
     binary:logistic on several label columns). Several regression targets (one output
     each, or vector leaves), multiclass margins and the levels of one target (quantiles,
-    expectiles) are explained."""
+    expectiles) are explained. Models with linear leaf models: their node statistics
+    would read constant leaves (``treeimp.linear_leaf_importance`` measures them)."""
+    ens.refuse_linear_leaves("importance from node statistics (explain, accumulate, "
+                             "permutation importance, interaction importance)")
     if (ens.kind == FOREST or ens.n_outputs == 1
             or ens.objective.name in MULTICLASS + LEVELS):
         return

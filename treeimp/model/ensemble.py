@@ -20,6 +20,18 @@ Routing rules a node can express (each parser maps its library onto them):
   ``nan_mode == NAN_CAT_EXACT`` non-integer values and with
   ``nan_mode == NAN_CAT_NEGATIVE_UNLISTED`` negative values (XGBoost), go the way
   ``category_default_left`` says.
+
+Linear leaves (LightGBM ``linear_tree=True``; :attr:`TreeEnsemble.linear_leaves`,
+:class:`~treeimp.model.kernel_inputs.LinearLeaves`, None for every other model): leaf
+``l`` may hold a linear model, its terms ``offset[l] : offset[l] + count[l]`` of the flat
+arrays ``feature`` and ``coef`` (count 0 at internal nodes and constant leaves) and a
+constant ``const[l]``. A row reaching such a leaf gets ``const[l] + sum_j coef_j x_j``
+(an input with ``|x| <= float32(1e-35)`` read as 0.0, as LightGBM's predictor does) when
+none of the leaf's features is NaN for it, else the leaf's ``value[l]`` (LightGBM's
+``leaf_value``, which ``Tree::Predict`` falls back to). A leaf of a linear tree without
+terms holds its constant in ``value``. Everything else about the tree (routing, weights,
+internal values as weight-means of the children) is as for a constant tree, whose
+leaves are the ``value`` fallbacks.
 """
 
 from __future__ import annotations
@@ -43,7 +55,7 @@ from ..kernels.nan_modes import (  # noqa: F401 (re-exported: parsers and tests 
 )
 from ..kernels.treeshap import path_features
 from .fingerprint import ensemble_fingerprint
-from .kernel_inputs import LeafSlots, Routing
+from .kernel_inputs import LeafSlots, LinearLeaves, Routing
 from .kinds import BOOSTING, FOREST
 from .routing import apply_ensemble, predict_ensemble
 
@@ -336,6 +348,9 @@ class TreeEnsemble:
     value_hasher: Callable | None = None
     leaf_router: LeafRouter | None = None  # rows routed by the library's leaf indices
     target_classes: list | None = None  # multi-output classifiers: classes per target
+    # linear leaf models (module docstring), node arrays GLOBAL like the others; None: all
+    # leaves are constants
+    linear_leaves: LinearLeaves | None = None
 
     def __post_init__(self):
         self._freeze_arrays()
@@ -359,6 +374,9 @@ class TreeEnsemble:
                 for a in v:
                     if isinstance(a, np.ndarray):
                         a.setflags(write=False)
+            elif f.name == "linear_leaves" and v is not None:
+                for a in v:
+                    a.setflags(write=False)
 
     def __getstate__(self):
         """Pickled without the cached derived structures."""
@@ -368,6 +386,7 @@ class TreeEnsemble:
         """Unpickled with read-only arrays again (pickle does not keep the flag), so
         kernels see the same array types as for a parsed ensemble."""
         state.setdefault("column_names", "exact")  # pickled before the field existed
+        state.setdefault("linear_leaves", None)
         self.__dict__.update(state)
         self._freeze_arrays()
 
@@ -521,8 +540,11 @@ class TreeEnsemble:
         value_dim)), child indices LOCAL to their tree, a negative child marking a
         leaf; ``categories``: per tree, a dict as :attr:`Tree.categories`; the per-tree
         arrays as the ensemble's ``tree_*`` fields. ``meta``: the keyword arguments of
-        :meth:`from_trees`. ``bad_shapes``: ``{field: (tree, message)}`` of fields with
-        a wrong shape from the tree they start (from_trees' gathering).
+        :meth:`from_trees`, and ``linear_leaves``: None or a dict of per-node ``count``
+        and ``const`` and per-term ``feature`` and ``coef`` (terms in node order), the
+        linear leaf models of the module docstring, checked here. ``bad_shapes``:
+        ``{field: (tree, message)}`` of fields with a wrong shape from the tree they
+        start (from_trees' gathering).
         """
 
         bad_shapes = bad_shapes or {}
@@ -593,6 +615,7 @@ class TreeEnsemble:
         if leaf_router is not None:
             leaf_router.check(int(offsets[-1]))
         tc = meta.get("target_classes")
+        linear = _linear_leaves(meta.get("linear_leaves"), offsets, left < 0, n_features)
         rates = tree_learning_rate
         if not callable(rates):
             rates = np.asarray(rates, np.float64)
@@ -648,6 +671,7 @@ class TreeEnsemble:
             value_hasher=value_hasher if hashed else None,
             leaf_router=leaf_router,
             target_classes=None if tc is None else [np.array(c) for c in tc],
+            linear_leaves=linear,
         )
         ens._cache("postorder", _read_only(postorder))
         return ens
@@ -720,6 +744,12 @@ class TreeEnsemble:
                                           0)
         new["category_codes"] = self.category_codes[c0:c1].copy()
         new["category_left"] = self.category_left[c0:c1].copy()
+        lin = self.linear_leaves
+        if lin is not None:
+            f0, f1 = int(lin.count[:o0].sum()), int(lin.count[:o1].sum())
+            new["linear_leaves"] = LinearLeaves(
+                lin.offset[o0:o1] - f0, lin.count[o0:o1].copy(), lin.const[o0:o1].copy(),
+                lin.feature[f0:f1].copy(), lin.coef[f0:f1].copy())
         for name in _TREE_ARRAYS:
             new[name] = getattr(self, name)[t0:t1].copy()
         new["tree_stage"] = new["tree_stage"] - new["tree_stage"][0]
@@ -878,6 +908,16 @@ class TreeEnsemble:
 
         return predict_ensemble(self, X, n_jobs=n_jobs, base_margin=base_margin)
 
+    def refuse_linear_leaves(self, what):
+        """Raise a ValueError naming ``what`` when the model has linear leaf models
+        (those computations read constant leaves only)."""
+        if self.linear_leaves is not None:
+            raise ValueError(
+                f"{what} is not available for models with linear leaf models (LightGBM "
+                "linear_tree=True): it reads constant leaves only. Available for them: "
+                "predict_raw, apply, contributions(method='shap') and "
+                "treeimp.linear_leaf_importance")
+
     def routing_arrays(self) -> Routing:
         """:attr:`routing` (a tuple in kernel argument order)."""
         return self.routing
@@ -935,6 +975,42 @@ _NODE_ARRAYS = ("left", "right", "feature", "threshold", "missing_left", "nan_mo
                 "is_categorical", "category_offset", "category_count",
                 "category_default_left", "value", "weight", "cover", "impurity", "gain")
 _TREE_ARRAYS = ("tree_output", "tree_scale", "tree_stage")
+
+
+def _linear_leaves(spec, offsets, leaf, n_features):
+    """The :class:`LinearLeaves` of ``spec`` (None, or a dict with per node ``count``
+    and ``const`` and per term ``feature`` and ``coef``, terms in node order), checked;
+    None when no leaf has a term."""
+    if spec is None:
+        return None
+    total = int(offsets[-1])
+    count = np.asarray(spec["count"], dtype=np.int64)
+    const = np.asarray(spec["const"], dtype=np.float64)
+    feature = np.asarray(spec["feature"], dtype=np.int64)
+    coef = np.asarray(spec["coef"], dtype=np.float64)
+    if count.shape != (total,) or const.shape != (total,):
+        raise ValueError(f"linear leaves: count and const must have one entry per node "
+                         f"({total}), got {count.shape} and {const.shape}")
+    if np.any(count < 0) or np.any((count > 0) & ~leaf):
+        node = int(np.argmax((count < 0) | ((count > 0) & ~leaf)))
+        raise ValueError(f"linear leaves: node {node} has {int(count[node])} terms; only "
+                         "leaves hold linear models, with >= 0 terms")
+    n_terms = int(count.sum())
+    if feature.shape != (n_terms,) or coef.shape != (n_terms,):
+        raise ValueError(f"linear leaves: the nodes' counts add up to {n_terms} terms but "
+                         f"feature and coef have shapes {feature.shape} and {coef.shape}")
+    if n_terms == 0:
+        return None
+    bad = (feature < 0) | (feature >= n_features)
+    if np.any(bad):
+        raise ValueError(f"linear leaves: a term reads feature {int(feature[np.argmax(bad)])}"
+                         f" but the model has {n_features} features")
+    if not np.all(np.isfinite(coef)) or not np.all(np.isfinite(const[count > 0])):
+        raise ValueError("linear leaves: a coefficient or constant is not finite")
+    offset = np.zeros(total, np.int64)
+    np.cumsum(count[:-1], out=offset[1:])
+    return LinearLeaves(offset, count.astype(np.int32), np.where(count > 0, const, np.nan),
+                        feature, coef)
 
 
 def check_iteration_range(iteration_range, n_rounds):

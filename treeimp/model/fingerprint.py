@@ -41,6 +41,10 @@ def ensemble_fingerprint(ens) -> str:
     for j, table in enumerate(ens.category_values or ()):
         if table is not None:
             add(f"category_values[{j}]", table)
+    linear = ens.linear_leaves
+    if linear is not None:  # a model without linear leaves hashes as before
+        for name, a in zip(linear._fields, linear):
+            add(f"linear.{name}", a)
     router = ens.leaf_router
     if router is not None:
         h.update(router.description.encode())

@@ -90,3 +90,9 @@ MarginTerms = namedtuple("MarginTerms", ["base", "leaf_off", "tree_output", "ter
 # trees, the bounds of the parallel tasks over them, and per node the nearest ancestor
 # splitting on it (permute.mark_paths)
 ColumnTops = namedtuple("ColumnTops", ["j", "tops", "top_tree", "task_start", "jabove"])
+
+# linear leaf models (LightGBM linear_tree), TreeEnsemble.linear_leaves: per node the
+# first of its terms in ``feature``/``coef`` (int64), its number of terms (int32; 0 at
+# internal nodes and constant leaves) and the model's constant (float64, NaN without
+# terms); per term the feature (int64) and its coefficient (float64)
+LinearLeaves = namedtuple("LinearLeaves", ["offset", "count", "const", "feature", "coef"])

@@ -7,6 +7,7 @@ import numpy as np
 from ..backends import get_backend
 from ..inputs.rows import RowSource
 from ..inputs.threads import numba_threads
+from ..kernels.linear_leaves import add_linear_gains
 from ..kernels.route import BATCH, ROW_BLOCK
 from .offsets import check_base_margin
 
@@ -55,10 +56,26 @@ def predict_ensemble(ens, X, *, n_jobs=None, base_margin=None):
                               ens.tree_offsets, ens.tree_output, scale, ens.value,
                               ens.routing, strict, round32,
                               row_block(ens, chunk.shape[0]))
+            if ens.linear_leaves is not None:
+                add_linear_terms(ens, chunk, out[start:start + chunk.shape[0]], scale)
             del chunk  # a converted chunk is freed before the next one is made
     if divisor != 1.0:
         out /= divisor
     return out
+
+
+def add_linear_terms(ens, chunk, out, scale):
+    """Add the linear leaf models' gains over their constant fallbacks (``const + b . x
+    - value``, 0 for a row with a NaN among the leaf's features; ensemble docstring) to
+    ``out``, the chunk's margins (call inside ``numba_threads``)."""
+    leaves = np.empty((chunk.shape[0], ens.n_trees), dtype=np.int32)
+    strict, round32 = routing_flags(ens, chunk)
+    get_backend().apply(chunk, leaves, ens.tree_offsets, ens.routing, strict, round32,
+                        row_block(ens, chunk.shape[0]))
+    lin = ens.linear_leaves
+    add_linear_gains(chunk, leaves, ens.tree_offsets, ens.tree_output,
+                     np.ascontiguousarray(scale, dtype=np.float64), ens.value, lin.offset,
+                     lin.count, lin.const, lin.feature, lin.coef, out)
 
 
 def _forest_scale(ens):

@@ -68,6 +68,7 @@ TREE_KEYS = ("num_leaves", "num_cat", "split_feature", "split_gain", "threshold"
              "leaf_count", "internal_value", "internal_weight", "internal_count",
              "shrinkage")
 CATEGORICAL_TREE_KEYS = ("cat_boundaries", "cat_threshold")
+LINEAR_TREE_KEYS = ("leaf_const", "num_features", "leaf_features", "leaf_coeff")
 
 # the first buffer for a live model's text: bytes in all, and per tree (63 leaves take
 # about 6 kB; a larger text is serialised again into a buffer of its length)
@@ -100,7 +101,7 @@ def parse_lightgbm(model) -> TreeEnsemble:
     sklearn.exceptions.NotFittedError
         For an LGBMModel that was not fitted.
     ValueError
-        For objectives, linear trees or model variants the normal form cannot hold.
+        For objectives or model variants the normal form cannot hold.
 
     Examples
     --------
@@ -216,9 +217,10 @@ def parse_lightgbm_text(text: str, *, classes=None) -> TreeEnsemble:
     ------
     ValueError
         Damaged or truncated text (naming the key and tree), unsupported objectives
-        (ranking, mape, fair, cross_entropy_lambda, custom), linear trees or reg_sqrt
-        models. ``boosting="rf"`` models (``average_output``) are read as in
-        :func:`_averaged_trees`.
+        (ranking, mape, fair, cross_entropy_lambda, custom), reg_sqrt models or
+        linear trees of ``boosting="rf"``. Linear trees (``linear_tree=True``) are read
+        into ``TreeEnsemble.linear_leaves``; ``boosting="rf"`` models
+        (``average_output``) as in :func:`_averaged_trees`.
 
     Examples
     --------
@@ -250,9 +252,6 @@ def _parse_model(model, get_text, classes):
                              f"(model format {header.get('version', 'unknown')})")
     version = header["version"]
     averaged = "average_output" in header  # boosting="rf"
-    if params is not None and params.get("linear_tree", "0") not in ("0", "false"):
-        raise ValueError("LightGBM linear_tree models are not supported: their leaves hold "
-                         "linear models, not constants")
     n_features = _header_int(header, "max_feature_idx", version) + 1
     n_per_iter = _header_int(header, "num_tree_per_iteration", version)
     num_class = _header_int(header, "num_class", version)
@@ -274,7 +273,7 @@ def _parse_model(model, get_text, classes):
                              f"max_feature_idx={n_features - 1} means {n_features} features")
     objective = objective_from_text(header, params, num_class)
 
-    flat = _read_trees(model.trees, version)
+    flat = _read_trees(model.trees, version, n_features)
     n_trees = flat.n_leaves.shape[0]
     if not n_trees:
         raise ValueError("LightGBM model text has no trees")
@@ -294,8 +293,18 @@ def _parse_model(model, get_text, classes):
         raise ValueError(f"LightGBM objective {objective.source!r} needs "
                          f"{objective.params.get('n_classes', 1)} trees per iteration, the "
                          f"header says num_tree_per_iteration={n_per_iter}")
+    if averaged and flat.linear is not None:
+        raise ValueError("LightGBM model text: a boosting='rf' model (average_output) with "
+                         "linear trees (is_linear=1) is not supported")
     per_tree, base = (_averaged_trees(flat, n_per_iter) if averaged
                       else _boosted_trees(flat, n_per_iter, params))
+    linear = None
+    if flat.linear is not None:
+        lin = flat.linear
+        # a leaf without terms predicts its constant (Tree::Predict), not leaf_value
+        constant = lin["linear_leaf"] & (lin["count"] == 0)
+        flat.fields["value"][constant, 0] = lin["const"][constant]
+        linear = {key: lin[key] for key in ("count", "const", "feature", "coef")}
 
     default_names = all(nm == f"Column_{j}" for j, nm in enumerate(names))
     return TreeEnsemble.from_arrays(
@@ -317,6 +326,7 @@ def _parse_model(model, get_text, classes):
         column_names="space_as_underscore",
         base_in_first_round=True,  # predict(start_iteration > 0) leaves the init score out
         gain_kind="gain",
+        linear_leaves=linear,
     )
 
 
@@ -334,13 +344,15 @@ class _FlatTrees(NamedTuple):
     """Every tree's nodes in the layout of the module docstring, concatenated: tree t
     is ``offsets[t]:offsets[t + 1]``; ``fields`` the node arrays ``from_arrays`` takes
     (child indices local to their tree, ``value`` (n_nodes, 1)); per tree its
-    categorical splits, shrinkage and number of leaves."""
+    categorical splits, shrinkage and number of leaves; ``linear``: None, or the linear
+    leaf models (:func:`_read_linear`)."""
 
     offsets: np.ndarray
     fields: dict
     categories: list
     shrinkage: np.ndarray
     n_leaves: np.ndarray
+    linear: dict | None = None
 
 
 def _tree(flat, t):
@@ -365,6 +377,8 @@ def _boosted_trees(flat, n_per_iter, params):
         if _carries_init_score(r, learning_rate, params):
             base[t] = _init_score(r)
             r["value"] -= base[t]
+            if flat.linear is not None:  # AddBias adds the init score to leaf_const too
+                flat.linear["const"][flat.offsets[t]:flat.offsets[t + 1]] -= base[t]
             if learning_rate is None and r["n_leaves"] > 1:
                 raise ValueError(f"LightGBM model text: tree {t} carries the init score but "
                                  "the learning rate is unknown (no parameters section and no "
@@ -499,7 +513,7 @@ def _block(trees, t):
     return {key: trees.text(t, key) for key, k in KEY_INDEX.items() if trees.has(t, key)}
 
 
-def _read_trees(trees, version) -> _FlatTrees:
+def _read_trees(trees, version, n_features) -> _FlatTrees:
     """Every ``Tree=t`` block (``lgbm_text.TreeValues``) -> node arrays in the layout of
     the module docstring, for all trees together: each key's numbers of the trees with
     splits read at once (``lgbm_numbers.span_numbers``) and written into the
@@ -522,13 +536,15 @@ def _read_trees(trees, version) -> _FlatTrees:
     if np.any(n_leaves < 1):
         t = int(np.argmax(n_leaves < 1))
         raise ValueError(f"LightGBM tree {t}: num_leaves={n_leaves[t]}")
-    linear = np.flatnonzero(has[:, KEY_INDEX["is_linear"]])
-    if linear.size:
-        flags = numbers("is_linear", linear, ones[:linear.size], int)
-        if np.any(flags != 0):
-            raise ValueError(f"LightGBM tree {linear[int(np.argmax(flags != 0))]} is a "
-                             "linear tree (is_linear=1); linear_tree models are not "
-                             "supported: their leaves hold linear models")
+    marked = np.flatnonzero(has[:, KEY_INDEX["is_linear"]])
+    linear = marked[:0]
+    if marked.size:
+        flags = numbers("is_linear", marked, ones[:marked.size], int)
+        bad = (flags != 0) & (flags != 1)
+        if np.any(bad):
+            raise ValueError(f"LightGBM tree {marked[int(np.argmax(bad))]}: is_linear="
+                             f"{flags[np.argmax(bad)]}, must be 0 or 1")
+        linear = marked[flags == 1]
     lacking = np.where(n_leaves > 1, ~has[:, _TREE_KEY_COLUMNS].all(axis=1),
                        ~has[:, KEY_INDEX["shrinkage"]])
     if np.any(lacking):
@@ -553,7 +569,9 @@ def _read_trees(trees, version) -> _FlatTrees:
                   impurity=np.full(total, np.nan), gain=np.full(total, np.nan),
                   value=np.empty((total, 1)), cover=np.empty(total))
     categories = [{} for _ in range(n_trees)]
-    flat = _FlatTrees(offsets, fields, categories, shrinkage, n_leaves)
+    flat = _FlatTrees(offsets, fields, categories, shrinkage, n_leaves,
+                      _read_linear(numbers, has, linear, n_leaves, offsets, n_features)
+                      if linear.size else None)
     for t in np.flatnonzero(n_leaves == 1).tolist():
         stump = _read_tree(_block(trees, t), t, version)
         i = offsets[t]
@@ -639,6 +657,54 @@ def _read_trees(trees, version) -> _FlatTrees:
     fields["cover"][at_leaf] = got["leaf_count"]
     fields["gain"][at_split] = got["split_gain"]
     return flat
+
+
+def _read_linear(numbers, has, which, n_leaves, offsets, n_features):
+    """The linear leaf models of the trees ``which`` (``is_linear=1``), as node arrays:
+    per node ``count`` (terms; 0 elsewhere), ``const`` (``leaf_const``; NaN elsewhere)
+    and ``linear_leaf`` (a leaf of a linear tree), and the terms' ``feature`` and
+    ``coef`` in node order.
+
+    LightGBM writes per tree ``leaf_const`` and ``num_features`` (one value per leaf)
+    and ``leaf_features`` / ``leaf_coeff`` (the leaves' terms one after another, as many
+    as ``num_features`` adds up to); every count and feature index is checked."""
+    for key in LINEAR_TREE_KEYS:
+        lacking = ~has[which, KEY_INDEX[key]]
+        if np.any(lacking):
+            raise ValueError(f"LightGBM tree {which[int(np.argmax(lacking))]} is linear "
+                             f"(is_linear=1) but has no key {key!r}")
+    L = n_leaves[which]
+    const = numbers("leaf_const", which, L, float)
+    n_terms = numbers("num_features", which, L, int)
+    leaf_start = np.concatenate([[0], np.cumsum(L)])
+    owner = np.repeat(np.arange(which.size), L)
+    bad = (n_terms < 0) | (n_terms > n_features)
+    if np.any(bad):
+        k = int(np.argmax(bad))
+        raise ValueError(f"LightGBM tree {which[owner[k]]}: num_features gives leaf "
+                         f"{k - leaf_start[owner[k]]} {n_terms[k]} features; the model has "
+                         f"{n_features}")
+    per_tree = np.bincount(owner, weights=n_terms, minlength=which.size).astype(np.int64)
+    feature = numbers("leaf_features", which, per_tree, int)
+    coef = numbers("leaf_coeff", which, per_tree, float)
+    bad = (feature < 0) | (feature >= n_features)
+    if np.any(bad):
+        term_owner = np.repeat(np.arange(which.size), per_tree)
+        k = int(np.argmax(bad))
+        raise ValueError(f"LightGBM tree {which[term_owner[k]]}: leaf_features has feature "
+                         f"{feature[k]}, outside the model's {n_features} features")
+    total = int(offsets[-1])
+    # leaf k of a tree with L leaves is node L - 1 + k (a stump's leaf node 0)
+    nodes = np.arange(int(leaf_start[-1])) + np.repeat(offsets[which] + L - 1
+                                                       - leaf_start[:-1], L)
+    count = np.zeros(total, np.int64)
+    count[nodes] = n_terms
+    node_const = np.full(total, np.nan)
+    node_const[nodes] = const
+    linear_leaf = np.zeros(total, bool)
+    linear_leaf[nodes] = True
+    return dict(count=count, const=node_const, linear_leaf=linear_leaf, feature=feature,
+                coef=coef)
 
 
 def _read_tree(block, t, version):

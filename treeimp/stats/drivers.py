@@ -146,6 +146,7 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
     (``vector_leaves.per_output_trees``). A learning-to-rank model needs ``query``, the
     bounds of its rows' queries (``ranking.query_bounds``): its gradients are computed
     query by query (stats/ranking.py)."""
+    ens.refuse_linear_leaves("held-out node statistics")
     if is_ranking(ens.objective):
         if query is None:
             raise ValueError(f"objective {ens.objective.source or ens.objective.name!r} ranks "

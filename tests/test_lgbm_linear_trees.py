@@ -1,0 +1,328 @@
+"""LightGBM linear trees (``linear_tree=True``): parsing, raw margins, exact TreeSHAP of
+the linear leaves, the leaf-model importance and the refusal of damaged linear lines.
+
+Truths: LightGBM's own ``predict(raw_score=True)``; for contributions a brute-force
+Shapley computation over all subsets of features on the trees of ``dump_model()`` (not
+treeimp's parse), with the value function of docs/methods.md."""
+
+import itertools
+import math
+import re
+
+import numpy as np
+import pytest
+
+import treeimp
+from treeimp.parsers import parse
+from treeimp.parsers.lgbm import parse_lightgbm_text
+
+lgb = pytest.importorskip("lightgbm")
+
+KZ = float(np.float32(1e-35))  # LightGBM's kZeroThreshold
+CAT = 4  # the categorical column of _data
+
+
+def _data(n, seed, *, nan=0.1):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 5))
+    X[:, CAT] = rng.integers(0, 4, n)
+    X[rng.random((n, 5)) < nan] = np.nan
+    Z = np.nan_to_num(X)
+    y = (3 * Z[:, 0] + (Z[:, 1] > 0) + 0.8 * Z[:, 2] * (X[:, CAT] == 1)
+         + rng.normal(scale=0.2, size=n))
+    return X, y
+
+
+def _model(n_estimators=6, num_leaves=5, seed=0, categorical=False, **kw):
+    X, y = _data(400, seed)
+    m = lgb.LGBMRegressor(n_estimators=n_estimators, num_leaves=num_leaves, linear_tree=True,
+                          min_child_samples=10, verbose=-1, random_state=seed, **kw)
+    m.fit(X, y, categorical_feature=[CAT] if categorical else "auto")
+    return m
+
+
+# ------------------------------------------------------------------ predictions
+@pytest.mark.parametrize("categorical", [False, True])
+def test_predict_raw_equals_lightgbm(categorical):
+    m = _model(categorical=categorical)
+    X, _ = _data(300, 1, nan=0.25)  # held-out rows, a quarter of the values NaN
+    X[:20, 0] = 1e-36  # read as 0.0 by LightGBM's predictor
+    want = m.predict(X, raw_score=True)
+    ens = parse(m)
+    assert ens.linear_leaves is not None
+    np.testing.assert_allclose(ens.predict_raw(X)[:, 0], want, rtol=1e-12, atol=1e-12)
+    # the same from the Booster and from the text, and the linear terms matter
+    booster_ens = parse(m.booster_)
+    text_ens = parse_lightgbm_text(m.booster_.model_to_string())
+    for e in (booster_ens, text_ens):
+        np.testing.assert_allclose(e.predict_raw(X)[:, 0], want, rtol=1e-12, atol=1e-12)
+    import dataclasses
+    constant = dataclasses.replace(ens, linear_leaves=None)
+    assert np.abs(constant.predict_raw(X)[:, 0] - want).max() > 0.1
+
+
+def test_iteration_range_and_pickle_keep_the_linear_leaves():
+    import pickle
+
+    m = _model(n_estimators=6)
+    X, _ = _data(200, 8, nan=0.2)
+    ens = parse(m)
+    first = ens.rounds(0, 3)
+    np.testing.assert_allclose(first.predict_raw(X)[:, 0],
+                               m.predict(X, raw_score=True, num_iteration=3), rtol=1e-12,
+                               atol=1e-12)
+    later = ens.rounds(2, 6)  # LightGBM leaves the init score (in tree 0) out
+    np.testing.assert_allclose(later.predict_raw(X)[:, 0],
+                               m.predict(X, raw_score=True, start_iteration=2,
+                                         num_iteration=4), rtol=1e-12, atol=1e-12)
+    again = pickle.loads(pickle.dumps(ens))
+    assert again.fingerprint == ens.fingerprint
+    assert not again.linear_leaves.coef.flags.writeable
+    np.testing.assert_array_equal(again.predict_raw(X), ens.predict_raw(X))
+
+
+def test_predict_raw_from_file_binary(tmp_path):
+    X, y = _data(400, 3)
+    m = lgb.LGBMClassifier(n_estimators=5, num_leaves=4, linear_tree=True, verbose=-1,
+                           min_child_samples=10).fit(X, (y > 1).astype(int))
+    path = tmp_path / "model.txt"
+    m.booster_.save_model(path)
+    Xt, _ = _data(200, 4, nan=0.2)
+    ens = treeimp.load(str(path))
+    np.testing.assert_allclose(ens.predict_raw(Xt)[:, 0], m.predict(Xt, raw_score=True),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_multiclass_predict_and_contributions_add_up():
+    X, y = _data(600, 10)
+    labels = np.digitize(y, [0.0, 1.5])
+    m = lgb.LGBMClassifier(n_estimators=4, num_leaves=5, linear_tree=True, verbose=-1,
+                           min_child_samples=10).fit(X[:400], labels[:400])
+    want = m.predict(X[400:], raw_score=True)
+    got = parse(m).predict_raw(X[400:])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    res = treeimp.contributions(m, X[400:])
+    np.testing.assert_allclose(res.base_values + res.values.sum(axis=1), want, rtol=1e-10,
+                               atol=1e-10)
+
+
+# ------------------------------------------------------------------ brute-force SHAP
+def _decide(node, x):
+    """LightGBM's decision at a dump_model() node: True for the left child."""
+    v = x[node["split_feature"]]
+    if node["decision_type"] == "==":
+        if np.isnan(v) or int(v) < 0:
+            return False
+        return int(v) in {int(c) for c in str(node["threshold"]).split("||")}
+    missing = node["missing_type"]
+    if np.isnan(v) and missing != "NaN":
+        v = 0.0
+    if (missing == "Zero" and abs(v) <= KZ) or (missing == "NaN" and np.isnan(v)):
+        return node["default_left"]
+    return v <= node["threshold"]
+
+
+def _count(node):
+    return node["internal_count"] if "split_index" in node else node["leaf_count"]
+
+
+def _leaf(node, x, S):
+    """The value function at a leaf: the linear model when all its features are known
+    (in S) and none is NaN, else the leaf's fallback (leaf_value); a leaf without
+    features is its constant."""
+    feats = node.get("leaf_features", [])
+    if not feats:
+        return node["leaf_const"]
+    if all(j in S for j in feats) and not any(np.isnan(x[j]) for j in feats):
+        return node["leaf_const"] + sum(c * x[j] for c, j in zip(node["leaf_coeff"], feats))
+    return node["leaf_value"]
+
+
+def _value(node, x, S):
+    """Path-dependent expectation (TreeSHAP's value function, covers = counts)."""
+    if "split_index" not in node:
+        return _leaf(node, x, S)
+    a, b = node["left_child"], node["right_child"]
+    if node["split_feature"] in S:
+        return _value(a if _decide(node, x) else b, x, S)
+    ca, cb = _count(a), _count(b)
+    return (ca * _value(a, x, S) + cb * _value(b, x, S)) / (ca + cb)
+
+
+def _brute_shap(trees, x, n_features):
+    x = np.where(np.abs(x) <= KZ, 0.0, x)
+    phi = np.zeros(n_features)
+    base = 0.0
+    for tree in trees:
+        base += _value(tree, x, set())
+        for j in range(n_features):
+            others = [k for k in range(n_features) if k != j]
+            for r in range(n_features):
+                for S in itertools.combinations(others, r):
+                    w = (math.factorial(r) * math.factorial(n_features - r - 1)
+                         / math.factorial(n_features))
+                    phi[j] += w * (_value(tree, x, set(S) | {j}) - _value(tree, x, set(S)))
+    return phi, base
+
+
+@pytest.mark.parametrize("categorical", [False, True])
+def test_contributions_equal_brute_force_shapley(categorical):
+    m = _model(n_estimators=3, num_leaves=6, categorical=categorical)
+    trees = [t["tree_structure"] for t in m.booster_.dump_model()["tree_info"]]
+    assert any(t.get("leaf_features") for tr in trees for t in _leaves(tr))
+    X, _ = _data(25, 5, nan=0.2)
+    res = treeimp.contributions(m, X)
+    want = m.predict(X, raw_score=True)
+    np.testing.assert_allclose(res.base_values + res.values.sum(axis=1), want, rtol=1e-10,
+                               atol=1e-10)
+    for i in range(X.shape[0]):
+        phi, base = _brute_shap(trees, X[i], X.shape[1])
+        np.testing.assert_allclose(res.values[i], phi, rtol=1e-9, atol=1e-10)
+        np.testing.assert_allclose(res.base_values[i], base, rtol=1e-10, atol=1e-10)
+
+
+def _leaves(node):
+    if "split_index" not in node:
+        return [node]
+    return _leaves(node["left_child"]) + _leaves(node["right_child"])
+
+
+def test_lightgbm_refuses_its_own_contributions_for_linear_trees():
+    # what treeimp's exact values replace (LightGBM's predictor: "not implemented")
+    m = _model(n_estimators=2)
+    X, _ = _data(5, 6)
+    with pytest.raises(Exception, match="linear trees"):
+        m.predict(X, pred_contrib=True)
+
+
+def test_other_computations_refused_clearly():
+    m = _model(n_estimators=3)
+    X, y = _data(100, 7)
+    with pytest.raises(ValueError, match="linear leaf models"):
+        treeimp.explain(m, X, y)
+    with pytest.raises(ValueError, match="linear leaf models"):
+        treeimp.contributions(m, X, method="saabas")
+    with pytest.raises(ValueError, match="linear leaf models"):
+        treeimp.interactions(m, X[:5])
+    with pytest.raises(ValueError, match="linear leaf models"):
+        treeimp.permutation_importance(m, X, y)
+
+
+# ------------------------------------------------------------------ damaged text
+def _text():
+    return _model(n_estimators=3, num_leaves=4).booster_.model_to_string()
+
+
+def _edit_tree_line(text, key, tree, new_value):
+    blocks = text.split("\nTree=")
+    pattern = re.compile(rf"^{key}=.*$", re.M)
+    assert pattern.search(blocks[tree + 1])
+    blocks[tree + 1] = pattern.sub(f"{key}={new_value}", blocks[tree + 1], count=1)
+    out = "\nTree=".join(blocks)
+    return re.sub(r"^tree_sizes=.*\n", "", out, flags=re.M)  # sizes no longer match
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("num_features", "1 1", r"tree 1: num_features has 2 values, expected 4"),
+    ("num_features", "1 1 1 -1", r"tree 1: num_features gives leaf 3 -1 features"),
+    ("num_features", "1 1 1 99", r"tree 1: num_features gives leaf 3 99 features"),
+    ("num_features", "2 2 2 2", r"tree 1: leaf_features has \d+ values, expected 8"),
+    ("leaf_features", "0 0 0 7", r"tree 1: leaf_features has feature 7, outside"),
+    ("leaf_features", "0 0 0 x", r"tree 1: leaf_features has a value that is not an integer"),
+    ("leaf_coeff", "0.1 0.2", r"tree 1: leaf_coeff has 2 values, expected"),
+    ("leaf_const", "0.1 0.2 0.3", r"tree 1: leaf_const has 3 values, expected 4"),
+    ("is_linear", "2", r"tree 1: is_linear=2, must be 0 or 1"),
+])
+def test_damaged_linear_lines_rejected(key, value, message):
+    text = _text()
+    # tree 1 of this model: 4 leaves, one feature each (checked, so the edits mean what
+    # the messages say)
+    assert re.search(r"Tree=1\n(?:.*\n)*?num_features=1 1 1 1\n", text)
+    bad = _edit_tree_line(text, key, 1, value)
+    with pytest.raises(ValueError, match=message):
+        parse_lightgbm_text(bad)
+
+
+def test_missing_linear_key_rejected():
+    text = _text()
+    blocks = text.split("\nTree=")
+    blocks[2] = re.sub(r"^leaf_coeff=.*\n", "", blocks[2], flags=re.M)
+    bad = re.sub(r"^tree_sizes=.*\n", "", "\nTree=".join(blocks), flags=re.M)
+    with pytest.raises(ValueError, match=r"tree 1 is linear \(is_linear=1\) but has no key "
+                                         r"'leaf_coeff'"):
+        parse_lightgbm_text(bad)
+
+
+# ------------------------------------------------------------------ importance
+def _linear_design(seed, n=2000):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 5))  # x0 linear, x1 a step, x2..x4 noise
+    y = 3 * X[:, 0] + 2 * (X[:, 1] > 0) + rng.normal(scale=0.5, size=n)
+    return X, y
+
+
+def test_leaf_model_importance_of_a_linear_feature():
+    X, y = _linear_design(0)
+    m = lgb.LGBMRegressor(n_estimators=40, num_leaves=4, linear_tree=True, verbose=-1,
+                          min_child_samples=20, random_state=0).fit(X[:1000], y[:1000])
+    t = treeimp.linear_leaf_importance(m, X[1000:], y[1000:])
+    lm = t["leaf_models"]
+    assert lm["x0"] > 0.5  # the slope of x0 within the leaves lowers held-out loss
+    assert abs(lm["x1"]) < 0.02 * lm["x0"]  # a step has no slope worth anything
+    noise = t.loc[["x2", "x3", "x4"]]
+    assert np.abs(noise.to_numpy()).max() < 0.005 * t["total"]["x0"]
+
+
+def test_components_add_up_to_the_first_order_decrease():
+    # truth: LightGBM's own per-iteration outputs f_t and the squared-error gradient at
+    # the margin before each iteration, -(1/n) sum_i sum_t g_it f_t(x_i)
+    X, y = _linear_design(1, n=800)
+    m = lgb.LGBMRegressor(n_estimators=8, num_leaves=5, linear_tree=True, verbose=-1,
+                          min_child_samples=10).fit(X[:400], y[:400])
+    Xt, yt = X[400:], y[400:]
+    Xt[::7, 0] = np.nan  # rows whose leaf models fall back to leaf_value
+    w = np.random.default_rng(2).uniform(0.5, 2.0, size=400)
+    per_iter = np.stack([m.predict(Xt, raw_score=True, start_iteration=t, num_iteration=1)
+                         for t in range(8)], axis=1)
+    init = parse(m).base_score[0]
+    per_iter[:, 0] -= init  # the init score LightGBM keeps inside the first tree
+    margin = init + np.concatenate([np.zeros((400, 1)), np.cumsum(per_iter, axis=1)[:, :-1]],
+                                   axis=1)
+    truth = np.sum(w[:, None] * (yt[:, None] - margin) * per_iter) / w.sum()
+    t = treeimp.linear_leaf_importance(m, Xt, yt, sample_weight=w)
+    got = t["total"].sum() + t.attrs["leaf_level"] + t.attrs["root"]
+    np.testing.assert_allclose(got, truth, rtol=1e-9)
+    assert t["leaf_models"].abs().sum() > 0.01 * abs(truth)
+
+
+def test_splits_component_is_mdi_oob_on_a_constant_model():
+    X, y = _linear_design(3, n=800)
+    m = lgb.LGBMRegressor(n_estimators=10, num_leaves=6, verbose=-1).fit(X[:400], y[:400])
+    t = treeimp.linear_leaf_importance(m, X[400:], y[400:])
+    imp = treeimp.explain(m, X[400:], y[400:], methods=("mdi_oob",))
+    np.testing.assert_allclose(t["splits"].to_numpy(), imp.table["mdi_oob"].to_numpy(),
+                               rtol=1e-9, atol=1e-12)
+    assert not t["leaf_models"].any()
+
+
+def test_random_damage_to_linear_lines_fails_cleanly():
+    # every mutation of a linear line gives a ValueError or a model that predicts
+    text = _text()
+    rng = np.random.default_rng(11)
+    X, _ = _data(20, 12)
+    words = ["-1", "0", "1", "3", "4", "5", "2147483648", "9223372036854775807",
+             "99999999999999999999", "nan", "inf", "-inf", "1e308", "x", ""]
+    for _ in range(60):
+        key = ["num_features", "leaf_features", "leaf_coeff", "leaf_const", "is_linear"][
+            rng.integers(5)]
+        tree = int(rng.integers(3))
+        line = re.search(rf"^{key}=(.*)$", text.split("\nTree=")[tree + 1], re.M).group(1)
+        tokens = line.split() or [""]
+        tokens[int(rng.integers(len(tokens)))] = words[int(rng.integers(len(words)))]
+        bad = _edit_tree_line(text, key, tree, " ".join(tokens))
+        try:
+            ens = parse_lightgbm_text(bad)
+        except ValueError:
+            continue
+        assert np.isfinite(ens.predict_raw(np.nan_to_num(X))).all() or key in (
+            "leaf_coeff", "leaf_const")
