@@ -21,7 +21,14 @@ from ..inputs.threads import numba_threads
 from ..kernels.forest_stats import propagate_up
 from ..kernels.staged import N_TERMS
 from ..model.kernel_inputs import Loss, RowInputs, StagedTrees
-from ..model.losses import LOGISTIC, SMOOTHED, check_target, loss_spec, smoothed_spec
+from ..model.losses import (
+    LOGISTIC,
+    SMOOTHED,
+    check_target,
+    check_weights,
+    loss_spec,
+    smoothed_spec,
+)
 from ..model.routing import routing_flags
 
 # rows per staged kernel call, whatever the input: a converted chunk of a DataFrame (one
@@ -145,6 +152,7 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
     if ens.value_dim != 1:
         raise ValueError(f"this model's trees have {ens.value_dim} values per leaf (vector-"
                          "leaf trees): split them with vector_leaves.per_output_trees first")
+    check_weights(ens.objective, w)
     smoothed = ens.objective.name in SMOOTHED
     code, params = (smoothed_spec(ens.objective, ens.n_outputs,
                                   np.zeros((len(stage_starts(ens)) - 1, ens.n_outputs)))
