@@ -615,7 +615,7 @@ def test_unidentifiable_learning_rate_warns():
 
 
 # ----------------------------------------------------------------------- errors
-@pytest.mark.parametrize("objective", ["rank:pairwise", "survival:cox"])
+@pytest.mark.parametrize("objective", ["rank:pairwise"])
 def test_unsupported_objective(objective):
     X, y = _data("count:poisson")
     booster = xgb.train({"objective": objective, "max_depth": 2},

@@ -11,6 +11,8 @@ MULTICLASS = ("softmax", "ova_logistic")
 LEVELS = ("quantiles", "expectile_stack", "smoothed_quantile")
 # one output, two label columns per row: [lower, upper] bound of a survival time
 INTERVAL_LABELS = ("aft",)
+# gradients over the risk sets of all evaluation rows (stats/cox.py)
+RISK_SETS = ("cox",)
 
 
 def as_1d_target(y, n_rows, what="y"):

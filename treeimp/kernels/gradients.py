@@ -36,6 +36,9 @@ SQUARED_LOG_ERROR = 19  # XGBoost reg:squaredlogerror
 FAIR = 20  # LightGBM fair
 MAPE = 21  # LightGBM mape
 AFT = 22  # XGBoost survival:aft; two targets per row (lower, upper bound)
+# XGBoost survival:cox: every row's g, h of every round computed beforehand over all rows
+# (kernels/cox.py) and read as the row's targets; params [current round, n_rounds]
+COX = 23
 # XGBoost's constants of reg:squaredlogerror (margin floor, hessian floor)
 SQUARED_LOG_MIN_MARGIN = -1.0 + float(np.float32(1e-6))
 SQUARED_LOG_MIN_HESSIAN = float(np.float32(1e-6))
@@ -60,7 +63,11 @@ def is_smoothed(code):
 @njit(cache=True)
 def set_stage_params(code, params, source, stage):
     """Smoothed objectives: params' current scales := round ``stage``'s from ``source``
-    (the ``losses.smoothed_spec`` vector); other objectives: nothing."""
+    (the ``losses.smoothed_spec`` vector); survival:cox: params[0] := stage; other
+    objectives: nothing."""
+    if code == COX:
+        params[0] = stage
+        return
     if not is_smoothed(code):
         return
     K = int(source[0])
@@ -368,9 +375,18 @@ def target_columns(code, K):
     if (code == SOFTMAX or code == OVA_LOGISTIC or code == QUANTILES or code == EXPECTILE_STACK
             or code == SMOOTHED_QUANTILE):
         return 1
-    if code == AFT:  # the label's lower and upper bound
+    if code == AFT or code == COX:  # the label's bounds; cox: see label_columns
         return 2
     return K
+
+
+@njit(cache=True, inline="always")
+def label_columns(code, params, K):
+    """Values per row in the targets the staged kernel reads: ``target_columns``, but
+    for survival:cox the g, h of every round (2 per round, params[1] rounds)."""
+    if code == COX:
+        return 2 * int(params[1])
+    return target_columns(code, K)
 
 
 @njit(cache=True, inline="always")
@@ -378,8 +394,12 @@ def grad_hess_targets(code, params, margin, r, y, g, h):
     """Fill ``g[r, k]``, ``h[r, k]`` of a regression objective on K targets: output k of
     row r at ``margin[r, k]`` against target ``y[r * K + k]`` (``y`` the rows' targets
     side by side, row-major); survival:aft (one output): the bounds ``y[2 r]``,
-    ``y[2 r + 1]``."""
+    ``y[2 r + 1]``; survival:cox: the precomputed g, h of the current round."""
     K = margin.shape[1]
+    if code == COX:  # the precomputed g, h of round params[0] (``label_columns``)
+        at = r * 2 * int(params[1]) + 2 * int(params[0])
+        g[r, 0], h[r, 0] = y[at], y[at + 1]
+        return
     if code == AFT:
         g[r, 0], h[r, 0] = aft_grad_hess(int(params[0]), params[1], margin[r, 0], y[2 * r],
                                          y[2 * r + 1])

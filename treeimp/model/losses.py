@@ -64,6 +64,14 @@ aft             {distribution*, sigma*}           y = (lower, upper) per row; z 
                                                   F_l))^2; f, F of distribution 0 normal,
                                                   1 logistic, 2 extreme; g clipped to
                                                   [-15, 15], h to [1e-16, 15]
+cox             {} -> [] (the staged pass: [round, y = XGBoost's label (time |y|, censored
+                n_rounds], stats/cox.py)          where y <= 0); over the rows sorted by
+                                                  |y| (ties in row order): r_i = sum of
+                                                  1 / R_j over the events j up to i, s_i
+                                                  = sum of 1 / R_j^2, R_j = sum of e^m
+                                                  over rows with |y| >= |y_j|; g = e^m_i
+                                                  r_i - [y_i > 0], h = e^m_i r_i - e^2m_i
+                                                  s_i (Breslow ties, as XGBoost)
 =============== ================================= ==========================================
 
 ``aft`` reads two label columns per row, y (n_rows, 2) = [lower, upper] bound of the
@@ -100,6 +108,11 @@ scikit-learn 1.9.1 in ``tests/test_losses.py``):
   XGBoost; XGBoost computes it in float32). ``survival:aft`` is "aft" (``aft_loss_param``:
   distribution, scale as the float32 XGBoost keeps; link exp), checked for the three
   distributions, censored and exact labels, in ``tests/test_survival_losses.py``.
+  ``survival:cox`` is "cox": a row's g, h sum over the risk sets of all evaluation rows
+  of the call, so the staged pass computes them for every row and round first
+  (``stats/cox.py``, ``kernels/cox.py``; checked through the leaf values of XGBoost's
+  trees in ``tests/test_survival_cox.py``); it has no per-row ``loss``, and only the
+  node-statistic measures.
   Not modelled: XGBoost floors the logistic and softmax hessians at 1e-16 (only matters
   for |margin| > 36).
 * LightGBM: ``multiclass`` hess_factor K/(K-1); ``binary`` / ``multiclassova``
@@ -147,6 +160,7 @@ from ..kernels.gradients import (  # noqa: F401  (re-exported: the codes, grad_h
     ABSOLUTE_ERROR,
     AFT,
     AFT_EPS,
+    COX,
     CROSS_ENTROPY,
     EXPECTILE,
     EXPECTILE_GAP,
@@ -207,6 +221,8 @@ _SPECS = {
     "mape": (MAPE, "identity", ()),
     "cross_entropy_lambda": (CROSS_ENTROPY, "softplus", ()),
     "aft": (AFT, "exp", (("distribution", _REQUIRED), ("sigma", _REQUIRED))),
+    # the staged pass computes its g, h over all rows first (stats/cox.py)
+    "cox": (COX, "exp", ()),
 }
 # survival:aft's noise distributions, by their number in the parameter vector
 AFT_DISTRIBUTIONS = ("normal", "logistic", "extreme")
@@ -366,8 +382,8 @@ def loss_spec(objective, n_outputs=None):
         vec = [len(v["alphas"]), *v["alphas"]]
     else:
         vec = list(v.values())
-    if n_outputs is not None and name == "aft" and int(n_outputs) != 1:
-        raise ValueError(f"objective 'aft' has one output, the model has {int(n_outputs)}")
+    if n_outputs is not None and name in ("aft", "cox") and int(n_outputs) != 1:
+        raise ValueError(f"objective {name!r} has one output, the model has {int(n_outputs)}")
     if n_outputs is not None:
         want = int(v["n_classes"]) if "n_classes" in v else len(v.get("alphas", (0,)))
         # a regression objective on several targets: one output per target (levels of
@@ -714,6 +730,10 @@ def loss(objective, margin, y):
         return sum(loss(objective, M[:, k], Y[:, k]) for k in range(M.shape[1]))
     if name == "aft":
         return _aft_loss(v, M, y)
+    if name == "cox":
+        raise ValueError("objective 'cox' has no per-row loss (its partial likelihood sums "
+                         "over risk sets); score survival models with "
+                         "scoring='concordance_index'")
     yv = np.asarray(y, dtype=np.float64).reshape(-1)
     if yv.shape[0] != M.shape[0]:
         raise ValueError(f"margin has {M.shape[0]} rows but y has {yv.shape[0]}")

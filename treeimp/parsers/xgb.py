@@ -152,6 +152,7 @@ _OBJECTIVES = {
         "exp", _log),
     "reg:squaredlogerror": ("squared_log_error", None, "identity", _identity),
     "survival:aft": ("aft", _aft, "exp", _log),
+    "survival:cox": ("cox", None, "exp", _log),
 }
 
 # objectives whose form depends on the XGBoost version (:func:`_versioned_objective`)

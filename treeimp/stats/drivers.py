@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..backends import get_backend
-from ..inputs.targets import n_target_columns
+from ..inputs.targets import RISK_SETS, n_target_columns
 from ..inputs.threads import numba_threads
 from ..kernels.forest_stats import propagate_up
 from ..kernels.staged import N_TERMS
@@ -30,6 +30,7 @@ from ..model.losses import (
     smoothed_spec,
 )
 from ..model.routing import routing_flags
+from .cox import cox_targets
 
 # rows per staged kernel call, whatever the input: a converted chunk of a DataFrame (one
 # alive at a time) stays a small part of the input, and the per-block buffers (4 x
@@ -165,6 +166,9 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
     row_start = (np.zeros((0, ens.n_outputs)) if base_margin is None
                  else ens.start_margin(base_margin))
     block = np.asarray(block)
+    if ens.objective.name in RISK_SETS:  # survival:cox: every row's g, h of every round
+        code, params, y_t = cox_targets(ens, rows, y_t, row_start, stage_starts(ens),
+                                        CHUNK_ROWS, n_jobs)
     rows_in = RowInputs(y_t, w, np.zeros(0, np.int32), np.zeros(0, np.int64), row_start)
     loss = Loss(code, params, ens.base_score)
     trees = staged_trees(ens, code, params)
