@@ -113,3 +113,11 @@ def test_cox_held_out_importance_and_errors():
         treeimp.explain(b, Xv, np.where(np.arange(1000) == 3, np.nan, yv), methods=["mdi_oob"])
     with pytest.raises(ValueError, match="not defined for objective 'cox'"):
         treeimp.explain(b, Xv, yv, methods=["shap_oob"])
+    with pytest.raises(ValueError, match="no per-row gradient"):
+        treeimp.interaction_importance(b, Xv[:200], yv[:200])
+    # risk sets span all rows: chunks of rows are refused, not explained per chunk
+    with pytest.raises(ValueError, match="risk set of all the evaluation rows"):
+        treeimp.explain(b, [(Xv[:500], yv[:500]), (Xv[500:], yv[500:])],
+                        methods=["mdi_oob"])
+    with pytest.raises(ValueError, match="risk set of all the evaluation rows"):
+        treeimp.Explainer(b).accumulate(Xv[:500], yv[:500])

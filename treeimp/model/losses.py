@@ -376,6 +376,11 @@ def loss_spec(objective, n_outputs=None):
     name, params = _name_params(objective)
     v = _param_values(name, params)
     code = _SPECS[name][0]
+    if name == "cox":
+        raise ValueError("objective 'cox' has no per-row gradient: a row's g, h sum over "
+                         "the risk set of all the evaluation rows; the node-statistic "
+                         "measures (mdi_oob, ufi, ...) compute them over the rows of the "
+                         "call (stats/cox.py)")
     if name == "poisson":
         vec = [v["max_delta_step"], math.exp(v["max_delta_step"])]
     elif "alphas" in v:
