@@ -47,7 +47,11 @@ def explain(model, X, y=None, *, oob=False, methods=None, sample_weight=None,
         Labels (classification, mapped to the model's classes) or values. Needed by
         every method except "mdi": ``methods=("mdi",)`` reads the model alone, routes
         no rows and needs no y (X is still checked against the model's features, and
-        gives the feature names).
+        gives the feature names). XGBoost survival:cox: its labels (time, negative
+        where censored); survival:aft: an (n_rows, 2) array of each row's [lower,
+        upper] bound of its time (XGBoost's ``label_lower_bound`` /
+        ``label_upper_bound``: lower == upper observed, upper = inf right-censored,
+        lower = 0 left-censored).
     oob : bool, default False
         Evaluate each tree on its out-of-bag rows (RandomForest / ExtraTrees with
         bootstrap=True; X, y must be the training rows in training order).
@@ -374,10 +378,15 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
         sums, added up on the cluster (``treeimp/dask/permutation.py`` explains and
         measures the scheme; roc_auc is refused).
     y : array-like (n_rows,)
+        (n_rows, 2) [lower, upper] bounds for XGBoost survival:aft (see
+        :func:`treeimp.explain`).
     scoring : None or str
-        None (accuracy for classifiers, r2 for regressors, as ``model.score``),
-        "accuracy", "neg_log_loss", "roc_auc", "r2", "neg_mean_squared_error", or
-        "objective" (negative mean of the model's own training loss).
+        None (accuracy for classifiers, r2 for regressors, as ``model.score``;
+        "concordance_index" for survival models), "accuracy", "neg_log_loss",
+        "roc_auc", "r2", "neg_mean_squared_error", "objective" (negative mean of the
+        model's own training loss), or "concordance_index" (Harrell's C of XGBoost
+        survival:cox / survival:aft predictions; y as those models take it,
+        observed or right-censored times; no sample_weight).
     n_repeats : int, default 5
     random_state : int, RandomState or None
         As in scikit-learn: with the same value, the same permutations.

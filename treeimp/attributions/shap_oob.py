@@ -23,7 +23,7 @@ from ..kernels.treeshap import forest_block_sums, staged_block_sums
 from ..measures import registry
 from ..model.ensemble import FOREST
 from ..model.kernel_inputs import Loss, RowInputs
-from ..model.losses import check_target, loss_spec
+from ..model.losses import check_target, check_weights, loss_spec
 from ..model.routing import routing_flags
 from ..stats.drivers import empty_inbag, rows_by_block, staged_trees
 from .contributions import ROUTED_CHUNK_VALUES, kernel_inputs, split_routed
@@ -84,6 +84,7 @@ def block_sums(method, ens, rows, y, w, block, n_blocks, *, inbag_bits=None, pos
                              "(vector-leaf trees); held-out gradient importances need one "
                              "value per leaf")
 
+        check_weights(ens.objective, w)
         code, params = loss_spec(ens.objective, n_outputs=ens.n_outputs)
         y_t = np.ascontiguousarray(check_target(ens.objective, y, ens.classes),
                                    dtype=np.float64)

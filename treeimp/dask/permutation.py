@@ -64,6 +64,7 @@ from ..inputs.threads import numba_threads, resolve_n_jobs
 from ..measures.registry import check_explainable
 from ..measures.scoring import (
     class_probabilities,
+    default_scoring,
     is_classifier,
     make_scorer,
     model_classes,
@@ -127,7 +128,7 @@ def dask_permutation_importance(model, X, y, *, scoring=None, n_repeats=5,
         raise ValueError(f"n_repeats must be a positive integer, got {n_repeats!r}")
     resolve_n_jobs(n_jobs)  # a bad n_jobs fails here, not on every worker
     make_scorer(ens, scoring)  # a bad scoring fails with the in-memory message
-    scoring = scoring or ("accuracy" if is_classifier(ens) else "r2")
+    scoring = scoring or default_scoring(ens)
     if scoring not in ADDITIVE_SCORINGS:
         raise ValueError(f"scoring={scoring!r} is not a sum over rows and cannot be "
                          "combined from partitions; on dask collections use one of "

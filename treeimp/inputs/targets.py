@@ -9,6 +9,10 @@ import numpy as np
 MULTICLASS = ("softmax", "ova_logistic")
 # one target, one output per quantile / expectile level (losses.py)
 LEVELS = ("quantiles", "expectile_stack", "smoothed_quantile")
+# one output, two label columns per row: [lower, upper] bound of a survival time
+INTERVAL_LABELS = ("aft",)
+# gradients over the risk sets of all evaluation rows (stats/cox.py)
+RISK_SETS = ("cox",)
 
 
 def as_1d_target(y, n_rows, what="y"):
@@ -50,7 +54,10 @@ def target_classes(ens):
 def n_target_columns(ens):
     """Columns y must have: one per output of a multi-output regression forest or of a
     boosting model on several regression targets (XGBoost ``num_target``), one per
-    target of a multi-output classification forest, else 1."""
+    target of a multi-output classification forest, 2 for survival:aft (each row's
+    [lower, upper] bound), else 1."""
+    if ens.objective.name in INTERVAL_LABELS:
+        return 2
     if target_classes(ens) is not None:
         return len(target_classes(ens))
     if ens.kind == "forest" and ens.objective.name != "class_probability":

@@ -32,6 +32,21 @@ EXPECTILE_STACK = 16
 # XGBoost >= 3.4's reg:absoluteerror / reg:quantileerror (kernels/staged_scale.py)
 SMOOTHED_ABSOLUTE_ERROR = 17
 SMOOTHED_QUANTILE = 18
+SQUARED_LOG_ERROR = 19  # XGBoost reg:squaredlogerror
+FAIR = 20  # LightGBM fair
+MAPE = 21  # LightGBM mape
+AFT = 22  # XGBoost survival:aft; two targets per row (lower, upper bound)
+# XGBoost survival:cox: every row's g, h of every round computed beforehand over all rows
+# (kernels/cox.py) and read as the row's targets; params [current round, n_rounds]
+COX = 23
+# XGBoost's constants of reg:squaredlogerror (margin floor, hessian floor)
+SQUARED_LOG_MIN_MARGIN = -1.0 + float(np.float32(1e-6))
+SQUARED_LOG_MIN_HESSIAN = float(np.float32(1e-6))
+# XGBoost's AFT constants (survival_util.h): gradient and hessian clips, denominator eps
+AFT_MIN_GRADIENT, AFT_MAX_GRADIENT = -15.0, 15.0
+AFT_MIN_HESSIAN, AFT_MAX_HESSIAN = 1e-16, 15.0
+AFT_EPS = 1e-12
+AFT_NORMAL, AFT_LOGISTIC, AFT_EXTREME = 0, 1, 2  # aft_loss_distribution
 # XGBoost's float32 constants of the smoothed quantile (kSmoothingScale, kMinSurrogateRatio)
 SMOOTHING_SCALE = float(np.float32(0.04))
 MIN_SURROGATE_RATIO = float(np.float32(3.0e-4))
@@ -48,7 +63,11 @@ def is_smoothed(code):
 @njit(cache=True)
 def set_stage_params(code, params, source, stage):
     """Smoothed objectives: params' current scales := round ``stage``'s from ``source``
-    (the ``losses.smoothed_spec`` vector); other objectives: nothing."""
+    (the ``losses.smoothed_spec`` vector); survival:cox: params[0] := stage; other
+    objectives: nothing."""
+    if code == COX:
+        params[0] = stage
+        return
     if not is_smoothed(code):
         return
     K = int(source[0])
@@ -138,7 +157,129 @@ def _scalar_grad_hess(code, params, m, y):
     if code == LOG_COSH:
         t = math.tanh(m - y)
         return t, 1.0 - t * t
+    if code == SQUARED_LOG_ERROR:
+        p = max(m, SQUARED_LOG_MIN_MARGIN)
+        lp, ly = math.log1p(p), math.log1p(y)
+        return (lp - ly) / (p + 1.0), max((ly - lp + 1.0) / ((p + 1.0) * (p + 1.0)),
+                                          SQUARED_LOG_MIN_HESSIAN)
+    if code == FAIR:
+        d = m - y
+        c = params[0]
+        a = abs(d) + c
+        return c * d / a, c * c / (a * a)
+    if code == MAPE:
+        d = m - y
+        s = 1.0 if d > 0.0 else (-1.0 if d < 0.0 else 0.0)
+        return s / max(1.0, abs(y)), 1.0
     return math.nan, math.nan
+
+
+@njit(cache=True, inline="always")
+def _aft_pdf(dist, z):
+    """Density of the AFT noise distribution at z and its first two derivatives, as
+    XGBoost's probability_distribution.h computes them (0 where exp(z) overflows)."""
+    if dist == AFT_NORMAL:
+        pdf = math.exp(-z * z / 2.0) / math.sqrt(2.0 * math.pi)
+        return pdf, -z * pdf, (z * z - 1.0) * pdf
+    w = math.exp(z)
+    if dist == AFT_LOGISTIC:
+        if math.isinf(w) or math.isinf(w * w):
+            return 0.0, 0.0, 0.0
+        pdf = w / ((1.0 + w) * (1.0 + w))
+        return pdf, pdf * (1.0 - w) / (1.0 + w), pdf * (w * w - 4.0 * w + 1.0) / (
+            (1.0 + w) * (1.0 + w))
+    if math.isinf(w):
+        return 0.0, 0.0, 0.0
+    pdf = w * math.exp(-w)
+    hess = 0.0 if math.isinf(w * w) else (w * w - 3.0 * w + 1.0) * pdf
+    return pdf, (1.0 - w) * pdf, hess
+
+
+@njit(cache=True, inline="always")
+def _aft_cdf(dist, z):
+    """Distribution function of the AFT noise at z (XGBoost's arithmetic)."""
+    if dist == AFT_NORMAL:
+        return 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
+    w = math.exp(z)
+    if dist == AFT_LOGISTIC:
+        return 1.0 if math.isinf(w) else w / (1.0 + w)
+    return 1.0 - math.exp(-w)
+
+
+@njit(cache=True)
+def _aft_limits(dist, kind, sign, sigma):
+    """XGBoost's (gradient, hessian) where its fraction is NaN / inf with a denominator
+    below 1e-12 (GetLimitGradAtInfPred, GetLimitHessAtInfPred); kind 0 uncensored,
+    1 right-, 2 left-, 3 interval-censored; sign: the z-score is > 0."""
+    s2 = 1.0 / (sigma * sigma)
+    if dist == AFT_NORMAL:
+        if kind == 1:
+            return (AFT_MIN_GRADIENT, s2) if sign else (0.0, AFT_MIN_HESSIAN)
+        if kind == 2:
+            return (0.0, AFT_MIN_HESSIAN) if sign else (AFT_MAX_GRADIENT, s2)
+        return (AFT_MIN_GRADIENT if sign else AFT_MAX_GRADIENT), s2
+    if dist == AFT_LOGISTIC:
+        if kind == 1:
+            return (-1.0 / sigma if sign else 0.0), AFT_MIN_HESSIAN
+        if kind == 2:
+            return (0.0 if sign else 1.0 / sigma), AFT_MIN_HESSIAN
+        return (-1.0 / sigma if sign else 1.0 / sigma), AFT_MIN_HESSIAN
+    hess = AFT_MAX_HESSIAN if sign else AFT_MIN_HESSIAN
+    if kind == 1:
+        return (AFT_MIN_GRADIENT if sign else 0.0), hess
+    if kind == 2:
+        return (0.0 if sign else 1.0 / sigma), AFT_MIN_HESSIAN
+    return (AFT_MIN_GRADIENT if sign else 1.0 / sigma), hess
+
+
+@njit(cache=True)
+def aft_grad_hess(dist, sigma, m, lower, upper):
+    """(g, h) of XGBoost's survival:aft at margin m (the log time) for a label in
+    [lower, upper] (lower == upper: an exact time; upper inf: right-censored; lower 0:
+    left-censored), as survival_util.h computes them: the derivatives of the negative
+    log-likelihood of log T = m + sigma Z, g = (pdf_u - pdf_l) / (sigma (cdf_u - cdf_l))
+    and h = -(dcdf dgrad - dpdf^2) / (sigma dcdf)^2 for censored labels, g = pdf' /
+    (sigma pdf), h = -(pdf pdf'' - pdf'^2) / (sigma pdf)^2 for exact ones; XGBoost's
+    limits where the fraction is not finite with a denominator < 1e-12; g clipped to
+    [-15, 15], h to [1e-16, 15]."""
+    if lower == upper:
+        kind = 0
+        z = (math.log(lower) - m) / sigma
+        pdf, dpdf, ddpdf = _aft_pdf(dist, z)
+        num_g, den_g = dpdf, sigma * pdf
+        num_h, den_h = -(pdf * ddpdf - dpdf * dpdf), sigma * sigma * pdf * pdf
+        sign = z > 0.0
+    else:
+        kind = 3
+        z_u = 0.0
+        z_l = 0.0
+        if math.isinf(upper):
+            pdf_u, cdf_u, dpdf_u = 0.0, 1.0, 0.0
+            kind = 1
+        else:
+            z_u = (math.log(upper) - m) / sigma
+            pdf_u, dpdf_u, _ = _aft_pdf(dist, z_u)
+            cdf_u = _aft_cdf(dist, z_u)
+        if lower <= 0.0:
+            pdf_l, cdf_l, dpdf_l = 0.0, 0.0, 0.0
+            kind = 2
+        else:
+            z_l = (math.log(lower) - m) / sigma
+            pdf_l, dpdf_l, _ = _aft_pdf(dist, z_l)
+            cdf_l = _aft_cdf(dist, z_l)
+        dcdf = cdf_u - cdf_l
+        dpdf = pdf_u - pdf_l
+        num_g, den_g = dpdf, sigma * dcdf
+        num_h, den_h = -(dcdf * (dpdf_u - dpdf_l) - dpdf * dpdf), (sigma * dcdf) ** 2
+        sign = z_u > 0.0 or z_l > 0.0
+    g = num_g / den_g if den_g != 0.0 else (math.nan if num_g == 0.0 else math.inf)
+    h = num_h / den_h if den_h != 0.0 else (math.nan if num_h == 0.0 else math.inf)
+    if den_g < AFT_EPS and not math.isfinite(g):
+        g = _aft_limits(dist, kind, sign, sigma)[0]
+    if den_h < AFT_EPS and not math.isfinite(h):
+        h = _aft_limits(dist, kind, sign, sigma)[1]
+    return (min(max(g, AFT_MIN_GRADIENT), AFT_MAX_GRADIENT),
+            min(max(h, AFT_MIN_HESSIAN), AFT_MAX_HESSIAN))
 
 
 @njit(cache=True, inline="always")
@@ -234,15 +375,35 @@ def target_columns(code, K):
     if (code == SOFTMAX or code == OVA_LOGISTIC or code == QUANTILES or code == EXPECTILE_STACK
             or code == SMOOTHED_QUANTILE):
         return 1
+    if code == AFT or code == COX:  # the label's bounds; cox: see label_columns
+        return 2
     return K
+
+
+@njit(cache=True, inline="always")
+def label_columns(code, params, K):
+    """Values per row in the targets the staged kernel reads: ``target_columns``, but
+    for survival:cox the g, h of every round (2 per round, params[1] rounds)."""
+    if code == COX:
+        return 2 * int(params[1])
+    return target_columns(code, K)
 
 
 @njit(cache=True, inline="always")
 def grad_hess_targets(code, params, margin, r, y, g, h):
     """Fill ``g[r, k]``, ``h[r, k]`` of a regression objective on K targets: output k of
     row r at ``margin[r, k]`` against target ``y[r * K + k]`` (``y`` the rows' targets
-    side by side, row-major)."""
+    side by side, row-major); survival:aft (one output): the bounds ``y[2 r]``,
+    ``y[2 r + 1]``; survival:cox: the precomputed g, h of the current round."""
     K = margin.shape[1]
+    if code == COX:  # the precomputed g, h of round params[0] (``label_columns``)
+        at = r * 2 * int(params[1]) + 2 * int(params[0])
+        g[r, 0], h[r, 0] = y[at], y[at + 1]
+        return
+    if code == AFT:
+        g[r, 0], h[r, 0] = aft_grad_hess(int(params[0]), params[1], margin[r, 0], y[2 * r],
+                                         y[2 * r + 1])
+        return
     if is_smoothed(code):
         for k in range(K):
             g[r, k], h[r, k] = _smoothed_grad_hess(code, params[1 + k], params[1 + K + k],
@@ -287,3 +448,11 @@ def grad_hess_rows(code, params, margin, y, g, h):
     """Fill ``g``, ``h`` (rows, K) of every row with :func:`grad_hess_row`."""
     for i in range(margin.shape[0]):
         grad_hess_row(code, params, margin, i, y[i], g, h)
+
+
+@njit(cache=True)
+def grad_hess_target_rows(code, params, margin, y, g, h):
+    """Fill ``g``, ``h`` (rows, K) of every row with :func:`grad_hess_targets` (``y``
+    row-major, ``target_columns`` values per row)."""
+    for i in range(margin.shape[0]):
+        grad_hess_targets(code, params, margin, i, y, g, h)

@@ -33,6 +33,7 @@ from .gradients import (
     SQUARED_ERROR,
     grad_hess_row,
     grad_hess_targets,
+    label_columns,
     set_stage_params,
     target_columns,
 )
@@ -214,7 +215,7 @@ def staged_block_stats(X, row0, order, b, s_lo, s_hi, rows_in, loss, trees, rout
     # a row's four statistics for output k, fixed for the stage:
     # (w, -w g, w h, w g^2 / h); zero for rows of weight 0
     terms = np.zeros((K, N_TERMS, GROUP))
-    yg = np.empty(GROUP * target_columns(loss_code, K))
+    yg = np.empty(GROUP * label_columns(loss_code, loss_params, K))
     wg = np.empty(GROUP)
     e = np.empty(GROUP)  # logistic: exp(-s margin), updated tree by tree
     # smoothed objectives: the current round's scales are set in this copy

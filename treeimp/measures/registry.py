@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..inputs.targets import LEVELS, MULTICLASS, n_target_columns
+from ..inputs.targets import INTERVAL_LABELS, LEVELS, MULTICLASS, RISK_SETS, n_target_columns
 from ..model.ensemble import BOOSTING, FOREST
 from . import formulas as measures
 
@@ -367,6 +367,15 @@ def check_targets(methods, ens):
                              f"targets; use methods from {ok} (or one forest per target)")
         return
 
+    if ens.objective.name in INTERVAL_LABELS + RISK_SETS:
+        ok = [m.name for m in all_measures(ens.kind) if m.vector_targets]
+        bad = [m for m in methods if m not in ok]
+        if bad:
+            why = ("two label columns per row" if ens.objective.name in INTERVAL_LABELS
+                   else "gradients over the risk sets of all rows")
+            raise ValueError(f"{bad} not defined for objective {ens.objective.name!r} "
+                             f"({why}); use methods from {ok}")
+        return
     if ens.objective.name == "class_probability" or n_target_columns(ens) == 1:
         return
     what = "forest" if ens.kind == FOREST else "boosting model"

@@ -12,11 +12,20 @@ import numpy as np
 
 from ..inputs.targets import n_target_columns
 from ..model.losses import check_target, link, loss
+from .concordance import SURVIVAL_OBJECTIVES, concordance_scorer
 
 CLASSIFICATION_OBJECTIVES = {"logistic", "softmax", "ova_logistic", "exponential",
                              "class_probability"}
 SCORINGS = ("accuracy", "neg_log_loss", "roc_auc", "r2", "neg_mean_squared_error",
-            "objective")
+            "objective", "concordance_index")
+
+
+def default_scoring(ens):
+    """scikit-learn's default score: accuracy for classifiers, r2 for regressors;
+    survival models (cox, aft): Harrell's concordance index."""
+    if ens.objective.name in SURVIVAL_OBJECTIVES:
+        return "concordance_index"
+    return "accuracy" if is_classifier(ens) else "r2"
 
 
 def is_classifier(ens):
@@ -62,9 +71,14 @@ def make_scorer(ens, scoring):
     if ens.target_classes is not None:
         return _multi_target_accuracy(ens, scoring)
     if scoring is None:
-        scoring = "accuracy" if classification else "r2"
+        scoring = default_scoring(ens)
     if not isinstance(scoring, str) or scoring not in SCORINGS:
         raise ValueError(f"scoring must be None or one of {list(SCORINGS)}, got {scoring!r}")
+    if scoring == "concordance_index":
+        return concordance_scorer(ens)
+    if ens.objective.name in SURVIVAL_OBJECTIVES and scoring != "objective":
+        raise ValueError(f"scoring={scoring!r} is not defined for survival model "
+                         f"({ens.objective.name!r}); use 'concordance_index'")
     classes = model_classes(ens) if classification else None
     if scoring in ("accuracy", "neg_log_loss", "roc_auc") and not classification:
         raise ValueError(f"scoring={scoring!r} needs a classifier; this model is a regressor")
@@ -142,7 +156,7 @@ def bind_scorer(ens, scoring, y, sample_weight, margin):
     """
     slow = make_scorer(ens, scoring)
     reference = slow(margin, y, sample_weight)  # scikit-learn's checks and errors
-    scoring = scoring or ("accuracy" if is_classifier(ens) else "r2")
+    scoring = scoring or default_scoring(ens)
     # several class targets: scikit-learn's accuracy on each call (no prepared form)
     prepare = None if ens.target_classes is not None \
         else _PREPARED.get(scoring)

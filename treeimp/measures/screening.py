@@ -33,7 +33,7 @@ DEFAULT_SCREENING = {
 # tweedie: h proportional to the predicted mean; pseudo_huber, log_cosh: h -> 0 for large
 # residuals; CatBoost's huber: h = 0 beyond delta) share the classifiers' failure and
 # keep mdi_oob_centered
-BOUNDED_HESSIAN = frozenset({"squared_error", "absolute_error", "quantile", "expectile"})
+BOUNDED_HESSIAN = frozenset({"squared_error", "absolute_error", "quantile", "expectile", "mape"})
 UNBOUNDED_HESSIAN_DEFAULT = "mdi_oob_centered"
 
 

@@ -48,7 +48,39 @@ expectile_stack {alphas*} -> [K, alpha_1..K]      q_1 = m_1, q_k = q_(k-1) + 1e-
                                                   g_j = s_j sum_(k>=j) a_k d_k, h_j = s_j^2
                                                   sum_(k>=j) a_k; s_1 = 1, s_j =
                                                   sigmoid(m_j) (loss sum_k a_k d_k^2 / 2)
+squared_log_    {} -> []                          q = max(m, -1 + 1e-6), l = log1p(q) -
+error                                             log1p(y): l / (q + 1), max((1 - l) /
+                                                  (q + 1)^2, 1e-6)  (y > -1)
+fair            {c*} -> [c]                       c d / (|d| + c), c^2 / (|d| + c)^2
+mape            {} -> []                          sign(d) / max(1, |y|), 1
+cross_entropy_  {} -> []                          as cross_entropy; link softplus log(1 +
+lambda                                            e^m); sample weights other than 1 rejected
+aft             {distribution*, sigma*}           y = (lower, upper) per row; z = (log t -
+                -> [dist, sigma]                  m) / sigma; exact time: g = f'(z) / (sigma
+                                                  f(z)), h = (f'^2 - f f'') / (sigma f)^2;
+                                                  censored: g = (f(z_u) - f(z_l)) / (sigma
+                                                  (F(z_u) - F(z_l))), h = ((f_u - f_l)^2 -
+                                                  (F_u - F_l)(f'_u - f'_l)) / (sigma (F_u -
+                                                  F_l))^2; f, F of distribution 0 normal,
+                                                  1 logistic, 2 extreme; g clipped to
+                                                  [-15, 15], h to [1e-16, 15]
+cox             {} -> [] (the staged pass: [round, y = XGBoost's label (time |y|, censored
+                n_rounds], stats/cox.py)          where y <= 0); over the rows sorted by
+                                                  |y| (ties in row order): r_i = sum of
+                                                  1 / R_j over the events j up to i, s_i
+                                                  = sum of 1 / R_j^2, R_j = sum of e^m
+                                                  over rows with |y| >= |y_j|; g = e^m_i
+                                                  r_i - [y_i > 0], h = e^m_i r_i - e^2m_i
+                                                  s_i (Breslow ties, as XGBoost)
 =============== ================================= ==========================================
+
+``aft`` reads two label columns per row, y (n_rows, 2) = [lower, upper] bound of the
+time (XGBoost's ``label_lower_bound`` / ``label_upper_bound``): lower == upper an
+observed time, upper = inf right-censored, lower = 0 left-censored, else
+interval-censored (:func:`check_interval_target` rejects NaN, negative or infinite
+lower bounds, upper <= 0, lower > upper). Where XGBoost's fraction is not finite
+with a denominator below 1e-12 it uses its limit values (``kernels/gradients.py``,
+``_aft_limits``).
 
 ``alphas`` is a sequence of K values in (0, 1), one output each; the other parameters
 are numbers.
@@ -72,6 +104,15 @@ scikit-learn 1.9.1 in ``tests/test_losses.py``):
   is "expectile_stack": its outputs are non-crossing expectiles (output k > 1 is a
   softplus increment over output k - 1), and its g, h are the Gauss-Newton ones
   XGBoost computes (checked on 3.3.0 and 3.4.1).
+  ``reg:squaredlogerror`` is "squared_log_error" (margin floor and hessian floor as
+  XGBoost; XGBoost computes it in float32). ``survival:aft`` is "aft" (``aft_loss_param``:
+  distribution, scale as the float32 XGBoost keeps; link exp), checked for the three
+  distributions, censored and exact labels, in ``tests/test_survival_losses.py``.
+  ``survival:cox`` is "cox": a row's g, h sum over the risk sets of all evaluation rows
+  of the call, so the staged pass computes them for every row and round first
+  (``stats/cox.py``, ``kernels/cox.py``; checked through the leaf values of XGBoost's
+  trees in ``tests/test_survival_cox.py``); it has no per-row ``loss``, and only the
+  node-statistic measures.
   Not modelled: XGBoost floors the logistic and softmax hessians at 1e-16 (only matters
   for |margin| > 36).
 * LightGBM: ``multiclass`` hess_factor K/(K-1); ``binary`` / ``multiclassova``
@@ -79,7 +120,12 @@ scikit-learn 1.9.1 in ``tests/test_losses.py``):
   (``is_unbalance`` instead weights the smaller class by the count ratio: the positive
   class via pos_weight, or the negative class via neg_weight); ``poisson``
   max_delta_step = ``poisson_max_delta_step`` (default 0.7); ``huber`` delta = ``alpha``;
-  ``quantile`` alpha = ``alpha``.
+  ``quantile`` alpha = ``alpha``; ``fair`` c = ``fair_c``; ``mape`` folds LightGBM's
+  label weights 1 / max(1, |y|) into g (its leaves are then refitted to weighted
+  medians, which treeimp reads from the model); ``cross_entropy_lambda`` (xentlambda)
+  has cross_entropy's g, h without sample weights (LightGBM puts weights inside the
+  link: not modelled, rejected) and predicts softplus(m). LightGBM has no survival
+  objective.
 * scikit-learn (``sklearn._loss``): absolute_error ``tie_gradient`` -1.0, quantile
   ``tie_gradient`` = -alpha (sklearn's gradient at y == m), poisson max_delta_step 0.0,
   logistic sigmoid 1 and pos_weight 1, HistGradientBoosting softmax hess_factor 1.0.
@@ -112,15 +158,20 @@ import numpy as np
 from ..inputs.targets import LEVELS, class_indices
 from ..kernels.gradients import (  # noqa: F401  (re-exported: the codes, grad_hess)
     ABSOLUTE_ERROR,
+    AFT,
+    AFT_EPS,
+    COX,
     CROSS_ENTROPY,
     EXPECTILE,
     EXPECTILE_GAP,
     EXPECTILE_STACK,
     EXPONENTIAL,
+    FAIR,
     GAMMA,
     HUBER,
     LOG_COSH,
     LOGISTIC,
+    MAPE,
     OVA_LOGISTIC,
     POISSON,
     PSEUDO_HUBER,
@@ -130,9 +181,11 @@ from ..kernels.gradients import (  # noqa: F401  (re-exported: the codes, grad_h
     SMOOTHED_QUANTILE,
     SOFTMAX,
     SQUARED_ERROR,
+    SQUARED_LOG_ERROR,
     TWEEDIE,
     grad_hess,
     grad_hess_rows,
+    grad_hess_target_rows,
 )
 
 SMOOTHED = ("smoothed_absolute_error", "smoothed_quantile")
@@ -163,10 +216,19 @@ _SPECS = {
     "log_cosh": (LOG_COSH, "identity", ()),
     "quantiles": (QUANTILES, "identity", (("alphas", _ALPHAS),)),
     "expectile_stack": (EXPECTILE_STACK, "expectile_stack", (("alphas", _ALPHAS),)),
+    "squared_log_error": (SQUARED_LOG_ERROR, "identity", ()),
+    "fair": (FAIR, "identity", (("c", _REQUIRED),)),
+    "mape": (MAPE, "identity", ()),
+    "cross_entropy_lambda": (CROSS_ENTROPY, "softplus", ()),
+    "aft": (AFT, "exp", (("distribution", _REQUIRED), ("sigma", _REQUIRED))),
+    # the staged pass computes its g, h over all rows first (stats/cox.py)
+    "cox": (COX, "exp", ()),
 }
+# survival:aft's noise distributions, by their number in the parameter vector
+AFT_DISTRIBUTIONS = ("normal", "logistic", "extreme")
 SUPPORTED = tuple(_SPECS)
 LINKS = ("identity", "sigmoid", "softmax", "exp", "sigmoid2", "proba", "expectile_stack",
-         "sorted")
+         "sorted", "softplus")
 _CLASS_OBJECTIVES = ("logistic", "softmax", "ova_logistic", "exponential", "cross_entropy")
 _SMOOTHED_WHY = ("XGBoost >= 3.4 scales every row's gradient, at every round, by a statistic "
                  "of all its training residuals, which the model does not store; the "
@@ -274,6 +336,12 @@ def _check_ranges(name, v):
              "must be > 0")
     elif name == "tweedie":
         need(1.0 <= v["variance_power"] < 2.0, "variance_power must be in [1, 2)")
+    elif name == "fair":
+        need(v["c"] > 0.0, "c must be > 0")
+    elif name == "aft":
+        need(v["distribution"] in range(len(AFT_DISTRIBUTIONS)), "distribution must be "
+             f"0, 1 or 2 ({', '.join(AFT_DISTRIBUTIONS)})")
+        need(v["sigma"] > 0.0, "sigma must be > 0")
     if name in ("softmax", "ova_logistic"):
         k = v["n_classes"]
         need(k == int(k) and k >= 2, "n_classes must be an integer >= 2")
@@ -308,12 +376,19 @@ def loss_spec(objective, n_outputs=None):
     name, params = _name_params(objective)
     v = _param_values(name, params)
     code = _SPECS[name][0]
+    if name == "cox":
+        raise ValueError("objective 'cox' has no per-row gradient: a row's g, h sum over "
+                         "the risk set of all the evaluation rows; the node-statistic "
+                         "measures (mdi_oob, ufi, ...) compute them over the rows of the "
+                         "call (stats/cox.py)")
     if name == "poisson":
         vec = [v["max_delta_step"], math.exp(v["max_delta_step"])]
     elif "alphas" in v:
         vec = [len(v["alphas"]), *v["alphas"]]
     else:
         vec = list(v.values())
+    if n_outputs is not None and name in ("aft", "cox") and int(n_outputs) != 1:
+        raise ValueError(f"objective {name!r} has one output, the model has {int(n_outputs)}")
     if n_outputs is not None:
         want = int(v["n_classes"]) if "n_classes" in v else len(v.get("alphas", (0,)))
         # a regression objective on several targets: one output per target (levels of
@@ -399,11 +474,18 @@ def grad_hess_array(objective, margin, y, col=None):
     """
     m = _as_margin(margin)
     code, params = loss_spec(objective, n_outputs=m.shape[1])
+    g = np.empty_like(m)
+    h = np.empty_like(m)
+    if code == AFT:  # y (n_rows, 2): each row's lower and upper bound
+        yv = np.ascontiguousarray(y, dtype=np.float64)
+        if yv.shape != (m.shape[0], 2):
+            raise ValueError(f"y must have shape ({m.shape[0]}, 2) for objective 'aft', got "
+                             f"{yv.shape}")
+        grad_hess_target_rows(code, params, m, yv.ravel(), g, h)
+        return (g, h) if col is None else (g[:, col].copy(), h[:, col].copy())
     yv = np.ascontiguousarray(y, dtype=np.float64).reshape(-1)
     if yv.shape[0] != m.shape[0]:
         raise ValueError(f"margin has {m.shape[0]} rows but y has {yv.shape[0]}")
-    g = np.empty_like(m)
-    h = np.empty_like(m)
     grad_hess_rows(code, params, m, yv, g, h)
     if col is None:
         return g, h
@@ -448,6 +530,8 @@ def check_target(objective, y, classes=None, n_targets=1):
     # smoothed objectives (no loss_spec; ``smoothed_spec``): any finite target
     v = {} if name in SMOOTHED else _param_values(name, params)
     arr = np.asarray(y.to_numpy() if hasattr(y, "to_numpy") else y)
+    if name == "aft":
+        return check_interval_target(name, arr)
     if n_targets > 1:
         if name in _CLASS_OBJECTIVES:
             raise ValueError(f"objective {name!r} has one target per row, not {n_targets}")
@@ -494,7 +578,56 @@ def check_target(objective, y, classes=None, n_targets=1):
         bad = yf <= 0
         if bad.any():
             raise ValueError(_count_msg(name, bad, "<= 0", yf))
+    elif name == "squared_log_error":
+        bad = yf <= -1
+        if bad.any():
+            raise ValueError(_count_msg(name, bad, "<= -1", yf))
+    elif name == "cross_entropy_lambda":
+        bad = (yf < 0) | (yf > 1)
+        if bad.any():
+            raise ValueError(_count_msg(name, bad, "outside [0, 1]", yf))
     return yf
+
+
+def check_interval_target(name, arr):
+    """Survival labels as an (n_rows, 2) float64 array of [lower, upper] bounds of each
+    row's time, as XGBoost's ``label_lower_bound`` / ``label_upper_bound``: lower ==
+    upper an observed time (> 0), upper = inf right-censored at lower, lower = 0
+    left-censored at upper, 0 < lower < upper < inf interval-censored."""
+    if arr.ndim != 2 or arr.shape[1] != 2:
+        raise ValueError(f"objective {name!r} needs y of shape (n_rows, 2): each row's "
+                         "[lower, upper] bound of its time (upper = inf: right-censored; "
+                         f"lower = upper: observed), got shape {arr.shape}")
+    try:
+        yf = arr.astype(np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"y must be numeric for objective {name!r}, got dtype "
+                        f"{arr.dtype}") from None
+    lo, up = yf[:, 0], yf[:, 1]
+    for bad, what in ((np.isnan(lo) | np.isnan(up), "NaN"),
+                      (~np.isfinite(lo), "with an infinite lower bound"),
+                      (lo < 0, "with a negative lower bound"),
+                      (up <= 0, "with an upper bound <= 0"),
+                      (lo > up, "with lower bound > upper bound"),
+                      ((lo == up) & (lo <= 0), "with an observed time <= 0")):
+        if bad.any():
+            first = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"y has {int(bad.sum())} of {len(yf)} rows {what} for objective "
+                             f"{name!r} (first at row {first}: lower {float(lo[first])}, "
+                             f"upper {float(up[first])})")
+    return yf
+
+
+def check_weights(objective, w):
+    """Reject sample weights the objective's gradients cannot take as a factor:
+    LightGBM's cross_entropy_lambda puts them inside its link (not modelled)."""
+    name, _ = _name_params(objective)
+    if name == "cross_entropy_lambda" and w is not None:
+        wv = np.asarray(w, dtype=np.float64)
+        if np.any(wv != 1.0):
+            raise ValueError("objective 'cross_entropy_lambda' (LightGBM xentlambda) with "
+                             "sample weights other than 1 is not supported: LightGBM puts "
+                             "the weights inside its gradients, not as a factor")
 
 
 # --------------------------------------------------------------------------- link, loss
@@ -539,6 +672,8 @@ def link(objective, margin):
         return np.exp(m)
     if how == "sigmoid2":
         return _sigmoid(2.0 * m)
+    if how == "softplus":  # LightGBM xentlambda's log(1 + e^m)
+        return _softplus(m)
     if how == "sigmoid":
         return _sigmoid(float(params.get("sigmoid", 1.0)) * m)
     if how == "expectile_stack":
@@ -598,6 +733,12 @@ def loss(objective, margin, y):
         # several targets: the sum of the per-target losses, whose derivative in
         # margin k is output k's g
         return sum(loss(objective, M[:, k], Y[:, k]) for k in range(M.shape[1]))
+    if name == "aft":
+        return _aft_loss(v, M, y)
+    if name == "cox":
+        raise ValueError("objective 'cox' has no per-row loss (its partial likelihood sums "
+                         "over risk sets); score survival models with "
+                         "scoring='concordance_index'")
     yv = np.asarray(y, dtype=np.float64).reshape(-1)
     if yv.shape[0] != M.shape[0]:
         raise ValueError(f"margin has {M.shape[0]} rows but y has {yv.shape[0]}")
@@ -647,8 +788,15 @@ def loss(objective, margin, y):
     if name == "logistic":
         z = v["sigmoid"] * m
         return _class_weights(v, yv) * (_softplus(z) - yv * z)
-    if name == "cross_entropy":
+    if name in ("cross_entropy", "cross_entropy_lambda"):
         return _softplus(m) - yv * m
+    if name == "squared_log_error":
+        return 0.5 * (np.log1p(np.maximum(m, -1.0 + 1e-6)) - np.log1p(yv)) ** 2
+    if name == "fair":
+        a = np.abs(d) / v["c"]
+        return v["c"] ** 2 * (a - np.log1p(a))
+    if name == "mape":
+        return np.abs(d) / np.maximum(1.0, np.abs(yv))
     if name == "exponential":
         return yv * np.exp(-m) + (1.0 - yv) * np.exp(m)
     ylogy = np.where(yv > 0, yv * np.log(np.where(yv > 0, yv, 1.0)), 0.0)
@@ -662,3 +810,40 @@ def loss(objective, margin, y):
         return ylogy - yv * m - yv + np.exp(m)
     a, b = 1.0 - rho, 2.0 - rho
     return (np.power(yv, b) / (a * b) - yv * np.exp(a * m) / a + np.exp(b * m) / b)
+
+
+def _aft_pdf_cdf(dist, z):
+    """Density and distribution function of survival:aft's noise at z."""
+    from scipy import special
+
+    if dist == 0:
+        return np.exp(-z * z / 2.0) / math.sqrt(2.0 * math.pi), special.ndtr(z)
+    if dist == 1:
+        cdf = special.expit(z)
+        return cdf * special.expit(-z), cdf
+    with np.errstate(over="ignore", invalid="ignore"):
+        w = np.exp(z)
+        return np.where(np.isinf(w), 0.0, w * np.exp(-w)), -np.expm1(-w)
+
+
+def _aft_loss(v, M, y):
+    """XGBoost's AFTLoss: -log(max(pdf(z) / (sigma lower), 1e-12)) for an observed time,
+    -log(max(cdf(z_u) - cdf(z_l), 1e-12)) for a censored one (z = (log t - m) / sigma)."""
+    Y = np.asarray(y, dtype=np.float64)
+    if M.shape[1] != 1 or Y.shape != (M.shape[0], 2):
+        raise ValueError(f"objective 'aft' needs one margin column and y of shape (n_rows, 2); "
+                         f"got {M.shape[1]} columns and y {Y.shape}")
+    m, lo, up = M[:, 0], Y[:, 0], Y[:, 1]
+    dist, sigma = int(v["distribution"]), v["sigma"]
+    with np.errstate(divide="ignore"):
+        z_l = (np.log(lo) - m) / sigma
+        z_u = (np.log(up) - m) / sigma
+    pdf_l, cdf_l = _aft_pdf_cdf(dist, z_l)
+    _, cdf_u = _aft_pdf_cdf(dist, z_u)
+    cdf_l = np.where(lo <= 0, 0.0, cdf_l)
+    cdf_u = np.where(np.isinf(up), 1.0, cdf_u)
+    exact = lo == up
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dens = np.where(exact, pdf_l / (sigma * np.where(exact, lo, 1.0)), cdf_u - cdf_l)
+    return -np.log(np.maximum(dens, AFT_EPS))
+

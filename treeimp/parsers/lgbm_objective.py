@@ -3,7 +3,7 @@
 The header's ``objective=`` line holds the name and the constants LightGBM stores with
 it (``binary sigmoid:1``, ``multiclass num_class:3``, ``multiclassova num_class:3
 sigmoid:1``, ``regression sqrt`` for reg_sqrt); the other loss constants (huber /
-quantile ``alpha``, ``tweedie_variance_power``, ``poisson_max_delta_step``,
+quantile ``alpha``, ``tweedie_variance_power``, ``fair_c``, ``poisson_max_delta_step``,
 ``scale_pos_weight``, ``is_unbalance``) come from the parameters section.
 """
 
@@ -15,7 +15,8 @@ from .lgbm_text import read_param
 
 SUPPORTED_OBJECTIVES = ("regression", "regression_l1", "huber", "quantile", "binary",
                         "multiclass", "multiclassova", "poisson", "gamma", "tweedie",
-                        "cross_entropy", "lambdarank", "rank_xendcg")
+                        "cross_entropy", "lambdarank", "rank_xendcg",
+                        "cross_entropy_lambda", "fair", "mape")
 
 
 def objective_from_text(header, params, num_class):
@@ -76,6 +77,12 @@ def objective_from_text(header, params, num_class):
         return Objective("lambdarank", _lambdarank_params(params), "identity", line)
     if name == "rank_xendcg":  # its random targets: their expectation (model/ranking.py)
         return Objective("rank_xendcg", {}, "identity", line)
+    if name == "cross_entropy_lambda":  # predicts log(1 + e^m)
+        return Objective("cross_entropy_lambda", {}, "softplus", line)
+    if name == "fair":
+        return Objective("fair", {"c": read_param(params, "fair_c", 1.0)}, "identity", line)
+    if name == "mape":
+        return Objective("mape", {}, "identity", line)
     k = int(opt("num_class")) if name.startswith("multiclass") else 1
     if name.startswith("multiclass") and (k != num_class or k < 2):
         raise ValueError(f"LightGBM objective line {line!r} disagrees with num_class="

@@ -61,7 +61,7 @@ from ..model.ensemble import (
     Tree,
     TreeEnsemble,
 )
-from ..model.losses import EXPECTILE_GAP
+from ..model.losses import AFT_DISTRIBUTIONS, EXPECTILE_GAP
 from ..model.ranking import xgboost_ranking_params
 from .ubjson import read_ubjson
 from .xgb_arrays import numeric_array
@@ -116,6 +116,18 @@ def _softmax(obj, version):
     return {"n_classes": k, "hess_factor": 2.0}
 
 
+def _aft(obj, version):
+    group = "aft_loss_param"
+    dist = _get(obj, (group, "aft_loss_distribution"), version, where="learner.objective")
+    if dist not in AFT_DISTRIBUTIONS:
+        raise ValueError(f"XGBoost survival:aft aft_loss_distribution {dist!r} is not one of "
+                         f"{list(AFT_DISTRIBUTIONS)}")
+    return {"distribution": AFT_DISTRIBUTIONS.index(dist),
+            # a float32 in XGBoost, saved as decimal text ('6.00000024E-1')
+            "sigma": float(np.float32(_param(obj, group, "aft_loss_distribution_scale",
+                                             version)))}
+
+
 # XGBoost objective -> (canonical name, params from the objective JSON, link, base->margin)
 _OBJECTIVES = {
     "reg:squarederror": ("squared_error", None, "identity", _identity),
@@ -139,7 +151,11 @@ _OBJECTIVES = {
         lambda o, v: {"variance_power": _param(o, "tweedie_regression_param",
                                                "tweedie_variance_power", v)},
         "exp", _log),
+    "reg:squaredlogerror": ("squared_log_error", None, "identity", _identity),
+    "survival:aft": ("aft", _aft, "exp", _log),
+    "survival:cox": ("cox", None, "exp", _log),
 }
+
 # objectives whose form depends on the XGBoost version (:func:`_versioned_objective`)
 _VERSIONED = ("reg:absoluteerror", "reg:quantileerror", "reg:expectileerror")
 # learning-to-rank objectives (treeimp/model/ranking.py): XGBoost -> canonical name

@@ -16,14 +16,22 @@ from __future__ import annotations
 import numpy as np
 
 from ..backends import get_backend
-from ..inputs.targets import n_target_columns
+from ..inputs.targets import RISK_SETS, n_target_columns
 from ..inputs.threads import numba_threads
 from ..kernels.forest_stats import propagate_up
 from ..kernels.staged import N_TERMS
 from ..model.kernel_inputs import Loss, RowInputs, StagedTrees
-from ..model.losses import LOGISTIC, SMOOTHED, check_target, loss_spec, smoothed_spec
+from ..model.losses import (
+    LOGISTIC,
+    SMOOTHED,
+    check_target,
+    check_weights,
+    loss_spec,
+    smoothed_spec,
+)
 from ..model.ranking import is_ranking
 from ..model.routing import routing_flags
+from .cox import cox_targets
 from .ranking import ranking_leaf_sums
 
 # rows per staged kernel call, whatever the input: a converted chunk of a DataFrame (one
@@ -157,10 +165,13 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
     if ens.value_dim != 1:
         raise ValueError(f"this model's trees have {ens.value_dim} values per leaf (vector-"
                          "leaf trees): split them with vector_leaves.per_output_trees first")
+    check_weights(ens.objective, w)
     smoothed = ens.objective.name in SMOOTHED
+    risk_sets = ens.objective.name in RISK_SETS  # survival:cox: g, h from cox_targets
     code, params = (smoothed_spec(ens.objective, ens.n_outputs,
                                   np.zeros((len(stage_starts(ens)) - 1, ens.n_outputs)))
-                    if smoothed else loss_spec(ens.objective, n_outputs=ens.n_outputs))
+                    if smoothed else (None, None) if risk_sets
+                    else loss_spec(ens.objective, n_outputs=ens.n_outputs))
     # row-major: a row's targets side by side, as the staged kernel reads them
     y_t = np.ascontiguousarray(check_target(ens.objective, y, ens.classes,
                                             n_target_columns(ens)), dtype=np.float64).ravel()
@@ -169,6 +180,9 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
     row_start = (np.zeros((0, ens.n_outputs)) if base_margin is None
                  else ens.start_margin(base_margin))
     block = np.asarray(block)
+    if risk_sets:  # every row's g, h of every round, over all the rows
+        code, params, y_t = cox_targets(ens, rows, y_t, row_start, stage_starts(ens),
+                                        CHUNK_ROWS, n_jobs)
     rows_in = RowInputs(y_t, w, np.zeros(0, np.int32), np.zeros(0, np.int64), row_start)
     loss = Loss(code, params, ens.base_score)
     trees = staged_trees(ens, code, params)

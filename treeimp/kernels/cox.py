@@ -1,0 +1,52 @@
+"""Gradients of XGBoost's survival:cox over the risk sets of all evaluation rows.
+
+A row's Cox gradient depends on every row at least as long-lived at the same round, so
+it cannot be computed row by row in the staged kernel (kernels/staged.py). The caller
+(``stats/cox.py``) first finds every row's margin before every round, then
+:func:`cox_grad_hess_table` computes the g, h of every row and round with XGBoost's
+arithmetic (CoxRegression::GetGradient, Breslow's handling of ties); the staged kernel
+reads them back per row (``gradients.grad_hess_targets``, code COX).
+"""
+
+import math
+
+from numba import njit, prange
+
+
+@njit(cache=True, parallel=True)
+def cox_grad_hess_table(labels, order, margins, out):
+    """out[i, 2 st], out[i, 2 st + 1] := g, h of row i at round st.
+
+    ``labels`` (n,): XGBoost's Cox labels (time |y|, censored where y <= 0); ``order``
+    (n,): the rows by |y|, ties in row order (XGBoost's stable LabelAbsSort);
+    ``margins`` (n_stages, n): every row's margin before each round. Per round, as
+    XGBoost: the risk sum starts at the sum of exp(m) over all rows (in ``order``) and
+    drops the rows of earlier times when the time increases; each event adds 1 / risk
+    sum to r and 1 / risk sum^2 to s as it is reached, so tied events count those met
+    before them in ``order``; g = e r - [y > 0], h = e r - e^2 s with e = exp(m)."""
+    n_stages, n = margins.shape
+    for st in prange(n_stages):
+        exp_sum = 0.0
+        for i in range(n):
+            exp_sum += math.exp(margins[st, order[i]])
+        r_k = 0.0
+        s_k = 0.0
+        last_exp = 0.0
+        last_abs = 0.0
+        pending = 0.0
+        for i in range(n):
+            ind = order[i]
+            e = math.exp(margins[st, ind])
+            y = labels[ind]
+            ay = abs(y)
+            pending += last_exp
+            if last_abs < ay:
+                exp_sum -= pending
+                pending = 0.0
+            if y > 0.0:
+                r_k += 1.0 / exp_sum
+                s_k += 1.0 / (exp_sum * exp_sum)
+            out[ind, 2 * st] = e * r_k - (1.0 if y > 0.0 else 0.0)
+            out[ind, 2 * st + 1] = e * r_k - e * e * s_k
+            last_abs = ay
+            last_exp = e
