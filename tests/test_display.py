@@ -199,3 +199,19 @@ def test_report_is_one_escaped_page(forest, tmp_path):
     assert "Benjamini-Hochberg" in body
     with pytest.raises(ValueError, match="alpha"):
         res.to_html(alpha=1.5)
+
+
+def test_pair_results_name_their_measure():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(300, 3))
+    y = X[:, 0] * X[:, 1] + rng.normal(scale=0.3, size=300)
+    rf = RandomForestRegressor(n_estimators=5, max_depth=4, random_state=0).fit(X[:150],
+                                                                                 y[:150])
+    res = treeimp.interaction_importance(rf, X[150:], y[150:], random_state=0)
+    lines = repr(res).splitlines()
+    assert lines[1].split() == [res.screening + "*", "q"]
+    legend = lines[lines.index(next(ln for ln in lines if ln.startswith("* "))) + 1]
+    assert "pair of features" in legend
+    page = _parse(res._repr_html_())
+    shown = [r[0][1] for r in page.tables[0][1:]]
+    assert shown == res.ranking(res.screening) and all(" x " in p for p in shown)

@@ -29,19 +29,14 @@ def screening_of(res):
     return method if method in res.methods and registry.needs_rows(method) else None
 
 
-def _needs_rows(method):
-    # measures registered after the result was made (or pairs) count as out-of-sample
-    return method not in registry.names() or registry.needs_rows(method)
-
-
 def display_order(res):
     """The methods of ``res`` in display order: screening measure, the other
     out-of-sample measures, the in-sample ones."""
     screen = screening_of(res)
     first = [screen] if screen is not None else []
     rest = [m for m in res.methods if m != screen]
-    return (first + [m for m in rest if _needs_rows(m)]
-            + [m for m in rest if not _needs_rows(m)])
+    return (first + [m for m in rest if registry.needs_rows(m)]
+            + [m for m in rest if not registry.needs_rows(m)])
 
 
 def column_label(res, method):
@@ -49,11 +44,13 @@ def column_label(res, method):
     return method + MARK if method == screening_of(res) else method
 
 
-def describe(method):
+def describe(res, method):
     """One line saying what a method's column holds."""
-    if method not in registry.names():
-        return "importance of the pair" if method.startswith("pair") else method
-    return registry.get(method).description
+    if method in registry.names():
+        return registry.get(method).description
+    if res.table.index.name == "pair":
+        return "held-out importance of each pair of features (treeimp.interaction_importance)"
+    return method
 
 
 def legend_lines(res, *, q_column=None, after_q=()):
@@ -73,8 +70,8 @@ def legend_lines(res, *, q_column=None, after_q=()):
     if q_column is not None:
         width = max(width, len(q_column), *(len(h) for h, _ in after_q))
     for m in order:
-        lines.append(f"  {column_label(res, m):<{width}}  {describe(m)}"
-                     + ("" if _needs_rows(m) else "; for comparison only"))
+        lines.append(f"  {column_label(res, m):<{width}}  {describe(res, m)}"
+                     + ("" if registry.needs_rows(m) else "; for comparison only"))
         if m == screen and q_column is not None:
             lines.append(f"  {q_column:<{width}}  Benjamini-Hochberg q-value of {m} > 0 "
                          "(false discovery rate when kept)")
