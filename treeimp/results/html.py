@@ -51,10 +51,11 @@ def importances_table(res, *, max_rows=None, alpha=SELECT_ALPHA):
     order = display_order(res)
     screen = screening_of(res)
     kept = set(res.select(screen, alpha)) if screen is not None else set()
+    with_se = {m for m in order if np.isfinite(res.stderr[m].to_numpy(dtype=float)).any()}
     head = ["<th>" + html.escape(str(res.table.index.name or "feature")) + "</th>"]
     for m in order:
         head.append(f"<th>{html.escape(column_label(res, m))}</th>")
-        if np.isfinite(res.stderr[m].to_numpy(dtype=float)).any():
+        if m in with_se:
             head.append(f"<th>{html.escape(m)} stderr</th>")
         if m == screen:
             head.append("<th>q</th><th>selected</th>")
@@ -65,7 +66,7 @@ def importances_table(res, *, max_rows=None, alpha=SELECT_ALPHA):
         cells = [f"<th>{html.escape(str(f))}</th>"]
         for m in order:
             cells.append(number_cell(res.table.at[f, m]))
-            if np.isfinite(res.stderr[m].to_numpy(dtype=float)).any():
+            if m in with_se:
                 cells.append(number_cell(res.stderr.at[f, m]))
             if m == screen:
                 cells.append(number_cell(res.qvalues.at[f, m]))
