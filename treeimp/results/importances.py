@@ -85,6 +85,12 @@ def format_q(q):
 class Importances:
     """Feature importances of one model on one set of evaluation rows.
 
+    ``print(res)`` and the notebook display show the screening measure first (the one
+    ``select()`` uses, marked ``*``) with its q-value, then the other out-of-sample
+    measures, then the in-sample ``mdi`` (for comparison), rows sorted by the first
+    column, and a legend line per column (``treeimp.results.display``); the notebook
+    table also flags the features ``select()`` keeps. ``to_html`` writes a report.
+
     Attributes
     ----------
     table : DataFrame
