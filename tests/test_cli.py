@@ -215,14 +215,43 @@ def test_parquet_and_table_and_plot(tmp_path, capsys):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     res = treeimp.explain(rf, X[300:], f[300:], random_state=0)
     lines = out.splitlines()
-    # one line per feature, in the order of the first out-of-sample method
+    # the forest's screening measure first (marked) with its q-value, the other
+    # out-of-sample measures, the in-sample mdi last
+    heading = next(ln for ln in lines if "mdi_oob" in ln and "±" not in ln).split()
+    assert heading == ["mdi_oob_centered*", "q", "mdi_oob", "ufi", "mdi"]
+    # one line per feature, in the order of the screening measure
     body = [ln.split()[0] for ln in lines if ln.split() and ln.split()[0] in res.table.index]
-    assert body == res.ranking("mdi_oob")
+    assert body == res.ranking("mdi_oob_centered")
     row = next(ln for ln in lines if ln.startswith("x0 ")).split()
-    v, s = res.table.loc["x0", "mdi_oob"], res.stderr.loc["x0", "mdi_oob"]
-    assert row[3] == "±"
-    assert float(row[2]) == pytest.approx(v, abs=s / 10) and float(row[4]) == pytest.approx(
-        s, rel=0.05)
+    assert row[2] == "±" and row[6] == "±"
+    for at, m in ((1, "mdi_oob_centered"), (5, "mdi_oob")):
+        v, s = res.table.loc["x0", m], res.stderr.loc["x0", m]
+        assert float(row[at]) == pytest.approx(v, abs=s / 10)
+        assert float(row[at + 2]) == pytest.approx(s, rel=0.05)
+    q = res.qvalues.loc["x0", "mdi_oob_centered"]
+    assert row[4] == "<0.001" if q < 0.001 else float(row[4]) == pytest.approx(q, abs=5e-4)
+    # a legend line per column, after the table
+    legend = lines[lines.index(next(ln for ln in lines if ln.startswith("* "))):]
+    assert [ln.split()[0] for ln in legend[1:6]] == heading
+
+
+def test_runs_are_reproducible_without_a_seed(tmp_path, capsys):
+    """Without --seed the row blocks come from a fixed seed (0): two runs print the same
+    table, equal to the Python API's with random_state=0; --seed changes them."""
+    X, f, _ = _frame(n=300)
+    rf = RandomForestRegressor(n_estimators=5, max_depth=4, random_state=0).fit(X[:150],
+                                                                                 f[:150])
+    (tmp_path / "rf.pkl").write_bytes(pickle.dumps(rf))
+    data = _write_csv(tmp_path / "d.csv", X[150:], f[150:])
+    argv = ["explain", str(tmp_path / "rf.pkl"), data, "--target", "y"]
+    outs = []
+    for extra in ([], [], ["--format", "json"], ["--format", "json", "--seed", "1"]):
+        assert main(argv + extra) == 0
+        outs.append(capsys.readouterr().out)
+    assert outs[0] == outs[1] and "mdi_oob" in outs[0]
+    api = treeimp.explain(rf, X[150:], f[150:], random_state=0)
+    _assert_same(json.loads(outs[2]), json.loads(api.to_json()))
+    assert outs[3] != outs[2]
 
 
 @pytest.mark.parametrize("value, stderr, text", [
@@ -365,7 +394,7 @@ def test_explain_in_a_subprocess_prints_the_table(saved):
                            "--trust-pickle"],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert "mdi_oob" in proc.stdout and "p(ufi)" in proc.stdout
+    assert "mdi_oob_centered*" in proc.stdout and "q-value" in proc.stdout
     assert all(name in proc.stdout for name in ["x0", "x4", "row_id"])
 
 

@@ -95,7 +95,7 @@ def test_bad_input():
     model = RandomForestRegressor(n_estimators=5, random_state=0).fit(X, y)
     with pytest.raises(ValueError, match="scoring"):
         treeimp.permutation_importance(model, X, y, scoring="f1_macro")
-    with pytest.raises(ValueError, match="classifier"):
+    with pytest.raises(ValueError, match="'accuracy' cannot score this regressor"):
         treeimp.permutation_importance(model, X, y, scoring="accuracy")
     with pytest.raises(ValueError, match="n_repeats"):
         treeimp.permutation_importance(model, X, y, n_repeats=0)

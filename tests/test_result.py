@@ -144,6 +144,11 @@ def test_repr_lists_features_methods_and_values():
         assert name in text
     assert "0.300 ± 0.050" in text
     lines = text.splitlines()
-    # most important first (by ufi): a, f, b, e, c, d
-    order = [ln.split()[0] for ln in lines[3:]]
+    # most important first (by ufi): a, f, b, e, c, d; then the legend
+    order = [ln.split()[0] for ln in lines[3:9]]
     assert order == ["a", "f", "b", "e", "c", "d"]
+    # the out-of-sample measure first, the in-sample mdi last; no screening measure
+    # recorded (no task): nothing marked, no q column
+    assert lines[1].split() == ["ufi", "mdi"]
+    assert lines[9] == "rows sorted by ufi"
+    assert [ln.split()[0] for ln in lines[10:12]] == ["ufi", "mdi"]

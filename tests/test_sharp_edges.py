@@ -226,8 +226,12 @@ def test_repr_uses_one_number_format_per_column():
     y = X[:, 0] + 0.2 * X[:, 1] + 0.01 * X[:, 2] + rng.normal(size=400)
     rf = RandomForestRegressor(n_estimators=10, random_state=0).fit(X[:200], y[:200])
     res = treeimp.explain(rf, X[200:], y[200:], random_state=0)
-    lines = repr(res).splitlines()[3:]
-    for k, m in enumerate(res.methods):
+    text = repr(res).splitlines()
+    headings = re.split(r"\s{2,}", text[1].strip())
+    lines = [ln for ln in text[3:] if ln.split()[0] in res.feature_names]
+    assert len(lines) == len(res.feature_names)
+    for m in res.methods:
+        k = headings.index(m) if m in headings else headings.index(m + "*")
         cells = [re.split(r"\s{2,}", ln.strip())[1 + k] for ln in lines]
         decimals = {len(num.split(".")[1]) if "." in num else 0
                     for cell in cells for num in re.findall(r"-?\d+\.?\d*", cell)}

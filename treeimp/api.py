@@ -76,8 +76,12 @@ def explain(model, X, y=None, *, oob=False, methods=None, sample_weight=None,
         Random blocks of evaluation rows for standard errors and p-values (at most the
         number of evaluation rows; 20 was calibrated on null designs, see
         benchmarks/README.md).
-    random_state : int, Generator or None
-        Seeds the assignment of rows to blocks.
+    random_state : int, Generator or None, default None
+        Seeds the random assignment of rows to the ``n_blocks`` blocks, which sets the
+        standard errors, p-values and q-values (the importances do not depend on it).
+        An int gives the same numbers on every call; None draws new blocks on every
+        call, so standard errors and q-values vary a little from call to call (the
+        command line uses 0 unless ``--seed`` is given).
     n_jobs : int or None
         Threads for the kernels (None: all).
     alpha, lam : float, optional
@@ -323,7 +327,8 @@ def interaction_importance(model, X, y, *, oob=False, centered=True, sample_weig
         leaves the value unchanged); False: the uncentred form.
     sample_weight, base_margin, n_blocks, random_state, n_jobs, iteration_range, missing
         As in :func:`treeimp.explain`: row weights, boosting margin offsets, the row
-        blocks of the standard errors and their seed.
+        blocks of the standard errors and their seed (an int: the same numbers on every
+        call; None: new blocks on every call).
 
     Returns
     -------
@@ -358,7 +363,7 @@ def interaction_importance(model, X, y, *, oob=False, centered=True, sample_weig
 def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_state=None,
                            n_jobs=None, sample_weight=None, progress=None, groups=None,
                            iteration_range=None, missing=None, base_margin=None, qid=None,
-                           group=None, within_queries=True):
+                           group=None, within_queries=True, max_samples=1.0):
     """Permutation importance (mean decrease in score), scikit-learn compatible.
 
     Parameters
@@ -380,16 +385,30 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     y : array-like (n_rows,)
         (n_rows, 2) [lower, upper] bounds for XGBoost survival:aft (see
         :func:`treeimp.explain`).
-    scoring : None or str
-        None (accuracy for classifiers, r2 for regressors, as ``model.score``;
-        "concordance_index" for survival models), "accuracy", "neg_log_loss",
-        "roc_auc", "r2", "neg_mean_squared_error", "objective" (negative mean of the
-        model's own training loss), or "concordance_index" (Harrell's C of XGBoost
-        survival:cox / survival:aft predictions; y as those models take it,
-        observed or right-censored times; no sample_weight).
+    scoring : None, str, callable, list, tuple or dict
+        What ``sklearn.inspection.permutation_importance`` takes, with its values: None
+        (accuracy for classifiers, r2 for regressors, as ``model.score``;
+        "concordance_index" for survival models), a name of
+        ``sklearn.metrics.get_scorer_names()`` or "objective" (negative mean of the
+        model's own training loss), a callable ``scorer(estimator, X, y)`` (e.g. from
+        ``sklearn.metrics.make_scorer``), a list or tuple of names, or a dict {name:
+        scorer}. "accuracy", "neg_log_loss", "roc_auc", "r2", "neg_mean_squared_error"
+        and "objective" are computed from the permuted margins; every other scikit-learn
+        scorer gets a stand-in estimator answering ``predict`` / ``predict_proba`` /
+        ``decision_function`` from the margins when that equals the model's own methods
+        on X bit for bit, else (and for other callables) it is called on the fitted model
+        (a Pipeline's last step) with the permuted X, as scikit-learn does. A
+        TreeEnsemble, a model file, an XGBoost / LightGBM Booster, or a model explained
+        with ``iteration_range`` / ``missing`` has no methods that predict what is
+        explained: its scorers get the stand-in (``predict``, classifiers also
+        ``predict_proba``). See ``treeimp/permutation/scorers.py``.
+        "concordance_index": Harrell's C of XGBoost survival:cox / survival:aft
+        predictions (y as those models take it, observed or right-censored times; no
+        sample_weight). Rankers: see ``qid``.
     n_repeats : int, default 5
-    random_state : int, RandomState or None
-        As in scikit-learn: with the same value, the same permutations.
+    random_state : int, RandomState or None, default None
+        As in scikit-learn: with the same int, the same permutations and the same
+        numbers on every call; None draws new permutations on every call.
     n_jobs : int or None
         Threads for routing (on dask: per partition task, None meaning 1).
     sample_weight : array-like (n_rows,), optional
@@ -415,12 +434,18 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     within_queries : bool, default True
         For rankers: permute a column among the rows of each query (the features a
         ranker compares within a query), or (False) among all rows as for other models.
+    max_samples : int or float, default 1.0
+        As in scikit-learn: the rows scored for each feature, drawn without replacement
+        (the same draws as scikit-learn's; a float: that share of the rows); the baseline
+        score uses all rows. Not for dask input.
 
     Returns
     -------
     Bunch with ``importances_mean``, ``importances_std`` (n_features,) and
     ``importances`` (n_features, n_repeats); with ``groups``, one row per group and
-    ``group_names`` and ``groups`` ({name: member features}).
+    ``group_names`` and ``groups`` ({name: member features}). With several scorers (a
+    list, tuple or dict, or a callable returning a dict), as scikit-learn: a dict
+    {scorer name: such a Bunch}.
 
     Notes
     -----
@@ -446,7 +471,8 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
     return ex.permutation_importance(X, y, scoring=scoring, n_repeats=n_repeats,
                                      random_state=random_state, sample_weight=sample_weight,
                                      progress=progress, groups=groups, base_margin=base_margin,
-                                     qid=qid, group=group, within_queries=within_queries)
+                                     qid=qid, group=group, within_queries=within_queries,
+                                     max_samples=max_samples)
 
 
 def linear_leaf_importance(model, X, y, *, sample_weight=None, feature_names=None,

@@ -68,7 +68,8 @@ def cross_explain(estimator, X, y, *, cv=5, methods=None, sample_weight=None,
     n_blocks : int
         Random row blocks within each fold.
     random_state : int or None
-        Seeds the folds and the row blocks (not the estimator).
+        Seeds the folds and the row blocks (not the estimator): an int gives the same
+        folds and standard errors on every call, None new ones on every call.
     n_jobs : int or None
         Threads for the kernels.
     alpha, lam : float, optional

@@ -63,6 +63,7 @@ from .model.offsets import check_base_margin
 from .model.ranking import check_query_input, is_ranking, query_blocks
 from .parsers import inbag_bits, parse, training_rows
 from .permutation.importance import permutation_importance_parsed
+from .permutation.scorers import scikit_learn_estimator
 from .results.finalize import assemble
 from .stats.blocks import (
     BlockKey,
@@ -126,6 +127,8 @@ class Explainer:
         resolve_n_jobs(n_jobs)  # a bad n_jobs fails here, not at the first call
         self.model = model
         self._final = _last_step(model)
+        # the model's own methods predict what is explained (for scorers that call them)
+        self._own_predict = iteration_range is None and missing is None
         ens = parse(self._final, iteration_range=iteration_range, missing=missing)
         # the library's own trees (vector leaves whole): what contributions explain
         self._parsed = ens
@@ -170,7 +173,9 @@ class Explainer:
     def explain(self, X, y=None, *, oob=False, methods=None, sample_weight=None,
                 base_margin=None, groups=None, n_blocks=DEFAULT_N_BLOCKS, random_state=None,
                 alpha=None, lam=None, progress=None, qid=None, group=None):
-        """Importances of the rows X, y (see :func:`treeimp.explain` for every argument).
+        """Importances of the rows X, y (see :func:`treeimp.explain` for every argument;
+        ``random_state``: an int gives the same row blocks on every call, None this
+        Explainer's own key, the same for all of its calls).
 
         X may also be an iterable of ``(X, y)`` or ``(X, y, sample_weight)`` chunks
         (then y, sample_weight and base_margin are not given separately): their
@@ -298,14 +303,19 @@ class Explainer:
 
     def permutation_importance(self, X, y, *, scoring=None, n_repeats=5, random_state=None,
                                sample_weight=None, progress=None, groups=None,
-                               base_margin=None, qid=None, group=None, within_queries=True):
+                               base_margin=None, qid=None, group=None, within_queries=True,
+                               max_samples=1.0):
         """Permutation importance of this model (see :func:`treeimp.permutation_importance`),
-        without parsing it again."""
+        without parsing it again (``random_state``: an int gives the same permutations on
+        every call, None new ones)."""
         self._check_explainable()
         # the plain parsed trees (not the per-output split of vector leaves): the margins
         # the library predicts, summed as it sums them
         if any(is_dask_collection(v) for v in (X, y, sample_weight, base_margin)):
             _refuse_ranking_chunks(self.ensemble, "a Dask collection", qid, group)
+            if not (isinstance(max_samples, float) and max_samples == 1.0):
+                raise ValueError("max_samples is not supported for dask input (every "
+                                 "partition permutes its own rows); leave it at 1.0")
             model = self.model if is_pipeline(self.model) else self._parsed
             return dask_permutation_importance(
                 model, X, y, scoring=scoring, n_repeats=n_repeats, random_state=random_state,
@@ -318,7 +328,9 @@ class Explainer:
             self._parsed, u.X, y, names, u.input_groups, scoring=scoring,
             n_repeats=n_repeats, random_state=random_state, n_jobs=self.n_jobs,
             sample_weight=sample_weight, progress=progress, groups=groups,
-            base_margin=base_margin, qid=qid, group=group, within_queries=within_queries)
+            base_margin=base_margin, qid=qid, group=group, within_queries=within_queries,
+            max_samples=max_samples,
+            estimator=scikit_learn_estimator(self._final) if self._own_predict else None)
 
     def contributions(self, X, y=None, *, oob=False, method="shap", groups=None,
                       group_shapley=False, base_margin=None) -> Contributions:
@@ -375,7 +387,8 @@ class Explainer:
                                random_state=None):
         """Held-out importance of every pair of features (see
         :func:`treeimp.interaction_importance` for the definition and every argument),
-        without parsing the model again."""
+        without parsing the model again (``random_state``: an int gives the same row
+        blocks on every call, None this Explainer's own key)."""
 
         self._check_explainable()
         oob = _check_oob(oob)

@@ -109,7 +109,8 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
         rows; with cross-fitting, per fold).
     random_state : int, RandomState or None
         Seeds the train/validation split and the row blocks (not the estimator: set its
-        own ``random_state`` for reproducible fits).
+        own ``random_state`` for reproducible fits); None: a new split and new blocks on
+        every fit.
     groups : dict or None, default None
         {group name: [column names or positions]}: test each group's summed importance
         (see :func:`treeimp.explain`) and keep or drop its columns together; columns in

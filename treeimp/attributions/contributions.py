@@ -21,6 +21,7 @@ and the kernels credit every split to its column's group (``grouped_inputs``).
 from __future__ import annotations
 
 import dataclasses
+import html
 
 import numba
 import numpy as np
@@ -44,6 +45,7 @@ from ..model.kernel_inputs import ShapTables
 from ..model.offsets import check_base_margin
 from ..model.routing import routing_flags
 from ..results import interaction_plot as iplot
+from ..results.html import MAX_ROWS, frame_table
 from ..results.pair_importance import binned_partner, strongest_partner
 
 METHODS = ("shap", "saabas")
@@ -457,6 +459,21 @@ class Contributions:
         return (f"Contributions({kind}{self.method}, {self.values.shape[0]} rows, "
                 f"{len(self.feature_names)} features"
                 + (f", {len(self.output_names)} outputs" if self.output_names else "") + ")")
+
+    def _repr_html_(self) -> str:
+        """The notebook display: the summary line and the mean |contribution| of each
+        feature (out of bag also the in-bag one), largest first."""
+        imp = self.importance()
+        cols = {"mean |phi|": imp} if imp.ndim == 1 else {
+            f"mean |phi| {o}": imp[o] for o in imp.columns}
+        if self.oob:
+            inb = self.importance("in")
+            cols.update({"mean |phi in-bag|": inb} if inb.ndim == 1 else {
+                f"mean |phi in-bag| {o}": inb[o] for o in inb.columns})
+        frame = pd.DataFrame(cols)
+        frame = frame.loc[frame.iloc[:, 0].sort_values(ascending=False, kind="stable").index]
+        return ("<div class='treeimp'><p><b>" + html.escape(repr(self)) + "</b></p>"
+                + frame_table(frame, max_rows=MAX_ROWS) + "</div>")
 
     def _frame(self, a):
         if a.ndim == 1:

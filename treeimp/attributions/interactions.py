@@ -130,8 +130,9 @@ class Interactions:
         matrix of the features taking part in them, each off-diagonal cell annotated with
         the pair's mean |phi_jk| over rows and its standard error (the numbers of
         :meth:`importance`, same arguments), the ``top`` pairs in bold; the diagonal
-        (main effects) is left blank. ``ax``: a matplotlib Axes to draw into. Returns the
-        figure."""
+        (main effects) is left blank. ``ax``: a matplotlib Axes to draw into;
+        ``n_blocks``, ``random_state`` (default 0: the same blocks on every call): the row
+        blocks of the standard errors, as in :meth:`importance`. Returns the figure."""
         if kind != "heatmap":
             raise ValueError(f"kind must be 'heatmap', got {kind!r}")
         top = check_top(top)

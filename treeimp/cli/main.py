@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import errno
 import os
+import shlex
 import sys
 import textwrap
 import warnings
@@ -29,6 +30,8 @@ from ..measures.screening import (
     objective_name,
 )
 from ..model.ensemble import FOREST, TreeEnsemble
+from ..results.display import column_label, display_order, legend_lines, screening_of
+from ..results.importances import Q_COLUMN
 from .demo import run_demo
 from .evaluation_rows import open_rows
 from .inputs import load_model
@@ -67,6 +70,10 @@ store class labels, so for them the target must hold the class indices 0..K-1 th
 model was trained on (0/1 for binary models).
 """
 
+
+# the seed of the row blocks when --seed is not given: a run gives the same result every
+# time (the Python API's random_state=0)
+DEFAULT_SEED = 0
 
 FORMATS = ("table", "csv", "json")
 # --output suffixes that name a format: the format follows them, a --format that
@@ -161,14 +168,21 @@ def build_parser():
     ex.add_argument("--output", metavar="FILE", help="write the result here instead of "
                     "standard output (a .json or .csv name sets --format)")
     ex.add_argument("--plot", metavar="PNG", help="also save a bar chart (needs matplotlib)")
+    ex.add_argument("--report", metavar="HTML", help="also write one self-contained HTML "
+                    "file (no network, no script): the model, the table, the in-sample MDI "
+                    "beside the out-of-sample measure as a figure (needs matplotlib), the "
+                    "features kept by --select's test (false discovery rate 0.05 without "
+                    "--select) and the command line, seed and versions that reproduce it")
     ex.add_argument("--oob", action="store_true", help="pickled RandomForest / ExtraTrees "
                     "with bootstrap only: DATA are the training rows, each tree is measured "
                     "on its out-of-bag rows")
     ex.add_argument("--n-blocks", type=int, default=DEFAULT_N_BLOCKS, metavar="B",
                     help="row blocks for standard errors and p-values (default "
                     f"{DEFAULT_N_BLOCKS})")
-    ex.add_argument("--seed", type=int, default=None, metavar="S",
-                    help="seed of the random row blocks (default: not reproducible)")
+    ex.add_argument("--seed", type=int, default=DEFAULT_SEED, metavar="S",
+                    help="seed of the random row blocks: every run with the same seed, "
+                    "model and data gives the same numbers (default "
+                    f"{DEFAULT_SEED}; pass another seed for other row blocks)")
     ex.add_argument("--drop", default="", metavar="LIST",
                     help="comma-separated columns of DATA to ignore (e.g. an ID column)")
     ex.add_argument("--qid", default=None, metavar="COL",
@@ -215,10 +229,11 @@ def build_parser():
 def main(argv=None):
     """Run the command line; returns the exit status (0 success, 2 error)."""
     try:
+        argv = sys.argv[1:] if argv is None else list(argv)
         args = build_parser().parse_args(argv)  # subparsers are _Parser too
         if args.command == "demo":
             return _demo(args)
-        return _explain(args)
+        return _explain(args, argv)
     except (ValueError, TypeError, OSError) as exc:
         if isinstance(exc, BrokenPipeError):  # e.g. `treeimp explain ... | head`
             return 0
@@ -233,9 +248,9 @@ def _demo(args):
     return 0
 
 
-def _explain(args):
+def _explain(args, argv):
     """``treeimp explain``: arguments -> model -> explainer -> rows -> importances ->
-    output."""
+    output (``argv``: the command line, for the report)."""
     run = _read_arguments(args)
     model, ex = _load_explainer(args, run)
     _check_oob_model(args, model, ex.ensemble)
@@ -243,6 +258,8 @@ def _explain(args):
     methods, screen = _methods(args, run.methods, ex.ensemble)
     res = _importances(rows, ex, methods)
     _write_output(args, run, res, screen)
+    if args.report:
+        _write_report(args, argv, res, ex.ensemble)
     return 0
 
 
@@ -267,6 +284,8 @@ def _read_arguments(args):
         _check_plotting()
     if args.output:
         _check_writable(args.output, "--output")
+    if args.report:
+        _check_writable(args.report, "--report")
     _check_batch_options(args)
     return _Run(methods=methods, drop=_names_of(args.drop),
                 fmt=output_format(args.format, args.output),
@@ -362,6 +381,17 @@ def _write_output(args, run, res, screen):
         sys.stdout.flush()
 
 
+def _write_report(args, argv, res, ens):
+    """--report: :meth:`Importances.to_html` with the model's summary and the settings
+    that reproduce the run (the figure drawn off screen)."""
+    settings = {"command line": shlex.join(["treeimp", *argv]),
+                "seed": args.seed, "row blocks": args.n_blocks,
+                "model file": args.model, "data": args.data, "target": args.target,
+                "evaluation rows": "out of bag (--oob)" if args.oob else "held out"}
+    alpha = 0.05 if args.select is None else args.select
+    res.to_html(args.report, model_summary=ens.summary(), settings=settings, alpha=alpha)
+
+
 def _formatted(args, fmt, res, screen):
     if fmt == "json":
         return res.to_json() + "\n"
@@ -391,28 +421,30 @@ def _iteration_range(text):
 
 
 def format_table(res, *, model_file="", data_file="", target="", oob=False):
-    """Readable table: value ± standard error and one-sided p-value per method, features
-    ordered by the first out-of-sample method."""
+    """Readable table: value ± standard error per method in display order (the
+    screening measure first, marked, with its Benjamini-Hochberg q-value; the in-sample
+    mdi last; ``treeimp.results.display``), features sorted by the first column, and a
+    legend of one line per column."""
     rows = "out-of-bag rows of" if oob else "held-out rows of"
     head = [f"{res.model_name or res.kind} {model_file}: {len(res.feature_names)} features, "
             f"{res.n_rows} {rows} {data_file}, target {target!r}",
-            f"value ± standard error (jackknife over {res.n_blocks} row blocks); "
-            "p = one-sided p-value of importance > 0"]
-    order = res.ranking()
+            f"standard errors: jackknife over {res.n_blocks} row blocks; p- and q-values of "
+            "every measure: --format csv or json"]
+    methods = display_order(res)
+    screen = screening_of(res)
+    order = res.ranking(methods[0])
     cols = {}
-    for m in res.methods:
-        value, se, p = res.table[m][order], res.stderr[m][order], res.pvalues[m][order]
-        if np.all(np.isnan(se)):
-            cols[m] = [f"{v:.4g}" for v in value]
-            continue
-        cols[m] = [_format_value(v, s) for v, s in zip(value, se)]
-        cols[f"p({m})"] = [_format_p(x) for x in p]
+    for m in methods:
+        value, se = res.table[m][order], res.stderr[m][order]
+        cols[column_label(res, m)] = [_format_value(v, s) for v, s in zip(value, se)]
+        if m == screen:
+            cols[Q_COLUMN] = [_format_p(q) for q in res.qvalues[m][order]]
     show = pd.DataFrame(cols, index=pd.Index(order, name="feature"))
     with pd.option_context("display.max_rows", None, "display.max_columns", None,
                            "display.width", 200, "display.max_colwidth", 40):
         body = show.to_string()
-    first = next((m for m in res.methods if registry.needs_rows(m)), res.methods[0])
-    return "\n".join(head + [body, f"(sorted by {first})"])
+    legend = legend_lines(res, q_column=Q_COLUMN if screen is not None else None)
+    return "\n".join(head + [body] + legend)
 
 
 def _format_value(value, stderr):

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import html
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -871,6 +872,31 @@ class TreeEnsemble:
             f"objective={self.objective.name!r}"
             + ("" if router is None else f", routed by {router.description}") + ")"
         )
+
+    def summary(self) -> dict:
+        """What the notebook display lists: {label: text} of the model's kind, size,
+        objective, outputs, classes and feature names."""
+        names = self.feature_names
+        shown = "" if names is None else ", ".join(map(str, names[:20])) + (
+            f", ... ({len(names) - 20} more)" if len(names) > 20 else "")
+        out = {"model": f"{self.library or 'custom'} {self.kind}", "trees": str(self.n_trees),
+               "nodes": str(self.n_nodes), "features": str(self.n_features),
+               "outputs": str(self.n_outputs), "objective": self.objective.name,
+               "base score": ", ".join(f"{v:.6g}" for v in np.ravel(self.base_score)[:10])}
+        if self.classes is not None:
+            out["classes"] = ", ".join(map(str, list(self.classes)[:20]))
+        if names is not None:
+            out["feature names"] = shown
+        if self.leaf_router is not None:
+            out["routed by"] = self.leaf_router.description
+        return out
+
+    def _repr_html_(self) -> str:
+        """The notebook display: :meth:`summary` as a two-column table (escaped)."""
+        rows = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
+                       f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
+                       for k, v in self.summary().items())
+        return f"<div><p><b>TreeEnsemble</b></p><table>{rows}</table></div>"
 
     # ------------------------------------------------------------------ routing
     def apply(self, X, *, n_jobs=None) -> np.ndarray:

@@ -12,36 +12,39 @@ same scorer as the compiled path.
 from __future__ import annotations
 
 import numpy as np
-from sklearn.utils import check_random_state
 
 from ..inputs.rows import RowSource
-from ..stats.progress import progress_bar
 
 
-def rerouted_permutation_scores(ens, X, columns, score, n_repeats, seed, progress):
-    """Scores (len(columns), n_repeats) for ``permutation_importance``: ``columns`` the
-    column lists permuted jointly (one column each without groups), ``score`` the bound
-    scorer of a margin; scikit-learn's permutations (a fresh ``RandomState(seed)`` per
-    column list, shuffles compounding over repeats)."""
+def rerouted_permutation_scores(ens, X, cols, score, n_repeats, rng, subset=None):
+    """{key: (n_repeats,) scores} for ``permutation_importance``: ``cols`` the columns
+    permuted jointly (one without groups), ``score`` the bound scorers of a margin
+    ({key: score}); scikit-learn's permutations (``rng``'s shuffles compounding over
+    the repeats, of the rows ``subset`` only when given, scored on those rows in its
+    order)."""
     frame = hasattr(X, "iloc")
+    if subset is not None:
+        X = X.iloc[subset] if frame else np.asarray(X)[subset]
     n = X.shape[0]
-    scores = np.empty((len(columns), n_repeats))
-    bar = progress_bar(progress, total=len(columns),
-                       work=n * ens.n_trees * n_repeats, desc="permutation_importance")
-    for g, cols in enumerate(columns):
-        bar.update(1)
-        rng = check_random_state(seed)
-        idx = np.arange(n)
-        Xp = X.copy() if frame else np.array(X, copy=True)
-        for r in range(n_repeats):
-            rng.shuffle(idx)
-            if frame:
-                for j in cols:
-                    col = Xp.iloc[idx, j]
-                    col.index = Xp.index
-                    Xp[Xp.columns[j]] = col
-            else:
-                Xp[:, cols] = Xp[np.ix_(idx, cols)]
-            scores[g, r] = score(ens.predict_raw(RowSource(Xp, ens)))
-    bar.close()
-    return scores
+    idx = np.arange(n)
+    Xp = X.copy() if frame else np.array(X, copy=True)
+    out = {}
+    for r in range(n_repeats):
+        rng.shuffle(idx)
+        permute_columns(Xp, cols, idx, frame)
+        for key, value in score(ens.predict_raw(RowSource(Xp, ens))).items():
+            out.setdefault(key, np.empty(n_repeats))[r] = value
+    return out
+
+
+def permute_columns(Xp, cols, idx, frame):
+    """Xp's columns ``cols`` := their rows ``idx`` in place, as scikit-learn's
+    permutation_importance assigns them (a DataFrame column by position, keeping the
+    index)."""
+    if frame:
+        for j in cols:
+            col = Xp.iloc[idx, j]
+            col.index = Xp.index
+            Xp[Xp.columns[j]] = col
+    else:
+        Xp[:, cols] = Xp[np.ix_(idx, cols)]

@@ -10,7 +10,12 @@ from scipy import stats as _stats
 
 from ..measures.registry import needs_rows
 from ..measures.screening import default_screening_method
+from .display import column_label, display_order, legend_lines, screening_of
+from .html import importances_html
 from .plot import plot_importances
+from .report import report_html
+
+Q_COLUMN = "q"
 
 
 def one_sided_pvalues(value, stderr, dof):
@@ -70,8 +75,21 @@ def format_column(values, stderr):
             for v, s in zip(values, stderr)]
 
 
+def format_q(q):
+    """A q-value in 3 decimals ("<0.001" below that, blank for NaN)."""
+    if q != q:
+        return ""
+    return "<0.001" if q < 0.001 else f"{q:.3f}"
+
+
 class Importances:
     """Feature importances of one model on one set of evaluation rows.
+
+    ``print(res)`` and the notebook display show the screening measure first (the one
+    ``select()`` uses, marked ``*``) with its q-value, then the other out-of-sample
+    measures, then the in-sample ``mdi`` (for comparison), rows sorted by the first
+    column, and a legend line per column (``treeimp.results.display``); the notebook
+    table also flags the features ``select()`` keeps. ``to_html`` writes a report.
 
     Attributes
     ----------
@@ -251,15 +269,65 @@ class Importances:
                 fh.write(text)
         return text
 
+    def to_html(self, path=None, *, title=None, model_summary=None, settings=None,
+                alpha=0.05, top=30):
+        """A self-contained HTML report: the model, the table (value, standard error,
+        q-value and selection of every feature), the in-sample MDI beside the
+        out-of-sample screening measure as an embedded PNG figure (needs matplotlib;
+        without it the report says so), the selected features and how they were tested,
+        and the settings and package versions needed to reproduce the numbers. The file
+        loads nothing from the network and runs no script.
+
+        Parameters
+        ----------
+        path : str or path-like, optional
+            Where to write the report (UTF-8); it is returned either way.
+        title : str, optional
+            The page title (default "treeimp report: <model name>").
+        model_summary : dict, optional
+            {label: text} describing the model, e.g. ``TreeEnsemble.summary()`` of
+            ``treeimp.parse(model)``; default: the model name, task and objective this
+            result records.
+        settings : dict, optional
+            {label: value} of what reproduces the result, e.g.
+            ``{"random_state": 0, "data": "valid.csv"}`` (explain's ``random_state``
+            draws the row blocks: pass it to reproduce the standard errors).
+        alpha : float, default 0.05
+            False discovery rate of the selection shown.
+        top : int, default 30
+            Features in the figure.
+
+        Returns
+        -------
+        str
+            The HTML document.
+        """
+        text = report_html(self, title=title, model_summary=model_summary,
+                           settings=settings, alpha=alpha, top=top)
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        return text
+
     def __repr__(self):
-        show = self.table.copy().astype(object)
-        for m in self.methods:
-            show[m] = format_column(self.table[m].to_numpy(), self.stderr[m].to_numpy())
-        order = self.ranking()
-        show = show.loc[order]
+        order = display_order(self)
+        screen = screening_of(self)
+        show = {}
+        for m in order:
+            show[column_label(self, m)] = format_column(self.table[m].to_numpy(),
+                                                        self.stderr[m].to_numpy())
+            if m == screen:
+                show[Q_COLUMN] = [format_q(q) for q in self.qvalues[m].to_numpy()]
+        show = pd.DataFrame(show, index=self.table.index)
+        show = show.loc[self.ranking(order[0])]
         what = "pairs" if self.table.index.name == "pair" else "features"
         head = (f"Importances({self.model_name or self.kind}, {self.n_rows} evaluation rows, "
                 f"{len(self.feature_names)} {what}; value ± stderr from {self.n_blocks} "
                 "row blocks)")
+        legend = legend_lines(self, q_column=Q_COLUMN if screen is not None else None)
         with pd.option_context("display.max_rows", 30, "display.width", 120):
-            return head + "\n" + show.to_string(max_rows=30)
+            return "\n".join([head, show.to_string(max_rows=30), *legend])
+
+    def _repr_html_(self):
+        """The notebook display: see :func:`treeimp.results.html.importances_html`."""
+        return importances_html(self)
