@@ -2,10 +2,7 @@
 /usr/bin/chromium through the playwright package): its title, the figure decoded
 (naturalWidth > 0), and no request for anything but the file itself."""
 
-import contextlib
-import os
 import pickle
-import shutil
 
 import numpy as np
 import pandas as pd
@@ -13,26 +10,8 @@ import pytest
 from sklearn.ensemble import RandomForestRegressor
 
 import treeimp
+from tests.browser import browser_page
 from treeimp.cli.main import main
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
-
-
-@contextlib.contextmanager
-def browser_page():
-    """A page of a headless Chromium; skips when playwright or the browser is missing."""
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not os.path.exists(CHROMIUM) and shutil.which("chromium") is None:
-        pytest.skip("no chromium")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield browser.new_page()
-        finally:
-            browser.close()
 
 
 def test_cli_report_opens_offline_with_its_figure(tmp_path, capsys):
@@ -52,7 +31,8 @@ def test_cli_report_opens_offline_with_its_figure(tmp_path, capsys):
     res = treeimp.explain(rf, X[150:], y[150:], random_state=0)
     url = report.resolve().as_uri()
     requests = []
-    with browser_page() as page:
+    # offline=False: every request is recorded and asserted below (the file's own URL only)
+    with browser_page(offline=False) as page:
         page.on("request", lambda r: requests.append(r.url))
         page.goto(url)
         page.wait_for_load_state("load")
