@@ -36,7 +36,7 @@ def _xgb_sigmoid(d):
 
 
 @njit(cache=True)
-def _xgb_delta(code, params, y, rank, a, b, inv_idcg, n_rel, acc):
+def _xgb_delta(code, params, y, rank, a, b, inv_idcg, n_rel, acc, disc):
     """|change of the metric| when the rows at ranks a (higher label) and b swap."""
     if code == XGB_PAIRWISE:
         return 1.0
@@ -49,8 +49,8 @@ def _xgb_delta(code, params, y, rank, a, b, inv_idcg, n_rel, acc):
         else:
             ga = float(np.float32(ya))
             gb = float(np.float32(yb))
-        da = 1.0 / math.log2(a + 2.0)
-        db = 1.0 / math.log2(b + 2.0)
+        da = disc[a]
+        db = disc[b]
         return abs((ga * da + gb * db - (gb * da + ga * db)) * inv_idcg)
     # XGB_MAP: the earlier rank first
     hi, lo, y_hi, y_lo = a, b, ya, yb
@@ -69,7 +69,8 @@ def _xgb_delta(code, params, y, rank, a, b, inv_idcg, n_rel, acc):
 
 
 @njit(cache=True)
-def _xgb_pair(code, params, s, y, rank, i, j, weight, inv_idcg, n_rel, acc, best_worst, g, h):
+def _xgb_pair(code, params, s, y, rank, i, j, weight, inv_idcg, n_rel, acc, disc, best_worst,
+              g, h):
     """Add XGBoost's LambdaGrad of the pair at ranks i, j (times ``weight``) into g, h;
     return the pair's -2 lambda (for the normalisation)."""
     if y[rank[i]] == y[rank[j]]:
@@ -80,7 +81,7 @@ def _xgb_pair(code, params, s, y, rank, i, j, weight, inv_idcg, n_rel, acc, best
     ia = rank[a]
     ib = rank[b]
     d = np.float32(s[ia] - s[ib])
-    dm = _xgb_delta(code, params, y, rank, a, b, inv_idcg, n_rel, acc)
+    dm = _xgb_delta(code, params, y, rank, a, b, inv_idcg, n_rel, acc, disc)
     if params[3] != 0.0 and best_worst:
         dm /= abs(float(d)) + 0.01
     sig = _xgb_sigmoid(d)
@@ -110,13 +111,16 @@ def xgb_query(code, params, s, y, g, h):
     inv_idcg = 0.0
     n_rel = np.zeros(n)
     acc = np.zeros(n)
+    disc = np.empty(n)  # 1 / log2(2 + rank)
+    for i in range(n):
+        disc[i] = 1.0 / math.log2(i + 2.0)
     if code == XGB_NDCG:
         ys = np.sort(y)[::-1]
         top = n if mean else min(n, k)
         idcg = 0.0
         for i in range(top):
             gain = float((1 << int(ys[i])) - 1) if params[4] != 0.0 else float(ys[i])
-            idcg += gain / math.log2(i + 2.0)
+            idcg += gain * disc[i]
         inv_idcg = 0.0 if idcg == 0.0 else 1.0 / idcg
     elif code == XGB_MAP:
         n_rel[0] = y[rank[0]]
@@ -129,7 +133,7 @@ def xgb_query(code, params, s, y, g, h):
         for i in range(min(n, k)):
             for j in range(i + 1, n):
                 sum_lambda += _xgb_pair(code, params, s, y, rank, i, j, 1.0, inv_idcg, n_rel,
-                                        acc, best_worst, g, h)
+                                        acc, disc, best_worst, g, h)
         if params[2] != 0.0 and sum_lambda > 0.0:
             norm = math.log2(1.0 + sum_lambda) / sum_lambda
             for i in range(n):
@@ -148,7 +152,7 @@ def xgb_query(code, params, s, y, g, h):
         for b in range(a + 1, n):
             if y[rank[a]] != y[rank[b]]:
                 weight = scale * (1.0 / n_diff[a] + 1.0 / n_diff[b])
-                _xgb_pair(code, params, s, y, rank, a, b, weight, inv_idcg, n_rel, acc,
+                _xgb_pair(code, params, s, y, rank, a, b, weight, inv_idcg, n_rel, acc, disc,
                           best_worst, g, h)
 
 
@@ -166,11 +170,14 @@ def lgbm_query(params, label_gain, table, s, y, g, h):
     trunc = int(params[2])
     t_min = params[3]
     t_factor = params[4]
+    disc = np.empty(n)  # 1 / log2(2 + rank)
+    for i in range(n):
+        disc[i] = 1.0 / math.log2(2.0 + i)
     # max DCG at the truncation level, from the label counts
     ys = np.sort(y)[::-1]
     max_dcg = 0.0
     for i in range(min(trunc, n)):
-        max_dcg += label_gain[int(ys[i])] / math.log2(2.0 + i)
+        max_dcg += label_gain[int(ys[i])] * disc[i]
     inv = 1.0 / max_dcg if max_dcg > 0.0 else 0.0
     rank = np.argsort(-s, kind="mergesort")
     best_worst = s[rank[0]] != s[rank[n - 1]]
@@ -188,7 +195,7 @@ def lgbm_query(params, label_gain, table, s, y, g, h):
             lo = rank[lr]
             ds = s[hi] - s[lo]
             gap = label_gain[int(y[hi])] - label_gain[int(y[lo])]
-            pd = abs(1.0 / math.log2(2.0 + hr) - 1.0 / math.log2(2.0 + lr))
+            pd = abs(disc[hr] - disc[lr])
             delta = gap * pd * inv
             if norm and best_worst:
                 delta /= float(np.float32(0.01)) + abs(ds)
