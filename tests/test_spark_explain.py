@@ -104,7 +104,7 @@ def test_without_identity_the_importances_are_the_same(spark, forest):
     assert got.n_rows == mem.n_rows
 
 
-def test_xgboost_with_offsets_and_lightgbm(spark):
+def test_xgboost_with_offsets_and_lightgbm(spark, tmp_path):
     xgb = pytest.importorskip("xgboost")
     lgb = pytest.importorskip("lightgbm")
     X, y = _data(seed=2, classes=True)
@@ -122,7 +122,10 @@ def test_xgboost_with_offsets_and_lightgbm(spark):
     reg.fit(pd.DataFrame(Xr[:300], columns=NAMES), yr[:300])
     mem = treeimp.explain(reg, pd.DataFrame(Xr[300:], columns=NAMES), yr[300:],
                           random_state=SEED)
-    got = treeimp.explain(reg, _frame(spark, Xr[300:], yr[300:]).repartition(7, "id"),
+    # the LightGBM text model, as SynapseML's saveNativeModel / getNativeModel give it
+    path = tmp_path / "native_model.txt"
+    path.write_text(reg.booster_.model_to_string())
+    got = treeimp.explain(str(path), _frame(spark, Xr[300:], yr[300:]).repartition(7, "id"),
                           label_col="label", id_col="id", random_state=SEED)
     assert_same_result(got, mem, rtol=1e-9)
 
