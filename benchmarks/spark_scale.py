@@ -92,6 +92,7 @@ def main(argv=None):
         p for p in (os.path.abspath(root), os.environ.get("PYTHONPATH", "")) if p)
     import pyspark
     import xgboost
+    from pyspark.ml.functions import vector_to_array
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
     from xgboost.spark import SparkXGBRegressor
@@ -121,11 +122,12 @@ def main(argv=None):
         return treeimp.explain(booster, X, y, methods=METHODS, random_state=0,
                                n_jobs=cores)
 
-    contrib = model.copy()
-    contrib.setPredContribCol("contrib")
+    contrib = model.copy({model.getParam("pred_contrib_col"): "contrib"})
 
     def xgb_shap():
-        out = contrib.transform(sdf).select(F.posexplode("contrib").alias("j", "v"))
+        # the contributions (a vector per row) summed per feature: every row computed
+        values = contrib.transform(sdf).select(vector_to_array("contrib").alias("c"))
+        out = values.select(F.posexplode("c").alias("j", "v"))
         return out.groupBy("j").agg(F.sum(F.abs("v"))).collect()
 
     runs = []

@@ -102,6 +102,21 @@ def test_without_identity_the_importances_are_the_same(spark, forest):
                           feature_cols=NAMES, random_state=SEED)
     np.testing.assert_allclose(got.table.to_numpy(), mem.table.to_numpy(), rtol=1e-10)
     assert got.n_rows == mem.n_rows
+    # in-sample MDI reads the model alone: one row read for the names, the rows counted
+    mdi = treeimp.explain(rf, _frame(spark, X, y), feature_cols=NAMES, methods=("mdi",))
+    np.testing.assert_allclose(mdi.table["mdi"], mem.table["mdi"], rtol=1e-12)
+    assert list(mdi.table.index) == NAMES and mdi.n_rows == len(X)
+
+
+def test_out_of_bag_rows_of_a_forest(spark):
+    """oob=True: the forest's training rows, id_col their training positions."""
+    X, y = _data(n=300, seed=12)
+    rf = RandomForestRegressor(n_estimators=8, max_depth=4, random_state=0).fit(X, y)
+    mem = treeimp.explain(rf, pd.DataFrame(X, columns=NAMES), y, oob=True, random_state=SEED)
+    got = treeimp.explain(rf, _frame(spark, X, y).repartition(3, "id"), oob=True,
+                          label_col="label", feature_cols=NAMES, id_col="id",
+                          random_state=SEED)
+    assert_same_result(got, mem)
 
 
 def test_xgboost_with_offsets_and_lightgbm(spark, tmp_path):
@@ -204,8 +219,12 @@ def test_bad_input_is_refused(spark, forest):
         treeimp.explain(rf, sdf, label_col="label", feature_cols=NAMES, id_col="f0")
     with pytest.raises(TypeError, match="name columns of a Spark DataFrame"):
         treeimp.explain(rf, X, y, label_col="label")
+    with pytest.raises(ValueError, match="label_col is required"):
+        treeimp.explain(rf, sdf, feature_cols=NAMES)
     with pytest.raises(ValueError, match="trained on 4 features"):
         treeimp.explain(rf, sdf, label_col="label", feature_cols=NAMES[:3])
+    with pytest.raises(ValueError, match="has 0 rows"):
+        treeimp.explain(rf, sdf.limit(0), label_col="label", feature_cols=NAMES)
     # rows sharing an identity are refused where they meet (one job)
     from pyspark.sql import functions as sf
 

@@ -109,6 +109,10 @@ def explain_spark(explainer, sdf, *, label_col=None, features_col=None, feature_
     if oob and id_col is None:
         raise ValueError("oob=True on a Spark DataFrame needs id_col: the column holding "
                          "each row's position in the forest's training set")
+    if is_pipeline(explainer.model):
+        raise TypeError("a Pipeline on a Spark DataFrame: its earlier steps would have to "
+                        "transform every partition. Explain its last step on the DataFrame "
+                        "transformed by the others")
     methods = resolve_methods(methods, explainer.ensemble, alpha, lam)
     check_targets(methods, explainer.ensemble)
     cols = evaluation_columns(sdf, explainer.ensemble, explainer.model, label_col=label_col,
@@ -118,6 +122,9 @@ def explain_spark(explainer, sdf, *, label_col=None, features_col=None, feature_
     frame = cols.project(sdf)
     if not any(registry.needs_rows(m) for m in methods):
         return _mdi_only(explainer, frame, cols, methods, groups, n_blocks)
+    if cols.label is None:
+        raise ValueError("label_col is required: importances are measured against the "
+                         "evaluation rows' targets (only methods=('mdi',) reads no rows)")
     check_n_blocks(n_blocks, None)
     key = BlockKey(block_key(random_state))
     # per-row measures (contributions) are accumulated only when named
@@ -194,10 +201,10 @@ def _task_threads(session, n_jobs):
 def _for_executors(explainer, n_jobs, oob):
     """The Explainer as the executors use it: a copy running its kernels on ``n_jobs``
     threads, holding the parsed model in place of the model object (a Spark ML model
-    does not pickle; a Pipeline, whose steps transform X, and a forest read out of bag,
-    whose in-bag rows it holds, are kept). The caller's Explainer is not changed."""
+    does not pickle; a forest read out of bag, whose in-bag rows it holds, is kept).
+    The caller's Explainer is not changed."""
     clone = copy.copy(explainer)
     clone.n_jobs = n_jobs
-    if not oob and not is_pipeline(explainer.model):
+    if not oob:
         clone.model = clone._final = explainer._parsed
     return clone
