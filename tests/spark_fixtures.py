@@ -1,5 +1,5 @@
 """One local Spark session for the Spark tests, started by the first test that asks
-for it and stopped at the end of the session.
+for it and stopped at the end of the test session.
 
 Test modules do ``pytest.importorskip("pyspark")`` first and then
 ``from tests.spark_fixtures import spark``. Without Java the tests are skipped with a
@@ -60,9 +60,7 @@ def spark():
             .getOrCreate())
         _SHARED["session"].sparkContext.setLogLevel("ERROR")
     yield _SHARED["session"]
-
-
-def pytest_sessionfinish():  # pragma: no cover - pytest calls it only for conftest
+    # session-scoped: torn down once every test module that imported it has run
     session = _SHARED.pop("session", None)
     if session is not None:
         session.stop()
