@@ -153,7 +153,7 @@ def test_top_level_is_short():
 
 @pytest.mark.parametrize("layer", ["kernels", "backends", "inputs", "model", "parsers", "stats",
                                    "measures", "results", "permutation", "attributions",
-                                   "dask", "cli"])
+                                   "dask", "spark", "cli"])
 def test_every_stage_is_a_documented_package(layer):
     assert (PACKAGE / layer / "__init__.py").is_file()
     doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()

@@ -15,7 +15,9 @@ from .results.importances import Importances
 def explain(model, X, y=None, *, oob=False, methods=None, sample_weight=None,
             feature_names=None, n_blocks=DEFAULT_N_BLOCKS, random_state=None, n_jobs=None,
             alpha=None, lam=None, progress=None, groups=None, iteration_range=None,
-            missing=None, base_margin=None, qid=None, group=None) -> Importances:
+            missing=None, base_margin=None, qid=None, group=None, label_col=None,
+            features_col=None, feature_cols=None, id_col=None, weight_col=None,
+            base_margin_col=None) -> Importances:
     """Out-of-sample feature importances of a fitted tree ensemble.
 
     Every tree's splits are re-measured on rows it did not see: its own out-of-bag rows
@@ -43,6 +45,9 @@ def explain(model, X, y=None, *, oob=False, methods=None, sample_weight=None,
         LightGBM, scikit-learn: 0). A dask array or DataFrame is explained where its
         partitions lie (``pip install "treeimp[dask]"``; y, sample_weight and
         base_margin with X's partitions): see :func:`treeimp.dask.explain.explain_dask`.
+        A ``pyspark.sql.DataFrame`` is explained on its executors (``pip install
+        "treeimp[spark]"``; y, weights and offsets are its columns, named by the
+        ``*_col`` arguments): see :func:`treeimp.spark.explain.explain_spark`.
     y : array-like (n_rows,), optional
         Labels (classification, mapped to the model's classes) or values. Needed by
         every method except "mdi": ``methods=("mdi",)`` reads the model alone, routes
@@ -118,6 +123,11 @@ def explain(model, X, y=None, *, oob=False, methods=None, sample_weight=None,
         ranking objective's on each held-out query (``treeimp/model/ranking.py``), a
         query's rows fall into one statistic block, and ``sample_weight`` weighs rows
         (give every row its query's weight for XGBoost's query weights).
+    label_col, features_col, feature_cols, id_col, weight_col, base_margin_col : str
+        Only for a Spark DataFrame X: the columns of y, of the features (one vector
+        column, or plain columns), of the rows' identities (their jackknife blocks),
+        of sample_weight and of base_margin (see
+        :func:`treeimp.spark.explain.explain_spark`).
 
     Returns
     -------
@@ -141,7 +151,9 @@ def explain(model, X, y=None, *, oob=False, methods=None, sample_weight=None,
     return ex.explain(X, y, oob=oob, methods=methods, sample_weight=sample_weight,
                       base_margin=base_margin, groups=groups, n_blocks=n_blocks,
                       random_state=random_state, alpha=alpha, lam=lam, progress=progress,
-                      qid=qid, group=group)
+                      qid=qid, group=group, label_col=label_col, features_col=features_col,
+                      feature_cols=feature_cols, id_col=id_col, weight_col=weight_col,
+                      base_margin_col=base_margin_col)
 
 
 def contributions(model, X, y=None, *, oob=False, method="shap", groups=None,
@@ -360,10 +372,12 @@ def interaction_importance(model, X, y, *, oob=False, centered=True, sample_weig
                                      n_blocks=n_blocks, random_state=random_state)
 
 
-def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_state=None,
-                           n_jobs=None, sample_weight=None, progress=None, groups=None,
-                           iteration_range=None, missing=None, base_margin=None, qid=None,
-                           group=None, within_queries=True, max_samples=1.0):
+def permutation_importance(model, X, y=None, *, scoring=None, n_repeats=5,
+                           random_state=None, n_jobs=None, sample_weight=None, progress=None,
+                           groups=None, iteration_range=None, missing=None, base_margin=None,
+                           qid=None, group=None, within_queries=True, max_samples=1.0,
+                           label_col=None, features_col=None, feature_cols=None, id_col=None,
+                           weight_col=None, base_margin_col=None):
     """Permutation importance (mean decrease in score), scikit-learn compatible.
 
     Parameters
@@ -381,8 +395,11 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
         and base_margin then dask collections partitioned as X, or in-memory arrays):
         each partition permutes its own rows with a seeded generator and returns score
         sums, added up on the cluster (``treeimp/dask/permutation.py`` explains and
-        measures the scheme; roc_auc is refused).
+        measures the scheme; roc_auc is refused). A ``pyspark.sql.DataFrame``
+        (``pip install "treeimp[spark]"``): the same scheme on its partitions, each
+        permuted in the order of its rows' identities (``treeimp/spark/permutation.py``).
     y : array-like (n_rows,)
+        Required, except for a Spark DataFrame X (whose ``label_col`` holds it).
         (n_rows, 2) [lower, upper] bounds for XGBoost survival:aft (see
         :func:`treeimp.explain`).
     scoring : None, str, callable, list, tuple or dict
@@ -438,6 +455,8 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
         As in scikit-learn: the rows scored for each feature, drawn without replacement
         (the same draws as scikit-learn's; a float: that share of the rows); the baseline
         score uses all rows. Not for dask input.
+    label_col, features_col, feature_cols, id_col, weight_col, base_margin_col : str
+        Only for a Spark DataFrame X, as in :func:`treeimp.explain`.
 
     Returns
     -------
@@ -472,7 +491,10 @@ def permutation_importance(model, X, y, *, scoring=None, n_repeats=5, random_sta
                                      random_state=random_state, sample_weight=sample_weight,
                                      progress=progress, groups=groups, base_margin=base_margin,
                                      qid=qid, group=group, within_queries=within_queries,
-                                     max_samples=max_samples)
+                                     max_samples=max_samples, label_col=label_col,
+                                     features_col=features_col, feature_cols=feature_cols,
+                                     id_col=id_col, weight_col=weight_col,
+                                     base_margin_col=base_margin_col)
 
 
 def linear_leaf_importance(model, X, y, *, sample_weight=None, feature_names=None,

@@ -65,6 +65,9 @@ from .parsers import inbag_bits, parse, training_rows
 from .permutation.importance import permutation_importance_parsed
 from .permutation.scorers import scikit_learn_estimator
 from .results.finalize import assemble
+from .spark import is_spark_dataframe
+from .spark.explain import explain_spark
+from .spark.permutation import spark_permutation_importance
 from .stats.blocks import (
     BlockKey,
     block_dtype,
@@ -172,7 +175,9 @@ class Explainer:
     # ------------------------------------------------------------------ public API
     def explain(self, X, y=None, *, oob=False, methods=None, sample_weight=None,
                 base_margin=None, groups=None, n_blocks=DEFAULT_N_BLOCKS, random_state=None,
-                alpha=None, lam=None, progress=None, qid=None, group=None):
+                alpha=None, lam=None, progress=None, qid=None, group=None, label_col=None,
+                features_col=None, feature_cols=None, id_col=None, weight_col=None,
+                base_margin_col=None):
         """Importances of the rows X, y (see :func:`treeimp.explain` for every argument;
         ``random_state``: an int gives the same row blocks on every call, None this
         Explainer's own key, the same for all of its calls).
@@ -184,6 +189,17 @@ class Explainer:
         """
 
         self._check_explainable()
+        columns = _spark_columns(X, label_col=label_col, features_col=features_col,
+                                 feature_cols=feature_cols, id_col=id_col,
+                                 weight_col=weight_col, base_margin_col=base_margin_col)
+        if is_spark_dataframe(X):  # rows in a Spark DataFrame: statistics where they lie
+            _refuse_smoothed_chunks(self.ensemble, "a Spark DataFrame")
+            _refuse_ranking_chunks(self.ensemble, "a Spark DataFrame", qid, group)
+            _refuse_arrays_with_columns(y=y, sample_weight=sample_weight,
+                                        base_margin=base_margin)
+            return explain_spark(self, X, oob=oob, methods=methods, groups=groups,
+                                 n_blocks=n_blocks, random_state=random_state, alpha=alpha,
+                                 lam=lam, **columns)
         if is_dask_collection(X):  # rows on a Dask cluster: statistics where they lie
             _refuse_smoothed_chunks(self.ensemble, "a Dask collection")
             _refuse_ranking_chunks(self.ensemble, "a Dask collection", qid, group)
@@ -301,14 +317,30 @@ class Explainer:
         grp = resolve_groups(groups, names, stats.input_groups)
         return self._finalize(stats, methods, alpha, lam, grp, names)
 
-    def permutation_importance(self, X, y, *, scoring=None, n_repeats=5, random_state=None,
-                               sample_weight=None, progress=None, groups=None,
-                               base_margin=None, qid=None, group=None, within_queries=True,
-                               max_samples=1.0):
+    def permutation_importance(self, X, y=None, *, scoring=None, n_repeats=5,
+                               random_state=None, sample_weight=None, progress=None,
+                               groups=None, base_margin=None, qid=None, group=None,
+                               within_queries=True, max_samples=1.0, label_col=None,
+                               features_col=None, feature_cols=None, id_col=None,
+                               weight_col=None, base_margin_col=None):
         """Permutation importance of this model (see :func:`treeimp.permutation_importance`),
         without parsing it again (``random_state``: an int gives the same permutations on
         every call, None new ones)."""
         self._check_explainable()
+        columns = _spark_columns(X, label_col=label_col, features_col=features_col,
+                                 feature_cols=feature_cols, id_col=id_col,
+                                 weight_col=weight_col, base_margin_col=base_margin_col)
+        if is_spark_dataframe(X):  # each partition permutes its own rows
+            _refuse_ranking_chunks(self.ensemble, "a Spark DataFrame", qid, group)
+            _refuse_arrays_with_columns(y=y, sample_weight=sample_weight,
+                                        base_margin=base_margin)
+            model = self.model if is_pipeline(self.model) else self._parsed
+            return spark_permutation_importance(
+                model, X, scoring=scoring, n_repeats=n_repeats, random_state=random_state,
+                n_jobs=self.n_jobs, groups=groups, spark_model=self.model, **columns)
+        if y is None:
+            raise ValueError("y is required: permutation importance scores the model's "
+                             "predictions against the targets")
         # the plain parsed trees (not the per-output split of vector leaves): the margins
         # the library predicts, summed as it sums them
         if any(is_dask_collection(v) for v in (X, y, sample_weight, base_margin)):
@@ -799,6 +831,26 @@ def _unpack_chunk(chunk, i):
 def _n_rows(X):
     shape = getattr(X, "shape", None)
     return int(shape[0]) if shape is not None else len(X)
+
+
+def _spark_columns(X, **columns):
+    """The column names of a Spark DataFrame X; TypeError when they are given for
+    another X."""
+    given = sorted(k for k, v in columns.items() if v is not None)
+    if given and not is_spark_dataframe(X):
+        raise TypeError(f"{', '.join(given)} name columns of a Spark DataFrame, but X is a "
+                        f"{type(X).__module__}.{type(X).__name__}")
+    return columns
+
+
+def _refuse_arrays_with_columns(**values):
+    """A Spark DataFrame carries its y, weights and offsets as columns."""
+    given = [k for k, v in values.items() if v is not None]
+    if given:
+        hint = {"y": "label_col", "sample_weight": "weight_col",
+                "base_margin": "base_margin_col"}
+        raise TypeError(f"X is a Spark DataFrame: give {', '.join(given)} as its columns "
+                        f"({', '.join(f'{hint[k]}=' for k in given)}), not separately")
 
 
 def _check_oob(oob):

@@ -6,7 +6,9 @@ the command's one :class:`treeimp.Explainer`:
 * :class:`WholeTable` (``--oob``): the table read whole, since a forest's out-of-bag
   rows are checked against its whole training set;
 * :class:`DaskTable` (``--scheduler``): a Parquet dataset read by dask, explained where
-  its partitions lie.
+  its partitions lie;
+* :class:`SparkTable` (``--spark``): a Parquet dataset read by Spark, explained on its
+  executors;
 * :class:`QueryTable` (``--qid``, learning-to-rank models): the table read whole, its
   query-id column taken out and passed as ``qid`` (a row's gradient depends on its whole
   query).
@@ -28,13 +30,26 @@ from ..inputs.pipeline import is_pipeline
 from ..model.ranking import is_ranking
 from ..stats.progress import progress_bar
 from .dask_data import check_partition_labels, encode_partitions, read_parquet_dataset, scheduler
-from .inputs import StreamedRows, check_class_labels, split_pipeline_target, split_target
+from .inputs import (
+    StreamedRows,
+    check_class_labels,
+    model_features,
+    split_pipeline_target,
+    split_target,
+)
+from .spark_data import read_parquet_spark, spark_session
 from .table_batches import open_table
 
 
 def open_rows(args, model, ens, drop, warn):
     """The rows of ``args.data`` for ``model`` (parsed as ``ens``), as ``args`` asks."""
     source = f"data file {args.data!r}"
+    if args.spark is not None:
+        return SparkTable(args, model, ens, drop, source, warn)
+    if args.id_column is not None:
+        raise ValueError("--id-column names the row identities of --spark; without --spark "
+                         "a row's identity is its position in DATA (use --drop to ignore "
+                         "an ID column)")
     ranking = is_ranking(getattr(ens, "objective", None))
     qid = getattr(args, "qid", None)
     if ranking and qid is None:
@@ -46,8 +61,8 @@ def open_rows(args, model, ens, drop, warn):
             raise ValueError("--qid is for learning-to-rank models (XGBoost rank:*, LightGBM "
                              "lambdarank); this model's objective is "
                              f"{getattr(getattr(ens, 'objective', None), 'name', None)!r}")
-        if args.scheduler is not None or args.oob:
-            raise ValueError("--qid cannot be combined with --scheduler or --oob")
+        if args.scheduler is not None or args.oob or args.spark is not None:
+            raise ValueError("--qid cannot be combined with --scheduler, --spark or --oob")
         return QueryTable(args, model, ens, drop, source, warn)
     if args.scheduler is not None:
         return DaskTable(args, model, ens, drop, source, warn)
@@ -124,6 +139,40 @@ class DaskTable(WholeTable):
 
     def _running(self):
         return scheduler(self.args.scheduler)
+
+
+class SparkTable:
+    """A Parquet dataset read by Spark on ``--spark`` (a master URL; ``local[*]`` by
+    default): its columns checked on the driver from the schema, its rows explained on
+    the executors. Each row's jackknife block is its ``--id-column`` value, else the id
+    Spark assigns (``monotonically_increasing_id``: the importances are those of the
+    whole table, their standard errors depend on how Spark splits the files)."""
+
+    def __init__(self, args, model, ens, drop, source, warn):
+        for option, given in (("--scheduler", args.scheduler is not None),
+                              ("--oob", args.oob)):
+            if given:
+                raise ValueError(f"--spark and {option} cannot be combined")
+        if is_pipeline(model):
+            raise ValueError("--spark explains a tree model on the columns of DATA; a "
+                             "Pipeline's steps would have to transform every partition "
+                             "(explain its last step on transformed data)")
+        self.args, self.ens, self.drop, self.source = args, ens, drop, source
+
+    def importances(self, ex, methods):
+        args = self.args
+        drop = list(self.drop) + ([args.id_column] if args.id_column else [])
+        with spark_session(args.spark) as session:
+            sdf = read_parquet_spark(session, args.data)
+            if args.id_column is not None and args.id_column not in sdf.columns:
+                raise ValueError(f"--id-column {args.id_column!r} is not a column of "
+                                 f"{self.source}")
+            features = model_features(sdf.columns, args.target, self.ens, drop=drop,
+                                      source=self.source,
+                                      by_position=args.columns_by_position)
+            return ex.explain(sdf, label_col=args.target, feature_cols=features,
+                              id_col=args.id_column, methods=methods,
+                              n_blocks=args.n_blocks, random_state=args.seed)
 
 
 class Batches:

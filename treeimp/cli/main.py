@@ -65,6 +65,11 @@ dataset, a file, a directory or a glob such as 'data/*.parquet' (quote it), read
 dask.dataframe.read_parquet; its partitions are explained where they are read and only
 the node statistics come back. The result equals the in-memory one on the same rows.
 
+On Spark (--spark [MASTER], needs pip install "treeimp[spark]" and Java 17 or 21): DATA
+is a Parquet dataset read with spark.read.parquet, explained on the executors. The
+importances equal the in-memory ones; their standard errors do too when --id-column
+names a column holding each row's position (else they depend on Spark's partitioning).
+
 Classifiers: pickled models map labels through their classes_; model files do not
 store class labels, so for them the target must hold the class indices 0..K-1 the
 model was trained on (0/1 for binary models).
@@ -210,6 +215,14 @@ def build_parser():
                     help="run on Dask: ADDRESS of a distributed scheduler (tcp://host:8786), "
                     "or processes, threads or synchronous (dask's local schedulers); DATA "
                     "is then a Parquet dataset (file, directory or glob)")
+    ex.add_argument("--spark", nargs="?", const="local[*]", default=None, metavar="MASTER",
+                    help="run on Spark: a local[*] session, or MASTER (local[N], "
+                    "spark://host:7077, yarn, ...); DATA is then a Parquet dataset (file, "
+                    "directory or glob); needs pip install \"treeimp[spark]\" and Java")
+    ex.add_argument("--id-column", default=None, metavar="NAME",
+                    help="with --spark: the column of row identities (non-negative "
+                    "integers, unique) that fixes each row's jackknife block whatever the "
+                    "partitioning; not a feature")
     ex.add_argument("--trust-pickle", action="store_true",
                     help="load .pkl/.pickle/.joblib files (this runs code stored in the "
                     "file, use only for files you trust) and, with --trust-types, the "

@@ -19,6 +19,7 @@ from .files import load
 from .rounds import select_trees
 from .sklearn_inbag import sklearn_inbag_bits
 from .sklearn_private import n_training_rows
+from .spark_models import is_spark_xgboost_model, spark_xgboost_parts
 
 # (library module, class path inside it, "treeimp parser module:function").
 # Order matters only where classes inherit from each other (none of these do).
@@ -74,7 +75,10 @@ def parse(model, *, iteration_range=None, missing=None) -> TreeEnsemble:
     scikit-learn its fitted iterations. Models trained with Dask are read as they are:
     ``xgboost.dask.DaskXGBClassifier`` / ``DaskXGBRegressor`` and LightGBM's
     ``DaskLGBMClassifier`` / ``DaskLGBMRegressor`` as their local wrappers, the dict
-    ``xgboost.dask.train`` returns as its Booster. ``iteration_range=(start, stop)`` (XGBoost's
+    ``xgboost.dask.train`` returns as its Booster. Models trained on Spark:
+    ``xgboost.spark``'s ``SparkXGBClassifierModel`` / ``SparkXGBRegressorModel`` as
+    their booster with their ``missing`` parameter (see ``parsers/spark_models.py``).
+    ``iteration_range=(start, stop)`` (XGBoost's
     meaning, in boosting rounds; stop 0: the last) chooses them explicitly, see
     :meth:`TreeEnsemble.rounds`. ``missing``: XGBoost's ``missing``, a number routed as
     missing (default: the wrapper's ``missing`` parameter; NaN for a Booster or file).
@@ -85,6 +89,11 @@ def parse(model, *, iteration_range=None, missing=None) -> TreeEnsemble:
         model = booster_of_train_output(model)
     if isinstance(model, TreeEnsemble):
         ens, default_stop = model, None
+    elif is_spark_xgboost_model(model):  # xgboost.spark: its booster, as transform uses it
+        booster, spark_missing, default_stop = spark_xgboost_parts(model)
+        ens = _resolve("xgb:parse_xgboost")(booster)
+        if missing is None:
+            missing = spark_missing
     else:
         for lib, path, spec in _TABLE:
             cls = _lookup_class(lib, path)
