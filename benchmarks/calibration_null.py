@@ -26,8 +26,10 @@ Targets (issue 32): fraction p < 0.05 in [0.03, 0.06], z sd in [0.9, 1.1].
 
 With ``--selector`` the settings are ``ImportanceSelector`` itself (the same forest and
 booster; the booster cross-fitted with ``cv=5``), its default measure, with ``null="t"``
-(the t reference) and ``null="shadow"`` (the shadow-feature null): z is then the
-standardised score the shadow p-value is computed from, (z - m) / (s sqrt(1 + 1/S)).
+(the t reference) and ``null="shadow"`` (the shadow-feature fit), whose shadows give
+two rows: "null=shadow-centred" (the library's: z - m, m the shadows' mean z-score, t
+reference) and "null=shadow" (the pooled normal null first measured: (z - m) / (s sqrt(1
++ 1/S)), t(S - 1)); z is the score the p-value is computed from.
 
     python benchmarks/calibration_null.py --reps 10   # the table in benchmarks/README.md
     python benchmarks/calibration_null.py --selector --reps 10   # the selector's nulls
@@ -54,6 +56,7 @@ from screening import (  # noqa: E402
     pure_null,
     rare_null,
     shadow_centred_pvalues,
+    shadow_scaled_pvalues,
 )
 
 import treeimp  # noqa: E402
@@ -93,7 +96,7 @@ def selector_data_set(name, make, n, seed, cfg):
     """Rows of one null data set for ``ImportanceSelector`` with each null."""
     import warnings
 
-    from treeimp.measures.shadow_null import zscores
+    from treeimp.measures.shadow_null import shadow_null, zscores
 
     X, y, _, _ = make(n, np.random.default_rng(seed))
     rows = []
@@ -108,21 +111,19 @@ def selector_data_set(name, make, n, seed, cfg):
                 sel.fit(X, y)
             seconds = time.process_time() - t
             res, m = sel.importances_, sel.method_
-            z = zscores(res.table[m].to_numpy(), res.stderr[m].to_numpy())
-            if null == "shadow":
-                mean, sd, count = sel.shadow_null_
-                z = (z - mean) / (sd * np.sqrt(1.0 + 1.0 / count))
-            p = res.pvalues[m].to_numpy()
-            variants = [(f"{m} null={null}", z, p, bool(sel.support_.any()))]
-            if null == "shadow":  # the script's centred variant (screening.py)
+            value, se = res.table[m].to_numpy(), res.stderr[m].to_numpy()
+            z = zscores(value, se)
+            if null == "t":
+                variants = [(f"{m} null=t", z, res.pvalues[m].to_numpy())]
+            else:  # both forms of the shadow null (screening.py) from the same fit
                 zs = sel.shadow_zscores_
-                zc = (zscores(res.table[m].to_numpy(), res.stderr[m].to_numpy())
-                      - np.mean(zs[np.isfinite(zs)]))
-                pc = shadow_centred_pvalues(res.table[m].to_numpy(),
-                                            res.stderr[m].to_numpy(), zs, res.dof)
-                variants.append((f"{m} null=shadow-centred", zc, pc,
-                                 bool((bh_qvalues(pc) < ALPHA).any())))
-            for label, zz, pp, any_kept in variants:
+                mean, sd, count = shadow_null(zs)
+                variants = [(f"{m} null=shadow", (z - mean) / (sd * np.sqrt(1 + 1 / count)),
+                             shadow_scaled_pvalues(value, se, zs)),
+                            (f"{m} null=shadow-centred", z - mean,
+                             shadow_centred_pvalues(value, se, zs, res.dof))]
+            for label, zz, pp in variants:
+                any_kept = bool((bh_qvalues(pp) < ALPHA).any())
                 for j in range(len(zz)):
                     rows.append({"design": name, "seed": seed, "setting": setting,
                                  "measure": label, "feature": j, "z": zz[j], "p": pp[j],

@@ -36,7 +36,10 @@ relevance).
 ``--selector`` runs ``ImportanceSelector`` itself instead of treeimp's study settings:
 the screening forest (100 trees, ``min_samples_leaf=10``, out of bag) and XGBoost
 cross-fitted (``cv=5``), each with its default measure and ``null="t"`` (the t
-reference) and ``null="shadow"`` (the shadow-feature null), Boruta beside; times are
+reference) and ``null="shadow"`` (the shadow-feature fit), whose shadows' z-scores give
+two rows: "null=shadow-centred" (the library's shadow null: z less the shadows' mean,
+t reference) and "null=shadow" (a pooled normal null with the shadows' mean and spread,
+``shadow_scaled_pvalues``, measured first and not adopted); Boruta beside; times are
 CPU seconds (``time.process_time``, one thread), which the machine's load does not
 inflate. ``--boruta-cache FILE.json`` keeps Boruta's result per design and repetition
 (it is deterministic given the seed): runs found in the file are not repeated.
@@ -315,27 +318,41 @@ def run_selectors(X, y, task, seed, cfg):
                 sel.fit(X, y)
             dt = time.process_time() - t
             res, m = sel.importances_, sel.method_
-            out[f"selector {label} {m} null={null}"] = (
-                sel.support_.copy(), res.pvalues[m].to_numpy(), res.table[m].to_numpy(), dt)
-            if null == "shadow":
-                p = shadow_centred_pvalues(res.table[m].to_numpy(), res.stderr[m].to_numpy(),
-                                           sel.shadow_zscores_, res.dof)
-                out[f"selector {label} {m} null=shadow-centred"] = (
-                    bh_qvalues(p) < ALPHA, p, res.table[m].to_numpy(), dt)
+            value, se = res.table[m].to_numpy(), res.stderr[m].to_numpy()
+            if null == "t":
+                out[f"selector {label} {m} null=t"] = (
+                    sel.support_.copy(), res.pvalues[m].to_numpy(), value, dt)
+                continue
+            # both forms of the shadow null from the same fit, computed here so that the
+            # labels mean the same whatever the library's null="shadow" is: the pooled
+            # normal null (mean and spread of the shadows) and the library's shift
+            p = shadow_scaled_pvalues(value, se, sel.shadow_zscores_)
+            out[f"selector {label} {m} null=shadow"] = (bh_qvalues(p) < ALPHA, p, value, dt)
+            p = shadow_centred_pvalues(value, se, sel.shadow_zscores_, res.dof)
+            out[f"selector {label} {m} null=shadow-centred"] = (
+                bh_qvalues(p) < ALPHA, p, value, dt)
     return out
 
 
-def shadow_centred_pvalues(value, stderr, z_shadow, dof):
-    """A variant of the shadow null measured beside the library's (an experiment of this
-    script): z = value / stderr less the mean of the used shadows' z-scores, p from t
-    with the result's ``dof`` (the t reference's spread and tails, the shadows' centre).
-    A never-used feature keeps p = 1."""
-    from treeimp.measures.shadow_null import zscores
+def shadow_scaled_pvalues(value, stderr, z_shadow):
+    """The first form of the shadow null measured (not the library's): with the used
+    shadows' z-scores' mean m, sd s and count S, p = P(T > (z - m) / (s sqrt(1 + 1/S))),
+    T ~ t(S - 1), the prediction p-value of a normal null pooled over all shadows. A
+    never-used feature keeps p = 1."""
+    from treeimp.measures.shadow_null import shadow_null, zscores
 
     z = zscores(value, stderr)
-    zs = np.asarray(z_shadow, float)
-    p = stats.t.sf(z - np.mean(zs[np.isfinite(zs)]), dof)
+    m, s, count = shadow_null(z_shadow)
+    p = stats.t.sf((z - m) / (s * np.sqrt(1.0 + 1.0 / count)), count - 1)
     return np.where(np.isnan(z), 1.0, p)
+
+
+def shadow_centred_pvalues(value, stderr, z_shadow, dof):
+    """The library's shadow null (``treeimp.measures.shadow_null.shadow_pvalues``) from
+    value, stderr and the shadows' z-scores: z less the shadows' mean z, t with ``dof``."""
+    from treeimp.measures.shadow_null import shadow_pvalues, zscores
+
+    return shadow_pvalues(zscores(value, stderr), z_shadow, dof)[0]
 
 
 def cached_boruta(X, y, task, seed, cfg, cache, key):

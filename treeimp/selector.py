@@ -123,20 +123,21 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
     null : {"t", "shadow"}, default "t"
         The reference distribution of the test. "t": each feature's z = importance /
         standard error against t with the result's degrees of freedom
-        (``importances_.pvalues``). "shadow": a null learned from the data. Shadow
-        features, copies of all columns with their rows permuted (one random permutation
-        of the rows per copy, so the shadows keep the features' values, types and
-        dependence among themselves but lose any link to ``y`` and to the real columns),
-        are appended to X; the estimator is fitted and explained on the widened X exactly
-        as above, and each real feature's z-score is compared with the shadows' z-scores:
-        with their mean m, standard deviation s and count S, p = P(T > (z - m) /
-        (s sqrt(1 + 1/S))), T ~ t(S - 1)
+        (``importances_.pvalues``). "shadow": the null's centre learned from the
+        data. Shadow features, copies of all columns with their rows permuted (one random
+        permutation of the rows per copy, so the shadows keep the features' values, types
+        and dependence among themselves but lose any link to ``y`` and to the real
+        columns), are appended to X; the estimator is fitted and explained on the widened
+        X exactly as above, and each real feature's z-score is shifted by the mean m of
+        the shadows' z-scores: p = P(T > z - m) with the t reference's degrees of freedom
         (:func:`treeimp.measures.shadow_null.shadow_pvalues`), then Benjamini-Hochberg
-        at ``alpha``. A real feature independent of ``y`` and of the other features is
-        exchangeable with its shadows, so its z-score has the shadows' distribution;
-        one correlated with a relevant feature is not (it can stand in for it in the
-        trees) and may be kept, as by Boruta. ``estimator_`` is then a further clone
-        fitted on the real columns only.
+        at ``alpha``. Out-of-sample measures put noise features' z-scores below 0 (most
+        for cross-fitted boosting and rare classes), which the t reference alone takes
+        as 0 and so loses power; a real feature independent of ``y`` and of the other
+        features is exchangeable with its shadows, so m estimates its centre. One
+        correlated with a relevant feature is not (it can stand in for it in the trees)
+        and may be kept, as by Boruta. ``estimator_`` is then a further clone fitted on
+        the real columns only.
     n_shadows : int or None, default None
         With ``null="shadow"``: at least this many shadow columns, in whole copies of X
         (ceil(n_shadows / n_features) copies). None: 100
@@ -151,8 +152,8 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
     method_ : str
         The measure the selection tested (``method``, or the default it stands for).
     shadow_null_ : tuple (mean, sd, count) or None
-        With ``null="shadow"``: the mean and standard deviation of the shadows'
-        z-scores and the number of shadows the model used (that entered its trees);
+        With ``null="shadow"``: the mean (the centre subtracted) and standard deviation
+        of the shadows' z-scores and the number of shadows the model used;
         None with ``null="t"``. With ``null="shadow"`` the p- and q-values of
         ``importances_`` (for ``method_``) are the shadow-referenced ones.
     shadow_zscores_ : ndarray or None
@@ -427,10 +428,10 @@ def _with_shadows(data, names, copies, seed):
 
 def _shadow_referenced(res, method, n_real):
     """The result of the first ``n_real`` (real) features, with ``method``'s p- and
-    q-values from :func:`treeimp.measures.shadow_null.shadow_pvalues` against the
-    shadows' z-scores; the null's (mean, sd, count); the shadows' z-scores."""
+    q-values from :func:`treeimp.measures.shadow_null.shadow_pvalues` (z less the
+    shadows' mean z-score, t reference); the null's (mean, sd, count); the shadows' z-scores."""
     z = zscores(res.table[method].to_numpy(), res.stderr[method].to_numpy())
-    p, null = shadow_pvalues(z[:n_real], z[n_real:])
+    p, null = shadow_pvalues(z[:n_real], z[n_real:], res.dof)
     real = _first_features(res, n_real)
     real.pvalues[method] = p
     real.qvalues[method] = bh_qvalues(p)

@@ -1,13 +1,13 @@
-"""A null reference learned from the data: p-values of the features' z-scores against
-the z-scores of shadow features (row-permuted copies of the features fitted with the
-model), for :class:`treeimp.ImportanceSelector` with ``null="shadow"``."""
+"""A null centre learned from the data: p-values of the features' z-scores shifted by
+the mean z-score of shadow features (row-permuted copies of the features fitted with
+the model), for :class:`treeimp.ImportanceSelector` with ``null="shadow"``."""
 
 from __future__ import annotations
 
 import numpy as np
 from scipy import stats as _stats
 
-# fewest shadow columns: the null's mean and spread are estimated from them
+# fewest shadow columns: the null's centre is estimated from them
 MIN_SHADOWS = 100
 
 
@@ -32,24 +32,19 @@ def shadow_null(z_shadow):
         raise ValueError(f"only {z.size} of {np.asarray(z_shadow).size} shadow features "
                          "entered the model's trees, too few to estimate the null; use "
                          "more shadows (n_shadows), trees or rows, or null='t'")
-    sd = float(np.std(z, ddof=1))
-    if not sd > 0:
-        raise ValueError(f"the {z.size} used shadow features all have the z-score "
-                         f"{z[0]:.3g}, so the null's spread is 0; use null='t'")
-    return float(np.mean(z)), sd, int(z.size)
+    return float(np.mean(z)), float(np.std(z, ddof=1)), int(z.size)
 
 
-def shadow_pvalues(z, z_shadow):
-    """One-sided p-values of the features' z-scores ``z`` against the shadows'
-    ``z_shadow``: with the shadows' mean m, standard deviation s and count S (finite
-    z-scores only), p = P(T > (z - m) / (s sqrt(1 + 1/S))) for T ~ t(S - 1), the
-    prediction p-value of a new draw from a normal null whose mean and spread are
-    estimated by the S shadows (exactly uniform when the null z-scores are i.i.d. normal).
-    A feature the model never used (no z-score) gets p = 1; +inf gives 0.
+def shadow_pvalues(z, z_shadow, dof):
+    """One-sided p-values of the features' z-scores ``z`` with the null centre learned
+    from the shadows: p = P(T > z - m), T ~ t(``dof``), m the mean of the shadows'
+    finite z-scores. The spread and tails stay those of the t reference (each feature's
+    own standard error); only the centre, which sits below 0 for out-of-sample measures
+    of noise features, is taken from the shadows. A feature the model never used (no
+    z-score) gets p = 1; +inf gives 0.
 
-    Returns (p-values, (m, s, S))."""
-    m, s, count = shadow_null(z_shadow)
+    Returns (p-values, (m, sd of the shadows' z-scores, their count))."""
+    null = shadow_null(z_shadow)
     z = np.asarray(z, dtype=float)
-    t = (z - m) / (s * np.sqrt(1.0 + 1.0 / count))
-    p = _stats.t.sf(t, count - 1)
-    return np.where(np.isnan(z), 1.0, p), (m, s, count)
+    p = _stats.t.sf(z - null[0], dof)
+    return np.where(np.isnan(z), 1.0, p), null
