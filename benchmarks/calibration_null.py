@@ -24,7 +24,15 @@ z = importance / standard error (the library's, with its variance factor), and t
 share of repetitions in which Benjamini-Hochberg at q < 0.05 kept any feature (FWER).
 Targets (issue 32): fraction p < 0.05 in [0.03, 0.06], z sd in [0.9, 1.1].
 
+With ``--selector`` the settings are ``ImportanceSelector`` itself (the same forest and
+booster; the booster cross-fitted with ``cv=5``), its default measure, with ``null="t"``
+(the t reference) and ``null="shadow"`` (the shadow-feature fit), whose shadows give
+two rows: "null=shadow-centred" (the library's: z - m, m the shadows' mean z-score, t
+reference) and "null=shadow" (the pooled normal null first measured: (z - m) / (s sqrt(1
++ 1/S)), t(S - 1)); z is the score the p-value is computed from.
+
     python benchmarks/calibration_null.py --reps 10   # the table in benchmarks/README.md
+    python benchmarks/calibration_null.py --selector --reps 10   # the selector's nulls
     python benchmarks/calibration_null.py --quick     # one small repetition
 """
 
@@ -42,7 +50,14 @@ from scipy import stats
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from screening import DESIGNS, boosting, pure_null, rare_null  # noqa: E402
+from screening import (  # noqa: E402
+    DESIGNS,
+    boosting,
+    pure_null,
+    rare_null,
+    shadow_centred_pvalues,
+    shadow_scaled_pvalues,
+)
 
 import treeimp  # noqa: E402
 from treeimp.results.importances import bh_qvalues  # noqa: E402
@@ -74,6 +89,45 @@ def one_data_set(name, make, n, seed, cfg):
     res = treeimp.cross_explain(boosting("classification", seed, cfg["rounds"]), X, y, cv=5,
                                 methods=MEASURES, random_state=seed, n_jobs=1)
     rows += _rows(res, name, seed, "XGB cross-fitted", time.perf_counter() - t)
+    return rows
+
+
+def selector_data_set(name, make, n, seed, cfg):
+    """Rows of one null data set for ``ImportanceSelector`` with each null."""
+    import warnings
+
+    from treeimp.measures.shadow_null import shadow_null, zscores
+
+    X, y, _, _ = make(n, np.random.default_rng(seed))
+    rows = []
+    for setting, est in (("selector, forest OOB", screening_forest(seed, cfg["trees"])),
+                         ("selector, XGB cross-fitted",
+                          boosting("classification", seed, cfg["rounds"]))):
+        for null in ("t", "shadow"):
+            t = time.process_time()
+            sel = treeimp.ImportanceSelector(est, null=null, random_state=seed)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # "kept no feature"
+                sel.fit(X, y)
+            seconds = time.process_time() - t
+            res, m = sel.importances_, sel.method_
+            value, se = res.table[m].to_numpy(), res.stderr[m].to_numpy()
+            z = zscores(value, se)
+            if null == "t":
+                variants = [(f"{m} null=t", z, res.pvalues[m].to_numpy())]
+            else:  # both forms of the shadow null (screening.py) from the same fit
+                zs = sel.shadow_zscores_
+                mean, sd, count = shadow_null(zs)
+                variants = [(f"{m} null=shadow", (z - mean) / (sd * np.sqrt(1 + 1 / count)),
+                             shadow_scaled_pvalues(value, se, zs)),
+                            (f"{m} null=shadow-centred", z - mean,
+                             shadow_centred_pvalues(value, se, zs, res.dof))]
+            for label, zz, pp in variants:
+                any_kept = bool((bh_qvalues(pp) < ALPHA).any())
+                for j in range(len(zz)):
+                    rows.append({"design": name, "seed": seed, "setting": setting,
+                                 "measure": label, "feature": j, "z": zz[j], "p": pp[j],
+                                 "dof": res.dof, "any_kept": any_kept, "seconds": seconds})
     return rows
 
 
@@ -114,7 +168,9 @@ def summarise(df, centre=False):
     g = df.groupby(["design", "setting", "measure"], sort=False)
     out = g.agg(reps=("seed", "nunique"), noise=("z", "size"),
                 p05=("p", lambda p: np.mean(p < 0.05)), p01=("p", lambda p: np.mean(p < 0.01)),
-                z_mean=("z", "mean"), z_sd=("z", lambda z: np.std(z, ddof=1)))
+                z_mean=("z", lambda z: np.nanmean(z[np.isfinite(z)])),
+                z_sd=("z", lambda z: np.std(z[np.isfinite(z)], ddof=1)),
+                seconds=("seconds", "mean"))
     fwer = (df.groupby(["design", "setting", "measure", "seed"], sort=False)["any_kept"]
             .first().groupby(["design", "setting", "measure"], sort=False).mean())
     out["FWER"] = fwer
@@ -123,14 +179,14 @@ def summarise(df, centre=False):
 
 def to_markdown(table):
     cols = ["design", "setting", "measure", "reps", "noise", "p05", "p01", "z_mean", "z_sd",
-            "FWER"]
+            "FWER", "seconds"]
     head = ("| design | setting | measure | reps | noise z | p < .05 | p < .01 | z mean | "
-            "z sd | FWER (BH .05) |")
+            "z sd | FWER (BH .05) | s per fit |")
     lines = [head, "|" + "|".join("---" for _ in cols) + "|"]
     for _, r in table.iterrows():
         lines.append(f"| {r.design} | {r.setting} | {r.measure} | {r.reps} | {r.noise} | "
                      f"{r.p05:.3f} | {r.p01:.3f} | {r.z_mean:.2f} | {r.z_sd:.2f} | "
-                     f"{r.FWER:.2f} |")
+                     f"{r.FWER:.2f} | {r.seconds:.2f} |")
     return "\n".join(lines)
 
 
@@ -144,6 +200,9 @@ def main(argv=None):
     ap.add_argument("--centre-null", action="store_true",
                     help="also summarise the median-centred z-scores (issue 32's candidate, "
                          "screening.centred_pvalues)")
+    ap.add_argument("--selector", action="store_true",
+                    help="ImportanceSelector with null='t' and null='shadow' instead of "
+                         "explain / cross_explain with both measures")
     ap.add_argument("--out", default=None, help="CSV of every noise z-score")
     ap.add_argument("--summarise", default=None,
                     help="comma-separated CSVs written by --out: print their table only")
@@ -165,7 +224,8 @@ def main(argv=None):
         d = list(DESIGNS).index(seeds_of)
         n = max(200, int(n * cfg["scale"]))
         for r in range(args.first_rep, args.first_rep + cfg["reps"]):
-            rows += one_data_set(name, make, n, 100 * d + r, cfg)
+            one = selector_data_set if args.selector else one_data_set
+            rows += one(name, make, n, 100 * d + r, cfg)
             print(f"{name} rep {r}: {time.perf_counter() - t0:.0f} s", file=sys.stderr,
                   flush=True)
     df = pd.DataFrame(rows)

@@ -32,11 +32,25 @@ relevance).
 
     python benchmarks/screening.py            # full study (benchmarks/README.md)
     python benchmarks/screening.py --quick    # CI smoke mode, under a minute
+
+``--selector`` runs ``ImportanceSelector`` itself instead of treeimp's study settings:
+the screening forest (100 trees, ``min_samples_leaf=10``, out of bag) and XGBoost
+cross-fitted (``cv=5``), each with its default measure and ``null="t"`` (the t
+reference) and ``null="shadow"`` (the shadow-feature fit), whose shadows' z-scores give
+two rows: "null=shadow-centred" (the library's shadow null: z less the shadows' mean,
+t reference) and "null=shadow" (a pooled normal null with the shadows' mean and spread,
+``shadow_scaled_pvalues``, measured first and not adopted); Boruta beside; times are
+CPU seconds (``time.process_time``, one thread), which the machine's load does not
+inflate. ``--boruta-cache FILE.json`` keeps Boruta's result per design and repetition
+(it is deterministic given the seed): runs found in the file are not repeated.
+``benchmarks/screening_boruta.json`` holds the 25 runs measured on 2026-11-28 (10 of
+Strobl's design, 1-3 of eight others; CPU seconds under a load average of 20-25).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -291,6 +305,72 @@ def run_boruta(X, y, task, seed, cfg):
     return (np.asarray(sel.support_, bool), None, -np.asarray(sel.ranking_, float), dt)
 
 
+def run_selectors(X, y, task, seed, cfg):
+    """``ImportanceSelector`` with each null, forest out of bag and XGBoost cross-fitted:
+    {label: (kept mask, p-values, scores, CPU seconds)}."""
+    out = {}
+    for label, est in (("screening forest OOB", forest(task, seed, 100).set_params(
+                            min_samples_leaf=10)),
+                       ("XGB cross-fitted", boosting(task, seed, cfg["rounds"]))):
+        for null in ("t", "shadow"):
+            t = time.process_time()
+            sel = treeimp.ImportanceSelector(est, null=null, random_state=seed)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # "kept no feature"
+                sel.fit(X, y)
+            dt = time.process_time() - t
+            res, m = sel.importances_, sel.method_
+            value, se = res.table[m].to_numpy(), res.stderr[m].to_numpy()
+            if null == "t":
+                out[f"selector {label} {m} null=t"] = (
+                    sel.support_.copy(), res.pvalues[m].to_numpy(), value, dt)
+                continue
+            # both forms of the shadow null from the same fit, computed here so that the
+            # labels mean the same whatever the library's null="shadow" is: the pooled
+            # normal null (mean and spread of the shadows) and the library's shift
+            p = shadow_scaled_pvalues(value, se, sel.shadow_zscores_)
+            out[f"selector {label} {m} null=shadow"] = (bh_qvalues(p) < ALPHA, p, value, dt)
+            p = shadow_centred_pvalues(value, se, sel.shadow_zscores_, res.dof)
+            out[f"selector {label} {m} null=shadow-centred"] = (
+                bh_qvalues(p) < ALPHA, p, value, dt)
+    return out
+
+
+def shadow_scaled_pvalues(value, stderr, z_shadow):
+    """The first form of the shadow null measured (not the library's): with the used
+    shadows' z-scores' mean m, sd s and count S, p = P(T > (z - m) / (s sqrt(1 + 1/S))),
+    T ~ t(S - 1), the prediction p-value of a normal null pooled over all shadows. A
+    never-used feature keeps p = 1."""
+    from treeimp.measures.shadow_null import shadow_null, zscores
+
+    z = zscores(value, stderr)
+    m, s, count = shadow_null(z_shadow)
+    p = stats.t.sf((z - m) / (s * np.sqrt(1.0 + 1.0 / count)), count - 1)
+    return np.where(np.isnan(z), 1.0, p)
+
+
+def shadow_centred_pvalues(value, stderr, z_shadow, dof):
+    """The library's shadow null (``treeimp.measures.shadow_null.shadow_pvalues``) from
+    value, stderr and the shadows' z-scores: z less the shadows' mean z, t with ``dof``."""
+    from treeimp.measures.shadow_null import shadow_pvalues, zscores
+
+    return shadow_pvalues(zscores(value, stderr), z_shadow, dof)[0]
+
+
+def cached_boruta(X, y, task, seed, cfg, cache, key):
+    """run_boruta, or its result stored under ``key`` in ``cache`` (a dict saved as
+    JSON: kept features, ranking, CPU seconds)."""
+    if key not in cache:
+        t = time.process_time()
+        kept, _, score, _ = run_boruta(X, y, task, seed, cfg)
+        cache[key] = {"kept": np.flatnonzero(kept).tolist(), "score": score.tolist(),
+                      "cpu_seconds": time.process_time() - t}
+    hit = cache[key]
+    kept = np.zeros(X.shape[1], bool)
+    kept[hit["kept"]] = True
+    return kept, None, np.asarray(hit["score"], float), hit["cpu_seconds"]
+
+
 def run_permutation(X, y, task, seed, cfg):
     from sklearn.inspection import permutation_importance
 
@@ -375,6 +455,13 @@ def main(argv=None):
                     help="also report each treeimp measure with median-centred z-scores "
                          "(centred_pvalues; an experiment of issue 32, not the library's "
                          "test)")
+    ap.add_argument("--selector", action="store_true",
+                    help="ImportanceSelector with null='t' and null='shadow', and Boruta "
+                         "(CPU seconds)")
+    ap.add_argument("--boruta-cache", default=None,
+                    help="JSON file of Boruta's results by design and repetition (read, "
+                         "and written with the new runs)")
+    ap.add_argument("--no-boruta", action="store_true", help="with --selector: skip Boruta")
     ap.add_argument("--out", default=None, help="CSV of every repetition")
     ap.add_argument("--summarise", default=None,
                     help="comma-separated CSVs written by --out: print their table only")
@@ -396,6 +483,10 @@ def main(argv=None):
     names = list(DESIGNS)
     if args.designs:
         names = [names[int(i)] for i in args.designs.split(",")]
+    cache = {}
+    if args.boruta_cache and os.path.exists(args.boruta_cache):
+        with open(args.boruta_cache) as f:
+            cache = json.load(f)
     rows = []
     t0 = time.perf_counter()
     for name in names:
@@ -405,7 +496,15 @@ def main(argv=None):
         for r in range(args.first_rep, args.first_rep + cfg["reps"]):
             seed = 100 * d + r
             X, y, relevant, task = make(n, np.random.default_rng(seed))
-            if args.only_forest_trees:
+            if args.selector:
+                results = run_selectors(X, y, task, seed, cfg)
+                if not args.no_boruta:
+                    results["Boruta (RF depth 5)"] = cached_boruta(
+                        X, y, task, seed, cfg, cache, f"{name} | n={n} | rep {r}")
+                    if args.boruta_cache:
+                        with open(args.boruta_cache, "w") as f:
+                            json.dump(cache, f, indent=0)
+            elif args.only_forest_trees:
                 results, _ = run_forest(X, y, task, seed, args.only_forest_trees,
                                         f" ({args.only_forest_trees} trees)")
             else:

@@ -7,6 +7,8 @@ import numbers
 import warnings
 
 import numpy as np
+import pandas as pd
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.ensemble import (
     BaggingClassifier,
@@ -26,6 +28,8 @@ from .explainer import Explainer
 from .measures import registry
 from .measures.defaults import DEFAULT_N_BLOCKS
 from .measures.screening import default_screening_method, model_task, objective_name
+from .measures.shadow_null import MIN_SHADOWS, shadow_pvalues, zscores
+from .results.importances import Importances, bh_qvalues
 
 try:  # scikit-learn >= 1.6
     from sklearn.utils import get_tags
@@ -37,6 +41,8 @@ except ImportError:  # pragma: no cover - scikit-learn 1.4, 1.5
         return estimator._validate_data(*args, **kwargs)
 
     get_tags = None
+
+NULLS = ("t", "shadow")
 
 BAGGED_FORESTS = (RandomForestClassifier, RandomForestRegressor, ExtraTreesClassifier,
                   ExtraTreesRegressor, BaggingClassifier, BaggingRegressor)
@@ -114,7 +120,29 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
     groups : dict or None, default None
         {group name: [column names or positions]}: test each group's summed importance
         (see :func:`treeimp.explain`) and keep or drop its columns together; columns in
-        no group are tested alone.
+        no group are tested alone. Only with ``null="t"``.
+    null : {"t", "shadow"}, default "t"
+        The reference distribution of the test. "t": each feature's z = importance /
+        standard error against t with the result's degrees of freedom
+        (``importances_.pvalues``). "shadow": the null's centre learned from the
+        data. Shadow features, copies of all columns with their rows permuted (one random
+        permutation of the rows per copy, so the shadows keep the features' values, types
+        and dependence among themselves but lose any link to ``y`` and to the real
+        columns), are appended to X; the estimator is fitted and explained on the widened
+        X exactly as above, and each real feature's z-score is shifted by the mean m of
+        the shadows' z-scores: p = P(T > z - m) with the t reference's degrees of freedom
+        (:func:`treeimp.measures.shadow_null.shadow_pvalues`), then Benjamini-Hochberg
+        at ``alpha``. Out-of-sample measures put noise features' z-scores below 0 (most
+        for cross-fitted boosting and rare classes), which the t reference alone takes
+        as 0 and so loses power; a real feature independent of ``y`` and of the other
+        features is exchangeable with its shadows, so m estimates its centre. One
+        correlated with a relevant feature is not (it can stand in for it in the trees)
+        and may be kept, as by Boruta. ``estimator_`` is then a further clone fitted on
+        the real columns only.
+    n_shadows : int or None, default None
+        With ``null="shadow"``: at least this many shadow columns, in whole copies of X
+        (ceil(n_shadows / n_features) copies). None: 100
+        (:data:`treeimp.measures.shadow_null.MIN_SHADOWS`), at least one copy.
 
     Attributes
     ----------
@@ -124,8 +152,16 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
         The importances, standard errors, p- and q-values the selection used.
     method_ : str
         The measure the selection tested (``method``, or the default it stands for).
-    support_ : ndarray of bool
-        Mask of the kept features, one entry per input feature.
+    shadow_null_ : tuple (mean, sd, count) or None
+        With ``null="shadow"``: the mean (the centre subtracted) and standard deviation
+        of the shadows' z-scores and the number of shadows the model used;
+        None with ``null="t"``. With ``null="shadow"`` the p- and q-values of
+        ``importances_`` (for ``method_``) are the shadow-referenced ones.
+    shadow_zscores_ : ndarray or None
+        With ``null="shadow"``: the shadows' z-scores (NaN for a shadow the model never
+        used), copy after copy in the order of the columns; None with ``null="t"``.
+    support_ : ndarray of bool (n_features_in_,)
+        Mask of the kept features.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of str
@@ -148,7 +184,8 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
     """
 
     def __init__(self, estimator, *, method=None, alpha=0.05, validation_fraction=0.25,
-                 oob=None, cv=5, n_blocks=DEFAULT_N_BLOCKS, random_state=None, groups=None):
+                 oob=None, cv=5, n_blocks=DEFAULT_N_BLOCKS, random_state=None, groups=None,
+                 null="t", n_shadows=None):
         self.estimator = estimator
         self.method = method
         self.alpha = alpha
@@ -158,6 +195,8 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
         self.n_blocks = n_blocks
         self.random_state = random_state
         self.groups = groups
+        self.null = null
+        self.n_shadows = n_shadows
 
     def fit(self, X, y, sample_weight=None):
         """Fit the estimator, measure out-of-sample importances, select features.
@@ -197,38 +236,54 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
         names = (list(map(str, self.feature_names_in_)) if hasattr(self, "feature_names_in_")
                  else [f"x{j}" for j in range(self.n_features_in_)])
         rng = check_random_state(self.random_state)
-        split_seed, block_seed = (int(s) for s in rng.randint(np.iinfo(np.int32).max, size=2))
+        split_seed, block_seed, shadow_seed = (
+            int(s) for s in rng.randint(np.iinfo(np.int32).max, size=3))
+        shadow = self.null == "shadow"
+        work, work_names = data, names
+        if shadow:
+            work, work_names = _with_shadows(data, names, self._n_copies(len(names)),
+                                             shadow_seed)
 
         est = clone(self.estimator)
         if use_oob:
             if n < self.n_blocks:
                 raise ValueError(f"n_blocks={self.n_blocks} is more than the {n} rows; "
                                  "lower n_blocks")
-            _fit(est, data, y, sample_weight)
-            ex = Explainer(est, feature_names=names)
+            _fit(est, work, y, sample_weight)
+            ex = Explainer(est, feature_names=work_names)
             method = self._screening_method(ex.ensemble)
-            res = ex.explain(data, y, oob=True, methods=(method,),
+            res = ex.explain(work, y, oob=True, methods=(method,),
                              sample_weight=sample_weight, n_blocks=self.n_blocks,
                              random_state=block_seed, groups=self.groups)
+            if shadow:  # the returned estimator sees the real columns only
+                est = clone(self.estimator)
+                _fit(est, data, y, sample_weight)
         elif self.cv is not None:
             # the fit on all rows first: the estimator's own errors on bad X or y come
             # before any fold is split
             _fit(est, data, y, sample_weight)
             method = self._screening_method(Explainer(est).ensemble)
-            res = cross_explain(self.estimator, data, y, cv=self.cv, methods=(method,),
-                                sample_weight=sample_weight, feature_names=names,
+            res = cross_explain(self.estimator, work, y, cv=self.cv, methods=(method,),
+                                sample_weight=sample_weight, feature_names=work_names,
                                 n_blocks=self.n_blocks, random_state=block_seed,
                                 groups=self.groups)
         else:
             train, val = self._split(n, y, split_seed)
             sw = (None, None) if sample_weight is None else (sample_weight[train],
                                                             sample_weight[val])
-            _fit(est, _safe_indexing(data, train), y[train], sw[0])
-            ex = Explainer(est, feature_names=names)
+            _fit(est, _safe_indexing(work, train), y[train], sw[0])
+            ex = Explainer(est, feature_names=work_names)
             method = self._screening_method(ex.ensemble)
-            res = ex.explain(_safe_indexing(data, val), y[val], methods=(method,),
+            res = ex.explain(_safe_indexing(work, val), y[val], methods=(method,),
                              sample_weight=sw[1], n_blocks=self.n_blocks,
                              random_state=block_seed, groups=self.groups)
+            if shadow:
+                est = clone(self.estimator)
+                _fit(est, _safe_indexing(data, train), y[train], sw[0])
+        self.shadow_null_ = self.shadow_zscores_ = None
+        if shadow:
+            res, self.shadow_null_, self.shadow_zscores_ = _shadow_referenced(
+                res, method, len(names))
         self.estimator_ = est
         self.importances_ = res
         self.method_ = method
@@ -286,6 +341,21 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
         if isinstance(self.n_blocks, bool) or not isinstance(self.n_blocks, numbers.Integral) \
                 or self.n_blocks < 2:
             raise ValueError(f"n_blocks must be an integer >= 2, got {self.n_blocks!r}")
+        if not isinstance(self.null, str) or self.null not in NULLS:
+            raise ValueError(f"null must be one of {list(NULLS)}, got {self.null!r}")
+        if self.n_shadows is not None and (
+                isinstance(self.n_shadows, bool)
+                or not isinstance(self.n_shadows, numbers.Integral) or self.n_shadows < 3):
+            raise ValueError(f"n_shadows must be None or an integer >= 3, got "
+                             f"{self.n_shadows!r}")
+        if self.null == "shadow" and self.groups is not None:
+            raise ValueError("groups are tested with null='t' only: a group's shadow "
+                             "would be a group of shadows; use null='t' with groups")
+
+    def _n_copies(self, n_features):
+        """Whole copies of X that give at least ``n_shadows`` shadow columns."""
+        wanted = MIN_SHADOWS if self.n_shadows is None else int(self.n_shadows)
+        return max(1, -(-wanted // n_features))
 
     def _screening_method(self, ens):
         """``method``, or the default screening measure of the fitted estimator's parsed
@@ -326,6 +396,61 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
                 raise
             raise ValueError(f"cannot split off validation_fraction={self.validation_fraction}"
                              f" of {n} rows stratified by class: {exc}") from None
+
+
+def _with_shadows(data, names, copies, seed):
+    """X with ``copies`` shadow copies appended, and the widened column names: each copy
+    is all of X's columns with the rows in one random order (values, dtypes and the
+    dependence among the columns kept; the link to y and to the real columns broken).
+    DataFrames stay DataFrames (shadow columns named ``"shadow{k}_{name}"``), sparse
+    matrices stay sparse (CSR)."""
+    rng = np.random.default_rng(seed)
+    n = data.shape[0]
+    perms = [rng.permutation(n) for _ in range(copies)]
+    shadow_names = [f"shadow{k}_{name}" for k in range(copies) for name in names]
+    taken = set(names)
+    if taken.intersection(shadow_names):
+        clash = sorted(taken.intersection(shadow_names))[0]
+        raise ValueError(f"a feature is named {clash!r}, the name of a shadow feature; "
+                         "rename it or use null='t'")
+    if hasattr(data, "iloc") and hasattr(data, "columns"):
+        cols = list(map(str, data.columns))
+        real = data.set_axis(cols, axis=1)
+        parts = [real] + [real.iloc[perm].set_axis(data.index, axis=0).set_axis(
+            [f"shadow{k}_{c}" for c in cols], axis=1) for k, perm in enumerate(perms)]
+        work = pd.concat(parts, axis=1)
+    elif sp.issparse(data):
+        csr = sp.csr_matrix(data)
+        work = sp.hstack([csr] + [csr[perm] for perm in perms], format="csr")
+    else:
+        work = np.hstack([data] + [data[perm] for perm in perms])
+    return work, list(names) + shadow_names
+
+
+def _shadow_referenced(res, method, n_real):
+    """The result of the first ``n_real`` (real) features, with ``method``'s p- and
+    q-values from :func:`treeimp.measures.shadow_null.shadow_pvalues` (z less the
+    shadows' mean z-score, t reference); the null's (mean, sd, count); the shadows' z-scores."""
+    z = zscores(res.table[method].to_numpy(), res.stderr[method].to_numpy())
+    p, null = shadow_pvalues(z[:n_real], z[n_real:], res.dof)
+    real = _first_features(res, n_real)
+    real.pvalues[method] = p
+    real.qvalues[method] = bh_qvalues(p)
+    return real, null, z[n_real:]
+
+
+def _first_features(res, n):
+    """An Importances holding only the first ``n`` features of ``res``."""
+    rows = res.table.index[:n]
+    return Importances(
+        table=res.table.loc[rows], stderr=res.stderr.loc[rows],
+        stderr_trees=res.stderr_trees.loc[rows],
+        per_tree={m: v[:, :n] for m, v in res.per_tree.items()},
+        block_values={m: v[:, :n] for m, v in res.block_values.items()},
+        n_blocks=res.n_blocks, kind=res.kind, n_rows=res.n_rows, model_name=res.model_name,
+        table_by_class={m: t.loc[rows] for m, t in res.table_by_class.items()},
+        groups=res.groups, dof=res.dof, block_weight=res.block_weight, task=res.task,
+        objective=res.objective, screening=res.screening)
 
 
 def _fit(est, X, y, sample_weight):

@@ -1,0 +1,185 @@
+"""ImportanceSelector's shadow-feature null (null="shadow", issue 32): noise p-values
+calibrated on null designs for both model kinds' default screening (forest out of bag,
+boosting cross-fitted), and power on rare positives. Small, seeded data sets; the
+truth is the design (which features enter y), never the code's own output."""
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+from sklearn.ensemble import RandomForestClassifier
+
+from treeimp import ImportanceSelector
+from treeimp.measures.shadow_null import shadow_pvalues, zscores
+
+xgb = pytest.importorskip("xgboost")
+
+
+def forest(seed):
+    return RandomForestClassifier(n_estimators=60, min_samples_leaf=10, random_state=seed,
+                                  n_jobs=1)
+
+
+def booster(seed):
+    return xgb.XGBClassifier(n_estimators=40, max_depth=3, learning_rate=0.1, subsample=0.8,
+                             random_state=seed, n_jobs=1)
+
+
+def mixed_null(seed):
+    """60 noise features (continuous, binary, 10 levels), y independent, 30% positives."""
+    rng = np.random.default_rng(seed)
+    n = 400
+    X = np.column_stack([rng.normal(size=(n, 30)), rng.integers(0, 2, (n, 15)),
+                         rng.integers(0, 10, (n, 15))]).astype(float)
+    return X, (rng.random(n) < 0.3).astype(int)
+
+
+def rare_null(seed):
+    """60 normal noise features, y independent with 8% positives."""
+    rng = np.random.default_rng(seed)
+    n = 600
+    return rng.normal(size=(n, 60)), (rng.random(n) < 0.08).astype(int)
+
+
+def noise_pvalues(make, model, seeds, null):
+    """The selector's p-values and standardised z-scores of every (noise) feature,
+    pooled over data sets."""
+    ps, zs = [], []
+    for seed in seeds:
+        X, y = make(seed)
+        sel = ImportanceSelector(model(seed), null=null, random_state=seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "kept no feature"
+            sel.fit(X, y)
+        res, m = sel.importances_, sel.method_
+        z = zscores(res.table[m].to_numpy(), res.stderr[m].to_numpy())
+        if null == "shadow":  # the score the p-value is computed from
+            z = z - sel.shadow_null_[0]
+        ps.append(res.pvalues[m].to_numpy())
+        zs.append(z[np.isfinite(z)])
+    return np.concatenate(ps), np.concatenate(zs)
+
+
+@pytest.mark.parametrize("make", [mixed_null, rare_null])
+def test_shadow_null_recentres_cross_fitted_boosting(make):
+    # the boosting default (cross-fitted, mdi_oob_centered): the t reference alone puts
+    # the noise z-scores' centre at -0.3 to -0.5 here and its fraction of noise p < 0.05
+    # at 0.004-0.025; the shadows' centre moves it to about 0, keeps the spread in
+    # [0.85, 1.1] and the fraction at most 0.06 (issue 32's band is [0.03, 0.06]; these
+    # small designs give 0.021-0.037 by XGBoost version, the study's rare null 0.023)
+    p_t, z_t = noise_pvalues(make, booster, range(4), "t")
+    p, z = noise_pvalues(make, booster, range(4), "shadow")
+    assert p.size == 240
+    assert np.mean(z_t) < -0.2
+    assert abs(np.mean(z)) < 0.2, np.mean(z)
+    assert 0.85 <= np.std(z, ddof=1) <= 1.1, np.std(z, ddof=1)
+    assert np.mean(p_t < 0.05) < np.mean(p < 0.05) <= 0.06, (np.mean(p_t < 0.05),
+                                                              np.mean(p < 0.05))
+
+
+def test_shadow_null_centres_the_forest_noise_scores():
+    # forest out of bag: the shadows move the noise centre from below 0 to 0 and keep
+    # the fraction p < 0.05 at most 0.06 (the band's lower end is not reached: these
+    # small forests' noise z-scores are narrower than N(0, 1), sd 0.86)
+    p_t, z_t = noise_pvalues(mixed_null, forest, range(4), "t")
+    p, z = noise_pvalues(mixed_null, forest, range(4), "shadow")
+    assert np.mean(z_t) < -0.1
+    assert abs(np.mean(z)) < 0.1, np.mean(z)
+    assert np.mean(p < 0.05) <= 0.06
+
+
+def test_shadow_pvalues_uniform_for_exchangeable_normal_scores():
+    # a feature's z-score and 200 shadows' drawn from one N(mu, 1): z less the shadows'
+    # mean is N(0, 1 + 1/200) whatever mu, so p (t with 500 degrees of freedom) is
+    # uniform up to that small excess spread
+    rng = np.random.default_rng(0)
+    p = np.concatenate([shadow_pvalues(rng.normal(mu, 1, 1), rng.normal(mu, 1, 200), 500)[0]
+                        for mu in rng.uniform(-1, 1, 4000)])
+    for a in (0.01, 0.05, 0.2, 0.5):
+        assert abs(np.mean(p < a) - a) < 3 * np.sqrt(a * (1 - a) / p.size) + 1e-3, a
+
+
+def test_unused_features_get_p_one_and_are_left_out_of_the_null():
+    z = zscores([0.0, 0.2, -0.1, 0.0], [0.0, 0.1, 0.1, 0.05])
+    assert np.isnan(z[0]) and z[3] == 0.0
+    p, (m, s, count) = shadow_pvalues(z[:2], np.array([np.nan, -1.5, -0.5, 0.5]), 19)
+    assert count == 3 and m == -0.5 and s == 1.0
+    # z = 0.2 / 0.1 = 2 less the shadows' mean -0.5: t(19) at 2.5
+    assert p[0] == 1.0
+    assert p[1] == pytest.approx(stats.t.sf(2.5, 19), rel=1e-12)
+
+
+def test_too_few_used_shadows_is_a_value_error():
+    with pytest.raises(ValueError, match="only 2 of 4 shadow features"):
+        shadow_pvalues(np.array([1.0]), np.array([np.nan, 0.5, np.nan, 1.0]), 19)
+
+
+def rare_positives(seed):
+    """20 normal features, x0..x3 relevant (log odds 0.8 per sd each), about 4% positives."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(1200, 20))
+    eta = -4.2 + 0.8 * X[:, :4].sum(axis=1)
+    return X, (rng.random(1200) < 1 / (1 + np.exp(-eta))).astype(int)
+
+
+def test_shadow_null_keeps_most_rare_positive_features():
+    # cross-fitted XGBoost: the t reference keeps under one of the four relevant
+    # features on average (its noise z-scores centre below 0); the shadow null most of
+    # them (more than half), with at most one noise feature per data set on average
+    kept = {"t": [], "shadow": []}
+    noise = {"t": [], "shadow": []}
+    for seed in range(4):
+        X, y = rare_positives(seed)
+        assert 0.025 < y.mean() < 0.06
+        for null in kept:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                s = ImportanceSelector(booster(seed), null=null, random_state=seed).fit(X, y)
+            kept[null].append(s.support_[:4].sum())
+            noise[null].append(s.support_[4:].sum())
+    assert np.mean(kept["shadow"]) > 2.0, kept
+    assert np.mean(noise["shadow"]) <= 1.0, noise
+    assert np.mean(kept["shadow"]) > np.mean(kept["t"]) + 1.0, kept
+
+
+def test_shadow_selector_frames_sparse_and_returned_estimator():
+    pd = pytest.importorskip("pandas")
+    sparse = pytest.importorskip("scipy.sparse")
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(200, 4))
+    y = (X[:, 0] + 0.3 * rng.normal(size=200) > 0).astype(int)
+    frame = pd.DataFrame(X, columns=["a", "b", "c", "d"])
+    for data in (X, frame, sparse.csr_matrix(X)):
+        sel = ImportanceSelector(forest(0).set_params(n_estimators=20), null="shadow",
+                                 n_shadows=40, random_state=0)
+        sel.fit(data, y)
+        # 10 copies of 4 columns; the returned estimator and the result see the real ones
+        assert sel.shadow_zscores_.shape == (40,)
+        assert sel.estimator_.n_features_in_ == 4
+        assert sel.importances_.feature_names == (["a", "b", "c", "d"] if data is frame
+                                                  else ["x0", "x1", "x2", "x3"])
+        assert sel.support_[0] and sel.transform(data).shape[0] == 200
+        assert sel.importances_.qvalues[sel.method_].iloc[0] < 0.05
+    assert ImportanceSelector(forest(0), random_state=0).fit(X, y).shadow_null_ is None
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"null": "perm"}, "null must be one of"),
+    ({"null": "shadow", "n_shadows": 2}, "n_shadows must be None or an integer >= 3"),
+    ({"null": "shadow", "n_shadows": 10.0}, "n_shadows must be"),
+    ({"null": "shadow", "groups": {"g": [0, 1]}}, "groups are tested with null='t' only"),
+])
+def test_shadow_parameters_checked(kwargs, match):
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    y = np.arange(60) % 2
+    with pytest.raises(ValueError, match=match):
+        ImportanceSelector(forest(0), **kwargs).fit(X, y)
+
+
+def test_shadow_name_clash_is_a_value_error():
+    pd = pytest.importorskip("pandas")
+    X = pd.DataFrame(np.random.default_rng(0).normal(size=(60, 2)),
+                     columns=["a", "shadow0_a"])
+    with pytest.raises(ValueError, match="named 'shadow0_a', the name of a shadow"):
+        ImportanceSelector(forest(0), null="shadow").fit(X, np.arange(60) % 2)
