@@ -27,7 +27,7 @@ from .crossfit import cross_explain
 from .explainer import Explainer
 from .measures import registry
 from .measures.defaults import DEFAULT_N_BLOCKS
-from .measures.screening import default_screening_method, model_task, objective_name
+from .measures.screening import screening_method_of
 from .measures.shadow_null import MIN_SHADOWS, shadow_pvalues, zscores
 from .results.importances import Importances, bh_qvalues
 
@@ -364,7 +364,7 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
         forest)."""
         if self.method is not None:
             return self.method
-        return default_screening_method(ens.kind, model_task(ens), objective_name(ens))
+        return screening_method_of(ens)
 
     def _use_oob(self):
         bagged = (isinstance(self.estimator, BAGGED_FORESTS)

@@ -25,9 +25,7 @@ from ..measures.defaults import DEFAULT_N_BLOCKS
 from ..measures.registry import check_targets
 from ..measures.screening import (
     default_methods,
-    default_screening_method,
-    model_task,
-    objective_name,
+    screening_method_of,
 )
 from ..model.ensemble import FOREST, TreeEnsemble
 from ..results.display import column_label, display_order, legend_lines, screening_of
@@ -372,7 +370,7 @@ def _methods(args, methods, ens):
 def _screening_method(alpha, ens):
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"--select needs a false discovery rate in (0, 1), got {alpha}")
-    return default_screening_method(ens.kind, model_task(ens), objective_name(ens))
+    return screening_method_of(ens)
 
 
 def _importances(rows, ex, methods):

@@ -91,8 +91,11 @@ def parse_sklearn_forest(model) -> TreeEnsemble:
     elif classifier:
         classes = np.asarray(required_attr(model, "classes_"))
         n_outputs = int(required_attr(model, "n_classes_"))
-        objective = Objective("class_probability", {}, link="proba",
-                              source=str(getattr(model, "criterion", "")))
+        # class_weight reweights the training rows by class: the node values are
+        # class-weighted shares (measures/screening.py screens such forests with ufi)
+        weighted = getattr(model, "class_weight", None) is not None
+        objective = Objective("class_probability", {"class_weighted": True} if weighted else {},
+                              link="proba", source=str(getattr(model, "criterion", "")))
     else:
         classes = None
         n_outputs = n_targets  # multi-output regression: the target vector, one column each

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..measures import registry
-from ..measures.screening import model_task, objective_name
+from ..measures.screening import class_weighted, model_task, objective_name, screening_method_of
 from ..model.ensemble import FOREST
 from .importances import Importances
 
@@ -75,7 +75,9 @@ def assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alpha
                        kind=ens.kind, n_rows=n_rows, table_by_class=by_class,
                        model_name=ens.model_name, groups=member_names,
                        block_weight=block_weight, task=model_task(ens),
-                       objective=objective_name(ens))
+                       objective=objective_name(ens),
+                       # class-weighted forest classifiers screen with their own measure
+                       screening=screening_method_of(ens) if class_weighted(ens) else None)
 
 
 def _frame(values, index, columns):
