@@ -245,8 +245,8 @@ def staged_block_stats(X, row0, order, b, s_lo, s_hi, rows_in, loss, trees, rout
             for t in range(stage_start[st], stage_start[st + 1]):
                 col = tree_output[t]
                 sc = tree_scale[t]
-                # the whole group in one walk: every call of the inlined walk_batch
-                # adds and removes a reference to each of its dozen arrays (atomic
+                # the whole group in one walk: every call of walk_batch adds and
+                # removes a reference to each of its dozen arrays (atomic
                 # operations on arrays shared by all threads), once per tree and group
                 # this way, not per tree and batch of 64 rows
                 walk_batch(src, src_rows, ng, tree_offsets[t], depth[t], min_depth[t],
