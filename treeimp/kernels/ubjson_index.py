@@ -134,7 +134,6 @@ def _container_type(t):
             or t == _HIGH or t == _ARRAY_OPEN or t == _OBJECT_OPEN)
 
 
-@njit(cache=True)
 def index_document(data, max_depth):
     """Table of every value of the UBJSON document ``data`` (uint8 array).
 
@@ -153,7 +152,8 @@ def index_document(data, max_depth):
     last descendant (its own row + 1 for anything but a container). After an error the
     table holds the values before the problem (their ``end`` and ``row_end`` unset
     where a container is still open), so that the caller can report a problem in their
-    strings first, as it comes first in the document.
+    strings first, as it comes first in the document. Plain Python around the compiled
+    walk (one kernel less to compile on a first call).
     """
     cap = 64 + data.shape[0] // 256
     while True:
@@ -163,14 +163,13 @@ def index_document(data, max_depth):
         cap *= 4  # more values than the table's rows (at most one per byte)
 
 
-@njit(cache=True)
 def index_values(data, max_depth):
     """:func:`index_document` without the error details and ``row_end``: ``(status,
     marker, elem, start, count, parent, key_start, key_len, end)``, ``status`` 0 when
     the whole document was indexed, else the byte offset of the problem + 1."""
     err, marker, elem, start, count, parent, key_start, key_len, end, _ = index_document(
         data, max_depth)
-    status = 0 if err[0] == ERROR_NONE else err[1] + 1
+    status = 0 if err[0] == ERROR_NONE else int(err[1]) + 1
     return status, marker, elem, start, count, parent, key_start, key_len, end
 
 
