@@ -653,7 +653,7 @@ class TreeEnsemble:
         )
         ens._cache("postorder", _read_only(postorder))
         if depths is not None:
-            ens._cache("tree_depths", tuple(_read_only(a) for a in depths))
+            ens._cache("tree_depths", _read_only(np.array(depths)))
         return ens
 
     # ------------------------------------------------------------------ rounds
@@ -772,12 +772,12 @@ class TreeEnsemble:
         return LeafSlots(_read_only(slot), _read_only(node), _read_only(start))
 
     @functools.cached_property
-    def tree_depths(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per tree, in edges: the depth of its deepest and of its shallowest leaf (two
-        int64 arrays, read-only)."""
+    def tree_depths(self) -> np.ndarray:
+        """Per tree, in edges: the depth of its deepest leaf (row 0) and of its
+        shallowest leaf (row 1) (int64 (2, n_trees), read-only)."""
         depths = (structure.tree_depths_serial if self.n_nodes < SERIAL_NODES
                   else structure.tree_depths)
-        return tuple(_read_only(a) for a in depths(self.tree_offsets, self.left, self.right))
+        return _read_only(np.array(depths(self.tree_offsets, self.left, self.right)))
 
     @functools.cached_property
     def routing(self) -> Routing:
