@@ -47,6 +47,13 @@ def test_serial_passes_equal_parallel_passes(seed):
     structure.fill_internal_values_serial(order, offsets, gl, gr, weight, a)
     structure.fill_internal_values(order, offsets, gl, gr, weight, b)
     assert np.array_equal(a, b)
+    # the three passes of a small ensemble's build in one kernel: the same order, values
+    # and (against the parallel kernel) depths
+    c = value.copy()
+    got = structure.order_values_depths_serial(offsets, gl, gr, weight, c)
+    assert np.array_equal(got[0], order) and np.array_equal(c, b)
+    depths = structure.tree_depths(offsets, gl, gr)
+    assert all(np.array_equal(g, w) for g, w in zip(got[1:], depths))
     threshold = np.where(gl >= 0, rng.normal(size=gl.size), 0.0)
     is_cat = np.zeros(gl.size, bool)
     # clean, a NaN threshold, a non-finite leaf value, a NaN threshold of a categorical

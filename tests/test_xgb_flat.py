@@ -215,7 +215,7 @@ def test_gather_numbers_undoes_the_byte_order_of_every_size():
     count = rng.integers(0, 40, (3, len(dtypes)))
     itemsize = np.array([d.itemsize for d in dtypes])
     *words, at = gather_numbers(data, start, count, itemsize)
-    words = dict(zip((1, 2, 4, 8), words))
+    words = {k: w.view(f"u{k}") for w, k in zip(words, (1, 2, 4, 8))}
     for j, d in enumerate(dtypes):
         got = words[d.itemsize][at[j]:at[j] + count[:, j].sum()]
         if d.itemsize > 1 and np.little_endian:

@@ -6,6 +6,7 @@ threads (``backends.threads``)."""
 from __future__ import annotations
 
 from ..kernels.forest_stats import forest_leaf_stats
+from ..kernels.gradients import LOGISTIC
 from ..kernels.inbag_counts import inbag_leaf_counts
 from ..kernels.route import add_trees_chunk, apply_chunk
 from ..kernels.staged import staged_block_stats, tight_objective
@@ -42,14 +43,16 @@ class NumbaBackend:
         # blocks without rows of this chunk add nothing
         busy = [b for b in range(block_start.shape[0] - 1)
                 if block_start[b + 1] > block_start[b]]
-        # None: the kernel compiled for the two common objectives alone
+        # None: the kernel compiled for one of the two common objectives alone (logistic
+        # True: binary logistic loss, None: squared error)
         every = None if tight_objective.py_func(loss.code, loss.base_score.shape[0]) else True
+        logistic = True if every is None and loss.code == LOGISTIC else None
 
         def block(i):
             b = busy[i]
             staged_block_stats(X, row0, order, b, block_start[b], block_start[b + 1], rows_in,
                                loss, trees, routing, strict, round32, slot, stats,
-                               margin_out, every)
+                               margin_out, every, logistic)
 
         run_tasks(block, len(busy))
 

@@ -66,7 +66,8 @@ def split_sums(kind, splits, terms, held, out):
     return out
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+# called, not inlined: one compilation for split_sums and leaf_split_sums
+@njit(cache=True, error_model="numpy")
 def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, w, v, extra,
                n, Q, S, H, R, n_from_s, out):
     """Tree t's part of ``split_sums``: its split terms of ``kind`` added into out.

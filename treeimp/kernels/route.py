@@ -106,7 +106,9 @@ def feature_value(X, row, feature, round32):
     return x
 
 
-@njit(cache=True, inline="always")
+# called, not inlined: compiled once for all its callers, where an inlined copy was
+# compiled again in each (a call per tree and batch costs nothing measurable)
+@njit(cache=True)
 def walk_batch(X, rows, m, root, depth, min_depth, plain, left, right, feature, threshold,
                flags, cat_offset, cat_count, cat_codes, cat_left, strict, round32, out):
     """out[k] := global leaf index reached by row ``rows[k]`` of X, for k < m, in a tree

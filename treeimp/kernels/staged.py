@@ -97,16 +97,23 @@ def tight_stage_terms(code, params, margin, n, y, w, terms, e):
     a function apart, so that a kernel for these objectives alone compiles none of the
     others' gradients (``staged_block_stats``)."""
     if code == LOGISTIC:
-        inside = True
-        for r in range(n):  # a branch-free test first: it vectorises
-            inside &= (e[r] >= _E_MIN) & (e[r] <= _E_MAX)
-        if not inside:
-            for r in range(n):
-                if not _E_MIN <= e[r] <= _E_MAX:  # over- or underflow ahead: start afresh
-                    e[r] = math.exp(-params[0] * margin[r, 0])
-        _logistic_terms(params[0], params[1], params[2], n, y, w, e, terms[0])
+        _logistic_stage_terms(params, margin, n, y, w, terms, e)
         return
     _squared_error_terms(n, margin, y, w, terms[0])
+
+
+@njit(cache=True, error_model="numpy")
+def _logistic_stage_terms(params, margin, n, y, w, terms, e):
+    """``tight_stage_terms`` of binary logistic loss: e refreshed where it left its
+    range, then the terms."""
+    inside = True
+    for r in range(n):  # a branch-free test first: it vectorises
+        inside &= (e[r] >= _E_MIN) & (e[r] <= _E_MAX)
+    if not inside:
+        for r in range(n):
+            if not _E_MIN <= e[r] <= _E_MAX:  # over- or underflow ahead: start afresh
+                e[r] = math.exp(-params[0] * margin[r, 0])
+    _logistic_terms(params[0], params[1], params[2], n, y, w, e, terms[0])
 
 
 @njit(cache=True, error_model="numpy")
@@ -169,7 +176,7 @@ def _logistic_terms(s, pos_weight, neg_weight, n, y, w, e, t):
 
 @njit(cache=True, nogil=True)
 def staged_block_stats(X, row0, order, b, s_lo, s_hi, rows_in, loss, trees, routing, strict,
-                       round32, slot, stats, margin_out, all_objectives):
+                       round32, slot, stats, margin_out, all_objectives, logistic):
     """Accumulate the staged statistics of statistic block b: the rows
     ``row0 + order[s_lo:s_hi]`` (local indices into X), their terms added into
     stats[:, b] (and their final margins into ``margin_out``).
@@ -189,8 +196,9 @@ def staged_block_stats(X, row0, order, b, s_lo, s_hi, rows_in, loss, trees, rout
     receives each row's final margin (local rows); pass a (0, K) array to skip that.
     Smoothed objectives read round st's scales from ``loss.params``
     (``losses.smoothed_spec``). ``all_objectives``: None when the objective is one of
-    ``tight_objective``'s, then the kernel is compiled for those alone (numba drops the
-    other branch for a None argument), else True.
+    ``tight_objective``'s, then the kernel is compiled for that one alone (numba drops
+    the other branches for a None argument): ``logistic`` True for binary logistic loss,
+    None for squared error; else True (and ``logistic`` None).
     """
     y, w, row_start = rows_in.target, rows_in.w, rows_in.row_start
     loss_code, loss_params, base_score = loss.code, loss.params, loss.base_score
@@ -240,14 +248,17 @@ def staged_block_stats(X, row0, order, b, s_lo, s_hi, rows_in, loss, trees, rout
         for st in range(n_stages):
             set_stage_params(loss_code, params, loss_params, st)
             if all_objectives is None:
-                tight_stage_terms(loss_code, params, margin, ng, yg, wg, terms, e)
+                if logistic is None:
+                    _squared_error_terms(ng, margin, yg, wg, terms[0])
+                else:
+                    _logistic_stage_terms(params, margin, ng, yg, wg, terms, e)
             else:
                 stage_terms(loss_code, params, margin, ng, yg, wg, g, h, terms, e)
             for t in range(stage_start[st], stage_start[st + 1]):
                 col = tree_output[t]
                 sc = tree_scale[t]
-                # the whole group in one walk: every call of the inlined walk_batch
-                # adds and removes a reference to each of its dozen arrays (atomic
+                # the whole group in one walk: every call of walk_batch adds and
+                # removes a reference to each of its dozen arrays (atomic
                 # operations on arrays shared by all threads), once per tree and group
                 # this way, not per tree and batch of 64 rows
                 walk_batch(src, src_rows, ng, tree_offsets[t], depth[t], min_depth[t],

@@ -92,7 +92,10 @@ def _fail(err, code, offset, a, b, c):
     err[4] = c
 
 
-@njit(cache=True, inline="always")
+# a call, not inlined: its three inlined copies in _walk cost more to compile than one
+# compilation of its own; ``what`` is passed as an int64 (np.int64(WHAT_*)), as a
+# literal constant it would compile once per value
+@njit(cache=True)
 def _length(data, pos, what, err):
     """(length, position after it) of an integer-marked length or count at ``pos``;
     length -1 (and ``err`` filled, ``what`` naming it) when there is none, it is
@@ -131,7 +134,6 @@ def _container_type(t):
             or t == _HIGH or t == _ARRAY_OPEN or t == _OBJECT_OPEN)
 
 
-@njit(cache=True)
 def index_document(data, max_depth):
     """Table of every value of the UBJSON document ``data`` (uint8 array).
 
@@ -150,7 +152,8 @@ def index_document(data, max_depth):
     last descendant (its own row + 1 for anything but a container). After an error the
     table holds the values before the problem (their ``end`` and ``row_end`` unset
     where a container is still open), so that the caller can report a problem in their
-    strings first, as it comes first in the document.
+    strings first, as it comes first in the document. Plain Python around the compiled
+    walk (one kernel less to compile on a first call).
     """
     cap = 64 + data.shape[0] // 256
     while True:
@@ -160,14 +163,13 @@ def index_document(data, max_depth):
         cap *= 4  # more values than the table's rows (at most one per byte)
 
 
-@njit(cache=True)
 def index_values(data, max_depth):
     """:func:`index_document` without the error details and ``row_end``: ``(status,
     marker, elem, start, count, parent, key_start, key_len, end)``, ``status`` 0 when
     the whole document was indexed, else the byte offset of the problem + 1."""
     err, marker, elem, start, count, parent, key_start, key_len, end, _ = index_document(
         data, max_depth)
-    status = 0 if err[0] == ERROR_NONE else err[1] + 1
+    status = 0 if err[0] == ERROR_NONE else int(err[1]) + 1
     return status, marker, elem, start, count, parent, key_start, key_len, end
 
 
@@ -198,6 +200,8 @@ def _walk(data, max_depth, cap):
     # the document in all, else a few bytes of headers could ask for any number of rows
     empty_elements = 0
     pos = 0
+    string_length = np.int64(WHAT_STRING_LENGTH)
+    container_count = np.int64(WHAT_CONTAINER_COUNT)
     while True:
         complete = rows
         ks = -1
@@ -226,7 +230,7 @@ def _walk(data, max_depth, cap):
             else:
                 stack_left[depth - 1] -= 1
             if is_object:
-                kl, after = _length(data, pos, WHAT_STRING_LENGTH, err)
+                kl, after = _length(data, pos, string_length, err)
                 if kl < 0:
                     break
                 if kl > n - after:
@@ -270,7 +274,7 @@ def _walk(data, max_depth, cap):
         elif m == _Z or m == _T or m == _F:
             start[r] = pos
         elif m == _STR or m == _HIGH:
-            length, after = _length(data, pos, WHAT_STRING_LENGTH, err)
+            length, after = _length(data, pos, string_length, err)
             if length < 0:
                 break
             if length > n - after:
@@ -304,7 +308,7 @@ def _walk(data, max_depth, cap):
                 pos += 2
             left_members = -1
             if pos < n and data[pos] == _COUNT:
-                length, after = _length(data, pos + 1, WHAT_CONTAINER_COUNT, err)
+                length, after = _length(data, pos + 1, container_count, err)
                 if length < 0:
                     break
                 size = max(number_size(t), 1)  # every element needs at least one byte
@@ -351,12 +355,13 @@ def _walk(data, max_depth, cap):
 def gather_numbers(data, start, count, itemsize):
     """The typed arrays at ``start[t, j]`` (``count[t, j]`` elements of ``itemsize[j]``
     bytes: 1, 2, 4 or 8) gathered field by field, field j's arrays of every t in turn,
-    into one array per element size whose elements hold the bytes as they are
-    (big-endian): the caller swaps them to the host's order.
+    into one byte array per element size holding the elements' bytes as they are
+    (big-endian): the caller views them as elements of that size and swaps them to the
+    host's order (views in numba would compile one more function per size).
 
-    Returns ``(u8, u16, u32, u64, at)``: field j's elements are
-    ``u<8 * itemsize[j]>[at[j]:at[j] + count[:, j].sum()]``. One call for all per-node
-    fields of all trees."""
+    Returns ``(b1, b2, b4, b8, at)``: field j's elements are elements
+    ``at[j]:at[j] + count[:, j].sum()`` of ``b<itemsize[j]>`` viewed as unsigned
+    integers of ``itemsize[j]`` bytes. One call for all per-node fields of all trees."""
     n_rows, n_fields = start.shape
     totals = np.zeros(9, np.int64)
     at = np.zeros(n_fields, np.int64)
@@ -364,14 +369,13 @@ def gather_numbers(data, start, count, itemsize):
         at[j] = totals[itemsize[j]]
         for t in range(n_rows):
             totals[itemsize[j]] += count[t, j]
-    u8 = np.empty(totals[1], np.uint8)
-    u16 = np.empty(totals[2], np.uint16)
-    u32 = np.empty(totals[4], np.uint32)
-    u64 = np.empty(totals[8], np.uint64)
-    b16, b32, b64 = u16.view(np.uint8), u32.view(np.uint8), u64.view(np.uint8)
+    b1 = np.empty(totals[1], np.uint8)
+    b2 = np.empty(totals[2] * 2, np.uint8)
+    b4 = np.empty(totals[4] * 4, np.uint8)
+    b8 = np.empty(totals[8] * 8, np.uint8)
     for j in range(n_fields):
         k = itemsize[j]
-        out = u8 if k == 1 else b16 if k == 2 else b32 if k == 4 else b64
+        out = b1 if k == 1 else b2 if k == 2 else b4 if k == 4 else b8
         o = at[j] * k
         for t in range(n_rows):
             # a byte loop, not a slice assignment: numba's slice assignment brings its
@@ -380,7 +384,7 @@ def gather_numbers(data, start, count, itemsize):
             for q in range(count[t, j] * k):
                 out[o] = data[s + q]
                 o += 1
-    return u8, u16, u32, u64, at
+    return b1, b2, b4, b8, at
 
 
 # integer markers and their (size, numpy big-endian type) for integers_at

@@ -283,12 +283,12 @@ class TreeEnsemble:
     the same model.
 
     Derived structures are cached properties, built on first read and kept on the
-    ensemble: :attr:`node_tree`, :attr:`postorder`, :attr:`leaf_slots`, :attr:`routing`,
-    :attr:`splits`, :attr:`path_features`, :attr:`tree_learning_rate`,
-    :attr:`fingerprint`. They are ``functools.cached_property``, which stores into the
-    instance ``__dict__`` directly (not through the frozen ``__setattr__``);
-    :meth:`_cache` is the one other place that writes there. Pickles leave them out
-    (rebuilt on first read after loading).
+    ensemble: :attr:`node_tree`, :attr:`postorder`, :attr:`tree_depths`,
+    :attr:`leaf_slots`, :attr:`routing`, :attr:`splits`, :attr:`path_features`,
+    :attr:`tree_learning_rate`, :attr:`fingerprint`. They are
+    ``functools.cached_property``, which stores into the instance ``__dict__`` directly
+    (not through the frozen ``__setattr__``); :meth:`_cache` is the one other place that
+    writes there. Pickles leave them out (rebuilt on first read after loading).
     """
 
     # -- settings
@@ -604,12 +604,14 @@ class TreeEnsemble:
 
         # internal node values are filled (in place, before the arrays become
         # read-only) bottom up in the post-order the ensemble then keeps
+        # (small ensembles: with the trees' depths, which routing reads, in one kernel)
+        depths = None
         if offsets[-1] < SERIAL_NODES:
-            order, fill = structure.postorder_serial, structure.fill_internal_values_serial
+            postorder, *depths = structure.order_values_depths_serial(
+                offsets, left, right, weight, value)
         else:
-            order, fill = structure.postorder, structure.fill_internal_values
-        postorder = order(offsets, left, right)
-        fill(postorder, offsets, left, right, weight, value)
+            postorder = structure.postorder(offsets, left, right)
+            structure.fill_internal_values(postorder, offsets, left, right, weight, value)
         value_hasher = meta.get("value_hasher")
         hashed = _hashed_features(meta.get("hashed_features"), value_hasher, n_features)
         leaf_router = meta.get("leaf_router")
@@ -675,6 +677,8 @@ class TreeEnsemble:
             linear_leaves=linear,
         )
         ens._cache("postorder", _read_only(postorder))
+        if depths is not None:
+            ens._cache("tree_depths", _read_only(np.array(depths)))
         return ens
 
     # ------------------------------------------------------------------ rounds
@@ -799,12 +803,18 @@ class TreeEnsemble:
         return LeafSlots(_read_only(slot), _read_only(node), _read_only(start))
 
     @functools.cached_property
+    def tree_depths(self) -> np.ndarray:
+        """Per tree, in edges: the depth of its deepest leaf (row 0) and of its
+        shallowest leaf (row 1) (int64 (2, n_trees), read-only)."""
+        depths = (structure.tree_depths_serial if self.n_nodes < SERIAL_NODES
+                  else structure.tree_depths)
+        return _read_only(np.array(depths(self.tree_offsets, self.left, self.right)))
+
+    @functools.cached_property
     def routing(self) -> Routing:
         """The routing kernels' inputs (:class:`Routing`), read-only."""
 
-        depths = (structure.tree_depths_serial if self.n_nodes < SERIAL_NODES
-                  else structure.tree_depths)
-        depth, min_depth = depths(self.tree_offsets, self.left, self.right)
+        depth, min_depth = self.tree_depths
         nodes = tuple(_read_only(a) for a in _node_arrays(self))
         return Routing(*nodes, _read_only(_plain_trees(self, nodes[-1])), _read_only(depth),
                        _read_only(min_depth), self.category_offset, self.category_count,
@@ -961,8 +971,8 @@ class RateSlice:
 
 # the cached properties of TreeEnsemble (left out of pickles); those that depend only
 # on the trees are shared by ``with_missing_value``
-_STRUCTURE_CACHES = ("node_tree", "postorder", "routing", "splits", "path_features",
-                     "tree_learning_rate")
+_STRUCTURE_CACHES = ("node_tree", "postorder", "tree_depths", "routing", "splits",
+                     "path_features", "tree_learning_rate")
 _CACHED = (*_STRUCTURE_CACHES, "fingerprint")
 
 

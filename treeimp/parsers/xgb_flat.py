@@ -208,6 +208,7 @@ def _gather_trees(table, trees_row):
     types = [_DTYPES[m].newbyteorder("=") for m in elem[0].tolist()]
     itemsize = np.array([t.itemsize for t in types], np.int64)
     *words, at = gather_numbers(table.buf, table.start[rows], counts, itemsize)
+    words = [w.view(f"u{k}") for w, k in zip(words, (1, 2, 4, 8))]
     if sys.byteorder == "little":
         for w in words[1:]:
             w.byteswap(inplace=True)  # big-endian bytes -> the host's numbers
