@@ -160,8 +160,8 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
     shadow_zscores_ : ndarray or None
         With ``null="shadow"``: the shadows' z-scores (NaN for a shadow the model never
         used), copy after copy in the order of the columns; None with ``null="t"``.
-    support_ : ndarray of bool (n_features_in_,)
-        Mask of the kept features.
+    support_ : ndarray of bool
+        Mask of the kept features, one entry per input feature.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of str

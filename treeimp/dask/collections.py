@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 
+from ..inputs.extras import require_modules
+
 DASK_EXTRA = 'pip install "treeimp[dask]"'
 
 # dask arrays and DataFrames live in dask.array / dask.dataframe (dask-expr's collections
@@ -26,11 +28,6 @@ def require_dask(what="a dask collection", *, modules=("dask",)):
 
     ``what`` says what needed it, e.g. "X is a dask array".
     """
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except ImportError as exc:
-            raise ImportError(f"{what}: treeimp's Dask support needs dask with its "
-                              f"dataframe and distributed parts ({name} could not be "
-                              f"imported: {exc}); install them with {DASK_EXTRA}") from exc
+    require_modules(modules, what, "Dask support needs dask with its dataframe and "
+                    "distributed parts", DASK_EXTRA)
     return importlib.import_module("dask")

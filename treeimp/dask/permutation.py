@@ -123,19 +123,8 @@ def dask_permutation_importance(model, X, y, *, scoring=None, n_repeats=5,
                         "by the others, e.g. X.map_partitions(pipe[:-1].transform)")
     ens = parse(model, iteration_range=iteration_range, missing=missing)
     check_explainable(ens)
-    if isinstance(n_repeats, bool) or not isinstance(n_repeats, (int, np.integer)) \
-            or n_repeats < 1:
-        raise ValueError(f"n_repeats must be a positive integer, got {n_repeats!r}")
-    resolve_n_jobs(n_jobs)  # a bad n_jobs fails here, not on every worker
-    make_scorer(ens, scoring)  # a bad scoring fails with the in-memory message
-    scoring = scoring or default_scoring(ens)
-    if scoring not in ADDITIVE_SCORINGS:
-        raise ValueError(f"scoring={scoring!r} is not a sum over rows and cannot be "
-                         "combined from partitions; on dask collections use one of "
-                         f"{list(ADDITIVE_SCORINGS)} (or compute X to memory)")
-    if ens.target_classes is not None:
-        raise ValueError(f"a classification forest with {len(ens.target_classes)} targets "
-                         "is not supported on dask collections; compute X to memory")
+    scoring = partition_scoring(ens, scoring, n_repeats, n_jobs, "dask collections",
+                                "compute X to memory")
     names = _check_columns(X, ens, ens.leaf_router is None)
     grp = resolve_groups(groups, names)
     columns = ([[j] for j in range(ens.n_features)] if grp is None
@@ -190,6 +179,27 @@ def _n_scored_outputs(ens):
 
 
 # ------------------------------------------------------------------ client-side input
+def partition_scoring(ens, scoring, n_repeats, n_jobs, where, hint=""):
+    """The scoring of a partition-local permutation importance on ``where`` ("dask
+    collections", "Spark DataFrames"), checked before any partition runs: n_repeats and
+    n_jobs valid, the scoring (None: the model's default) a sum over rows, and not a
+    classification forest on several targets. ``hint``: what the caller can do instead."""
+    if isinstance(n_repeats, bool) or not isinstance(n_repeats, (int, np.integer)) \
+            or n_repeats < 1:
+        raise ValueError(f"n_repeats must be a positive integer, got {n_repeats!r}")
+    resolve_n_jobs(n_jobs)  # a bad n_jobs fails here, not on every worker
+    make_scorer(ens, scoring)  # a bad scoring fails with the in-memory message
+    scoring = scoring or default_scoring(ens)
+    if scoring not in ADDITIVE_SCORINGS:
+        raise ValueError(f"scoring={scoring!r} is not a sum over rows and cannot be "
+                         f"combined from partitions; on {where} use one of "
+                         f"{list(ADDITIVE_SCORINGS)}" + (f" (or {hint})" if hint else ""))
+    if ens.target_classes is not None:
+        raise ValueError(f"a classification forest with {len(ens.target_classes)} targets "
+                         f"is not supported on {where}" + (f"; {hint}" if hint else ""))
+    return scoring
+
+
 def _check_columns(X, ens, coded):
     """Feature names of X, after the checks RowSource makes on a table (width, names,
     duplicates) that can be made without reading rows. ``coded``: treeimp numbers the

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..inputs.extras import require_modules
+
 SPARK_EXTRA = 'pip install "treeimp[spark]"'
 
 # names of the non-feature columns in the projected DataFrame (no feature may use them)
@@ -41,13 +43,8 @@ def is_spark_dataframe(x) -> bool:
 def require_spark(what="a Spark DataFrame"):
     """Import pyspark (with pyarrow, which its Arrow batches need), or raise ImportError
     naming the extra to install."""
-    for name in ("pyspark", "pyarrow"):
-        try:
-            importlib.import_module(name)
-        except ImportError as exc:
-            raise ImportError(f"{what}: treeimp's Spark support needs pyspark and pyarrow "
-                              f"({name} could not be imported: {exc}); install them with "
-                              f"{SPARK_EXTRA}") from exc
+    require_modules(("pyspark", "pyarrow"), what, "Spark support needs pyspark and pyarrow",
+                    SPARK_EXTRA)
     return importlib.import_module("pyspark")
 
 

@@ -22,18 +22,16 @@ from sklearn.utils import Bunch, check_random_state
 
 # the partition-local scheme and its score sums are Dask's, unchanged
 from ..dask.permutation import (  # noqa: I001
-    ADDITIVE_SCORINGS,
     _n_scored_outputs,
     _partition_sums,
     _Plan,
+    partition_scoring,
 )
 from ..inputs.groups import resolve_groups
 from ..inputs.pipeline import is_pipeline
 from ..inputs.rows import _check_names, feature_names_of
 from ..inputs.targets import n_target_columns
-from ..inputs.threads import resolve_n_jobs
 from ..measures.registry import check_explainable
-from ..measures.scoring import is_classifier, make_scorer
 from ..parsers import parse
 from ..permutation.importance import importance_bunch
 from .frames import (
@@ -71,19 +69,7 @@ def spark_permutation_importance(model, sdf, *, label_col=None, features_col=Non
         raise ValueError(f"depth must be an int >= 1, got {depth!r}")
     ens = parse(model, iteration_range=iteration_range, missing=missing)
     check_explainable(ens)
-    if isinstance(n_repeats, bool) or not isinstance(n_repeats, (int, np.integer)) \
-            or n_repeats < 1:
-        raise ValueError(f"n_repeats must be a positive integer, got {n_repeats!r}")
-    resolve_n_jobs(n_jobs)
-    make_scorer(ens, scoring)  # a bad scoring fails with the in-memory message
-    scoring = scoring or ("accuracy" if is_classifier(ens) else "r2")
-    if scoring not in ADDITIVE_SCORINGS:
-        raise ValueError(f"scoring={scoring!r} is not a sum over rows and cannot be "
-                         "combined from partitions; on Spark DataFrames use one of "
-                         f"{list(ADDITIVE_SCORINGS)}")
-    if ens.target_classes is not None:
-        raise ValueError(f"a classification forest with {len(ens.target_classes)} targets "
-                         "is not supported on Spark DataFrames")
+    scoring = partition_scoring(ens, scoring, n_repeats, n_jobs, "Spark DataFrames")
     cols = evaluation_columns(sdf, ens, spark_model if spark_model is not None else model,
                               label_col=label_col, features_col=features_col,
                               feature_cols=feature_cols, id_col=id_col,
