@@ -113,7 +113,7 @@ def xgb_query(code, params, s, y, g, h):
     acc = np.zeros(n)
     disc = np.empty(n)  # 1 / log2(2 + rank)
     for i in range(n):
-        disc[i] = 1.0 / math.log2(i + 2.0)
+        disc[i] = 1.0 / np.log2(i + 2.0)
     if code == XGB_NDCG:
         ys = np.sort(y)[::-1]
         top = n if mean else min(n, k)
@@ -135,7 +135,7 @@ def xgb_query(code, params, s, y, g, h):
                 sum_lambda += _xgb_pair(code, params, s, y, rank, i, j, 1.0, inv_idcg, n_rel,
                                         acc, disc, best_worst, g, h)
         if params[2] != 0.0 and sum_lambda > 0.0:
-            norm = math.log2(1.0 + sum_lambda) / sum_lambda
+            norm = np.log2(1.0 + sum_lambda) / sum_lambda
             for i in range(n):
                 g[i] *= norm
                 h[i] *= norm
@@ -172,7 +172,7 @@ def lgbm_query(params, label_gain, table, s, y, g, h):
     t_factor = params[4]
     disc = np.empty(n)  # 1 / log2(2 + rank)
     for i in range(n):
-        disc[i] = 1.0 / math.log2(2.0 + i)
+        disc[i] = 1.0 / np.log2(2.0 + i)
     # max DCG at the truncation level, from the label counts
     ys = np.sort(y)[::-1]
     max_dcg = 0.0
@@ -214,7 +214,7 @@ def lgbm_query(params, label_gain, table, s, y, g, h):
             h[hi] += ph
             sum_l -= 2.0 * p
     if norm and sum_l > 0.0:
-        f = math.log2(1.0 + sum_l) / sum_l
+        f = np.log2(1.0 + sum_l) / sum_l
         for i in range(n):
             g[i] *= f
             h[i] *= f

@@ -3,7 +3,6 @@
 gain of their positions) and average precision as scikit-learn's
 ``average_precision_score`` (tied scores form one threshold)."""
 
-import math
 
 import numpy as np
 from numba import njit, prange
@@ -28,7 +27,7 @@ def _dcg(order, s, y, k, tie_average):
             gain += y[order[i]]
         gain /= b - a
         for i in range(a, min(b, top)):
-            total += gain / math.log2(i + 2.0)
+            total += gain / np.log2(i + 2.0)
         a = b
     return total
 

@@ -110,7 +110,9 @@ def _lambdarank_params(params):
     """lambdarank's constants from the parameters section (LightGBM's defaults without
     one): sigmoid, lambdarank_norm, lambdarank_truncation_level, label_gain (empty: the
     default gains)."""
-    if read_param(params, "lambdarank_position_bias_regularization", 0.0) != 0.0:
+    # the key exists from LightGBM 4.1 (position-bias factors); 4.0 writes none
+    if (params is not None and "lambdarank_position_bias_regularization" in params
+            and read_param(params, "lambdarank_position_bias_regularization", 0.0) != 0.0):
         raise ValueError("LightGBM lambdarank trained with position-bias regularisation is "
                          "not supported (the position-bias factors are not stored)")
     gains = read_param(params, "label_gain", "", str).strip()
