@@ -67,6 +67,21 @@ def prunable_splits(left, parent, split_feature, offset, count, feature):
     return out
 
 
+@njit(cache=True)
+def _player_slot(player, o, z, m, q):
+    """(slot of feature q among the m players of a leaf's game, new m): a new player q
+    is added with o = z = 1 (no split on it seen yet)."""
+    a = 0
+    while a < m and player[a] != q:
+        a += 1
+    if a == m:
+        player[m] = q
+        o[m] = 1.0
+        z[m] = 1.0
+        m += 1
+    return a, m
+
+
 @njit(cache=True, parallel=True)
 def linear_leaf_shap(X, out, trees, tree_offsets, tree_output, tree_scale, parent, prunable,
                      cover, value, routing, strict, offset, count, const, feature, coef):
@@ -136,14 +151,7 @@ def linear_leaf_shap(X, out, trees, tree_offsets, tree_output, tree_scale, paren
                     toward = step(x, node, left, right, threshold, flags, cat_offset,
                                   cat_count, cat_codes, cat_left, strict) == child
                     frac = cover[child] / cover[node] if cover[node] > 0 else 0.0
-                    a = 0
-                    while a < m and player[a] != q:
-                        a += 1
-                    if a == m:
-                        player[m] = q
-                        o[m] = 1.0
-                        z[m] = 1.0
-                        m += 1
+                    a, m = _player_slot(player, o, z, m, q)
                     if not toward:
                         o[a] = 0.0
                     z[a] *= frac
@@ -152,13 +160,7 @@ def linear_leaf_shap(X, out, trees, tree_offsets, tree_output, tree_scale, paren
                 dead = False
                 for k in range(offset[leaf], offset[leaf] + count[leaf]):
                     q = feature[k]
-                    a = 0
-                    while a < m and player[a] != q:
-                        a += 1
-                    if a == m:
-                        player[m] = q
-                        o[m] = 1.0
-                        m += 1
+                    a, m = _player_slot(player, o, z, m, q)
                     z[a] = 0.0
                     if o[a] == 0.0:  # then h(S) = 0 for every S
                         dead = True
