@@ -56,7 +56,8 @@ def explain(model, X, y=None, *, oob=False, methods=None, sample_weight=None,
         where censored); survival:aft: an (n_rows, 2) array of each row's [lower,
         upper] bound of its time (XGBoost's ``label_lower_bound`` /
         ``label_upper_bound``: lower == upper observed, upper = inf right-censored,
-        lower = 0 left-censored).
+        lower = 0 left-censored). CatBoost Cox: its signed times as for survival:cox;
+        SurvivalAft: CatBoost's (n_rows, 2) [lower, upper] with -1 for an unbounded end.
     oob : bool, default False
         Evaluate each tree on its out-of-bag rows (RandomForest / ExtraTrees with
         bootstrap=True; X, y must be the training rows in training order).
@@ -400,8 +401,8 @@ def permutation_importance(model, X, y=None, *, scoring=None, n_repeats=5,
         permuted in the order of its rows' identities (``treeimp/spark/permutation.py``).
     y : array-like (n_rows,)
         Required, except for a Spark DataFrame X (whose ``label_col`` holds it).
-        (n_rows, 2) [lower, upper] bounds for XGBoost survival:aft (see
-        :func:`treeimp.explain`).
+        (n_rows, 2) [lower, upper] bounds for XGBoost survival:aft and CatBoost
+        SurvivalAft (see :func:`treeimp.explain`).
     scoring : None, str, callable, list, tuple or dict
         What ``sklearn.inspection.permutation_importance`` takes, with its values: None
         (accuracy for classifiers, r2 for regressors, as ``model.score``;
@@ -419,9 +420,9 @@ def permutation_importance(model, X, y=None, *, scoring=None, n_repeats=5,
         with ``iteration_range`` / ``missing`` has no methods that predict what is
         explained: its scorers get the stand-in (``predict``, classifiers also
         ``predict_proba``). See ``treeimp/permutation/scorers.py``.
-        "concordance_index": Harrell's C of XGBoost survival:cox / survival:aft
-        predictions (y as those models take it, observed or right-censored times; no
-        sample_weight). Rankers: see ``qid``.
+        "concordance_index": Harrell's C of XGBoost survival:cox / survival:aft and
+        CatBoost Cox / SurvivalAft predictions (y as those models take it, observed
+        or right-censored times; no sample_weight). Rankers: see ``qid``.
     n_repeats : int, default 5
     random_state : int, RandomState or None, default None
         As in scikit-learn: with the same int, the same permutations and the same

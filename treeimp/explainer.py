@@ -785,11 +785,11 @@ def _refuse_smoothed_chunks(ens, where):
                          "the rows in one call, explain(model, X, y) with in-memory X "
                          "(permutation_importance and contributions work on chunks)")
     if ens.kind != FOREST and ens.objective.name == "cox":
-        raise ValueError(f"objective 'cox' (XGBoost survival:cox) cannot be explained from "
-                         f"{where}: a row's gradient sums over the risk set of all the "
-                         "evaluation rows at once (stats/cox.py), which one chunk does not "
-                         "know; pass all the rows in one call, explain(model, X, y) with "
-                         "in-memory X")
+        raise ValueError(f"objective 'cox' (XGBoost survival:cox, CatBoost Cox) cannot be "
+                         f"explained from {where}: a row's gradient sums over the risk set "
+                         "of all the evaluation rows at once (stats/cox.py), which one chunk "
+                         "does not know; pass all the rows in one call, explain(model, X, y) "
+                         "with in-memory X")
 
 
 def _refuse_ranking_chunks(ens, where, qid=None, group=None):

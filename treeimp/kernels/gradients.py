@@ -35,9 +35,9 @@ SMOOTHED_QUANTILE = 18
 SQUARED_LOG_ERROR = 19  # XGBoost reg:squaredlogerror
 FAIR = 20  # LightGBM fair
 MAPE = 21  # LightGBM mape
-AFT = 22  # XGBoost survival:aft; two targets per row (lower, upper bound)
-# XGBoost survival:cox: every row's g, h of every round computed beforehand over all rows
-# (kernels/cox.py) and read as the row's targets; params [current round, n_rounds]
+AFT = 22  # XGBoost survival:aft, CatBoost SurvivalAft; two targets per row (lower, upper)
+# XGBoost survival:cox / CatBoost Cox: every row's g, h of every round computed beforehand
+# over all rows (kernels/cox.py), read as the row's targets; params [current round, n_rounds]
 COX = 23
 # XGBoost's constants of reg:squaredlogerror (margin floor, hessian floor)
 SQUARED_LOG_MIN_MARGIN = -1.0 + float(np.float32(1e-6))
@@ -232,8 +232,31 @@ def _aft_limits(dist, kind, sign, sigma):
     return (AFT_MIN_GRADIENT if sign else 1.0 / sigma), hess
 
 
+@njit(cache=True, inline="always")
+def fast_logf(t):
+    """CatBoost's FastLogf of float32(t) (library/cpp/fast_log, the fastapprox
+    approximation, error ~1e-5), in float32 arithmetic: the integer bits of t read as a
+    float, times 2^-23, minus a rational correction in the mantissa m in [0.5, 1),
+    times ln 2. ``frexp`` gives m and the exponent without reinterpreting bits. t > 0."""
+    x = np.float32(t)
+    f, e = math.frexp(x)  # x = f 2^e, f in [0.5, 1): the mantissa bits with exponent -1
+    mx = np.float32(f)
+    # the bits of x as an integer: biased exponent (e - 1 + 127) and 23 mantissa bits
+    bits = (e + 126) * 8388608 + int((f * 2.0 - 1.0) * 8388608.0)
+    y = np.float32(bits) * np.float32(1.1920928955078125e-7)
+    log2 = (y - np.float32(124.22551499) - np.float32(1.498030302) * mx
+            - np.float32(1.72587999) / (np.float32(0.3520887068) + mx))
+    return float(np.float32(0.69314718) * log2)
+
+
+@njit(cache=True, inline="always")
+def _aft_log(t, fast):
+    """log of a survival time: CatBoost's FastLogf (``fast``) or the exact log."""
+    return fast_logf(t) if fast else math.log(t)
+
+
 @njit(cache=True)
-def aft_grad_hess(dist, sigma, m, lower, upper):
+def aft_grad_hess(dist, sigma, m, lower, upper, fast=False):
     """(g, h) of XGBoost's survival:aft at margin m (the log time) for a label in
     [lower, upper] (lower == upper: an exact time; upper inf: right-censored; lower 0:
     left-censored), as survival_util.h computes them: the derivatives of the negative
@@ -241,10 +264,11 @@ def aft_grad_hess(dist, sigma, m, lower, upper):
     and h = -(dcdf dgrad - dpdf^2) / (sigma dcdf)^2 for censored labels, g = pdf' /
     (sigma pdf), h = -(pdf pdf'' - pdf'^2) / (sigma pdf)^2 for exact ones; XGBoost's
     limits where the fraction is not finite with a denominator < 1e-12; g clipped to
-    [-15, 15], h to [1e-16, 15]."""
+    [-15, 15], h to [1e-16, 15]. CatBoost's SurvivalAft (``fast``) has the same
+    formulas, limits and clips with its FastLogf of the float32 time in place of log."""
     if lower == upper:
         kind = 0
-        z = (math.log(lower) - m) / sigma
+        z = (_aft_log(lower, fast) - m) / sigma
         pdf, dpdf, ddpdf = _aft_pdf(dist, z)
         num_g, den_g = dpdf, sigma * pdf
         num_h, den_h = -(pdf * ddpdf - dpdf * dpdf), sigma * sigma * pdf * pdf
@@ -257,14 +281,14 @@ def aft_grad_hess(dist, sigma, m, lower, upper):
             pdf_u, cdf_u, dpdf_u = 0.0, 1.0, 0.0
             kind = 1
         else:
-            z_u = (math.log(upper) - m) / sigma
+            z_u = (_aft_log(upper, fast) - m) / sigma
             pdf_u, dpdf_u, _ = _aft_pdf(dist, z_u)
             cdf_u = _aft_cdf(dist, z_u)
         if lower <= 0.0:
             pdf_l, cdf_l, dpdf_l = 0.0, 0.0, 0.0
             kind = 2
         else:
-            z_l = (math.log(lower) - m) / sigma
+            z_l = (_aft_log(lower, fast) - m) / sigma
             pdf_l, dpdf_l, _ = _aft_pdf(dist, z_l)
             cdf_l = _aft_cdf(dist, z_l)
         dcdf = cdf_u - cdf_l
@@ -401,8 +425,9 @@ def grad_hess_targets(code, params, margin, r, y, g, h):
         g[r, 0], h[r, 0] = y[at], y[at + 1]
         return
     if code == AFT:
+        # params[2] == 1: CatBoost's SurvivalAft (FastLogf of the times)
         g[r, 0], h[r, 0] = aft_grad_hess(int(params[0]), params[1], margin[r, 0], y[2 * r],
-                                         y[2 * r + 1])
+                                         y[2 * r + 1], params[2] == 1.0)
         return
     if is_smoothed(code):
         for k in range(K):

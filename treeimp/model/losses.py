@@ -55,23 +55,27 @@ fair            {c*} -> [c]                       c d / (|d| + c), c^2 / (|d| + 
 mape            {} -> []                          sign(d) / max(1, |y|), 1
 cross_entropy_  {} -> []                          as cross_entropy; link softplus log(1 +
 lambda                                            e^m); sample weights other than 1 rejected
-aft             {distribution*, sigma*}           y = (lower, upper) per row; z = (log t -
-                -> [dist, sigma]                  m) / sigma; exact time: g = f'(z) / (sigma
+aft             {distribution*, sigma*,           y = (lower, upper) per row; z = (log t -
+                catboost=0} -> [dist, sigma,      m) / sigma; exact time: g = f'(z) / (sigma
+                catboost]
                                                   f(z)), h = (f'^2 - f f'') / (sigma f)^2;
+                                                  (catboost 1: log t is CatBoost's FastLogf)
                                                   censored: g = (f(z_u) - f(z_l)) / (sigma
                                                   (F(z_u) - F(z_l))), h = ((f_u - f_l)^2 -
                                                   (F_u - F_l)(f'_u - f'_l)) / (sigma (F_u -
                                                   F_l))^2; f, F of distribution 0 normal,
                                                   1 logistic, 2 extreme; g clipped to
                                                   [-15, 15], h to [1e-16, 15]
-cox             {} -> [] (the staged pass: [round, y = XGBoost's label (time |y|, censored
-                n_rounds], stats/cox.py)          where y <= 0); over the rows sorted by
-                                                  |y| (ties in row order): r_i = sum of
+cox             {catboost=0} -> [] (the staged    y = XGBoost's label (time |y|, censored
+                pass: [round, n_rounds],          where y <= 0); over the rows sorted by
+                stats/cox.py)                     |y| (ties in row order): r_i = sum of
                                                   1 / R_j over the events j up to i, s_i
                                                   = sum of 1 / R_j^2, R_j = sum of e^m
                                                   over rows with |y| >= |y_j|; g = e^m_i
                                                   r_i - [y_i > 0], h = e^m_i r_i - e^2m_i
-                                                  s_i (Breslow ties, as XGBoost)
+                                                  s_i (Breslow ties, as XGBoost; catboost
+                                                  1: R_j = sum over the rows at or after j
+                                                  in that order, float32 labels)
 =============== ================================= ==========================================
 
 ``aft`` reads two label columns per row, y (n_rows, 2) = [lower, upper] bound of the
@@ -140,7 +144,17 @@ scikit-learn 1.9.1 in ``tests/test_losses.py``):
   Expectile expectile; LogCosh log_cosh; Logloss logistic (class_weights as
   neg_weight / pos_weight); MultiClass softmax with hess_factor 1 (h is the diagonal of
   the K x K hessian that CatBoost's Newton step inverts); MultiClassOneVsAll
-  ova_logistic; Poisson poisson with max_delta_step 0; Tweedie tweedie.
+  ova_logistic; Poisson poisson with max_delta_step 0; Tweedie tweedie. Cox is "cox"
+  with catboost 1: CatBoost's TCoxError does not group tied times (each event's risk
+  set is the rows at or after it, by |y| then row, labels as float32) and takes its
+  exponentials at m - max(m) (``kernels/cox.py``). SurvivalAft is "aft" with catboost 1
+  (dist Normal / Logistic / Extreme -> 0 / 1 / 2, sigma = ``scale``, default Normal and
+  1): XGBoost's formulas, limits and clips with CatBoost's FastLogf of the float32 time
+  in place of log t; its labels are [lower, upper] with -1 for an unbounded end
+  (:func:`check_catboost_interval_target`). Both drop the sample weight from their
+  derivatives (:func:`check_weights` refuses weights other than 1) and predict the
+  raw value (link identity). Checked against the leaves of one-tree models
+  (``tests/test_catboost_survival.py``, agreement 1e-9 relative and better).
 
 Cost: one ``exp`` per row and round for every scalar objective except tweedie (two),
 and one per output for softmax / ova. The numba gradients live in
@@ -220,9 +234,12 @@ _SPECS = {
     "fair": (FAIR, "identity", (("c", _REQUIRED),)),
     "mape": (MAPE, "identity", ()),
     "cross_entropy_lambda": (CROSS_ENTROPY, "softplus", ()),
-    "aft": (AFT, "exp", (("distribution", _REQUIRED), ("sigma", _REQUIRED))),
-    # the staged pass computes its g, h over all rows first (stats/cox.py)
-    "cox": (COX, "exp", ()),
+    # catboost 1: CatBoost's SurvivalAft (its labels, its fast log of the times)
+    "aft": (AFT, "exp", (("distribution", _REQUIRED), ("sigma", _REQUIRED),
+                         ("catboost", 0.0))),
+    # the staged pass computes its g, h over all rows first (stats/cox.py); catboost 1:
+    # CatBoost's Cox (its ties and float32 labels)
+    "cox": (COX, "exp", (("catboost", 0.0),)),
 }
 # survival:aft's noise distributions, by their number in the parameter vector
 AFT_DISTRIBUTIONS = ("normal", "logistic", "extreme")
@@ -342,6 +359,8 @@ def _check_ranges(name, v):
         need(v["distribution"] in range(len(AFT_DISTRIBUTIONS)), "distribution must be "
              f"0, 1 or 2 ({', '.join(AFT_DISTRIBUTIONS)})")
         need(v["sigma"] > 0.0, "sigma must be > 0")
+    if name in ("aft", "cox"):
+        need(v["catboost"] in (0.0, 1.0), "catboost must be 0 or 1")
     if name in ("softmax", "ova_logistic"):
         k = v["n_classes"]
         need(k == int(k) and k >= 2, "n_classes must be an integer >= 2")
@@ -530,6 +549,8 @@ def check_target(objective, y, classes=None, n_targets=1):
     # smoothed objectives (no loss_spec; ``smoothed_spec``): any finite target
     v = {} if name in SMOOTHED else _param_values(name, params)
     arr = np.asarray(y.to_numpy() if hasattr(y, "to_numpy") else y)
+    if name == "aft" and v["catboost"] == 1.0:
+        return check_catboost_interval_target(arr)
     if name == "aft":
         return check_interval_target(name, arr)
     if n_targets > 1:
@@ -618,10 +639,52 @@ def check_interval_target(name, arr):
     return yf
 
 
+def check_catboost_interval_target(arr):
+    """CatBoost SurvivalAft labels, (n_rows, 2) [lower, upper] with -1 for an unbounded
+    end (lower == upper an observed time, upper -1 right-censored, lower -1
+    left-censored), as the (n_rows, 2) float64 bounds that :func:`check_interval_target`
+    returns (-1 becomes 0 below, inf above). Rejected: NaN or infinite values (CatBoost
+    reads inf as a time near e^88.7), bounds that are neither -1 nor > 0 (CatBoost takes
+    the fast log of 0 or of a negative number as a finite time), both ends -1, lower >
+    upper."""
+    name = "aft"
+    if arr.ndim != 2 or arr.shape[1] != 2:
+        raise ValueError("a CatBoost SurvivalAft model needs y of shape (n_rows, 2): each "
+                         "row's [lower, upper] bound of its time, -1 for an unbounded end "
+                         f"(CatBoost's labels), got shape {arr.shape}")
+    try:
+        yf = arr.astype(np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"y must be numeric for objective {name!r}, got dtype "
+                        f"{arr.dtype}") from None
+    lo, up = yf[:, 0], yf[:, 1]
+    open_lo, open_up = lo == -1.0, up == -1.0
+    for bad, what in ((~np.isfinite(lo) | ~np.isfinite(up), "NaN or infinite (CatBoost "
+                       "marks an unbounded end with -1)"),
+                      (~open_lo & (lo <= 0), "with a lower bound <= 0 that is not -1"),
+                      (~open_up & (up <= 0), "with an upper bound <= 0 that is not -1"),
+                      (open_lo & open_up, "with both bounds -1"),
+                      (~open_lo & ~open_up & (lo > up), "with lower bound > upper bound")):
+        if bad.any():
+            first = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"y has {int(bad.sum())} of {len(yf)} rows {what} for a CatBoost "
+                             f"SurvivalAft model (first at row {first}: lower "
+                             f"{float(lo[first])}, upper {float(up[first])})")
+    return np.column_stack([np.where(open_lo, 0.0, lo), np.where(open_up, np.inf, up)])
+
+
 def check_weights(objective, w):
     """Reject sample weights the objective's gradients cannot take as a factor:
-    LightGBM's cross_entropy_lambda puts them inside its link (not modelled)."""
-    name, _ = _name_params(objective)
+    LightGBM's cross_entropy_lambda puts them inside its link (not modelled); CatBoost's
+    Cox and SurvivalAft drop them from their derivatives."""
+    name, params = _name_params(objective)
+    if name in ("aft", "cox") and params.get("catboost", 0.0) == 1.0 and w is not None:
+        wv = np.asarray(w, dtype=np.float64)
+        if np.any(wv != 1.0):
+            raise ValueError(f"objective {name!r} of a CatBoost model (Cox / SurvivalAft) with "
+                             "sample weights other than 1 is not supported: CatBoost's "
+                             "derivatives of these losses ignore the sample weight, so a "
+                             "weighted held-out gradient would not be CatBoost's")
     if name == "cross_entropy_lambda" and w is not None:
         wv = np.asarray(w, dtype=np.float64)
         if np.any(wv != 1.0):
@@ -835,9 +898,10 @@ def _aft_loss(v, M, y):
                          f"got {M.shape[1]} columns and y {Y.shape}")
     m, lo, up = M[:, 0], Y[:, 0], Y[:, 1]
     dist, sigma = int(v["distribution"]), v["sigma"]
+    log = fast_logf if v["catboost"] == 1.0 else np.log
     with np.errstate(divide="ignore"):
-        z_l = (np.log(lo) - m) / sigma
-        z_u = (np.log(up) - m) / sigma
+        z_l = (log(lo) - m) / sigma
+        z_u = (log(up) - m) / sigma
     pdf_l, cdf_l = _aft_pdf_cdf(dist, z_l)
     _, cdf_u = _aft_pdf_cdf(dist, z_u)
     cdf_l = np.where(lo <= 0, 0.0, cdf_l)
@@ -846,4 +910,20 @@ def _aft_loss(v, M, y):
     with np.errstate(divide="ignore", invalid="ignore"):
         dens = np.where(exact, pdf_l / (sigma * np.where(exact, lo, 1.0)), cdf_u - cdf_l)
     return -np.log(np.maximum(dens, AFT_EPS))
+
+
+def fast_logf(t):
+    """CatBoost's FastLogf (``kernels/gradients.fast_logf``) of every float32(t) > 0
+    (finite); -inf at t <= 0 and inf at t = inf, as the loss reads the bounds."""
+    x = np.atleast_1d(np.asarray(t, dtype=np.float64))
+    ok = np.isfinite(x) & (x > 0)
+    f = np.asarray(x[ok], dtype=np.float32)
+    bits = f.view(np.uint32)
+    mx = ((bits & np.uint32(0x007FFFFF)) | np.uint32(0x3F000000)).view(np.float32)
+    y = bits.astype(np.float32) * np.float32(1.1920928955078125e-7)
+    log2 = (y - np.float32(124.22551499) - np.float32(1.498030302) * mx
+            - np.float32(1.72587999) / (np.float32(0.3520887068) + mx))
+    out = np.where(x > 0, np.inf, -np.inf)
+    out[ok] = (np.float32(0.69314718) * log2).astype(np.float64)
+    return out.reshape(np.shape(t))
 

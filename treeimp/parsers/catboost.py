@@ -632,7 +632,9 @@ def _classes(doc, classes):
 # ---------------------------------------------------------------------- objective
 SUPPORTED_OBJECTIVES = ("RMSE", "MAE", "Quantile", "Huber", "Expectile", "LogCosh",
                         "Logloss", "CrossEntropy", "MultiClass", "MultiClassOneVsAll",
-                        "Poisson", "Tweedie", "QueryRMSE")
+                        "Poisson", "Tweedie", "QueryRMSE", "Cox", "SurvivalAft")
+# SurvivalAft's dist -> treeimp's aft distribution number (losses.AFT_DISTRIBUTIONS)
+_AFT_DISTS = {"Normal": 0, "Logistic": 1, "Extreme": 2}
 
 
 def objective_from_params(params, n_outputs):
@@ -697,6 +699,20 @@ def objective_from_params(params, n_outputs):
                          "exp", source)
     if name == "QueryRMSE":  # a ranking loss: gradients per query (model/ranking.py)
         return Objective("query_rmse", {}, "identity", source)
+    # survival: CatBoost's predict returns the raw value (log hazard ratio / log time)
+    if name == "Cox":
+        return Objective("cox", {"catboost": 1.0}, "identity", source)
+    if name == "SurvivalAft":
+        dist = p.get("dist", "Normal")
+        if dist not in _AFT_DISTS:
+            raise ValueError(f"CatBoost SurvivalAft dist {dist!r} is not one of "
+                             f"{list(_AFT_DISTS)}")
+        scale = number("scale", 1.0)
+        if not (np.isfinite(scale) and scale > 0):
+            raise ValueError(f"CatBoost SurvivalAft scale must be a finite number > 0, got "
+                             f"{scale}")
+        return Objective("aft", {"distribution": _AFT_DISTS[dist], "sigma": scale,
+                                 "catboost": 1.0}, "identity", source)
     return Objective(f"catboost:{name}", {}, "identity", source)
 
 

@@ -1,4 +1,5 @@
-"""survival:cox in the staged pass: every row's g, h of every round, before the pass.
+"""survival:cox (XGBoost) and Cox (CatBoost) in the staged pass: every row's g, h of
+every round, before the pass.
 
 XGBoost's Cox gradient of a row sums over its risk set (the rows whose time is at
 least its own) at the same round. The staged kernel sees one group of rows at a time,
@@ -16,7 +17,7 @@ import numpy as np
 
 from ..backends import get_backend
 from ..inputs.threads import numba_threads
-from ..kernels.cox import cox_grad_hess_table
+from ..kernels.cox import cox_grad_hess_table, cox_sequential_grad_hess_table
 from ..kernels.gradients import COX
 from ..model.routing import routing_flags, row_block
 
@@ -24,8 +25,9 @@ from ..model.routing import routing_flags, row_block
 def cox_targets(ens, rows, labels, row_start, stage_start, chunk_rows, n_jobs=None):
     """(code, params, targets) of survival:cox for the staged kernel: targets (n * 2 *
     n_stages,) row-major, each row's g, h at every round over all ``rows`` (risk sets of
-    these rows, XGBoost's tie order: by |label|, then row order); params [0 (the round,
-    set by the kernel), n_stages]. ``labels`` (n,) XGBoost's (negative: censored);
+    these rows, XGBoost's tie order: by |label|, then row order; CatBoost's Cox, objective
+    param ``catboost`` 1: its float32 labels and its ties, kernels/cox.py); params [0
+    (the round, set by the kernel), n_stages]. ``labels`` (n,) XGBoost's (negative: censored);
     ``row_start`` (n, 1) the rows' margins before the first tree, or (0, 1): the base
     score; ``stage_start`` (n_stages + 1,) the first tree of every round."""
     n = rows.n_rows
@@ -48,7 +50,13 @@ def cox_targets(ens, rows, labels, row_start, stage_start, chunk_rows, n_jobs=No
                                   ens.value, ens.routing, strict, round32, block)
             del chunk  # a converted chunk is freed before the next one is made
         labels = np.ascontiguousarray(labels, dtype=np.float64)
+        catboost = ens.objective.params.get("catboost", 0.0) == 1.0
+        if catboost:  # CatBoost keeps its targets as float32: times that round alike tie
+            labels = labels.astype(np.float32).astype(np.float64)
         order = np.argsort(np.abs(labels), kind="stable").astype(np.int64)
         table = np.empty((n, 2 * n_stages))
-        cox_grad_hess_table(labels, order, margins, table)
+        if catboost:
+            cox_sequential_grad_hess_table(labels, order, margins, table)
+        else:
+            cox_grad_hess_table(labels, order, margins, table)
     return COX, np.array([0.0, float(n_stages)]), table.ravel()
