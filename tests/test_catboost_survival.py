@@ -130,13 +130,18 @@ def test_fast_logf_is_catboosts_approximation():
     assert 1e-6 < err.max() < 2e-4  # an approximation, not the log
 
 
-def test_default_survival_aft_and_labels():
+def test_default_survival_aft_and_labels(tmp_path):
     import treeimp
 
     model = catboost.CatBoostRegressor(loss_function="SurvivalAft", iterations=2, depth=2,
                                        verbose=0, thread_count=1).fit(X, Y_AFT)
     ens = treeimp.parse(model)
     assert ens.objective.params == {"distribution": 0, "sigma": 1.0, "catboost": 1.0}
+    # the saved JSON model reads the same loss (CatBoost writes no params by default)
+    model.save_model(str(tmp_path / "aft.json"), format="json")
+    from_file = treeimp.parse(str(tmp_path / "aft.json"))
+    assert from_file.objective == ens.objective
+    np.testing.assert_array_equal(from_file.predict_raw(X), ens.predict_raw(X))
     yt = check_target(ens.objective, Y_AFT)
     assert np.isinf(yt[KIND == 1, 1]).all() and (yt[KIND == 2, 0] == 0).all()
     for bad, match in (([np.inf, -1.0], "infinite"), ([0.0, 2.0], "lower bound <= 0"),

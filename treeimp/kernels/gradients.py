@@ -235,9 +235,10 @@ def _aft_limits(dist, kind, sign, sigma):
 @njit(cache=True, inline="always")
 def fast_logf(t):
     """CatBoost's FastLogf of float32(t) (library/cpp/fast_log, the fastapprox
-    approximation, error ~1e-5), in float32 arithmetic: the integer bits of t read as a
-    float, times 2^-23, minus a rational correction in the mantissa m in [0.5, 1),
-    times ln 2. ``frexp`` gives m and the exponent without reinterpreting bits. t > 0."""
+    approximation, absolute error up to 1e-4), in float32 arithmetic: the integer bits
+    of t read as a float, times 2^-23, minus a rational correction in the mantissa m in
+    [0.5, 1), times ln 2. ``frexp`` gives m and the exponent without reinterpreting
+    bits. t > 0."""
     x = np.float32(t)
     f, e = math.frexp(x)  # x = f 2^e, f in [0.5, 1): the mantissa bits with exponent -1
     mx = np.float32(f)
