@@ -32,6 +32,13 @@ Y_COX = np.where(KIND == 1, -1.0, 1.0) * np.ceil(TIME)
 # SurvivalAft: CatBoost's [lower, upper] with -1 for an unbounded end
 Y_AFT = np.column_stack([np.select([KIND == 2, KIND == 3], [-1.0, 0.7 * TIME], TIME),
                          np.select([KIND == 1, KIND == 3], [-1.0, 1.5 * TIME], TIME)])
+# bounds a quarter of a float32 step apart: one float32, so CatBoost reads an observed
+# time, not an interval
+TIED = np.flatnonzero(KIND == 0)[::8]
+_T32 = Y_AFT[TIED, 0].astype(np.float32)
+Y_AFT[TIED, 0] = _T32
+Y_AFT[TIED, 1] = _T32 + 0.25 * (np.nextafter(_T32, np.float32(np.inf)).astype(np.float64)
+                                - _T32)
 LR, L2 = 0.7, 1.0
 
 
@@ -107,6 +114,8 @@ def test_survival_aft_leaves_are_newton_steps_of_our_gradients(dist, scale):
     # the check can fail: the exact log of the times (XGBoost's arithmetic) is off by
     # CatBoost's FastLogf error, ~1e-5 in log t
     yt = check_target(ens.objective, Y_AFT)
+    assert len(TIED) > 10 and (Y_AFT[TIED, 0] != Y_AFT[TIED, 1]).all()
+    assert (yt[TIED, 0] == yt[TIED, 1]).all()
     exact = Objective("aft", {"distribution": d, "sigma": scale})
     leaves = model.calc_leaf_indexes(X)
     margins = [np.zeros(N), *list(model.staged_predict(X, prediction_type="RawFormulaVal"))]
@@ -144,7 +153,8 @@ def test_default_survival_aft_and_labels(tmp_path):
     np.testing.assert_array_equal(from_file.predict_raw(X), ens.predict_raw(X))
     yt = check_target(ens.objective, Y_AFT)
     assert np.isinf(yt[KIND == 1, 1]).all() and (yt[KIND == 2, 0] == 0).all()
-    for bad, match in (([np.inf, -1.0], "infinite"), ([0.0, 2.0], "lower bound <= 0"),
+    for bad, match in (([np.inf, -1.0], "infinite"), ([1e39, -1.0], "infinite"),
+                       ([0.0, 2.0], "lower bound <= 0"),
                        ([-2.0, 2.0], "lower bound <= 0"), ([2.0, 0.0], "upper bound <= 0"),
                        ([-1.0, -1.0], "both bounds -1"), ([3.0, 2.0], "lower bound > upper")):
         y = Y_AFT.copy()

@@ -642,8 +642,9 @@ def check_interval_target(name, arr):
 def check_catboost_interval_target(arr):
     """CatBoost SurvivalAft labels, (n_rows, 2) [lower, upper] with -1 for an unbounded
     end (lower == upper an observed time, upper -1 right-censored, lower -1
-    left-censored), as the (n_rows, 2) float64 bounds that :func:`check_interval_target`
-    returns (-1 becomes 0 below, inf above). Rejected: NaN or infinite values (CatBoost
+    left-censored), rounded to float32 as CatBoost keeps them, as the (n_rows, 2) float64
+    bounds that :func:`check_interval_target` returns (-1 becomes 0 below, inf above).
+    Rejected: NaN or infinite values, also beyond the float32 range (CatBoost
     reads inf as a time near e^88.7), bounds that are neither -1 nor > 0 (CatBoost takes
     the fast log of 0 or of a negative number as a finite time), both ends -1, lower >
     upper."""
@@ -653,7 +654,9 @@ def check_catboost_interval_target(arr):
                          "row's [lower, upper] bound of its time, -1 for an unbounded end "
                          f"(CatBoost's labels), got shape {arr.shape}")
     try:
-        yf = arr.astype(np.float64)
+        with np.errstate(over="ignore"):  # beyond float32: inf, rejected below
+            # CatBoost keeps its labels as float32: bounds that round alike are equal
+            yf = arr.astype(np.float64).astype(np.float32).astype(np.float64)
     except (TypeError, ValueError):
         raise TypeError(f"y must be numeric for objective {name!r}, got dtype "
                         f"{arr.dtype}") from None
