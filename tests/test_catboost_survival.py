@@ -29,6 +29,10 @@ TIME = np.exp(-0.7 * X[:, 0] + 0.4 * RNG.normal(size=N)) * 4.0
 KIND = RNG.integers(0, 4, N)  # 0 observed, 1 right-, 2 left-, 3 interval-censored
 # Cox: integer times (many ties, events and censored rows at one time); negative: censored
 Y_COX = np.where(KIND == 1, -1.0, 1.0) * np.ceil(TIME)
+# the same times with a quarter float32 step added on even rows: one float32 each, so
+# CatBoost (float32 labels, stable sort) keeps the tied rows in row order
+_STEP = np.nextafter(np.abs(Y_COX).astype(np.float32), np.float32(np.inf)) - np.abs(Y_COX)
+Y_COX_NEAR = Y_COX + np.sign(Y_COX) * np.where(np.arange(N) % 2 == 0, 0.25 * _STEP, 0.0)
 # SurvivalAft: CatBoost's [lower, upper] with -1 for an unbounded end
 Y_AFT = np.column_stack([np.select([KIND == 2, KIND == 3], [-1.0, 0.7 * TIME], TIME),
                          np.select([KIND == 1, KIND == 3], [-1.0, 1.5 * TIME], TIME)])
@@ -80,6 +84,11 @@ def test_cox_leaves_are_steps_of_our_risk_set_gradients(method):
     # the check can fail: XGBoost's Breslow ties (tied events share one risk set) differ
     values = model.get_leaf_values()
     assert np.max(np.abs(table_leaves(model, cox_grad_hess_table, method) - values)) > 1e-3
+    # times that differ only below float32 precision tie as in CatBoost
+    near = one_leaf_fit("Cox", Y_COX_NEAR, method)
+    np.testing.assert_array_equal(near.get_leaf_values(), values)
+    _, _, S, H, _, _ = leaf_sums(near, Y_COX_NEAR)
+    np.testing.assert_allclose(newton(S, H, C, method), value, rtol=1e-9, atol=1e-12)
     assert np.max(np.abs(table_leaves(model, cox_sequential_grad_hess_table, method)
                          - values)) < 1e-9
 
