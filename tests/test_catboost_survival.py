@@ -140,11 +140,12 @@ def test_survival_aft_leaves_are_newton_steps_of_our_gradients(dist, scale):
 
 
 def test_fast_logf_is_catboosts_approximation():
-    t = np.concatenate([np.geomspace(1e-30, 1e30, 997), [1.0, 2.0, 0.5, 3.7]])
+    t = np.concatenate([np.geomspace(1e-30, 1e30, 997), [1.0, 2.0, 0.5, 3.7],
+                        [1e-40, 1.17e-38, 1.1754943508222875e-38, 3.4e38]])
     ours = fast_logf(t)
     # numba's frexp route and numpy's bit route agree bit for bit
     assert all(fast_logf_kernel(v) == o for v, o in zip(t, ours))
-    err = np.abs(ours - np.log(t.astype(np.float32)))
+    err = np.abs(ours - np.log(t.astype(np.float32)))[:-4]  # subnormals: far off
     assert 1e-6 < err.max() < 2e-4  # an approximation, not the log
 
 

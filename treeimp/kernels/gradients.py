@@ -240,10 +240,14 @@ def fast_logf(t):
     [0.5, 1), times ln 2. ``frexp`` gives m and the exponent without reinterpreting
     bits. t > 0."""
     x = np.float32(t)
-    f, e = math.frexp(x)  # x = f 2^e, f in [0.5, 1): the mantissa bits with exponent -1
-    mx = np.float32(f)
-    # the bits of x as an integer: biased exponent (e - 1 + 127) and 23 mantissa bits
-    bits = (e + 126) * 8388608 + int((f * 2.0 - 1.0) * 8388608.0)
+    if x < 1.1754943508222875e-38:  # subnormal: exponent bits 0, the bits are x / 2^-149
+        bits = int(float(x) * 2.0 ** 149)
+        mx = np.float32(0.5 + bits * 2.0 ** -24)
+    else:
+        f, e = math.frexp(x)  # x = f 2^e, f in [0.5, 1): the mantissa bits, exponent -1
+        mx = np.float32(f)
+        # the bits of x as an integer: biased exponent (e - 1 + 127), 23 mantissa bits
+        bits = (e + 126) * 8388608 + int((f * 2.0 - 1.0) * 8388608.0)
     y = np.float32(bits) * np.float32(1.1920928955078125e-7)
     log2 = (y - np.float32(124.22551499) - np.float32(1.498030302) * mx
             - np.float32(1.72587999) / (np.float32(0.3520887068) + mx))
