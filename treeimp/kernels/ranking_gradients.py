@@ -20,10 +20,12 @@ XGB_MAP = 2
 LGBM_LAMBDARANK = 3
 QUERY_RMSE = 4
 LGBM_XENDCG = 5
+PAIR_LOGIT = 6
 
 # XGBoost: params = (mean pair method, pairs per sample / truncation, normalization,
 # score normalization, exp gain)
 # LightGBM: params = (sigmoid, norm, truncation level, table min input, table factor)
+# CatBoost PairLogit: params = (max_pairs per query, 0 for all)
 _EPS64 = 1e-16
 
 
@@ -238,6 +240,46 @@ def query_rmse_query(s, y, w, g, h):
 
 
 @njit(cache=True)
+def pair_logit_query(params, s, y, g, h):
+    """g, h (zeroed here) of one query of CatBoost's PairLogit at the scores s: every pair
+    of rows of different labels, the higher label the winner; with p = 1 / (1 + exp(s_win -
+    s_lose)) the winner gets g -= p, the loser g += p, both h += p (1 - p) (CatBoost's der1
+    and der2, negated). ``params[0]`` > 0 (max_pairs) keeps that many of the query's pairs
+    drawn at random: every pair is kept with probability min(1, max_pairs / n_pairs), by
+    which the expected gradient scales."""
+    n = s.shape[0]
+    g[:] = 0.0
+    h[:] = 0.0
+    n_pairs = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            if y[i] != y[j]:
+                n_pairs += 1
+    if n_pairs == 0:
+        return
+    keep = 1.0
+    if params[0] > 0.0 and params[0] < n_pairs:
+        keep = params[0] / n_pairs
+    for i in range(n):
+        for j in range(i + 1, n):
+            if y[i] == y[j]:
+                continue
+            win, lose = (i, j) if y[i] > y[j] else (j, i)
+            d = s[win] - s[lose]
+            # p = sigmoid(-d), written so that exp never overflows
+            if d >= 0.0:
+                e = math.exp(-d)
+                p = e / (1.0 + e)
+            else:
+                p = 1.0 / (1.0 + math.exp(d))
+            g[win] -= keep * p
+            g[lose] += keep * p
+            ph = keep * p * (1.0 - p)
+            h[win] += ph
+            h[lose] += ph
+
+
+@njit(cache=True)
 def xendcg_expected_shares(y, nodes, weights):
     """E[a_i], a_i = (2^y_i - u_i) / sum_j (2^y_j - u_j), u_j iid uniform on [0, 1):
     the expected targets of LightGBM's rank_xendcg. With c_j = 2^y_j, C = sum c_j and
@@ -329,6 +371,8 @@ def ranking_grad_hess(code, params, label_gain, table, bounds, margins, y, w, g,
                 xendcg_query(margins[a:b, st].copy(), shares, gq, hq)
             elif code == QUERY_RMSE:
                 query_rmse_query(margins[a:b, st].copy(), yq, wq, gq, hq)
+            elif code == PAIR_LOGIT:
+                pair_logit_query(params, margins[a:b, st].copy(), yq, gq, hq)
             elif code == LGBM_LAMBDARANK:
                 lgbm_query(params, label_gain, table, margins[a:b, st].copy(), yq, gq, hq)
             else:

@@ -61,6 +61,7 @@ import numpy as np
 from ..kernels.ranking_gradients import (
     LGBM_LAMBDARANK,
     LGBM_XENDCG,
+    PAIR_LOGIT,
     QUERY_RMSE,
     XGB_MAP,
     XGB_NDCG,
@@ -70,8 +71,23 @@ from ..kernels.ranking_gradients import (
 # canonical name -> kernel code
 _CODES = {"rank_ndcg": XGB_NDCG, "rank_pairwise": XGB_PAIRWISE, "rank_map": XGB_MAP,
           "lambdarank": LGBM_LAMBDARANK, "query_rmse": QUERY_RMSE,
-          "rank_xendcg": LGBM_XENDCG}
+          "rank_xendcg": LGBM_XENDCG, "pair_logit": PAIR_LOGIT}
 RANKING = tuple(_CODES)
+# CatBoost's ranking losses without a treeimp gradient (parsed as "catboost:<name>"): they
+# take queries (prediction, permutation importance), held-out node statistics refuse them
+_YETI_WHY = ("its pairs are drawn anew at every round from random permutations of each "
+             "query (the scores times logistic noise), and the expected pair weights under "
+             "that noise have no closed form treeimp could compute exactly")
+CATBOOST_REFUSED = {
+    "catboost:YetiRank": _YETI_WHY,
+    "catboost:YetiRankPairwise": _YETI_WHY,
+    "catboost:QuerySoftMax": "its gradient is not implemented in treeimp",
+    "catboost:QueryCrossEntropy": "its gradient is not implemented in treeimp",
+    "catboost:LambdaMart": "its gradient is not implemented in treeimp",
+    "catboost:StochasticFilter": "its gradient is random and not implemented in treeimp",
+    "catboost:StochasticRank": "its gradient is random and not implemented in treeimp",
+    "catboost:GroupQuantile": "its gradient is not implemented in treeimp",
+}
 # XGBoost's lambdarank_num_pair_per_sample when not set, and its defaults then
 XGB_NOT_SET = 4294967295
 XGB_DEFAULT_K = {"topk": 32, "mean": 1}
@@ -88,6 +104,13 @@ def is_ranking(objective) -> bool:
     return getattr(objective, "name", None) in _CODES
 
 
+def takes_queries(objective) -> bool:
+    """Whether the model's rows come in queries: a learning-to-rank objective, or one of
+    CatBoost's ranking losses whose gradient treeimp does not compute (``CATBOOST_REFUSED``:
+    prediction and permutation importance only)."""
+    return is_ranking(objective) or getattr(objective, "name", None) in CATBOOST_REFUSED
+
+
 def ranking_spec(objective):
     """(code, params, label_gain, table) of a ranking objective for
     ``kernels.ranking_gradients.ranking_grad_hess``."""
@@ -95,6 +118,8 @@ def ranking_spec(objective):
     code = _CODES[objective.name]
     if code == QUERY_RMSE:
         return code, np.zeros(1), np.zeros(1), np.zeros(1)
+    if code == PAIR_LOGIT:
+        return code, np.array([float(p.get("max_pairs", 0))]), np.zeros(1), np.zeros(1)
     if code == LGBM_XENDCG:
         x, wts = np.polynomial.legendre.leggauss(XENDCG_NODES)
         return code, np.zeros(1), (x + 1.0) / 2.0, wts / 2.0
@@ -207,7 +232,7 @@ def query_bounds(n_rows, qid=None, group=None):
 def check_query_input(objective, n_rows, qid, group):
     """The query bounds of a ranking model's rows (None for other models); a ranking
     model without queries, or queries for another model, are refused."""
-    if not is_ranking(objective):
+    if not takes_queries(objective):
         if qid is not None or group is not None:
             raise ValueError(f"qid / group are for learning-to-rank models; this model's "
                              f"objective is {getattr(objective, 'name', None)!r}")
@@ -247,6 +272,24 @@ def check_ranking_labels(objective, y):
                              f"(label_gain has {n_gain} values), got values in "
                              f"[{y.min()}, {y.max()}]")
     return np.ascontiguousarray(y)
+
+
+def check_query_weights(objective, w, bounds):
+    """CatBoost's PairLogit weighs a pair by its query's weight (the weight of the query's
+    first row): treeimp multiplies each row's terms by its own weight, which is the same
+    only when every row carries its query's weight. Other weights are refused."""
+    if getattr(objective, "name", None) != "pair_logit":
+        return
+    w = np.asarray(w, dtype=np.float64)
+    if w.ndim != 1 or w.shape[0] <= 1 or bounds.shape[0] < 2:
+        return
+    first = np.repeat(w[bounds[:-1]], np.diff(bounds))
+    if not np.array_equal(first, w):
+        row = int(np.flatnonzero(first != w)[0])
+        q = int(np.searchsorted(bounds, row, side="right")) - 1
+        raise ValueError(f"CatBoost PairLogit weighs whole queries (a pair by its query's "
+                         f"weight): give every row its query's weight; query {q} has weight "
+                         f"{w[bounds[q]]} on its first row and {w[row]} on row {row}")
 
 
 def query_blocks(block, bounds):
