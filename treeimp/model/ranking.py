@@ -48,10 +48,24 @@ CatBoost ``QueryRMSE`` (canonical ``query_rmse``)
     g = -(y - s - c), h = 1, c the weighted mean of y - s over the row's query (CatBoost's
     der1 and der2, negated); per-row weights.
 
-Not supported (a ValueError names them): CatBoost's PairLogit, YetiRank and its other
-pairwise / ranking losses (they parse and predict, held-out methods refuse them: their
-leaf estimation uses pair weights and a pairwise hessian that treeimp does not
-reproduce); XGBoost's position debiasing; LightGBM's position-bias factors.
+CatBoost ``PairLogit`` and ``PairLogitPairwise`` (canonical ``pair_logit``)
+    Every pair of rows of a query with different labels (CatBoost generates them so when
+    the data has no explicit pairs), the higher label the winner, weighted by the
+    query's weight (its first row's); p = 1 / (1 + exp(s_win - s_lose)): the winner
+    gets g -= p, the loser g += p, both h += p (1 - p) (CatBoost's der1 and der2,
+    negated). ``max_pairs`` keeps a random subset of each query's pairs (drawn once):
+    the expected gradient, every pair kept with probability min(1, max_pairs / pairs).
+    CatBoost's leaves: Newton -G / (H + l2 mean w); Gradient -G / (P + l2 mean w), P
+    the sum of the leaf rows' pair weights (not their count); PairLogitPairwise a linear
+    system of the pair weights between leaves; then every tree shifted to mean 0 over
+    the training rows (tests/test_catboost_pairwise.py).
+
+Not supported (a ValueError names them, ``CATBOOST_REFUSED``): CatBoost's YetiRank and
+YetiRankPairwise (pair weights drawn every round from random permutations of the query,
+the scores times logistic noise: their expectation is a double integral per pair that
+treeimp does not compute) and its other ranking losses; they parse, predict and take
+queries for permutation importance. XGBoost's position debiasing; LightGBM's
+position-bias factors.
 """
 
 from __future__ import annotations
