@@ -60,7 +60,8 @@ CatBoost ``PairLogit`` and ``PairLogitPairwise`` (canonical ``pair_logit``)
     system of the pair weights between leaves; then every tree shifted to mean 0 over
     the training rows (tests/test_catboost_pairwise.py).
 
-CatBoost ``YetiRank`` (canonical ``yeti_rank``; mode Classic, noise Gumbel, the defaults)
+CatBoost ``YetiRank`` and ``YetiRankPairwise`` (canonical ``yeti_rank``; mode Classic,
+noise Gumbel, the defaults)
     Every round CatBoost sorts each query by exp(s) u / (1 - u), u uniform (s plus a
     standard logistic noise), ten times, and gives the rows at positions j, j + 1 the
     pair weight 0.15 decay^j |y_a - y_b| (the higher label the winner; averaged over the
@@ -71,12 +72,11 @@ CatBoost ``YetiRank`` (canonical ``yeti_rank``; mode Classic, noise Gumbel, the 
     decay each, none lies between), by Gauss-Legendre in u = sigmoid(z - s_a) and
     v = sigmoid(z' - z) (32 x 32 points; relative error of the weights 1e-4 to 6e-4 for
     scores of standard deviation 0.5 to 5 within a query, 1.4% at 10). Cost 2 n^2 x 32^2
-    per query of n rows and round. Leaves as PairLogit's (Newton by default).
+    per query of n rows and round. Leaves as PairLogit's (YetiRank: Newton by default;
+    YetiRankPairwise: the pairwise system on the drawn weights).
 
-Not supported (a ValueError names them, ``CATBOOST_REFUSED``): CatBoost's
-YetiRankPairwise (its pairwise-scoring leaves on YetiRank's pairs were not reproduced
-from the expected weights: 12% off on a one-split model), YetiRank with another mode or
-noise, and CatBoost's other ranking losses; they parse, predict and take queries for
+Not supported (a ValueError names them, ``CATBOOST_REFUSED``): YetiRank with another
+mode or noise, and CatBoost's other ranking losses; they parse, predict and take queries for
 permutation importance. XGBoost's position debiasing; LightGBM's position-bias factors.
 """
 
@@ -104,8 +104,6 @@ RANKING = tuple(_CODES)
 # CatBoost's ranking losses without a treeimp gradient (parsed as "catboost:<name>"): they
 # take queries (prediction, permutation importance), held-out node statistics refuse them
 CATBOOST_REFUSED = {
-    "catboost:YetiRankPairwise": "its pairwise-scoring leaf values on YetiRank's random "
-                                 "pairs were not reproduced from the expected pair weights",
     "catboost:QuerySoftMax": "its gradient is not implemented in treeimp",
     "catboost:QueryCrossEntropy": "its gradient is not implemented in treeimp",
     "catboost:LambdaMart": "its gradient is not implemented in treeimp",
