@@ -12,10 +12,11 @@ within queries):
   leaf's rows of the weights of the pairs each row is in (this, not the row count, is
   the divisor: the "unexplained constant" of a one-tree model is count / P with the
   shift);
-- PairLogitPairwise (and YetiRankPairwise): the leaves solve a linear system of the pair weights between leaves
-  (a pair's weight moves from the diagonal to the off-diagonal when its rows fall in two
-  leaves), regularised by l2 and ``bayesian_matrix_reg`` (0.1), the last leaf held at 0,
-  then shifted (written out below from CatBoost's documented pairwise scoring).
+- PairLogitPairwise (and YetiRankPairwise): the leaves solve a linear system of the pair
+  weights between leaves (a pair's weight moves from the diagonal to the off-diagonal
+  when its rows fall in two leaves), regularised by l2 and ``bayesian_matrix_reg``
+  (0.1), the last leaf held at 0, then shifted (written out below as CatBoost's
+  pairwise leaf estimation does it).
 G and H are treeimp's gradient and hessian summed over the leaf's training rows.
 YetiRank's pairs are random: its checks average many copies of each query.
 """
