@@ -20,10 +20,17 @@ XGB_MAP = 2
 LGBM_LAMBDARANK = 3
 QUERY_RMSE = 4
 LGBM_XENDCG = 5
+PAIR_LOGIT = 6
+YETI_RANK = 7
 
 # XGBoost: params = (mean pair method, pairs per sample / truncation, normalization,
 # score normalization, exp gain)
 # LightGBM: params = (sigmoid, norm, truncation level, table min input, table factor)
+# CatBoost PairLogit: params = (max_pairs per query, 0 for all)
+# CatBoost YetiRank: params = (decay, number of outer nodes); label_gain, table = the
+# Gauss-Legendre nodes and weights, outer (on [0, 1]) then inner (on [0, 1/2])
+_YETI_CONST = 0.15  # CatBoost's pair weight factor of YetiRank's classic mode
+_EXP_MAX = 700.0
 _EPS64 = 1e-16
 
 
@@ -238,6 +245,116 @@ def query_rmse_query(s, y, w, g, h):
 
 
 @njit(cache=True)
+def pair_logit_query(params, s, y, g, h):
+    """g, h (zeroed here) of one query of CatBoost's PairLogit at the scores s: every pair
+    of rows of different labels, the higher label the winner; with p = 1 / (1 + exp(s_win -
+    s_lose)) the winner gets g -= p, the loser g += p, both h += p (1 - p) (CatBoost's der1
+    and der2, negated). ``params[0]`` > 0 (max_pairs) keeps that many of the query's pairs
+    drawn at random: every pair is kept with probability min(1, max_pairs / n_pairs), by
+    which the expected gradient scales."""
+    n = s.shape[0]
+    g[:] = 0.0
+    h[:] = 0.0
+    n_pairs = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            if y[i] != y[j]:
+                n_pairs += 1
+    if n_pairs == 0:
+        return
+    keep = 1.0
+    if params[0] > 0.0 and params[0] < n_pairs:
+        keep = params[0] / n_pairs
+    for i in range(n):
+        for j in range(i + 1, n):
+            if y[i] == y[j]:
+                continue
+            win, lose = (i, j) if y[i] > y[j] else (j, i)
+            d = s[win] - s[lose]
+            # p = sigmoid(-d), written so that exp never overflows
+            if d >= 0.0:
+                e = math.exp(-d)
+                p = e / (1.0 + e)
+            else:
+                p = 1.0 / (1.0 + math.exp(d))
+            g[win] -= keep * p
+            g[lose] += keep * p
+            ph = keep * p * (1.0 - p)
+            h[win] += ph
+            h[lose] += ph
+
+
+@njit(cache=True, inline="always")
+def _sigmoid(x):
+    return 1.0 / (1.0 + math.exp(min(-x, _EXP_MAX)))
+
+
+@njit(cache=True)
+def yeti_adjacency(s, decay, xo, wo, xi, wi):
+    """acc[a, b] := E[decay^(rows above a) 1{b right below a}] when every score is
+    s + a standard logistic noise (the log of CatBoost's exp(s) u / (1 - u)):
+    int f_a(z) int_{z' < z} f_b(z') prod_{i != a, b} (decay P(x_i > z) + P(x_i < z'))
+    dz' dz (the rows above a each count decay, none lies between). Outer variable
+    u = sigmoid(z - s_a) on (0, 1) (nodes xo, weights wo), inner v = sigmoid(z' - z) on
+    (0, 1/2) (xi, wi), both Gauss-Legendre."""
+    n = s.shape[0]
+    acc = np.zeros((n, n))
+    above = np.empty(n)
+    fac = np.empty(n)
+    fb = np.empty(n)
+    for a in range(n):
+        for k in range(xo.shape[0]):
+            u = xo[k]
+            z = s[a] + math.log(u / (1.0 - u))
+            for i in range(n):
+                above[i] = decay * _sigmoid(s[i] - z)
+            for m in range(xi.shape[0]):
+                v = xi[m]
+                zp = z + math.log(v / (1.0 - v))
+                full = 1.0
+                for i in range(n):
+                    below = _sigmoid(zp - s[i])
+                    fac[i] = above[i] + below
+                    fb[i] = below * (1.0 - below)
+                    if i != a:
+                        full *= fac[i]
+                base = wo[k] * wi[m] / (v * (1.0 - v))
+                for b in range(n):
+                    if b != a and fac[b] > 0.0:
+                        acc[a, b] += base * fb[b] * full / fac[b]
+    return acc
+
+
+@njit(cache=True)
+def yeti_rank_query(params, nodes, weights, s, y, g, h):
+    """g, h (zeroed here) of one query of CatBoost's YetiRank (classic weights, logistic
+    noise) at scores s, its random pair weights replaced by their expectation: CatBoost
+    sorts the noisy scores and gives the rows at positions j, j + 1 the pair weight
+    0.15 decay^j |y_a - y_b| (the higher label the winner); the gradient is PairLogit's
+    on those weights, linear in them, so this is its expectation."""
+    n = s.shape[0]
+    g[:] = 0.0
+    h[:] = 0.0
+    if n < 2:
+        return
+    n_out = int(params[1])
+    acc = yeti_adjacency(s, params[0], nodes[:n_out], weights[:n_out], nodes[n_out:],
+                         weights[n_out:])
+    for i in range(n):
+        for j in range(i + 1, n):
+            if y[i] == y[j]:
+                continue
+            win, lose = (i, j) if y[i] > y[j] else (j, i)
+            pw = _YETI_CONST * (y[win] - y[lose]) * (acc[i, j] + acc[j, i])
+            p = _sigmoid(s[lose] - s[win])
+            g[win] -= pw * p
+            g[lose] += pw * p
+            ph = pw * p * (1.0 - p)
+            h[win] += ph
+            h[lose] += ph
+
+
+@njit(cache=True)
 def xendcg_expected_shares(y, nodes, weights):
     """E[a_i], a_i = (2^y_i - u_i) / sum_j (2^y_j - u_j), u_j iid uniform on [0, 1):
     the expected targets of LightGBM's rank_xendcg. With c_j = 2^y_j, C = sum c_j and
@@ -329,6 +446,11 @@ def ranking_grad_hess(code, params, label_gain, table, bounds, margins, y, w, g,
                 xendcg_query(margins[a:b, st].copy(), shares, gq, hq)
             elif code == QUERY_RMSE:
                 query_rmse_query(margins[a:b, st].copy(), yq, wq, gq, hq)
+            elif code == PAIR_LOGIT:
+                pair_logit_query(params, margins[a:b, st].copy(), yq, gq, hq)
+            elif code == YETI_RANK:
+                yeti_rank_query(params, label_gain, table, margins[a:b, st].copy(), yq,
+                                gq, hq)
             elif code == LGBM_LAMBDARANK:
                 lgbm_query(params, label_gain, table, margins[a:b, st].copy(), yq, gq, hq)
             else:

@@ -201,6 +201,7 @@ from ..kernels.gradients import (  # noqa: F401  (re-exported: the codes, grad_h
     grad_hess_rows,
     grad_hess_target_rows,
 )
+from .ranking import CATBOOST_REFUSED
 
 SMOOTHED = ("smoothed_absolute_error", "smoothed_quantile")
 MAX_ALPHAS = 4096  # quantile / expectile levels of one model
@@ -263,7 +264,7 @@ _NOT_SUPPORTED_WHY = {
 
 
 def _unsupported(name):
-    why = _NOT_SUPPORTED_WHY.get(name)
+    why = _NOT_SUPPORTED_WHY.get(name, CATBOOST_REFUSED.get(name))
     return ValueError(
         f"objective {name!r} has no gradient in treeimp"
         + (f" ({why})" if why else "")

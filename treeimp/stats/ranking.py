@@ -20,7 +20,7 @@ from ..kernels.ranking_gradients import ranking_grad_hess
 from ..kernels.ranking_stats import add_stage_terms, stage_margins
 from ..kernels.staged import N_TERMS
 from ..model.offsets import check_base_margin
-from ..model.ranking import check_ranking_labels, ranking_spec
+from ..model.ranking import check_query_weights, check_ranking_labels, ranking_spec
 from ..model.routing import routing_flags, row_block
 
 # bytes of per-row arrays (node ids, margins, g, h) a batch of routed rows may take
@@ -42,6 +42,7 @@ def ranking_leaf_sums(ens, rows, y, w, block, n_blocks, bounds, *, n_jobs=None, 
         raise ValueError(f"y has {y.shape[0]} labels for {rows.n_rows} rows")
     block = np.ascontiguousarray(block, dtype=np.int64)
     w = np.ascontiguousarray(w, dtype=np.float64)
+    check_query_weights(ens.objective, w, bounds)
     margin = np.empty((rows.n_rows, 1)) if keep_margin else None
     slot = ens.leaf_slots.slot
     stages = _tree_stages(ens)
