@@ -189,3 +189,44 @@ def linear_leaf_shap(X, out, trees, tree_offsets, tree_output, tree_scale, paren
                         total += poly[k] * w
                         w *= (k + 1) / (m - 1 - k) if k + 1 <= m - 1 else 0.0
                     out[i, player[a], c] += s * (o[a] - z[a]) * total
+
+
+@njit(cache=True, parallel=True)
+def leaf_model_block_sums(X, leaves, tree_offsets, z, w, block, offset, count, feature,
+                          term_sums, leaf_sums):
+    """Add the held-out sums of the leaf-model importance, per statistic block.
+
+    For every row i and tree t whose leaf l (``tree_offsets[t] + leaves[i, t]``) has a
+    linear model with all of its features known for the row (the rows A_l that use it):
+    ``leaf_sums[b, l] += (w_i, w_i z_it)`` and, for every term k of l,
+    ``term_sums[b, k] += (w_i z_it x_ik, w_i x_ik)``, b = ``block[i]``. ``z`` (n, T):
+    each row's negative gradient at tree t's round and output; ``w`` one weight per row,
+    or one for all. Trees run in parallel: a tree's leaves and terms are its own.
+    """
+    n, T = leaves.shape
+    last_w = w.shape[0] - 1
+    for t in prange(T):
+        for i in range(n):
+            leaf = tree_offsets[t] + leaves[i, t]
+            c = count[leaf]
+            if c == 0:
+                continue
+            known = True
+            for k in range(offset[leaf], offset[leaf] + c):
+                x = np.float64(X[i, feature[k]])
+                if x != x:
+                    known = False
+                    break
+            if not known:
+                continue
+            wi = w[min(i, last_w)]
+            wz = wi * z[i, t]
+            b = block[i]
+            leaf_sums[b, leaf, 0] += wi
+            leaf_sums[b, leaf, 1] += wz
+            for k in range(offset[leaf], offset[leaf] + c):
+                x = np.float64(X[i, feature[k]])
+                if -ZERO_THRESHOLD <= x <= ZERO_THRESHOLD:
+                    x = 0.0
+                term_sums[b, k, 0] += wz * x
+                term_sums[b, k, 1] += wi * x

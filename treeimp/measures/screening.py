@@ -43,10 +43,13 @@ def default_methods(ens):
     """The measures :func:`treeimp.explain` computes when none are named:
     :data:`treeimp.measures.defaults.DEFAULT_METHODS` and the model's default screening measure
     (:func:`default_screening_method`), so that ``Importances.select()`` finds the
-    measure it screens with; in the registry's order."""
+    measure it screens with, and for a model with linear leaf models ``leaf_models``;
+    in the registry's order."""
 
     wanted = set(DEFAULT_METHODS)
     wanted.add(screening_method_of(ens))
+    if getattr(ens, "linear_leaves", None) is not None:  # the leaf models' share too
+        wanted.add("leaf_models")
     return [m for m in registry.names() if m in wanted]
 
 
