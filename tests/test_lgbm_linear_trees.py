@@ -550,3 +550,23 @@ def test_simulated_design_splits_and_leaf_models():
     for name in ("mdi_oob", "ufi", "leaf_models"):
         assert (p[name][["x2", "x3"]] > 0.01).all(), name
     assert set(imp.select()) == {"x0", "x1"}
+
+
+def test_cli_explains_a_saved_linear_tree_model_in_batches(tmp_path, capsys):
+    import pandas as pd
+
+    from treeimp.cli.inputs import CSV_OPTIONS
+    from treeimp.cli.main import main
+
+    m, Xv, yv = _fit_kind("regression")
+    m.booster_.save_model(tmp_path / "m.txt")
+    frame = pd.DataFrame(Xv, columns=[f"x{j}" for j in range(Xv.shape[1])])
+    frame.assign(y=yv).to_csv(tmp_path / "d.csv", index=False)
+    out = tmp_path / "imp.csv"
+    assert main(["explain", str(tmp_path / "m.txt"), str(tmp_path / "d.csv"), "--target", "y",
+                 "--format", "csv", "--seed", "0", "--batch-rows", "70",
+                 "--columns-by-position", "--output", str(out)]) == 0
+    got = pd.read_csv(out, **CSV_OPTIONS)
+    want = treeimp.explain(m, frame, yv, random_state=0).to_frame()
+    assert "leaf_models" in set(want["method"])
+    pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=1e-9)

@@ -243,9 +243,9 @@ _BUILTIN = (
     Measure("saabas_oob", "shap_oob with Saabas contributions: equal to mdi_oob, computed "
             "row by row", _LI + ", eq. 14 as a mean over rows", source=CONTRIBUTIONS,
             contributions="saabas", vector_targets=False, class_targets=False),
-    Measure("leaf_models", "models with linear leaves (LightGBM linear_tree): the held-out "
-            "loss decrease through each feature's leaf-model coefficients (mdi_oob is the "
-            "splits')", "this library (docs/methods.rst, linear leaves)",
+    Measure("leaf_models", "linear leaves (LightGBM linear_tree): held-out loss decrease "
+            "through each feature's leaf-model coefficients", "this library (docs/methods.rst, "
+            "linear leaves)",
             source=LINEAR_LEAVES, kinds=(BOOSTING,), label="leaf models"),
 )
 
