@@ -570,3 +570,18 @@ def test_cli_explains_a_saved_linear_tree_model_in_batches(tmp_path, capsys):
     want = treeimp.explain(m, frame, yv, random_state=0).to_frame()
     assert "leaf_models" in set(want["method"])
     pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=1e-9)
+
+
+def test_dask_partitions_and_cross_explain():
+    da = pytest.importorskip("dask.array")
+    m, Xv, yv = _fit_kind("regression")
+    one = treeimp.explain(m, Xv, yv, random_state=1)
+    parts = treeimp.explain(m, da.from_array(Xv, chunks=(70, Xv.shape[1])),
+                            da.from_array(yv, chunks=70), random_state=1)
+    np.testing.assert_allclose(parts.table.to_numpy(), one.table.to_numpy(), rtol=1e-9)
+    np.testing.assert_allclose(parts.stderr.to_numpy(), one.stderr.to_numpy(), rtol=1e-7,
+                               equal_nan=True)
+    X, y = _linear_design(4, n=600)
+    est = lgb.LGBMRegressor(n_estimators=8, num_leaves=4, linear_tree=True, verbose=-1)
+    cf = treeimp.cross_explain(est, X, y, cv=2, random_state=0)
+    assert cf.table["leaf_models"].idxmax() == "x0"
