@@ -203,7 +203,7 @@ def test_other_computations_refused_clearly():
     with pytest.raises(ValueError, match="linear leaf models"):
         treeimp.interactions(m, X[:5])
     with pytest.raises(ValueError, match="linear leaf models"):
-        treeimp.explain(m, X, y, methods=("shap_oob",))
+        treeimp.explain(m, X, y, methods=("saabas_oob",))
 
 
 # ------------------------------------------------------------------ permutation importance
@@ -585,3 +585,34 @@ def test_dask_partitions_and_cross_explain():
     est = lgb.LGBMRegressor(n_estimators=8, num_leaves=4, linear_tree=True, verbose=-1)
     cf = treeimp.cross_explain(est, X, y, cv=2, random_state=0)
     assert cf.table["leaf_models"].idxmax() == "x0"
+
+
+def test_shap_oob_equals_brute_force_shapley_on_lightgbm_margins():
+    # truth: per tree, brute-force Shapley values over all subsets of the 5 features on
+    # the dump_model() tree (linear leaves, path-dependent value function) times -g at
+    # LightGBM's own margin before the tree's round; the weighted mean over rows, summed
+    # over trees; jackknife over the same row blocks
+    from treeimp.stats.blocks import block_key, row_blocks
+
+    m = _model(n_estimators=3, num_leaves=4)
+    X, y = _data(40, 13, nan=0.1)
+    n, F, B = len(y), X.shape[1], 4
+    w = np.random.default_rng(8).uniform(0.5, 2.0, size=n)
+    imp = treeimp.explain(m, X, y, sample_weight=w, methods=("shap_oob",), n_blocks=B,
+                          random_state=2)
+    trees = [t["tree_structure"] for t in m.booster_.dump_model()["tree_info"]]
+    base = parse(m).base_score
+    per_row = np.zeros((n, F))  # sum over trees of w z phi_t
+    for k, tree in enumerate(trees):
+        before = (np.full(n, base[0]) if k == 0
+                  else m.predict(X, raw_score=True, num_iteration=k))
+        z = y - before
+        for i in range(n):
+            per_row[i] += w[i] * z[i] * _brute_shap([tree], X[i], F)[0]
+    want = per_row.sum(axis=0) / w.sum()
+    np.testing.assert_allclose(imp.table["shap_oob"].to_numpy(), want, rtol=1e-8, atol=1e-10)
+    block = row_blocks(range(n), block_key(2), B)
+    reps = np.array([per_row[block != b].sum(axis=0) / w[block != b].sum()
+                     for b in range(B)])
+    se = np.sqrt((B - 1) / B * ((reps - reps.mean(axis=0)) ** 2).sum(axis=0))
+    np.testing.assert_allclose(imp.stderr["shap_oob"].to_numpy(), se, rtol=1e-6, atol=1e-10)
