@@ -204,6 +204,10 @@ def test_other_computations_refused_clearly():
         treeimp.interactions(m, X[:5])
     with pytest.raises(ValueError, match="linear leaf models"):
         treeimp.explain(m, X, y, methods=("saabas_oob",))
+    with pytest.raises(ValueError, match="linear leaf models"):
+        treeimp.interaction_importance(m, X, y)
+    with pytest.raises(ValueError, match="linear leaf models"):
+        treeimp.contributions(m, X, groups={"a": [0, 1]}, group_shapley=True)
 
 
 # ------------------------------------------------------------------ permutation importance
