@@ -25,6 +25,11 @@ their held-out leaf means": that game is additive, so its Shapley values are the
 exactly, and they add up with ``leaf_level`` to the leaf models' whole decrease. A feature
 with a zero coefficient, or whose held-out covariance with the gradient in the leaf is
 zero, gets nothing (docs/methods.md).
+
+:func:`linear_leaf_importance_parsed` computes the components over all rows at once;
+:func:`leaf_model_values` forms ``leaf_models`` per tree and leave-one-block-out replicate
+from the block sums of the staged pass, for ``explain``'s ``leaf_models`` with standard
+errors (the same numbers, tests/test_lgbm_linear_trees.py).
 """
 
 from __future__ import annotations

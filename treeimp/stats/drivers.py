@@ -56,6 +56,7 @@ def forest_leaf_sums(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, posit
     ``out``: a zero-filled float64 array of ``forest_leaf_shape`` to add into instead of
     a new one.
     """
+    ens.refuse_linear_leaves("held-out node statistics of a forest")
     one_hot = bool(one_hot)
     if one_hot and ens.value_dim != ens.n_outputs:
         raise ValueError(f"one_hot statistics need trees that score every class (value_dim "
