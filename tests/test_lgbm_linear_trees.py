@@ -620,3 +620,27 @@ def test_shap_oob_equals_brute_force_shapley_on_lightgbm_margins():
                      for b in range(B)])
     se = np.sqrt((B - 1) / B * ((reps - reps.mean(axis=0)) ** 2).sum(axis=0))
     np.testing.assert_allclose(imp.stderr["shap_oob"].to_numpy(), se, rtol=1e-6, atol=1e-10)
+
+
+def test_staged_margins_start_at_the_rows_offsets():
+    # LightGBM's init_score: every margin is the offset plus predict(raw_score=True)
+    from treeimp.inputs.rows import RowSource
+    from treeimp.stats.drivers import staged_pass
+
+    m, Xv, yv = _fit_kind("regression")
+    ens = parse(m)
+    n = len(yv)
+    offset = np.random.default_rng(9).normal(size=n)
+    st, margin = staged_pass(ens, RowSource(Xv, ens), yv, np.ones(1), np.zeros(n, np.int32),
+                             1, propagate=False, base_margin=offset[:, None])
+    np.testing.assert_allclose(margin[:, 0], offset + m.predict(Xv, raw_score=True),
+                               rtol=1e-12, atol=1e-12)
+    leaf = m.predict(Xv, pred_leaf=True)
+    want = np.zeros(ens.n_nodes)
+    for k in range(m.n_estimators):
+        before = offset + (ens.base_score[0] if k == 0
+                           else m.predict(Xv, raw_score=True, num_iteration=k))
+        node = ens.tree_offsets[k] + leaf[:, k] + (ens.tree_offsets[k + 1]
+                                                   - ens.tree_offsets[k] - 1) // 2
+        np.add.at(want, node, yv - before)
+    np.testing.assert_allclose(st[1, :, 0], want, rtol=1e-9, atol=1e-11)
