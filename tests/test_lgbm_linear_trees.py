@@ -524,6 +524,9 @@ def test_accumulate_in_chunks_equals_one_call_and_defaults_show_leaf_models():
     b = ex.accumulate(Xv[100:], yv[100:], rows=range(100, len(yv)), n_blocks=5,
                       random_state=1, methods=one.table.columns)
     two = ex.finalize(a + b)
+    # without methods=, the default measures (leaf_models among them) are accumulated
+    plain = ex.finalize(ex.accumulate(Xv, yv, n_blocks=5, random_state=1))
+    np.testing.assert_allclose(plain.table.to_numpy(), one.table.to_numpy(), rtol=1e-9)
     np.testing.assert_allclose(two.table.to_numpy(), one.table.to_numpy(), rtol=1e-9)
     np.testing.assert_allclose(two.stderr.to_numpy(), one.stderr.to_numpy(), rtol=1e-7,
                                equal_nan=True)

@@ -265,7 +265,8 @@ class Explainer:
             all of its calls).
         methods : sequence of str, optional
             Only needed for the per-row measures ("shap_oob", "saabas_oob"): they are
-            accumulated only when named here.
+            accumulated only when named here (None: ``leaf_models`` of a model with
+            linear leaf models, which the default measures include).
         progress : None, True or False
             A progress bar over the chunk's rows.
 
@@ -279,9 +280,13 @@ class Explainer:
         _refuse_ranking_chunks(self.ensemble, "Explainer.accumulate on a chunk of rows")
         oob = _check_oob(oob)
         check_n_blocks(n_blocks, None)
-        extra = ()
-        if methods is not None:
-            extra = _extra_methods(resolve_methods(methods, self.ensemble, None, None))
+        # None: the default measures' sums that come with the staged pass (leaf_models
+        # of a linear-leaf model), so that finalize() with the defaults works
+        extra = (_extra_methods(resolve_methods(methods, self.ensemble, None, None))
+                 if methods is not None else
+                 tuple(m for m in _extra_methods(resolve_methods(None, self.ensemble, None,
+                                                                 None))
+                       if registry.get(m).source == registry.LINEAR_LEAVES))
         X, names, input_groups = self._unwrap(X, None)
         check_unique_columns(X)
         key = self._key(random_state)
