@@ -26,8 +26,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..backends import get_backend
-from ..kernels.gradients import PRECOMPUTED, grad_hess_rows, grad_hess_target_rows, target_columns
-from ..kernels.linear_leaves import add_linear_gains, leaf_model_block_sums
+from ..kernels.gradients import PRECOMPUTED, target_columns
+from ..kernels.linear_leaves import add_linear_gains, leaf_model_block_sums, staged_gradients
 from ..model.routing import routing_flags, row_block
 
 # the pre-pass arrays of one chunk of rows stay near this size
@@ -66,21 +66,13 @@ def linear_leaf_targets(ens, chunk, y, row_start, stage_start, code, params):
     lin = ens.linear_leaves
     add_linear_gains(chunk, leaves, ens.tree_offsets, np.arange(T, dtype=np.int32), scale,
                      ens.value, lin.offset, lin.count, lin.const, lin.feature, lin.coef, out)
-    margin = np.empty((n, K))
-    margin[:] = ens.base_score if row_start.shape[0] == 0 else row_start
+    start = (ens.base_score[None, :] if row_start.shape[0] == 0 else row_start)
     table = np.empty((n, n_stages, K, 2))
-    g = np.empty((n, K))
-    h = np.empty((n, K))
-    several = target_columns(code, K) > 1
-    for st in range(n_stages):
-        if several:
-            grad_hess_target_rows(code, params, margin, y, g, h)
-        else:
-            grad_hess_rows(code, params, margin, y, g, h)
-        table[:, st, :, 0] = g
-        table[:, st, :, 1] = h
-        for t in range(stage_start[st], stage_start[st + 1]):
-            margin[:, ens.tree_output[t]] += out[:, t]
+    margin = np.empty((n, K))
+    staged_gradients(out, np.ascontiguousarray(stage_start, dtype=np.int64),
+                     ens.tree_output, np.ascontiguousarray(start, dtype=np.float64), code,
+                     params, np.ascontiguousarray(y, dtype=np.float64),
+                     target_columns(code, K) > 1, table, margin)
     return PRECOMPUTED, np.array([0.0, float(n_stages)]), table.ravel(), margin, leaves
 
 
