@@ -180,6 +180,9 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
     check_weights(ens.objective, w)
     smoothed = ens.objective.name in SMOOTHED
     risk_sets = ens.objective.name in RISK_SETS  # survival:cox: g, h from cox_targets
+    if linear and (risk_sets or smoothed):
+        ens.refuse_linear_leaves(f"held-out node statistics of objective "
+                                 f"{ens.objective.name!r}")
     code, params = (smoothed_spec(ens.objective, ens.n_outputs,
                                   np.zeros((len(stage_starts(ens)) - 1, ens.n_outputs)))
                     if smoothed else (None, None) if risk_sets
@@ -195,9 +198,6 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
     if risk_sets:  # every row's g, h of every round, over all the rows
         code, params, y_t = cox_targets(ens, rows, y_t, row_start, stage_starts(ens),
                                         CHUNK_ROWS, n_jobs)
-    if linear and (risk_sets or smoothed):
-        ens.refuse_linear_leaves(f"held-out node statistics of objective "
-                                 f"{ens.objective.name!r}")
     rows_in = RowInputs(y_t, w, np.zeros(0, np.int32), np.zeros(0, np.int64), row_start)
     loss = Loss(code, params, ens.base_score)
     trees = staged_trees(ens, PRECOMPUTED if linear else code, params)
