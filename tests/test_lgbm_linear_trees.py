@@ -206,6 +206,13 @@ def test_other_computations_refused_clearly():
         treeimp.explain(m, X, y, methods=("saabas_oob",))
     with pytest.raises(ValueError, match="linear leaf models"):
         treeimp.interaction_importance(m, X, y)
+    # a linear-tree ranker: predictions and permutation importance, no staged measures
+    labels = np.clip(np.round(np.nan_to_num(X[:, 0]) + 1), 0, 3).astype(int)
+    ranker = lgb.LGBMRanker(n_estimators=3, num_leaves=4, linear_tree=True, verbose=-1,
+                            min_child_samples=5).fit(X, labels, group=[20] * 5)
+    with pytest.raises(ValueError, match="learning-to-rank model is not available for "
+                                         "models with linear leaf models"):
+        treeimp.explain(ranker, X, labels, group=[20] * 5)
     with pytest.raises(ValueError, match="linear leaf models"):
         treeimp.contributions(m, X, groups={"a": [0, 1]}, group_shapley=True)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..inputs.targets import target_classes
 from ..model.ensemble import BOOSTING, FOREST
+from ..model.ranking import is_ranking
 from . import registry
 from .defaults import DEFAULT_METHODS
 from .scoring import CLASSIFICATION_OBJECTIVES
@@ -48,7 +49,8 @@ def default_methods(ens):
 
     wanted = set(DEFAULT_METHODS)
     wanted.add(screening_method_of(ens))
-    if getattr(ens, "linear_leaves", None) is not None:  # the leaf models' share too
+    # the leaf models' share too (a linear-tree ranker is refused by the staged pass)
+    if getattr(ens, "linear_leaves", None) is not None and not is_ranking(ens.objective):
         wanted.add("leaf_models")
     return [m for m in registry.names() if m in wanted]
 
