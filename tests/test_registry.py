@@ -161,6 +161,8 @@ def _declared(entry, case):
     kind = BOOSTING if case.startswith("boosting") else FOREST
     if kind not in entry.kinds:
         return False
+    if entry.source == registry.LINEAR_LEAVES:  # these models' leaves are constants
+        return False
     if case == "forest multi-output regression":
         return entry.vector_targets
     if case == "forest multi-output classification":
@@ -176,12 +178,13 @@ def test_the_built_in_declarations():
                                       "naive_oob", "pg1", "pg2", "pg3", "pg_oob",
                                       "shap_oob", "saabas_oob")
     assert registry.names(BOOSTING) == ("mdi", "mdi_oob", "mdi_oob_centered", "ufi",
-                                        "naive_oob", "shap_oob", "saabas_oob")
+                                        "naive_oob", "shap_oob", "saabas_oob",
+                                        "leaf_models")
     assert registry.names(needs_rows=False) == ("mdi",)
     assert registry.names(passed_params=True) == ("pg_oob",)
-    assert registry.by_source(["shap_oob", "ufi", "mdi", "mdi_oob"]) == {
+    assert registry.by_source(["shap_oob", "ufi", "mdi", "mdi_oob", "leaf_models"]) == {
         registry.MODEL: ["mdi"], registry.NODE_STATS: ["ufi", "mdi_oob"],
-        registry.CONTRIBUTIONS: ["shap_oob"]}
+        registry.CONTRIBUTIONS: ["shap_oob"], registry.LINEAR_LEAVES: ["leaf_models"]}
     assert {m.name for m in registry.all_measures() if m.needs_node_means} == {
         "ufi", "pg1", "pg2", "pg3", "pg_oob"}
     assert {m.name for m in registry.all_measures() if m.per_class} == {

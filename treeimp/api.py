@@ -509,7 +509,10 @@ def linear_leaf_importance(model, X, y, *, sample_weight=None, feature_names=Non
     feature's share of the leaf models' held-out decrease (its coefficient times its
     held-out covariance with the negative gradient within each leaf); the two parts
     that are no feature's (the leaf models' level shift, the roots) are in ``attrs``.
-    A model without linear leaves gets ``leaf_models`` 0.
+    A model without linear leaves gets ``leaf_models`` 0. ``splits`` and
+    ``leaf_models`` are the numbers :func:`treeimp.explain` reports as ``mdi_oob`` and
+    ``leaf_models`` (an independent computation over all rows at once), which adds
+    standard errors and p-values.
 
     Parameters
     ----------

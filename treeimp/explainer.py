@@ -56,6 +56,7 @@ from .inputs.threads import numba_threads, resolve_n_jobs
 from .measures import formulas as measures
 from .measures import registry
 from .measures.defaults import DEFAULT_N_BLOCKS, OOB_VARIANCE_FACTOR
+from .measures.linear_leaves import leaf_model_values
 from .measures.screening import resolve_methods
 from .model.ensemble import FOREST
 from .model.losses import SMOOTHED
@@ -79,6 +80,7 @@ from .stats.blocks import (
 from .stats.buffers import BufferPool
 from .stats.drivers import forest_leaf_shape, forest_leaf_sums, staged_leaf_shape, staged_leaf_sums
 from .stats.inbag_check import check_training_rows
+from .stats.linear_leaves import leaf_model_shapes
 from .stats.node_stats import BOOSTING, ONE_HOT, REGRESSION, NodeStats, runs_of
 from .stats.progress import progress_bar
 from .stats.vector_leaves import per_output_trees
@@ -263,7 +265,8 @@ class Explainer:
             all of its calls).
         methods : sequence of str, optional
             Only needed for the per-row measures ("shap_oob", "saabas_oob"): they are
-            accumulated only when named here.
+            accumulated only when named here (None: ``leaf_models`` of a model with
+            linear leaf models, which the default measures include).
         progress : None, True or False
             A progress bar over the chunk's rows.
 
@@ -277,9 +280,13 @@ class Explainer:
         _refuse_ranking_chunks(self.ensemble, "Explainer.accumulate on a chunk of rows")
         oob = _check_oob(oob)
         check_n_blocks(n_blocks, None)
-        extra = ()
-        if methods is not None:
-            extra = _extra_methods(resolve_methods(methods, self.ensemble, None, None))
+        # None: the default measures' sums that come with the staged pass (leaf_models
+        # of a linear-leaf model), so that finalize() with the defaults works
+        extra = (_extra_methods(resolve_methods(methods, self.ensemble, None, None))
+                 if methods is not None else
+                 tuple(m for m in _extra_methods(resolve_methods(None, self.ensemble, None,
+                                                                 None))
+                       if registry.get(m).source == registry.LINEAR_LEAVES))
         X, names, input_groups = self._unwrap(X, None)
         check_unique_columns(X)
         key = self._key(random_state)
@@ -541,12 +548,23 @@ class Explainer:
         check_positions(rows, 0)
         if y is not None and len(np.asarray(y)) != 0:
             raise ValueError(f"X has 0 rows but y has {len(np.asarray(y))}")
-        extras = {m: (np.zeros((n_blocks, self.ensemble.n_trees, self.ensemble.n_features)),
-                      np.zeros((n_blocks, self.ensemble.n_trees))) for m in extra}
+        extras = {m: self._extra_zeros(m, n_blocks) for m in extra}
         return NodeStats(np.zeros(self._stats_shape(n_blocks)), layout=self._layout(),
                          n_rows=0, rows=runs_of(range(0)), block_weight=np.zeros(n_blocks),
                          settings=self._settings(oob, n_blocks, key, extra), extra=extras,
                          names=names, input_groups=input_groups)
+
+    def _extra_shapes(self, method, n_blocks):
+        """Shapes of the per-block sums of a row-sum measure (``registry.ROW_SUMS``):
+        the leaf models' (``leaf_model_shapes``), or per-row contributions' (block,
+        tree, feature) sums and (block, tree) weights."""
+        ens = self.ensemble
+        if registry.get(method).source == registry.LINEAR_LEAVES:
+            return leaf_model_shapes(ens, n_blocks)
+        return (n_blocks, ens.n_trees, ens.n_features), (n_blocks, ens.n_trees)
+
+    def _extra_zeros(self, method, n_blocks):
+        return tuple(np.zeros(shape) for shape in self._extra_shapes(method, n_blocks))
 
     def _inbag_bits(self, n_rows, positions):
         """Packed in-bag rows of the forest's trees for rows at ``positions`` (None: the
@@ -616,6 +634,7 @@ class Explainer:
         pos = None if bits is None else np.asarray(range(n) if positions is None
                                                    else positions, dtype=np.int64)
         bar = progress_bar(progress, total=n, work=n * ens.n_trees, desc="treeimp.explain")
+        leaf_sums = {}  # {leaf-model measure: its block sums}
         try:
             with numba_threads(self.n_jobs):
                 if ens.kind == FOREST:
@@ -624,14 +643,19 @@ class Explainer:
                                      positions=pos, one_hot=layout == ONE_HOT,
                                      n_jobs=self.n_jobs, bar=bar, out=array)
                 else:
+                    # the leaf models' block sums come from the same staged pass
+                    leaf_sums.update((m, self._extra_zeros(m, n_blocks)) for m in extra
+                                     if registry.get(m).source == registry.LINEAR_LEAVES)
                     staged_leaf_sums(ens, rows, y, w, block, n_blocks,
                                      n_jobs=self.n_jobs, bar=bar, keep_margin=False,
-                                     out=array, base_margin=offset, query=query)
+                                     out=array, base_margin=offset, query=query,
+                                     leaf_models=next(iter(leaf_sums.values()), None))
         finally:
             bar.close()
-        extras = {m: shap_oob.block_sums(m, ens, rows, y, w, block, n_blocks,
-                                         inbag_bits=bits, positions=pos, n_jobs=self.n_jobs,
-                                         base_margin=offset)
+        extras = {m: (leaf_sums[m] if m in leaf_sums
+                      else shap_oob.block_sums(m, ens, rows, y, w, block, n_blocks,
+                                               inbag_bits=bits, positions=pos,
+                                               n_jobs=self.n_jobs, base_margin=offset))
                   for m in extra}
         return NodeStats(array, layout=layout, n_rows=n, rows=runs,
                          block_weight=block_weight,
@@ -669,12 +693,12 @@ class Explainer:
             raise ValueError(f"these node statistics hold the per-row measures "
                              f"{sorted(stats.extra)} but their settings say "
                              f"{list(settings.get('extra', ()))}")
-        T, F = self.ensemble.n_trees, self.ensemble.n_features
         for m, (sums, weight) in stats.extra.items():
-            if np.shape(sums) != (B, T, F) or np.shape(weight) != (B, T):
+            want = self._extra_shapes(m, B)
+            if (np.shape(sums), np.shape(weight)) != want:
                 raise ValueError(f"these node statistics' {m} sums have shapes "
                                  f"{np.shape(sums)} and {np.shape(weight)} but the model "
-                                 f"needs {(B, T, F)} and {(B, T)}")
+                                 f"needs {want[0]} and {want[1]}")
 
     def _finalize(self, stats, methods, alpha, lam, grp, names):
         """Importances from accumulated statistics (read, never written: the measures
@@ -710,7 +734,9 @@ class Explainer:
                 raise ValueError("no tree has out-of-bag rows among these rows (every row "
                                  "is in-bag for every tree)")
             raise ValueError("no evaluation row has a positive weight")
-        extra = {m: per_tree_values(*stats.extra[m]) for m in per_row}
+        extra = {m: (leaf_model_values(ens, *stats.extra[m], stats.block_weight)
+                     if registry.get(m).source == registry.LINEAR_LEAVES
+                     else per_tree_values(*stats.extra[m])) for m in per_row}
         # Out of bag, every row trains some trees and evaluates others: under the null a
         # pair of rows can enter an importance twice (z_i against the fit to z_j in the
         # trees where i is out of bag, the other way round in others), which resampling
@@ -861,5 +887,5 @@ def _check_oob(oob):
 
 def _extra_methods(methods):
     """The per-row measures among ``methods`` (accumulated from contributions)."""
-    return tuple(registry.by_source(methods).get(registry.CONTRIBUTIONS, ()))
+    return tuple(registry.row_sum_methods(methods))
 

@@ -17,16 +17,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..inputs.targets import forest_targets
+from ..inputs.rows import RowSource
+from ..inputs.targets import forest_targets, n_target_columns
 from ..inputs.threads import numba_threads
+from ..kernels.gradients import target_columns
 from ..kernels.treeshap import forest_block_sums, staged_block_sums
 from ..measures import registry
 from ..model.ensemble import FOREST
 from ..model.kernel_inputs import Loss, RowInputs
 from ..model.losses import check_target, check_weights, loss_spec
 from ..model.routing import routing_flags
-from ..stats.drivers import empty_inbag, rows_by_block, staged_trees
-from .contributions import ROUTED_CHUNK_VALUES, kernel_inputs, split_routed
+from ..stats.drivers import CHUNK_ROWS as STAGED_CHUNK_ROWS
+from ..stats.drivers import empty_inbag, rows_by_block, stage_starts, staged_trees
+from ..stats.linear_leaves import linear_chunk_rows, linear_leaf_targets
+from .contributions import (
+    ROUTED_CHUNK_VALUES,
+    ContributionModel,
+    in_sample,
+    kernel_inputs,
+    split_routed,
+)
 
 CHUNK_ROWS = 1 << 18
 NO_CENTRE = np.zeros(0)  # staged_block_sums' pair-mode inputs, unused here
@@ -57,7 +67,15 @@ def block_sums(method, ens, rows, y, w, block, n_blocks, *, inbag_bits=None, pos
     rows, indexed by the rows' global ``positions`` (default 0 .. n-1).
     ``base_margin``: per-row offsets of a boosting model ((n, n_outputs), see
     ``offsets.check_base_margin``): held-out margins start at ``ens.start_margin``."""
-    ens.refuse_linear_leaves("shap_oob / saabas_oob")
+    if ens.linear_leaves is not None:
+        if registry.get(method).contributions != "shap":
+            ens.refuse_linear_leaves("saabas_oob (Saabas contributions)")
+        if inbag_bits is not None:
+            raise ValueError("oob=True is for bagged forests; boosting models have no "
+                             "out-of-bag rows and need a held-out set: "
+                             "explain(model, X_val, y_val)")
+        return linear_block_sums(ens, rows, y, w, block, n_blocks, n_jobs=n_jobs,
+                                 base_margin=base_margin)
 
     contributions = registry.get(method).contributions
     routed = split_routed(ens, contributions)
@@ -111,3 +129,59 @@ def block_sums(method, ens, rows, y, w, block, n_blocks, *, inbag_bits=None, pos
                                   acc, n_eval, NO_CENTRE, NO_PAIRS, ens.routing, strict,
                                   round32)
     return acc[..., 0], n_eval
+
+
+def linear_block_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, base_margin=None):
+    """:func:`block_sums` of shap_oob for a model with linear leaf models (LightGBM
+    ``linear_tree=True``): z the negative gradients at the true staged margins
+    (``stats/linear_leaves.linear_leaf_targets``, linear terms included), phi each
+    tree's exact TreeSHAP values with its linear leaves (``contributions.in_sample`` on
+    the ensemble of that one round: constant fallbacks plus the leaf models' Shapley
+    values). One contributions pass per round and chunk of rows; per chunk the arrays
+    of ``linear_chunk_rows`` plus the round's values (8 bytes per row, feature and
+    output)."""
+    if ens.value_dim != 1:
+        raise ValueError(f"this model's trees have {ens.value_dim} values per leaf; "
+                         "held-out gradient importances need one value per leaf")
+    check_weights(ens.objective, w)
+    K, T, F = ens.n_outputs, ens.n_trees, ens.n_features
+    code, params = loss_spec(ens.objective, n_outputs=K)
+    Ky = target_columns(code, K)
+    y_t = np.ascontiguousarray(check_target(ens.objective, y, ens.classes,
+                                            n_target_columns(ens)),
+                               dtype=np.float64).ravel()
+    row_start = (np.zeros((0, K)) if base_margin is None else ens.start_margin(base_margin))
+    stage_start = stage_starts(ens)
+    n_stages = len(stage_start) - 1
+    models = [ContributionModel(ens.rounds(k, k + 1) if n_stages > 1 else ens, "shap")
+              for k in range(n_stages)]
+    w = np.asarray(w, dtype=np.float64)
+    block = np.asarray(block)
+    acc = np.zeros((n_blocks, T, F))
+    n_eval = np.zeros((n_blocks, T))
+    with numba_threads(n_jobs):
+        for start, chunk in rows.chunks(linear_chunk_rows(ens, n_stages, STAGED_CHUNK_ROWS),
+                                        split=True):
+            stop = start + chunk.shape[0]
+            n = chunk.shape[0]
+            _, _, targets, _, _ = linear_leaf_targets(
+                ens, chunk, y_t[start * Ky:stop * Ky],
+                row_start[start:stop] if row_start.shape[0] > 0 else row_start,
+                stage_start, code, params)
+            g = targets.reshape(n, n_stages, K, 2)[:, :, :, 0]
+            wc = w if w.shape[0] == 1 else w[start:stop]
+            b = block[start:stop]
+            # (block, row) matrix of the rows' weights: block sums as products
+            member = np.zeros((n_blocks, n))
+            member[b, np.arange(n)] = 1.0
+            weight = member * np.broadcast_to(wc, (n,))
+            for k, cm in enumerate(models):
+                phi = in_sample(cm, RowSource(chunk, cm.ens), None, None,
+                                [f"x{j}" for j in range(F)], None, n_jobs=n_jobs).values
+                phi = phi.reshape(n, F, K)
+                for t in range(stage_start[k], stage_start[k + 1]):
+                    c = ens.tree_output[t]
+                    acc[:, t, :] += (weight * -g[None, :, k, c]) @ phi[:, :, c]
+                    n_eval[:, t] += weight.sum(axis=1)
+            del chunk  # a converted chunk is freed before the next one is made
+    return acc, n_eval

@@ -109,7 +109,7 @@ def explain_dask(explainer, X, y=None, *, oob=False, methods=None,
     check_n_blocks(n_blocks, parts.n_rows)
     key = BlockKey(block_key(random_state))
     # per-row measures (contributions) are accumulated only when named
-    extra = tuple(registry.by_source(methods).get(registry.CONTRIBUTIONS, ()))
+    extra = tuple(registry.row_sum_methods(methods))
 
     client = _active_client()
     worker_ex = _with_n_jobs(explainer, _kernel_threads(client, explainer.n_jobs))

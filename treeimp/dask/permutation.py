@@ -123,6 +123,8 @@ def dask_permutation_importance(model, X, y, *, scoring=None, n_repeats=5,
                         "by the others, e.g. X.map_partitions(pipe[:-1].transform)")
     ens = parse(model, iteration_range=iteration_range, missing=missing)
     check_explainable(ens)
+    ens.refuse_linear_leaves("permutation_importance on dask collections (in memory: "
+                             "treeimp.permutation_importance)")
     scoring = partition_scoring(ens, scoring, n_repeats, n_jobs, "dask collections",
                                 "compute X to memory")
     names = _check_columns(X, ens, ens.leaf_router is None)

@@ -39,6 +39,10 @@ AFT = 22  # XGBoost survival:aft, CatBoost SurvivalAft; two targets per row (low
 # XGBoost survival:cox / CatBoost Cox: every row's g, h of every round computed beforehand
 # over all rows (kernels/cox.py), read as the row's targets; params [current round, n_rounds]
 COX = 23
+# the same reading for any objective whose g, h are computed before the staged pass
+# (linear leaf models: margins the constant-leaf kernel cannot form, stats/linear_leaves.py);
+# K outputs: 2 K values per row and round
+PRECOMPUTED = COX
 # XGBoost's constants of reg:squaredlogerror (margin floor, hessian floor)
 SQUARED_LOG_MIN_MARGIN = -1.0 + float(np.float32(1e-6))
 SQUARED_LOG_MIN_HESSIAN = float(np.float32(1e-6))
@@ -412,9 +416,10 @@ def target_columns(code, K):
 @njit(cache=True, inline="always")
 def label_columns(code, params, K):
     """Values per row in the targets the staged kernel reads: ``target_columns``, but
-    for survival:cox the g, h of every round (2 per round, params[1] rounds)."""
+    for precomputed gradients (survival:cox) the g, h of every output and round (2 K per
+    round, params[1] rounds)."""
     if code == COX:
-        return 2 * int(params[1])
+        return 2 * K * int(params[1])
     return target_columns(code, K)
 
 
@@ -423,11 +428,14 @@ def grad_hess_targets(code, params, margin, r, y, g, h):
     """Fill ``g[r, k]``, ``h[r, k]`` of a regression objective on K targets: output k of
     row r at ``margin[r, k]`` against target ``y[r * K + k]`` (``y`` the rows' targets
     side by side, row-major); survival:aft (one output): the bounds ``y[2 r]``,
-    ``y[2 r + 1]``; survival:cox: the precomputed g, h of the current round."""
+    ``y[2 r + 1]``; precomputed gradients (survival:cox, linear leaves): the g, h of
+    every output k of the current round, ``y[2 (K (r n_rounds + round) + k)]`` and the
+    value after it."""
     K = margin.shape[1]
     if code == COX:  # the precomputed g, h of round params[0] (``label_columns``)
-        at = r * 2 * int(params[1]) + 2 * int(params[0])
-        g[r, 0], h[r, 0] = y[at], y[at + 1]
+        at = 2 * K * (r * int(params[1]) + int(params[0]))
+        for k in range(K):
+            g[r, k], h[r, k] = y[at + 2 * k], y[at + 2 * k + 1]
         return
     if code == AFT:
         # params[2] == 1: CatBoost's SurvivalAft (FastLogf of the times)

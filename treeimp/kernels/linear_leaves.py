@@ -12,7 +12,10 @@ is read as 0.0, as LightGBM's predictor does before any tree.
 import numpy as np
 from numba import njit, prange
 
+from .gradients import grad_hess_row, grad_hess_targets
 from .route import ZERO_THRESHOLD, step
+
+ROWS_PER_TASK = 256  # rows of a task of ``staged_gradients`` (its buffers made once)
 
 
 @njit(cache=True, inline="always")
@@ -189,3 +192,83 @@ def linear_leaf_shap(X, out, trees, tree_offsets, tree_output, tree_scale, paren
                         total += poly[k] * w
                         w *= (k + 1) / (m - 1 - k) if k + 1 <= m - 1 else 0.0
                     out[i, player[a], c] += s * (o[a] - z[a]) * total
+
+
+@njit(cache=True, parallel=True)
+def leaf_model_block_sums(X, leaves, tree_offsets, z, w, block, offset, count, feature,
+                          term_sums, leaf_sums):
+    """Add the held-out sums of the leaf-model importance, per statistic block.
+
+    For every row i and tree t whose leaf l (``tree_offsets[t] + leaves[i, t]``) has a
+    linear model with all of its features known for the row (the rows A_l that use it):
+    ``leaf_sums[b, l] += (w_i, w_i z_it)`` and, for every term k of l,
+    ``term_sums[b, k] += (w_i z_it x_ik, w_i x_ik)``, b = ``block[i]``. ``z`` (n, T):
+    each row's negative gradient at tree t's round and output; ``w`` one weight per row,
+    or one for all. Trees run in parallel: a tree's leaves and terms are its own.
+    """
+    n, T = leaves.shape
+    last_w = w.shape[0] - 1
+    for t in prange(T):
+        for i in range(n):
+            leaf = tree_offsets[t] + leaves[i, t]
+            c = count[leaf]
+            if c == 0:
+                continue
+            known = True
+            for k in range(offset[leaf], offset[leaf] + c):
+                x = np.float64(X[i, feature[k]])
+                if x != x:
+                    known = False
+                    break
+            if not known:
+                continue
+            wi = w[min(i, last_w)]
+            wz = wi * z[i, t]
+            b = block[i]
+            leaf_sums[b, leaf, 0] += wi
+            leaf_sums[b, leaf, 1] += wz
+            for k in range(offset[leaf], offset[leaf] + c):
+                x = np.float64(X[i, feature[k]])
+                if -ZERO_THRESHOLD <= x <= ZERO_THRESHOLD:
+                    x = 0.0
+                term_sums[b, k, 0] += wz * x
+                term_sums[b, k, 1] += wi * x
+
+
+@njit(cache=True, parallel=True)
+def staged_gradients(out, stage_start, tree_output, start, code, params, y, several, table,
+                     final):
+    """Every row's g, h of every round at its true margins: ``table[i, st, k]`` := (g, h)
+    of output k of row i at its margin before round st (``start[i]``, or ``start[0]``
+    for every row when ``start`` has one row, plus the outputs ``out[i, t]`` of the
+    trees of the earlier rounds, added tree by tree; round st's trees are
+    ``stage_start[st] .. stage_start[st + 1] - 1``). ``y``: the rows' targets
+    row-major, ``len(y) // n`` per row; ``several``: read them with
+    ``grad_hess_targets`` (regression on several targets, interval labels), else one
+    per row with ``grad_hess_row``. ``final[i]`` := row i's margin after every tree."""
+    n, T = out.shape
+    K = table.shape[2]
+    n_stages = stage_start.shape[0] - 1
+    Ky = y.shape[0] // n if n > 0 else 1
+    one_start = start.shape[0] == 1
+    for task in prange((n + ROWS_PER_TASK - 1) // ROWS_PER_TASK):
+        m = np.empty((1, K))
+        g = np.empty((1, K))
+        h = np.empty((1, K))
+        for i in range(task * ROWS_PER_TASK, min(n, (task + 1) * ROWS_PER_TASK)):
+            s = 0 if one_start else i
+            for k in range(K):
+                m[0, k] = start[s, k]
+            yi = y[i * Ky:(i + 1) * Ky]
+            for st in range(n_stages):
+                if several:
+                    grad_hess_targets(code, params, m, 0, yi, g, h)
+                else:
+                    grad_hess_row(code, params, m, 0, yi[0], g, h)
+                for k in range(K):
+                    table[i, st, k, 0] = g[0, k]
+                    table[i, st, k, 1] = h[0, k]
+                for t in range(stage_start[st], stage_start[st + 1]):
+                    m[0, tree_output[t]] += out[i, t]
+            for k in range(K):
+                final[i, k] = m[0, k]

@@ -25,6 +25,11 @@ their held-out leaf means": that game is additive, so its Shapley values are the
 exactly, and they add up with ``leaf_level`` to the leaf models' whole decrease. A feature
 with a zero coefficient, or whose held-out covariance with the gradient in the leaf is
 zero, gets nothing (docs/methods.md).
+
+:func:`linear_leaf_importance_parsed` computes the components over all rows at once;
+:func:`leaf_model_values` forms ``leaf_models`` per tree and leave-one-block-out replicate
+from the block sums of the staged pass, for ``explain``'s ``leaf_models`` with standard
+errors (the same numbers, tests/test_lgbm_linear_trees.py).
 """
 
 from __future__ import annotations
@@ -167,3 +172,38 @@ def _leaf_terms(ens, Xd, node, w, wz, scale):
         level += scale[t] * float(np.dot(wz_leaf[has],
                                          lin.const[has] + fitted[has] - v[has]))
     return per_feature, level
+
+
+def leaf_model_values(ens, term_sums, node_sums, block_weight):
+    """(n_blocks + 1, n_trees, n_features): ``leaf_models_k`` of the module docstring per
+    tree, on every leave-one-block-out replicate and last on all evaluation rows (the
+    layout of ``measures.compute``, for the jackknife of ``results.finalize.assemble``).
+
+    ``term_sums`` (B, n_terms, 2): per block and linear term, sum w z x and sum w x over
+    the rows that use the term's leaf model; ``node_sums`` (B, n_nodes, 2): per block and
+    leaf, sum w and sum w z over those rows (``stats/linear_leaves.add_leaf_model_sums``,
+    filled by the staged pass, z = -g at the true margins); ``block_weight`` (B,) the
+    blocks' sum of weights. Each replicate recomputes the leaf means m_lk from its own
+    rows: the replicates are the statistic's, not a linearisation's. NaN for a replicate
+    without weight."""
+    lin = ens.linear_leaves
+    B = term_sums.shape[0]
+    T, F = ens.n_trees, ens.n_features
+    owner = np.repeat(np.arange(ens.n_nodes), lin.count)  # the leaf of every term
+    tree = ens.node_tree[owner]
+    at = tree * F + lin.feature  # (tree, feature) cell of every term
+    coef = ens.tree_scale[tree] * lin.coef
+    t_total, n_total = term_sums.sum(axis=0), node_sums.sum(axis=0)
+    w_total = float(np.sum(block_weight))
+    out = np.empty((B + 1, T, F))
+    for b in range(B + 1):
+        ts = t_total if b == B else t_total - term_sums[b]
+        ns = n_total if b == B else n_total - node_sums[b]
+        n_w = w_total if b == B else w_total - float(block_weight[b])
+        w_leaf, wz_leaf = ns[owner, 0], ns[owner, 1]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(w_leaf > 0, ts[:, 1] / w_leaf, 0.0)
+        term = coef * (ts[:, 0] - mean * wz_leaf)
+        cells = np.bincount(at, weights=term, minlength=T * F).reshape(T, F)
+        out[b] = cells / n_w if n_w > 0 else np.nan
+    return out

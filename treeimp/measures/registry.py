@@ -30,7 +30,13 @@ KINDS = (FOREST, BOOSTING)
 MODEL = "model"                  # the model alone (no evaluation rows): mdi
 NODE_STATS = "node_stats"        # held-out node statistics (NodeSums) and the model
 CONTRIBUTIONS = "contributions"  # per-row contributions, block sums of attributions/shap_oob
-SOURCES = (MODEL, NODE_STATS, CONTRIBUTIONS)
+# held-out sums over the rows of every linear leaf model, made by the staged pass
+# (stats/linear_leaves.py, measures/linear_leaves.leaf_model_values)
+LINEAR_LEAVES = "linear_leaves"
+SOURCES = (MODEL, NODE_STATS, CONTRIBUTIONS, LINEAR_LEAVES)
+# the sources whose per-block sums are accumulated beside the node statistics, for the
+# measures named (NodeStats.extra)
+ROW_SUMS = (CONTRIBUTIONS, LINEAR_LEAVES)
 
 # how error messages name the models of each kind
 _KIND_PLURAL = {FOREST: "forests", BOOSTING: "boosting models"}
@@ -59,9 +65,11 @@ class Measure:
     description : one line, for ``treeimp explain --help`` and error messages.
     paper : where the measure comes from (../shared/papers/).
     source : MODEL (reads the model alone, needs no evaluation rows), NODE_STATS
-        (``formula`` of held-out node statistics) or CONTRIBUTIONS (the mean over
+        (``formula`` of held-out node statistics), CONTRIBUTIONS (the mean over
         evaluation rows of the target times per-row contributions, ``contributions``
-        naming which: "shap" or "saabas"; computed by :mod:`treeimp.attributions.shap_oob`).
+        naming which: "shap" or "saabas"; computed by :mod:`treeimp.attributions.shap_oob`)
+        or LINEAR_LEAVES (the leaf-model importance of models with linear leaf models,
+        :func:`treeimp.measures.linear_leaves.leaf_model_values`; no formula).
     formula : (ens, stats, classification, params, parts) -> (B, n_trees, n_features):
         the per-tree values on each block of ``stats`` (a NodeSums; None for MODEL,
         which returns (1, n_trees, n_features)); ``classification`` whether the forest's
@@ -116,6 +124,10 @@ class Measure:
             if self.contributions not in ("shap", "saabas") or self.formula is not None:
                 raise ValueError(f"measure {self.name!r}: a contributions measure names "
                                  "contributions='shap' or 'saabas' and has no formula")
+        elif self.source == LINEAR_LEAVES:
+            if self.formula is not None:
+                raise ValueError(f"measure {self.name!r}: a linear_leaves measure has no "
+                                 "formula")
         elif not callable(self.formula):
             raise ValueError(f"measure {self.name!r}: source {self.source!r} needs a "
                              "formula (ens, stats, classification, params, parts)")
@@ -231,6 +243,10 @@ _BUILTIN = (
     Measure("saabas_oob", "shap_oob with Saabas contributions: equal to mdi_oob, computed "
             "row by row", _LI + ", eq. 14 as a mean over rows", source=CONTRIBUTIONS,
             contributions="saabas", vector_targets=False, class_targets=False),
+    Measure("leaf_models", "linear leaves (LightGBM linear_tree): held-out loss decrease "
+            "through each feature's leaf-model coefficients", "this library (docs/methods.rst, "
+            "linear leaves)",
+            source=LINEAR_LEAVES, kinds=(BOOSTING,), label="leaf models"),
 )
 
 _REGISTRY: dict[str, Measure] = {m.name: m for m in _BUILTIN}
@@ -297,6 +313,12 @@ def needs_rows(name) -> bool:
     return True if m is None else m.needs_rows
 
 
+def row_sum_methods(methods) -> tuple:
+    """The names in ``methods`` whose per-block sums are accumulated beside the node
+    statistics (sources ``ROW_SUMS``: per-row contributions, leaf models), in order."""
+    return tuple(m for m in methods if get(m).source in ROW_SUMS)
+
+
 def by_source(methods) -> dict:
     """{source: [the names in ``methods`` with that source, in their order]} for every
     source (MODEL, NODE_STATS, CONTRIBUTIONS): which work a call needs (rows routed for
@@ -336,6 +358,10 @@ def check_methods(methods, ens, given=None) -> list:
             raise ValueError(f"unknown method {name!r} for a {ens.kind} model{why}; valid "
                              f"methods: {list(valid)}")
         check_node_means(_REGISTRY[name], ens)
+        if _REGISTRY[name].source == LINEAR_LEAVES and ens.linear_leaves is None:
+            raise ValueError(f"{name!r} is defined only for models with linear leaf "
+                             "models (LightGBM linear_tree=True); this model's leaves are "
+                             "constants")
     for name in methods:
         m = _REGISTRY[name]
         if m.params:
@@ -448,10 +474,8 @@ def check_explainable(ens):
     outputs of a two-class objective (multi-label classification, e.g. XGBoost
     binary:logistic on several label columns). Several regression targets (one output
     each, or vector leaves), multiclass margins and the levels of one target (quantiles,
-    expectiles) are explained. Models with linear leaf models: their node statistics
-    would read constant leaves (``treeimp.linear_leaf_importance`` measures them)."""
-    ens.refuse_linear_leaves("importance from node statistics (explain, accumulate, "
-                             "permutation importance, interaction importance)")
+    expectiles) are explained, and models with linear leaf models (the staged pass
+    computes their gradients at the true margins, ``stats/linear_leaves.py``)."""
     if (ens.kind == FOREST or ens.n_outputs == 1
             or ens.objective.name in MULTICLASS + LEVELS):
         return

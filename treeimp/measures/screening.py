@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..inputs.targets import target_classes
 from ..model.ensemble import BOOSTING, FOREST
+from ..model.ranking import is_ranking
 from . import registry
 from .defaults import DEFAULT_METHODS
 from .scoring import CLASSIFICATION_OBJECTIVES
@@ -43,10 +44,14 @@ def default_methods(ens):
     """The measures :func:`treeimp.explain` computes when none are named:
     :data:`treeimp.measures.defaults.DEFAULT_METHODS` and the model's default screening measure
     (:func:`default_screening_method`), so that ``Importances.select()`` finds the
-    measure it screens with; in the registry's order."""
+    measure it screens with, and for a model with linear leaf models ``leaf_models``;
+    in the registry's order."""
 
     wanted = set(DEFAULT_METHODS)
     wanted.add(screening_method_of(ens))
+    # the leaf models' share too (a linear-tree ranker is refused by the staged pass)
+    if getattr(ens, "linear_leaves", None) is not None and not is_ranking(ens.objective):
+        wanted.add("leaf_models")
     return [m for m in registry.names() if m in wanted]
 
 

@@ -950,9 +950,10 @@ class TreeEnsemble:
         if self.linear_leaves is not None:
             raise ValueError(
                 f"{what} is not available for models with linear leaf models (LightGBM "
-                "linear_tree=True): it reads constant leaves only. Available for them: "
-                "predict_raw, apply, contributions(method='shap') and "
-                "treeimp.linear_leaf_importance")
+                "linear_tree=True). Available for them: predict_raw, apply, "
+                "contributions(method='shap'), explain / Explainer (mdi_oob, "
+                "mdi_oob_centered, ufi, naive_oob, leaf_models, shap_oob), "
+                "permutation_importance in memory and treeimp.linear_leaf_importance")
 
     def routing_arrays(self) -> Routing:
         """:attr:`routing` (a tuple in kernel argument order)."""

@@ -17,7 +17,9 @@ Scores: ``scoring.bind_scorer`` (scikit-learn's metrics, target-only work done o
 treeimp's own scorings; any other scikit-learn scorer through a stand-in estimator or the
 model itself (``scorers.py``). ``max_samples``: scikit-learn's rows, drawn per column
 from the column's ``RandomState(seed)`` before its shuffles, which then move only those
-rows; their permuted margins are scored in the order drawn. A learning-to-rank model's
+rows; their permuted margins are scored in the order drawn. A model with linear leaf models
+(LightGBM ``linear_tree=True``) is re-predicted in full for every repeat
+(``routed.py``), linear terms included. A learning-to-rank model's
 rows form queries (``qid`` / ``group``): scored with a ranking scorer
 (``measures/ranking_scoring.py``), a column permuted among the rows of each query
 (``within_queries``) or among all rows.
@@ -93,6 +95,9 @@ def permutation_importance_parsed(ens, X, y, feature_names, input_groups, *, sco
             if is_margin_scoring(spec, ens):
                 make_scorer(ens, spec)
     shuffle = _query_shuffle(query) if query is not None and within_queries else _shuffle
+    # linear leaf models: a permuted column changes the output of every leaf whose model
+    # reads it, not only of the rows that change leaves, so every repeat re-predicts
+    reroute = ens.leaf_router is not None or ens.linear_leaves is not None
     if ens.leaf_router is not None and shuffle is not _shuffle:
         raise ValueError("within_queries=True is not available for a model routed by its "
                          "library's leaf indices (CatBoost with target-statistic splits): "
@@ -104,7 +109,7 @@ def permutation_importance_parsed(ens, X, y, feature_names, input_groups, *, sco
                else [list(m) for m in grp.members])
     plan = _Plan(ens, specs, y, y_in, w, sample_weight, offset, estimator, X, query)
     with numba_threads(n_jobs):
-        if ens.leaf_router is not None:  # rows routed by the library
+        if reroute:  # rows routed by the library, or linear leaves: full predictions
             margin = ens.predict_raw(rows)
             index = Xw = None
         else:
@@ -127,7 +132,7 @@ def permutation_importance_parsed(ens, X, y, feature_names, input_groups, *, sco
             with numba_threads(n_jobs):
                 if index is None:
                     got = rerouted_permutation_scores(ens, X, cols, score, n_repeats, rng,
-                                                      subset)
+                                                      subset, shuffle)
                 else:
                     got = _compiled_scores(ens, index, Xw, margin, cols, score, n_repeats,
                                            rng, subset, n_jobs, shuffle)

@@ -44,7 +44,7 @@ def assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alpha
     given = {"alpha": alpha, "lam": lam}
     for m in methods:
         entry = registry.get(m)
-        if entry.source == registry.CONTRIBUTIONS:
+        if entry.source in registry.ROW_SUMS:
             # (n_blocks + 1, n_trees, n_features) as the formulas', from attributions/shap_oob.py
             values = to_groups(extra[m])
         else:

@@ -128,7 +128,7 @@ def explain_spark(explainer, sdf, *, label_col=None, features_col=None, feature_
     check_n_blocks(n_blocks, None)
     key = BlockKey(block_key(random_state))
     # per-row measures (contributions) are accumulated only when named
-    extra = tuple(registry.by_source(methods).get(registry.CONTRIBUTIONS, ()))
+    extra = tuple(registry.row_sum_methods(methods))
     worker = _for_executors(explainer, _task_threads(session, explainer.n_jobs), oob)
     shared = session.sparkContext.broadcast(worker)
     try:

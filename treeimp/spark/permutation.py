@@ -69,6 +69,8 @@ def spark_permutation_importance(model, sdf, *, label_col=None, features_col=Non
         raise ValueError(f"depth must be an int >= 1, got {depth!r}")
     ens = parse(model, iteration_range=iteration_range, missing=missing)
     check_explainable(ens)
+    ens.refuse_linear_leaves("permutation_importance on Spark DataFrames (in memory: "
+                             "treeimp.permutation_importance)")
     scoring = partition_scoring(ens, scoring, n_repeats, n_jobs, "Spark DataFrames")
     cols = evaluation_columns(sdf, ens, spark_model if spark_model is not None else model,
                               label_col=label_col, features_col=features_col,

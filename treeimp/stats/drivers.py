@@ -19,6 +19,7 @@ from ..backends import get_backend
 from ..inputs.targets import RISK_SETS, n_target_columns
 from ..inputs.threads import numba_threads
 from ..kernels.forest_stats import propagate_up
+from ..kernels.gradients import PRECOMPUTED, target_columns
 from ..kernels.staged import N_TERMS
 from ..model.kernel_inputs import Loss, RowInputs, StagedTrees
 from ..model.losses import (
@@ -32,6 +33,7 @@ from ..model.losses import (
 from ..model.ranking import is_ranking
 from ..model.routing import routing_flags
 from .cox import cox_targets
+from .linear_leaves import add_leaf_model_sums, linear_chunk_rows, linear_leaf_targets
 from .ranking import ranking_leaf_sums
 
 # rows per staged kernel call, whatever the input: a converted chunk of a DataFrame (one
@@ -54,6 +56,7 @@ def forest_leaf_sums(ens, rows, Z, w, block, n_blocks, *, inbag_bits=None, posit
     ``out``: a zero-filled float64 array of ``forest_leaf_shape`` to add into instead of
     a new one.
     """
+    ens.refuse_linear_leaves("held-out node statistics of a forest")
     one_hot = bool(one_hot)
     if one_hot and ens.value_dim != ens.n_outputs:
         raise ValueError(f"one_hot statistics need trees that score every class (value_dim "
@@ -141,7 +144,8 @@ def stage_starts(ens):
 
 
 def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
-                     keep_margin=True, out=None, base_margin=None, query=None):
+                     keep_margin=True, out=None, base_margin=None, query=None,
+                     leaf_models=None):
     """Run the staged kernel: (leaf sums (n_leaves, n_blocks, 4) of the terms n', S',
     H', R' (kernels/staged.py), final margin (n, n_outputs), or None without
     ``keep_margin``). ``w``: one weight per row, or one for all. ``out``: a zero-filled
@@ -153,9 +157,17 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
     Vector-leaf trees are split into one tree per output first
     (``vector_leaves.per_output_trees``). A learning-to-rank model needs ``query``, the
     bounds of its rows' queries (``ranking.query_bounds``): its gradients are computed
-    query by query (stats/ranking.py)."""
-    ens.refuse_linear_leaves("held-out node statistics")
+    query by query (stats/ranking.py). A model with linear leaf models (LightGBM
+    ``linear_tree=True``) has its g, h computed chunk by chunk before the kernel, at the
+    true margins (stats/linear_leaves.py; its chunks are smaller: 16 bytes per row,
+    round and output); ``leaf_models``: None, or the arrays of
+    ``linear_leaves.leaf_model_shapes`` into which the same pass adds the leaf-model
+    block sums."""
+    linear = ens.linear_leaves is not None
+    if leaf_models is not None and not linear:
+        raise ValueError("leaf-model sums need a model with linear leaf models")
     if is_ranking(ens.objective):
+        ens.refuse_linear_leaves("held-out node statistics of a learning-to-rank model")
         if query is None:
             raise ValueError(f"objective {ens.objective.source or ens.objective.name!r} ranks "
                              "the rows of each query: pass the queries (qid= or group=)")
@@ -168,6 +180,9 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
     check_weights(ens.objective, w)
     smoothed = ens.objective.name in SMOOTHED
     risk_sets = ens.objective.name in RISK_SETS  # survival:cox: g, h from cox_targets
+    if linear and (risk_sets or smoothed):
+        ens.refuse_linear_leaves(f"held-out node statistics of objective "
+                                 f"{ens.objective.name!r}")
     code, params = (smoothed_spec(ens.objective, ens.n_outputs,
                                   np.zeros((len(stage_starts(ens)) - 1, ens.n_outputs)))
                     if smoothed else (None, None) if risk_sets
@@ -185,7 +200,7 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
                                         CHUNK_ROWS, n_jobs)
     rows_in = RowInputs(y_t, w, np.zeros(0, np.int32), np.zeros(0, np.int64), row_start)
     loss = Loss(code, params, ens.base_score)
-    trees = staged_trees(ens, code, params)
+    trees = staged_trees(ens, PRECOMPUTED if linear else code, params)
     routing = ens.routing_arrays()
     if smoothed:  # the scale of every round, from all the rows, before the pass
         scales = smoothed_scales(ens, rows, rows_in, loss, trees, routing, n_jobs)
@@ -193,21 +208,56 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
         loss = Loss(code, params, ens.base_score)
     slot = ens.leaf_slots.slot
     backend = get_backend()
+    chunk_rows = (linear_chunk_rows(ens, len(trees.stage_start) - 1, CHUNK_ROWS) if linear
+                  else CHUNK_ROWS)
     # the statistic blocks are few, long and equal: a thread slowed by another process
     # should leave its remaining blocks to the other (the numba backend's Python threads
     # take blocks one at a time; dynamic=True does the same for a backend's prange loops)
     with numba_threads(n_jobs, dynamic=True):
-        for start, chunk in rows.chunks(CHUNK_ROWS, split=True):
+        for start, chunk in rows.chunks(chunk_rows, split=True):
             stop = start + chunk.shape[0]
             strict, round32 = routing_flags(ens, chunk)
             order, bounds = rows_by_block(block[start:stop], n_blocks)
-            backend.staged_leaf_stats(chunk, start, order, bounds, rows_in, loss, trees,
-                                      routing, strict, round32, slot, stats,
-                                      margin[start:stop] if keep_margin else margin)
+            if linear:  # the chunk's g, h at its true margins; row numbers from 0
+                _linear_chunk_stats(ens, chunk, start, order, bounds, rows_in, loss, trees,
+                                    routing, slot, stats, margin, keep_margin,
+                                    block[start:stop], leaf_models)
+            else:
+                backend.staged_leaf_stats(chunk, start, order, bounds, rows_in, loss, trees,
+                                          routing, strict, round32, slot, stats,
+                                          margin[start:stop] if keep_margin else margin)
             if bar is not None:
                 bar.update(chunk.shape[0])
             del chunk  # a converted chunk is freed before the next one is made
     return stats, (margin if keep_margin else None)
+
+
+def _linear_chunk_stats(ens, chunk, start, order, bounds, rows_in, loss, trees, routing,
+                        slot, stats, margin, keep_margin, block, leaf_models):
+    """The staged kernel on one chunk of a linear-leaf model: the chunk's g, h of every
+    round from ``linear_leaf_targets`` as its targets (its rows numbered from 0), its
+    final margins (linear terms included) into ``margin``, its leaf-model block sums
+    into ``leaf_models`` (unless None)."""
+    stop = start + chunk.shape[0]
+    Ky = target_columns(loss.code, ens.n_outputs)
+    row_start = rows_in.row_start
+    code, params, targets, final, leaves = linear_leaf_targets(
+        ens, chunk, rows_in.target[start * Ky:stop * Ky],
+        row_start[start:stop] if row_start.shape[0] > 0 else row_start,
+        trees.stage_start, loss.code, loss.params)
+    w = rows_in.w if rows_in.w.shape[0] == 1 else rows_in.w[start:stop]
+    chunk_in = RowInputs(targets, w, rows_in.block, rows_in.pos,
+                         np.zeros((0, ens.n_outputs)))
+    strict, round32 = routing_flags(ens, chunk)
+    get_backend().staged_leaf_stats(chunk, 0, order, bounds, chunk_in,
+                                    Loss(code, params, loss.base_score), trees, routing,
+                                    strict, round32, slot, stats,
+                                    np.zeros((0, ens.n_outputs)))
+    if keep_margin:
+        margin[start:stop] = final
+    if leaf_models is not None:
+        add_leaf_model_sums(ens, chunk, leaves, targets, trees.stage_start, w, block,
+                            leaf_models)
 
 
 # row parts of the smoothed-scale pre-pass: fixed, so that its sums do not depend on
