@@ -95,3 +95,47 @@ def test_explain_of_a_frame_holds_one_small_float32_chunk(models, dtype):
     assert peak <= bound, (f"explain of a {np.dtype(dtype)} DataFrame allocated "
                            f"{peak / 2**20:.1f} MB at its peak, over {bound / 2**20:.1f} MB "
                            f"(one float32 chunk of 65,536 rows: {chunk / 2**20:.1f} MB)")
+
+
+# per row during a boosting model's explain: the block id (1 byte); besides, the
+# temporaries of one chunk of rows (hashing 65,536 row positions to blocks: about 2 MB).
+# No Python list of the labels, no class positions or float64 target of every row
+BOOSTING_BYTES_PER_ROW = 2
+BOOSTING_FIXED_BYTES = 3 * 2**20
+
+
+@pytest.mark.parametrize("frame", [False, True])
+def test_boosting_explain_keeps_no_target_of_every_row(models, frame):
+    """The labels are matched to the classes without Python lists of the rows, and the
+    staged pass converts each chunk's targets: a numpy input (routed as it is) and a
+    DataFrame with 'category' columns (coded chunk by chunk) stay within a few bytes per
+    row beside one converted chunk."""
+    import pandas as pd
+    import xgboost as xgb
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal(size=(N_ROWS, N_FEATURES), dtype=np.float32)
+    y = (X[:, 0] > 0).astype(np.int32)
+    if frame:
+        cols = {f"f{j}": X[:, j] for j in range(N_FEATURES)}
+        for j in range(4):  # four 'category' columns of 10 labels
+            cols[f"f{j}"] = pd.Categorical.from_codes(
+                (np.abs(X[:, j]) * 4).astype(np.int8) % 10, categories=list(range(10)))
+        data = pd.DataFrame(cols, copy=False)
+        model = xgb.XGBClassifier(n_estimators=10, max_depth=3, enable_categorical=True,
+                                  tree_method="hist").fit(data.iloc[:2000], y[:2000])
+    else:
+        data = X
+        model = models["xgboost_binary"]
+    treeimp.explain(model, data[:100], y[:100])
+    tracemalloc.start()
+    try:
+        treeimp.explain(model, data, y, methods=("mdi_oob", "ufi"), random_state=0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    chunk = 65536 * N_FEATURES * 4 if frame else 0
+    bound = N_ROWS * BOOSTING_BYTES_PER_ROW + BOOSTING_FIXED_BYTES + chunk
+    assert peak <= bound, (f"explain allocated {peak / 2**20:.1f} MB at its peak, over "
+                           f"{bound / 2**20:.1f} MB ({BOOSTING_BYTES_PER_ROW} bytes per row"
+                           f" + {(BOOSTING_FIXED_BYTES + chunk) / 2**20:.1f} MB)")

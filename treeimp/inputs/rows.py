@@ -176,7 +176,13 @@ class RowSource:
             if j in self._hashed:
                 self._converters.append(("hash", self._tables.get(j)))
             elif _is_categorical(dtype, ndtype):
-                cats, codes = _categories_and_codes(col, self._pandas)
+                cats = _categories(col, self._pandas)
+
+                def codes(col=col, cats=cats):
+                    # the whole column's codes (int64), made only where an unseen or a
+                    # non-numeric label must be looked for among the rows
+                    return _categories_and_codes(col, self._pandas, cats)[1]
+
                 if as_code if np.ndim(as_code) == 0 else as_code[j]:
                     lookup = _category_lookup(cats, levels[j])
                     _warn_unseen(cats, codes, lookup, where)
@@ -378,6 +384,14 @@ def _is_numeric(pandas_dtype, nw_dtype):
     return nw_dtype.is_numeric() or nw_dtype == nw.Boolean
 
 
+def _categories(col, pandas):
+    """A categorical column's categories as a list (as :func:`_categories_and_codes`
+    gives them), without coding its rows."""
+    if pandas:
+        return list(col.cat.categories)
+    return col.cat.get_categories().to_list()
+
+
 def _categories_and_codes(col, pandas, cats=None):
     """(the column's categories as a list, int64 codes of its rows: -1 = missing). A
     pandas column gives its own codes; other libraries' labels are coded by position
@@ -490,10 +504,11 @@ def _category_lookup(cats, levels):
 
 def _warn_unseen(cats, codes, lookup, where):
     """Warn (as the command line does) when rows hold labels the model never saw: they
-    are routed as missing."""
+    are routed as missing. ``codes()`` gives the rows' codes."""
     unseen = np.flatnonzero(np.isnan(lookup[:-1]))
     if unseen.size == 0:
         return
+    codes = codes()
     used = np.isin(codes, unseen)
     if used.any():
         import warnings
@@ -506,7 +521,8 @@ def _warn_unseen(cats, codes, lookup, where):
 
 def _label_values(cats, codes, where, ens):
     """Array mapping a category code (index; -1 = missing) to the label's value as
-    a float, the way ``np.asarray(column).astype(float)`` reads it (scikit-learn)."""
+    a float, the way ``np.asarray(column).astype(float)`` reads it (scikit-learn);
+    ``codes()`` gives the rows' codes (read where a label is not a number)."""
     lookup = np.full(len(cats) + 1, np.nan)
     try:
         lookup[: len(cats)] = np.asarray(np.asarray(cats, dtype=object), dtype=np.float64)
@@ -519,6 +535,9 @@ def _label_values(cats, codes, where, ens):
             lookup[k] = np.asarray([label], dtype=object).astype(np.float64)[0]
         except (TypeError, ValueError):
             bad.append(k)
+    if not bad:
+        return lookup
+    codes = codes()
     used = np.isin(codes, bad)
     if used.any():
         label = cats[int(codes[used][0])]

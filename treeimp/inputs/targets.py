@@ -84,12 +84,24 @@ def as_target(y, n_rows, n_columns, what="y"):
     return arr
 
 
-def class_indices(y, classes, what="y"):
-    """Position of every label among the model's classes; unknown labels are an error."""
+def class_indices(y, classes, what="y", dtype=np.int64):
+    """Position of every label among the model's classes (as ``dtype``); unknown labels
+    are an error.
+
+    Labels and classes of the same kind (both integer or boolean, both floating point
+    with integers exact in float64, both text) are matched by sorting, a chunk of rows
+    at a time, into an output of ``dtype`` (no Python list of the rows, no int64 copy
+    beside a float64 one); other labels, and every error, take the label-by-label
+    dictionary lookup, whose equality (1 == 1.0 == True) the sorted match keeps."""
     classes = np.asarray(classes)
     y = np.asarray(y)
     if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
         raise ValueError(f"{what} contains NaN or inf")
+    common = _common_label_dtype(y, classes)
+    if common is not None:
+        idx = _sorted_class_indices(y, classes, common, dtype)
+        if idx is not None:
+            return idx
     if y.dtype.kind == "O":
         missing = np.array([v is None or (isinstance(v, float) and v != v) for v in y.tolist()],
                            dtype=bool)
@@ -99,13 +111,58 @@ def class_indices(y, classes, what="y"):
                              f"first at row {int(np.flatnonzero(missing)[0])})")
     lookup = {c: k for k, c in enumerate(classes.tolist())}
     try:
-        idx = np.array([lookup[v] for v in y.tolist()], dtype=np.int64)
+        idx = np.array([lookup[v] for v in y.tolist()], dtype=dtype)
     except KeyError:
         unseen = sorted({v for v in y.tolist() if v not in lookup}, key=str)
         raise ValueError(f"{what} has labels the model never saw: {unseen[:10]}"
                          f"{' ...' if len(unseen) > 10 else ''}; the model's classes are "
                          f"{classes.tolist()[:20]}") from None
     return idx
+
+
+# rows matched at a time by ``_sorted_class_indices`` (bounds its temporaries)
+LABEL_CHUNK = 1 << 14
+_EXACT_INT = 2 ** 53  # integers up to this size are exact in float64
+
+
+def _common_label_dtype(y, classes):
+    """The dtype in which labels and classes compare as Python's dict lookup would (int64,
+    float64, or their own text dtype), or None where only that lookup is sure."""
+    ky, kc = y.dtype.kind, classes.dtype.kind
+    if y.ndim != 1 or classes.ndim != 1 or classes.size == 0:
+        return None
+    if ky == kc and ky in "US":
+        return np.result_type(y, classes)
+    if ky not in "biuf" or kc not in "biuf":
+        return None
+    if max(y.dtype.itemsize, classes.dtype.itemsize) > 8:  # long double: not float64
+        return None
+    ints = [a for a in (y, classes) if a.dtype.kind in "biu"]
+    if len(ints) == 2:  # int64 holds both exactly, unless a uint64 is larger
+        big = [a for a in ints if a.dtype == np.uint64 and a.size and a.max() > 2 ** 63 - 1]
+        return None if big else np.dtype(np.int64)
+    # floating point beside integers: the integers must be exact in float64
+    for a in ints:
+        if a.size and (a.min() < -_EXACT_INT or a.max() > _EXACT_INT):
+            return None
+    return np.dtype(np.float64)
+
+
+def _sorted_class_indices(y, classes, common, dtype):
+    """Positions of the labels among the classes by sorted search (the last of equal
+    classes, as a dict built in order keeps it), or None when some label is not a
+    class (the caller's lookup then names them)."""
+    keys = classes.astype(common)
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    out = np.empty(y.shape[0], dtype=dtype)
+    for s in range(0, y.shape[0], LABEL_CHUNK):
+        part = y[s:s + LABEL_CHUNK].astype(common, copy=False)
+        pos = np.searchsorted(sorted_keys, part, side="right") - 1
+        if pos.size and (pos.min() < 0 or not np.array_equal(sorted_keys[pos], part)):
+            return None
+        out[s:s + LABEL_CHUNK] = order[pos]
+    return out
 
 
 def regression_target(y, what="y"):

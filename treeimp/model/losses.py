@@ -571,7 +571,7 @@ def check_target(objective, y, classes=None, n_targets=1):
         if len(classes) != n_classes:
             raise ValueError(f"objective {name!r} needs {n_classes} classes, the model lists "
                              f"{len(classes)}")
-        return class_indices(arr, classes).astype(np.float64)
+        return class_indices(arr, classes, dtype=np.float64)
     try:
         yf = arr.astype(np.float64)
     except (TypeError, ValueError):

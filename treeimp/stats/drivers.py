@@ -19,7 +19,7 @@ from ..backends import get_backend
 from ..inputs.targets import RISK_SETS, n_target_columns
 from ..inputs.threads import numba_threads
 from ..kernels.forest_stats import propagate_up
-from ..kernels.gradients import PRECOMPUTED, target_columns
+from ..kernels.gradients import PRECOMPUTED
 from ..kernels.staged import N_TERMS
 from ..model.kernel_inputs import Loss, RowInputs, StagedTrees
 from ..model.losses import (
@@ -187,9 +187,13 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
                                   np.zeros((len(stage_starts(ens)) - 1, ens.n_outputs)))
                     if smoothed else (None, None) if risk_sets
                     else loss_spec(ens.objective, n_outputs=ens.n_outputs))
-    # row-major: a row's targets side by side, as the staged kernel reads them
-    y_t = np.ascontiguousarray(check_target(ens.objective, y, ens.classes,
-                                            n_target_columns(ens)), dtype=np.float64).ravel()
+    y = np.asarray(y.to_numpy() if hasattr(y, "to_numpy") else y)
+    by_chunk = not smoothed and not risk_sets
+    # the smoothed and risk-set objectives read every row's target before the pass; the
+    # others' are checked here chunk by chunk and converted again, chunk by chunk, in the
+    # pass (row0 0, the chunk's own targets, weights and offsets): no float64 target of
+    # every row beside the pass
+    y_t = _checked_targets(ens, y) if by_chunk else _staged_targets(ens, y)
     stats = _out(out, staged_leaf_shape(ens, n_blocks))
     margin = np.empty((rows.n_rows if keep_margin else 0, ens.n_outputs))
     row_start = (np.zeros((0, ens.n_outputs)) if base_margin is None
@@ -218,35 +222,36 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
             stop = start + chunk.shape[0]
             strict, round32 = routing_flags(ens, chunk)
             order, bounds = rows_by_block(block[start:stop], n_blocks)
-            if linear:  # the chunk's g, h at its true margins; row numbers from 0
-                _linear_chunk_stats(ens, chunk, start, order, bounds, rows_in, loss, trees,
+            row0, chunk_in = ((0, _chunk_inputs(ens, y, w, row_start, start, stop))
+                              if by_chunk else (start, rows_in))
+            if linear:  # the chunk's g, h at its true margins (by_chunk: rows from 0)
+                _linear_chunk_stats(ens, chunk, start, order, bounds, chunk_in, loss, trees,
                                     routing, slot, stats, margin, keep_margin,
                                     block[start:stop], leaf_models)
             else:
-                backend.staged_leaf_stats(chunk, start, order, bounds, rows_in, loss, trees,
+                backend.staged_leaf_stats(chunk, row0, order, bounds, chunk_in, loss, trees,
                                           routing, strict, round32, slot, stats,
                                           margin[start:stop] if keep_margin else margin)
+            del chunk_in
             if bar is not None:
                 bar.update(chunk.shape[0])
             del chunk  # a converted chunk is freed before the next one is made
     return stats, (margin if keep_margin else None)
 
 
-def _linear_chunk_stats(ens, chunk, start, order, bounds, rows_in, loss, trees, routing,
+def _linear_chunk_stats(ens, chunk, start, order, bounds, chunk_in, loss, trees, routing,
                         slot, stats, margin, keep_margin, block, leaf_models):
     """The staged kernel on one chunk of a linear-leaf model: the chunk's g, h of every
     round from ``linear_leaf_targets`` as its targets (its rows numbered from 0), its
-    final margins (linear terms included) into ``margin``, its leaf-model block sums
-    into ``leaf_models`` (unless None)."""
+    final margins (linear terms included) into ``margin`` from row ``start`` on, its
+    leaf-model block sums into ``leaf_models`` (unless None). ``chunk_in``: the chunk's
+    own targets, weights and start margins (``_chunk_inputs``)."""
     stop = start + chunk.shape[0]
-    Ky = target_columns(loss.code, ens.n_outputs)
-    row_start = rows_in.row_start
     code, params, targets, final, leaves = linear_leaf_targets(
-        ens, chunk, rows_in.target[start * Ky:stop * Ky],
-        row_start[start:stop] if row_start.shape[0] > 0 else row_start,
-        trees.stage_start, loss.code, loss.params)
-    w = rows_in.w if rows_in.w.shape[0] == 1 else rows_in.w[start:stop]
-    chunk_in = RowInputs(targets, w, rows_in.block, rows_in.pos,
+        ens, chunk, chunk_in.target, chunk_in.row_start, trees.stage_start, loss.code,
+        loss.params)
+    w = chunk_in.w
+    chunk_in = RowInputs(targets, w, chunk_in.block, chunk_in.pos,
                          np.zeros((0, ens.n_outputs)))
     strict, round32 = routing_flags(ens, chunk)
     get_backend().staged_leaf_stats(chunk, 0, order, bounds, chunk_in,
@@ -258,6 +263,38 @@ def _linear_chunk_stats(ens, chunk, start, order, bounds, rows_in, loss, trees, 
     if leaf_models is not None:
         add_leaf_model_sums(ens, chunk, leaves, targets, trees.stage_start, w, block,
                             leaf_models)
+
+
+def _staged_targets(ens, y):
+    """The targets as the staged kernel reads them: float64, row-major (a row's targets
+    side by side), checked against the objective (``losses.check_target``)."""
+    return np.ascontiguousarray(check_target(ens.objective, y, ens.classes,
+                                             n_target_columns(ens)), dtype=np.float64).ravel()
+
+
+def _checked_targets(ens, y):
+    """Check every row's target (``_staged_targets``) a chunk of rows at a time, keeping
+    none; an empty placeholder for ``RowInputs``. A chunk that fails is reported by the
+    check of all rows, so that the error counts and names them all, as before."""
+    try:
+        if y.ndim == 0 or y.shape[0] == 0:
+            raise ValueError("checked whole")
+        for start in range(0, y.shape[0], CHUNK_ROWS):
+            _staged_targets(ens, y[start:start + CHUNK_ROWS])
+    except Exception as exc:  # noqa: BLE001 - the whole check raises its own error
+        _staged_targets(ens, y)
+        raise exc
+    return np.zeros(0)
+
+
+def _chunk_inputs(ens, y, w, row_start, start, stop):
+    """kernel_inputs.RowInputs of the rows start .. stop - 1 alone (the kernel's row0 0):
+    their targets (converted as for all rows, so the same values), weights and start
+    margins."""
+    return RowInputs(_staged_targets(ens, y[start:stop]),
+                     w if w.shape[0] == 1 else w[start:stop], np.zeros(0, np.int32),
+                     np.zeros(0, np.int64),
+                     row_start if row_start.shape[0] == 0 else row_start[start:stop])
 
 
 # row parts of the smoothed-scale pre-pass: fixed, so that its sums do not depend on
