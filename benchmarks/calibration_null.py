@@ -105,7 +105,8 @@ def selector_data_set(name, make, n, seed, cfg):
                           boosting("classification", seed, cfg["rounds"]))):
         for null in ("t", "shadow"):
             t = time.process_time()
-            sel = treeimp.ImportanceSelector(est, null=null, random_state=seed)
+            sel = treeimp.ImportanceSelector(est, null=null, random_state=seed,
+                                             n_blocks=cfg["n_blocks"])
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # "kept no feature"
                 sel.fit(X, y)
@@ -203,6 +204,8 @@ def main(argv=None):
     ap.add_argument("--selector", action="store_true",
                     help="ImportanceSelector with null='t' and null='shadow' instead of "
                          "explain / cross_explain with both measures")
+    ap.add_argument("--n-blocks", type=int, default=None,
+                    help="with --selector: the selector's n_blocks (default: its own)")
     ap.add_argument("--out", default=None, help="CSV of every noise z-score")
     ap.add_argument("--summarise", default=None,
                     help="comma-separated CSVs written by --out: print their table only")
@@ -215,6 +218,8 @@ def main(argv=None):
         return table
     cfg = ({"reps": 1, "scale": 0.25, "trees": 30, "rounds": 20} if args.quick else
            {"reps": args.reps, "scale": 1.0, "trees": 100, "rounds": 100})
+    cfg["n_blocks"] = (treeimp.ImportanceSelector(None).n_blocks if args.n_blocks is None
+                       else args.n_blocks)
     designs = NULL_DESIGNS
     if args.designs:
         designs = [NULL_DESIGNS[int(i)] for i in args.designs.split(",")]

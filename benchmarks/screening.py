@@ -314,7 +314,8 @@ def run_selectors(X, y, task, seed, cfg):
                        ("XGB cross-fitted", boosting(task, seed, cfg["rounds"]))):
         for null in ("t", "shadow"):
             t = time.process_time()
-            sel = treeimp.ImportanceSelector(est, null=null, random_state=seed)
+            sel = treeimp.ImportanceSelector(est, null=null, random_state=seed,
+                                             n_blocks=cfg["n_blocks"])
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # "kept no feature"
                 sel.fit(X, y)
@@ -462,6 +463,8 @@ def main(argv=None):
                     help="JSON file of Boruta's results by design and repetition (read, "
                          "and written with the new runs)")
     ap.add_argument("--no-boruta", action="store_true", help="with --selector: skip Boruta")
+    ap.add_argument("--n-blocks", type=int, default=None,
+                    help="with --selector: the selector's n_blocks (default: its own)")
     ap.add_argument("--out", default=None, help="CSV of every repetition")
     ap.add_argument("--summarise", default=None,
                     help="comma-separated CSVs written by --out: print their table only")
@@ -480,6 +483,8 @@ def main(argv=None):
     if args.reps:
         cfg["reps"] = args.reps
     cfg["centre_null"] = args.centre_null
+    cfg["n_blocks"] = (treeimp.ImportanceSelector(None).n_blocks if args.n_blocks is None
+                       else args.n_blocks)
     names = list(DESIGNS)
     if args.designs:
         names = [names[int(i)] for i in args.designs.split(",")]
