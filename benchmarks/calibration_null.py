@@ -100,7 +100,10 @@ def selector_data_set(name, make, n, seed, cfg):
 
     X, y, _, _ = make(n, np.random.default_rng(seed))
     rows = []
-    for setting, est in (("selector, forest OOB", screening_forest(seed, cfg["trees"])),
+    rf = screening_forest(seed, cfg["trees"])
+    if cfg.get("forest_class_weight"):
+        rf.set_params(class_weight=cfg["forest_class_weight"])
+    for setting, est in (("selector, forest OOB", rf),
                          ("selector, XGB cross-fitted",
                           boosting("classification", seed, cfg["rounds"]))):
         for null in ("t", "shadow"):
@@ -205,7 +208,11 @@ def main(argv=None):
                     help="ImportanceSelector with null='t' and null='shadow' instead of "
                          "explain / cross_explain with both measures")
     ap.add_argument("--n-blocks", type=int, default=None,
-                    help="with --selector: the selector's n_blocks (default: its own)")
+                    help="with --selector: the selector's n_blocks (default None: its own, "
+                         "50 out of bag, 20 per fold cross-fitted)")
+    ap.add_argument("--forest-class-weight", default=None,
+                    help="with --selector: the forest classifier's class_weight (e.g. "
+                         "balanced_subsample; its default screening measure is then ufi)")
     ap.add_argument("--out", default=None, help="CSV of every noise z-score")
     ap.add_argument("--summarise", default=None,
                     help="comma-separated CSVs written by --out: print their table only")
@@ -218,8 +225,8 @@ def main(argv=None):
         return table
     cfg = ({"reps": 1, "scale": 0.25, "trees": 30, "rounds": 20} if args.quick else
            {"reps": args.reps, "scale": 1.0, "trees": 100, "rounds": 100})
-    cfg["n_blocks"] = (treeimp.ImportanceSelector(None).n_blocks if args.n_blocks is None
-                       else args.n_blocks)
+    cfg["n_blocks"] = args.n_blocks
+    cfg["forest_class_weight"] = args.forest_class_weight
     designs = NULL_DESIGNS
     if args.designs:
         designs = [NULL_DESIGNS[int(i)] for i in args.designs.split(",")]

@@ -309,8 +309,10 @@ def run_selectors(X, y, task, seed, cfg):
     """``ImportanceSelector`` with each null, forest out of bag and XGBoost cross-fitted:
     {label: (kept mask, p-values, scores, CPU seconds)}."""
     out = {}
-    for label, est in (("screening forest OOB", forest(task, seed, 100).set_params(
-                            min_samples_leaf=10)),
+    rf = forest(task, seed, 100).set_params(min_samples_leaf=10)
+    if task == "classification" and cfg.get("forest_class_weight"):
+        rf.set_params(class_weight=cfg["forest_class_weight"])
+    for label, est in (("screening forest OOB", rf),
                        ("XGB cross-fitted", boosting(task, seed, cfg["rounds"]))):
         for null in ("t", "shadow"):
             t = time.process_time()
@@ -464,7 +466,11 @@ def main(argv=None):
                          "and written with the new runs)")
     ap.add_argument("--no-boruta", action="store_true", help="with --selector: skip Boruta")
     ap.add_argument("--n-blocks", type=int, default=None,
-                    help="with --selector: the selector's n_blocks (default: its own)")
+                    help="with --selector: the selector's n_blocks (default None: its own, "
+                         "50 out of bag, 20 per fold cross-fitted)")
+    ap.add_argument("--forest-class-weight", default=None,
+                    help="with --selector: the forest classifier's class_weight (e.g. "
+                         "balanced_subsample; its default screening measure is then ufi)")
     ap.add_argument("--out", default=None, help="CSV of every repetition")
     ap.add_argument("--summarise", default=None,
                     help="comma-separated CSVs written by --out: print their table only")
@@ -483,8 +489,8 @@ def main(argv=None):
     if args.reps:
         cfg["reps"] = args.reps
     cfg["centre_null"] = args.centre_null
-    cfg["n_blocks"] = (treeimp.ImportanceSelector(None).n_blocks if args.n_blocks is None
-                       else args.n_blocks)
+    cfg["n_blocks"] = args.n_blocks
+    cfg["forest_class_weight"] = args.forest_class_weight
     names = list(DESIGNS)
     if args.designs:
         names = [names[int(i)] for i in args.designs.split(",")]

@@ -221,3 +221,21 @@ def test_too_few_used_shadows_falls_back_to_the_t_null(null):
     pd_testing = pytest.importorskip("pandas").testing
     pd_testing.assert_frame_equal(sel.importances_.pvalues, ref.importances_.pvalues)
     assert sel.estimator_.n_features_in_ == 3
+
+
+def test_default_row_blocks_by_setting():
+    # n_blocks=None: 50 blocks out of bag (t(49)), 20 with fewer than 50 rows; 20 per
+    # fold cross-fitted (t(99) over 5 folds)
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 4))
+    y = (X[:, 0] + rng.normal(size=300) > 0).astype(int)
+    rf = ImportanceSelector(forest(0).set_params(n_estimators=30), random_state=0).fit(X, y)
+    assert rf.n_blocks_ == 50 and rf.importances_.dof == 49
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "kept no feature"
+        small = ImportanceSelector(forest(0).set_params(n_estimators=30, min_samples_leaf=2),
+                                   random_state=0).fit(X[:40], y[:40])
+    assert small.n_blocks_ == 20 and small.importances_.dof == 19
+    xg = ImportanceSelector(booster(0), random_state=0).fit(X, y)
+    assert xg.n_blocks_ == 20 and xg.importances_.dof == 99
+    assert ImportanceSelector(forest(0), n_blocks=7, random_state=0).fit(X, y).n_blocks_ == 7

@@ -160,7 +160,7 @@ def test_cross_fitted_path_evaluates_every_row():
     gb = GradientBoostingClassifier(n_estimators=20, max_depth=2, random_state=0)
     sel = ImportanceSelector(gb, cv=3, random_state=0).fit(X, y)
     assert sel.importances_.n_rows == 600  # every row, each by a model that did not see it
-    assert sel.importances_.dof == 3 * sel.n_blocks - 1  # one jackknife over all blocks
+    assert sel.importances_.dof == 3 * sel.n_blocks_ - 1  # one jackknife over all blocks
     assert sel.method_ == "mdi_oob_centered" and sel.importances_.kind == "boosting"
     # estimator_ is a clone fitted on all rows
     assert sel.estimator_.train_score_.shape == (20,)
@@ -296,7 +296,7 @@ def test_sample_weight_reaches_fit_and_evaluation(task):
     ({"alpha": 1.5}, r"alpha must be a number in \(0, 1\)"),
     ({"validation_fraction": 1.0}, r"validation_fraction must be a number in \(0, 1\)"),
     ({"oob": "yes"}, "oob must be None, True or False"),
-    ({"n_blocks": 1}, "n_blocks must be an integer >= 2"),
+    ({"n_blocks": 1}, "n_blocks must be None or an integer >= 2"),
     ({"n_blocks": 500}, "n_blocks=500 is more than the 300 rows"),
     ({"oob": False, "cv": None, "n_blocks": 100},
      "holds out 75 rows, fewer than n_blocks=100"),
