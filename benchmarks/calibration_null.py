@@ -31,6 +31,9 @@ two rows: "null=shadow-centred" (the library's: z - m, m the shadows' mean z-sco
 reference) and "null=shadow" (the pooled normal null first measured: (z - m) / (s sqrt(1
 + 1/S)), t(S - 1)); z is the score the p-value is computed from.
 
+``--n-blocks N`` sets the selector's ``n_blocks`` (default: its own), and
+``--forest-class-weight W`` its forest's ``class_weight``.
+
     python benchmarks/calibration_null.py --reps 10   # the table in benchmarks/README.md
     python benchmarks/calibration_null.py --selector --reps 10   # the selector's nulls
     python benchmarks/calibration_null.py --quick     # one small repetition

@@ -36,7 +36,8 @@ relevance).
 ``--selector`` runs ``ImportanceSelector`` itself instead of treeimp's study settings:
 the screening forest (100 trees, ``min_samples_leaf=10``, out of bag) and XGBoost
 cross-fitted (``cv=5``), each with its default measure and ``null="t"`` (the t
-reference) and ``null="shadow"`` (the shadow-feature fit), whose shadows' z-scores give
+reference; the selector's default for forests) and ``null="shadow"`` (its default for
+cross-fitted boosting; the shadow-feature fit), whose shadows' z-scores give
 two rows: "null=shadow-centred" (the library's shadow null: z less the shadows' mean,
 t reference) and "null=shadow" (a pooled normal null with the shadows' mean and spread,
 ``shadow_scaled_pvalues``, measured first and not adopted); Boruta beside; times are
@@ -45,6 +46,9 @@ inflate. ``--boruta-cache FILE.json`` keeps Boruta's result per design and repet
 (it is deterministic given the seed): runs found in the file are not repeated.
 ``benchmarks/screening_boruta.json`` holds the 25 runs measured on 2026-11-28 (10 of
 Strobl's design, 1-3 of eight others; CPU seconds under a load average of 20-25).
+``--n-blocks N`` sets the selector's ``n_blocks`` (default: its own, 50 out of bag and 20
+per fold cross-fitted); ``--forest-class-weight W`` fits the selector's forest
+classifier with ``class_weight=W`` (its default measure is then ``ufi``).
 """
 
 from __future__ import annotations

@@ -273,9 +273,9 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         split_seed, block_seed, shadow_seed = (
             int(s) for s in rng.randint(np.iinfo(np.int32).max, size=3))
+        n_blocks = self._n_blocks(use_oob, n)
         # null=None: the shadow null where cross-fitted boosting is decided below, after
         # the first fit tells the model's kind; the t null everywhere else
-        n_blocks = self._n_blocks(use_oob, n)
         shadow = self.null == "shadow"
         work, work_names = data, names
         if shadow:
