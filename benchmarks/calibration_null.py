@@ -31,6 +31,9 @@ two rows: "null=shadow-centred" (the library's: z - m, m the shadows' mean z-sco
 reference) and "null=shadow" (the pooled normal null first measured: (z - m) / (s sqrt(1
 + 1/S)), t(S - 1)); z is the score the p-value is computed from.
 
+``--n-blocks N`` sets the selector's ``n_blocks`` (default: its own), and
+``--forest-class-weight W`` its forest's ``class_weight``.
+
     python benchmarks/calibration_null.py --reps 10   # the table in benchmarks/README.md
     python benchmarks/calibration_null.py --selector --reps 10   # the selector's nulls
     python benchmarks/calibration_null.py --quick     # one small repetition
@@ -100,12 +103,16 @@ def selector_data_set(name, make, n, seed, cfg):
 
     X, y, _, _ = make(n, np.random.default_rng(seed))
     rows = []
-    for setting, est in (("selector, forest OOB", screening_forest(seed, cfg["trees"])),
+    rf = screening_forest(seed, cfg["trees"])
+    if cfg.get("forest_class_weight"):
+        rf.set_params(class_weight=cfg["forest_class_weight"])
+    for setting, est in (("selector, forest OOB", rf),
                          ("selector, XGB cross-fitted",
                           boosting("classification", seed, cfg["rounds"]))):
         for null in ("t", "shadow"):
             t = time.process_time()
-            sel = treeimp.ImportanceSelector(est, null=null, random_state=seed)
+            sel = treeimp.ImportanceSelector(est, null=null, random_state=seed,
+                                             n_blocks=cfg["n_blocks"])
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # "kept no feature"
                 sel.fit(X, y)
@@ -203,6 +210,12 @@ def main(argv=None):
     ap.add_argument("--selector", action="store_true",
                     help="ImportanceSelector with null='t' and null='shadow' instead of "
                          "explain / cross_explain with both measures")
+    ap.add_argument("--n-blocks", type=int, default=None,
+                    help="with --selector: the selector's n_blocks (default None: its own, "
+                         "50 out of bag, 20 per fold cross-fitted)")
+    ap.add_argument("--forest-class-weight", default=None,
+                    help="with --selector: the forest classifier's class_weight (e.g. "
+                         "balanced_subsample; its default screening measure is then ufi)")
     ap.add_argument("--out", default=None, help="CSV of every noise z-score")
     ap.add_argument("--summarise", default=None,
                     help="comma-separated CSVs written by --out: print their table only")
@@ -215,6 +228,8 @@ def main(argv=None):
         return table
     cfg = ({"reps": 1, "scale": 0.25, "trees": 30, "rounds": 20} if args.quick else
            {"reps": args.reps, "scale": 1.0, "trees": 100, "rounds": 100})
+    cfg["n_blocks"] = args.n_blocks
+    cfg["forest_class_weight"] = args.forest_class_weight
     designs = NULL_DESIGNS
     if args.designs:
         designs = [NULL_DESIGNS[int(i)] for i in args.designs.split(",")]

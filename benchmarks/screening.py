@@ -36,7 +36,8 @@ relevance).
 ``--selector`` runs ``ImportanceSelector`` itself instead of treeimp's study settings:
 the screening forest (100 trees, ``min_samples_leaf=10``, out of bag) and XGBoost
 cross-fitted (``cv=5``), each with its default measure and ``null="t"`` (the t
-reference) and ``null="shadow"`` (the shadow-feature fit), whose shadows' z-scores give
+reference; the selector's default for forests) and ``null="shadow"`` (its default for
+cross-fitted boosting; the shadow-feature fit), whose shadows' z-scores give
 two rows: "null=shadow-centred" (the library's shadow null: z less the shadows' mean,
 t reference) and "null=shadow" (a pooled normal null with the shadows' mean and spread,
 ``shadow_scaled_pvalues``, measured first and not adopted); Boruta beside; times are
@@ -45,6 +46,9 @@ inflate. ``--boruta-cache FILE.json`` keeps Boruta's result per design and repet
 (it is deterministic given the seed): runs found in the file are not repeated.
 ``benchmarks/screening_boruta.json`` holds the 25 runs measured on 2026-11-28 (10 of
 Strobl's design, 1-3 of eight others; CPU seconds under a load average of 20-25).
+``--n-blocks N`` sets the selector's ``n_blocks`` (default: its own, 50 out of bag and 20
+per fold cross-fitted); ``--forest-class-weight W`` fits the selector's forest
+classifier with ``class_weight=W`` (its default measure is then ``ufi``).
 """
 
 from __future__ import annotations
@@ -309,12 +313,15 @@ def run_selectors(X, y, task, seed, cfg):
     """``ImportanceSelector`` with each null, forest out of bag and XGBoost cross-fitted:
     {label: (kept mask, p-values, scores, CPU seconds)}."""
     out = {}
-    for label, est in (("screening forest OOB", forest(task, seed, 100).set_params(
-                            min_samples_leaf=10)),
+    rf = forest(task, seed, 100).set_params(min_samples_leaf=10)
+    if task == "classification" and cfg.get("forest_class_weight"):
+        rf.set_params(class_weight=cfg["forest_class_weight"])
+    for label, est in (("screening forest OOB", rf),
                        ("XGB cross-fitted", boosting(task, seed, cfg["rounds"]))):
         for null in ("t", "shadow"):
             t = time.process_time()
-            sel = treeimp.ImportanceSelector(est, null=null, random_state=seed)
+            sel = treeimp.ImportanceSelector(est, null=null, random_state=seed,
+                                             n_blocks=cfg["n_blocks"])
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # "kept no feature"
                 sel.fit(X, y)
@@ -462,6 +469,12 @@ def main(argv=None):
                     help="JSON file of Boruta's results by design and repetition (read, "
                          "and written with the new runs)")
     ap.add_argument("--no-boruta", action="store_true", help="with --selector: skip Boruta")
+    ap.add_argument("--n-blocks", type=int, default=None,
+                    help="with --selector: the selector's n_blocks (default None: its own, "
+                         "50 out of bag, 20 per fold cross-fitted)")
+    ap.add_argument("--forest-class-weight", default=None,
+                    help="with --selector: the forest classifier's class_weight (e.g. "
+                         "balanced_subsample; its default screening measure is then ufi)")
     ap.add_argument("--out", default=None, help="CSV of every repetition")
     ap.add_argument("--summarise", default=None,
                     help="comma-separated CSVs written by --out: print their table only")
@@ -480,6 +493,8 @@ def main(argv=None):
     if args.reps:
         cfg["reps"] = args.reps
     cfg["centre_null"] = args.centre_null
+    cfg["n_blocks"] = args.n_blocks
+    cfg["forest_class_weight"] = args.forest_class_weight
     names = list(DESIGNS)
     if args.designs:
         names = [names[int(i)] for i in args.designs.split(",")]

@@ -28,7 +28,14 @@ from .explainer import Explainer
 from .measures import registry
 from .measures.defaults import DEFAULT_N_BLOCKS
 from .measures.screening import screening_method_of
-from .measures.shadow_null import MIN_SHADOWS, shadow_pvalues, zscores
+from .measures.shadow_null import (
+    MIN_SHADOWS,
+    MIN_USED_SHADOWS,
+    shadow_pvalues,
+    used_shadows,
+    zscores,
+)
+from .model.ensemble import BOOSTING
 from .results.importances import Importances, bh_qvalues
 
 try:  # scikit-learn >= 1.6
@@ -42,7 +49,13 @@ except ImportError:  # pragma: no cover - scikit-learn 1.4, 1.5
 
     get_tags = None
 
-NULLS = ("t", "shadow")
+NULLS = (None, "t", "shadow")
+
+# row blocks out of bag with n_blocks=None: t(49) instead of t(19) lowers the z a first
+# Benjamini-Hochberg discovery needs (among 30 features 3.1 instead of 3.4); in
+# benchmarks/screening.py --selector the screening forest's power rose on Li et al.'s
+# design (0.04 -> 0.16) and the wide one (0.80 -> 0.86) with FDR <= 0.05 on every design
+OOB_N_BLOCKS = 50
 
 BAGGED_FORESTS = (RandomForestClassifier, RandomForestRegressor, ExtraTreesClassifier,
                   ExtraTreesRegressor, BaggingClassifier, BaggingRegressor)
@@ -110,9 +123,17 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
     oob : bool or None, default None
         None: out-of-bag rows for bagged forests, a held-out part otherwise. True: require
         out-of-bag rows (a ValueError for other models). False: always hold out rows.
-    n_blocks : int, default treeimp.api.DEFAULT_N_BLOCKS
+    n_blocks : int or None, default None
         Random row blocks for the standard errors (at most the number of evaluation
-        rows; with cross-fitting, per fold).
+        rows; with cross-fitting, per fold); the p-values use t with ``n_blocks - 1``
+        degrees of freedom (``cv * n_blocks - 1`` cross-fitted). None: 50 out of bag
+        (20 with fewer than 50 rows), ``treeimp.api.DEFAULT_N_BLOCKS`` (20) otherwise.
+        With 20 blocks a forest's first Benjamini-Hochberg discovery among 30 features
+        needs z > 3.4 (t(19)), with 50 z > 3.1 (t(49)): in benchmarks/screening.py
+        (10 runs per design) the screening forest out of bag kept 0.16 instead of 0.04
+        of Li et al.'s true features and 0.86 instead of 0.80 of the wide design's, with
+        FDR <= 0.05 on every design and its noise z-scores as calibrated; cross-fitted
+        XGBoost (already t(99)) gained little from 50 blocks per fold.
     random_state : int, RandomState or None
         Seeds the train/validation split and the row blocks (not the estimator: set its
         own ``random_state`` for reproducible fits); None: a new split and new blocks on
@@ -120,9 +141,15 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
     groups : dict or None, default None
         {group name: [column names or positions]}: test each group's summed importance
         (see :func:`treeimp.explain`) and keep or drop its columns together; columns in
-        no group are tested alone. Only with ``null="t"``.
-    null : {"t", "shadow"}, default "t"
-        The reference distribution of the test. "t": each feature's z = importance /
+        no group are tested alone. With ``null="t"`` or None (the t null is then used).
+    null : {None, "t", "shadow"}, default None
+        The reference distribution of the test. None: "shadow" for boosting models
+        cross-fitted (``cv`` not None) without ``groups``, "t" otherwise (forests out of
+        bag, held-out parts, groups): in benchmarks/screening.py the shadow null held the
+        false discovery rate on every design with cross-fitted XGBoost and kept more true
+        features where the t reference's offset cost power (rare positives 0.16 -> 0.70,
+        10 runs), while for forests it kept false features on two designs (see
+        benchmarks/README.md). "t": each feature's z = importance /
         standard error against t with the result's degrees of freedom
         (``importances_.pvalues``). "shadow": the null's centre learned from the
         data. Shadow features, copies of all columns with their rows permuted (one random
@@ -138,9 +165,12 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
         features is exchangeable with its shadows, so m estimates its centre. One
         correlated with a relevant feature is not (it can stand in for it in the trees)
         and may be kept, as by Boruta. ``estimator_`` is then a further clone fitted on
-        the real columns only.
+        the real columns only. If the model used fewer than 3 shadows (tiny data sets,
+        few or shallow trees), the centre cannot be estimated: a UserWarning says so and
+        the t null is used, the result being exactly that of ``null="t"`` (``null_``
+        tells which null was used).
     n_shadows : int or None, default None
-        With ``null="shadow"``: at least this many shadow columns, in whole copies of X
+        With the shadow null: at least this many shadow columns, in whole copies of X
         (ceil(n_shadows / n_features) copies). None: 100
         (:data:`treeimp.measures.shadow_null.MIN_SHADOWS`), at least one copy.
 
@@ -152,14 +182,19 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
         The importances, standard errors, p- and q-values the selection used.
     method_ : str
         The measure the selection tested (``method``, or the default it stands for).
+    n_blocks_ : int
+        The row blocks used (``n_blocks``, or the default it stands for).
+    null_ : str
+        The null the selection used, "t" or "shadow" (``null``, the default it stands
+        for, or "t" where too few shadows were used).
     shadow_null_ : tuple (mean, sd, count) or None
-        With ``null="shadow"``: the mean (the centre subtracted) and standard deviation
+        With the shadow null: the mean (the centre subtracted) and standard deviation
         of the shadows' z-scores and the number of shadows the model used;
-        None with ``null="t"``. With ``null="shadow"`` the p- and q-values of
+        None with the t null. With the shadow null the p- and q-values of
         ``importances_`` (for ``method_``) are the shadow-referenced ones.
     shadow_zscores_ : ndarray or None
-        With ``null="shadow"``: the shadows' z-scores (NaN for a shadow the model never
-        used), copy after copy in the order of the columns; None with ``null="t"``.
+        With the shadow null: the shadows' z-scores (NaN for a shadow the model never
+        used), copy after copy in the order of the columns; None with the t null.
     support_ : ndarray of bool
         Mask of the kept features, one entry per input feature.
     n_features_in_ : int
@@ -184,8 +219,8 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
     """
 
     def __init__(self, estimator, *, method=None, alpha=0.05, validation_fraction=0.25,
-                 oob=None, cv=5, n_blocks=DEFAULT_N_BLOCKS, random_state=None, groups=None,
-                 null="t", n_shadows=None):
+                 oob=None, cv=5, n_blocks=None, random_state=None, groups=None,
+                 null=None, n_shadows=None):
         self.estimator = estimator
         self.method = method
         self.alpha = alpha
@@ -238,6 +273,9 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         split_seed, block_seed, shadow_seed = (
             int(s) for s in rng.randint(np.iinfo(np.int32).max, size=3))
+        n_blocks = self._n_blocks(use_oob, n)
+        # null=None: the shadow null where cross-fitted boosting is decided below, after
+        # the first fit tells the model's kind; the t null everywhere else
         shadow = self.null == "shadow"
         work, work_names = data, names
         if shadow:
@@ -246,45 +284,79 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
 
         est = clone(self.estimator)
         if use_oob:
-            if n < self.n_blocks:
-                raise ValueError(f"n_blocks={self.n_blocks} is more than the {n} rows; "
+            if n < n_blocks:
+                raise ValueError(f"n_blocks={n_blocks} is more than the {n} rows; "
                                  "lower n_blocks")
             _fit(est, work, y, sample_weight)
             ex = Explainer(est, feature_names=work_names)
             method = self._screening_method(ex.ensemble)
             res = ex.explain(work, y, oob=True, methods=(method,),
-                             sample_weight=sample_weight, n_blocks=self.n_blocks,
+                             sample_weight=sample_weight, n_blocks=n_blocks,
                              random_state=block_seed, groups=self.groups)
             if shadow:  # the returned estimator sees the real columns only
                 est = clone(self.estimator)
                 _fit(est, data, y, sample_weight)
+
+            def t_result():
+                return Explainer(est, feature_names=names).explain(
+                    data, y, oob=True, methods=(method,), sample_weight=sample_weight,
+                    n_blocks=n_blocks, random_state=block_seed, groups=self.groups)
         elif self.cv is not None:
             # the fit on all rows first: the estimator's own errors on bad X or y come
             # before any fold is split
             _fit(est, data, y, sample_weight)
-            method = self._screening_method(Explainer(est).ensemble)
-            res = cross_explain(self.estimator, work, y, cv=self.cv, methods=(method,),
-                                sample_weight=sample_weight, feature_names=work_names,
-                                n_blocks=self.n_blocks, random_state=block_seed,
-                                groups=self.groups)
+            ens = Explainer(est).ensemble
+            method = self._screening_method(ens)
+            if self.null is None and ens.kind == BOOSTING and self.groups is None:
+                shadow = True
+                work, work_names = _with_shadows(data, names, self._n_copies(len(names)),
+                                                 shadow_seed)
+
+            def t_result(X_=data, names_=names):
+                return cross_explain(self.estimator, X_, y, cv=self.cv, methods=(method,),
+                                     sample_weight=sample_weight, feature_names=names_,
+                                     n_blocks=n_blocks, random_state=block_seed,
+                                     groups=self.groups)
+            res = t_result(work, work_names)
         else:
-            train, val = self._split(n, y, split_seed)
+            train, val = self._split(n, y, split_seed, n_blocks)
             sw = (None, None) if sample_weight is None else (sample_weight[train],
                                                             sample_weight[val])
             _fit(est, _safe_indexing(work, train), y[train], sw[0])
             ex = Explainer(est, feature_names=work_names)
             method = self._screening_method(ex.ensemble)
             res = ex.explain(_safe_indexing(work, val), y[val], methods=(method,),
-                             sample_weight=sw[1], n_blocks=self.n_blocks,
+                             sample_weight=sw[1], n_blocks=n_blocks,
                              random_state=block_seed, groups=self.groups)
             if shadow:
                 est = clone(self.estimator)
                 _fit(est, _safe_indexing(data, train), y[train], sw[0])
+
+            def t_result():
+                return Explainer(est, feature_names=names).explain(
+                    _safe_indexing(data, val), y[val], methods=(method,),
+                    sample_weight=sw[1], n_blocks=n_blocks, random_state=block_seed,
+                    groups=self.groups)
         self.shadow_null_ = self.shadow_zscores_ = None
+        self.null_ = "shadow" if shadow else "t"
         if shadow:
-            res, self.shadow_null_, self.shadow_zscores_ = _shadow_referenced(
-                res, method, len(names))
+            referenced = _shadow_referenced(res, method, len(names))
+            if referenced is None:
+                # tiny data: the model used too few shadows to estimate the centre; the
+                # t null on the real columns alone (what null="t" gives)
+                used = used_shadows(_zscores_of(res, method)[len(names):])
+                warnings.warn(
+                    f"ImportanceSelector: only {used} of {len(work_names) - len(names)} "
+                    f"shadow features entered the model's trees, fewer than "
+                    f"{MIN_USED_SHADOWS} to estimate the shadow null's centre; the t null "
+                    "(null='t') was used instead. More rows or trees let the model use "
+                    "the shadows.", UserWarning, stacklevel=2)
+                self.null_ = "t"
+                res = t_result()
+            else:
+                res, self.shadow_null_, self.shadow_zscores_ = referenced
         self.estimator_ = est
+        self.n_blocks_ = n_blocks
         self.importances_ = res
         self.method_ = method
         kept = res.select(method, self.alpha)
@@ -338,10 +410,13 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
                 or self.cv < 2):
             raise ValueError(f"cv must be None, an integer >= 2 or a splitter with "
                              f"split(X, y), got {self.cv!r}")
-        if isinstance(self.n_blocks, bool) or not isinstance(self.n_blocks, numbers.Integral) \
-                or self.n_blocks < 2:
-            raise ValueError(f"n_blocks must be an integer >= 2, got {self.n_blocks!r}")
-        if not isinstance(self.null, str) or self.null not in NULLS:
+        if self.n_blocks is not None and (
+                isinstance(self.n_blocks, bool)
+                or not isinstance(self.n_blocks, numbers.Integral) or self.n_blocks < 2):
+            raise ValueError(f"n_blocks must be None or an integer >= 2, got "
+                             f"{self.n_blocks!r}")
+        if self.null is not None and (not isinstance(self.null, str)
+                                      or self.null not in NULLS):
             raise ValueError(f"null must be one of {list(NULLS)}, got {self.null!r}")
         if self.n_shadows is not None and (
                 isinstance(self.n_shadows, bool)
@@ -351,6 +426,13 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
         if self.null == "shadow" and self.groups is not None:
             raise ValueError("groups are tested with null='t' only: a group's shadow "
                              "would be a group of shadows; use null='t' with groups")
+
+    def _n_blocks(self, use_oob, n):
+        """``n_blocks``, or for None: OOB_N_BLOCKS out of bag (when the rows allow it),
+        DEFAULT_N_BLOCKS otherwise (per fold when cross-fitted)."""
+        if self.n_blocks is not None:
+            return int(self.n_blocks)
+        return OOB_N_BLOCKS if use_oob and n >= OOB_N_BLOCKS else DEFAULT_N_BLOCKS
 
     def _n_copies(self, n_features):
         """Whole copies of X that give at least ``n_shadows`` shadow columns."""
@@ -380,11 +462,11 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
                              f"validation_fraction={self.validation_fraction} of the rows")
         return bool(self.oob)
 
-    def _split(self, n, y, seed):
+    def _split(self, n, y, seed, n_blocks):
         n_val = int(np.ceil(self.validation_fraction * n))
-        if n_val < self.n_blocks or n - n_val < 1:
+        if n_val < n_blocks or n - n_val < 1:
             raise ValueError(f"validation_fraction={self.validation_fraction} of {n} rows "
-                             f"holds out {n_val} rows, fewer than n_blocks={self.n_blocks} "
+                             f"holds out {n_val} rows, fewer than n_blocks={n_blocks} "
                              "(or leaves no training row); use more rows, a larger "
                              "validation_fraction or a smaller n_blocks")
         stratify = y if is_classifier(self.estimator) else None
@@ -427,11 +509,18 @@ def _with_shadows(data, names, copies, seed):
     return work, list(names) + shadow_names
 
 
+def _zscores_of(res, method):
+    return zscores(res.table[method].to_numpy(), res.stderr[method].to_numpy())
+
+
 def _shadow_referenced(res, method, n_real):
     """The result of the first ``n_real`` (real) features, with ``method``'s p- and
     q-values from :func:`treeimp.measures.shadow_null.shadow_pvalues` (z less the
-    shadows' mean z-score, t reference); the null's (mean, sd, count); the shadows' z-scores."""
-    z = zscores(res.table[method].to_numpy(), res.stderr[method].to_numpy())
+    shadows' mean z-score, t reference); the null's (mean, sd, count); the shadows'
+    z-scores. None if the model used fewer than ``MIN_USED_SHADOWS`` shadows."""
+    z = _zscores_of(res, method)
+    if used_shadows(z[n_real:]) < MIN_USED_SHADOWS:
+        return None
     p, null = shadow_pvalues(z[:n_real], z[n_real:], res.dof)
     real = _first_features(res, n_real)
     real.pvalues[method] = p

@@ -9,6 +9,8 @@ from scipy import stats as _stats
 
 # fewest shadow columns: the null's centre is estimated from them
 MIN_SHADOWS = 100
+# fewest shadows the model must have used (a finite z-score) for the centre to be estimated
+MIN_USED_SHADOWS = 3
 
 
 def zscores(value, stderr):
@@ -28,11 +30,16 @@ def shadow_null(z_shadow):
     finite ones (a shadow the model never used has none)."""
     z = np.asarray(z_shadow, dtype=float)
     z = z[np.isfinite(z)]
-    if z.size < 3:
+    if z.size < MIN_USED_SHADOWS:
         raise ValueError(f"only {z.size} of {np.asarray(z_shadow).size} shadow features "
                          "entered the model's trees, too few to estimate the null; use "
                          "more shadows (n_shadows), trees or rows, or null='t'")
     return float(np.mean(z)), float(np.std(z, ddof=1)), int(z.size)
+
+
+def used_shadows(z_shadow):
+    """How many shadows the model used (those with a finite z-score)."""
+    return int(np.isfinite(np.asarray(z_shadow, dtype=float)).sum())
 
 
 def shadow_pvalues(z, z_shadow, dof):
