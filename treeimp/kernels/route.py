@@ -119,6 +119,32 @@ def walk_batch(X, rows, m, root, depth, min_depth, plain, left, right, feature, 
             cat_offset, cat_count, cat_codes, cat_left, strict, round32, out)
 
 
+# the walk of an ensemble without a NOT_PLAIN node anywhere: ``walk_batch`` with
+# ``plain`` True for every tree, compiled without ``step`` (its categorical and
+# zero-as-missing branches), for kernels whose caller chose it in Python
+@njit(cache=True)
+def walk_plain(X, rows, m, root, depth, min_depth, left, right, feature, threshold, flags,
+               strict, round32, out):
+    """``walk_batch`` for a plain tree (no node in NOT_PLAIN): every step is
+    ``plain_level``'s comparison."""
+    for k in range(m):
+        out[k] = root
+    for level in range(depth):
+        plain_level(X, rows, m, left, right, feature, threshold, flags, strict, round32,
+                    out)
+        if level + 1 >= min_depth and level + 1 < depth and at_leaves(m, flags, out):
+            break
+
+
+@njit(cache=True, inline="always")
+def at_leaves(m, flags, out):
+    """Whether every row out[k], k < m, sits at a leaf."""
+    for k in range(m):
+        if not flags[np.uint64(out[k])] & LEAF:
+            return False
+    return True
+
+
 @njit(cache=True, inline="always")
 def descend(X, rows, m, depth, min_depth, plain, left, right, feature, threshold, flags,
             cat_offset, cat_count, cat_codes, cat_left, strict, round32, out):
@@ -152,22 +178,15 @@ def plain_level(X, rows, m, left, right, feature, threshold, flags, strict, roun
     ``step`` reduced to a comparison, NaN taking the node's NAN_LEFT direction. Written
     without branches (the child is picked arithmetically, the comparison hoisted out
     of the row loop), so that the compiler turns the row loop into vector gathers."""
-    if strict:
-        for k in range(m):
-            node = np.uint64(out[k])
-            x = feature_value(X, rows[k], feature[node], round32)
-            go_left = x < threshold[node]
-            if x != x:
-                go_left = (flags[node] & NAN_LEFT) != 0
-            out[k] = right[node] + (left[node] - right[node]) * np.int64(go_left)
-    else:
-        for k in range(m):
-            node = np.uint64(out[k])
-            x = feature_value(X, rows[k], feature[node], round32)
-            go_left = x <= threshold[node]
-            if x != x:
-                go_left = (flags[node] & NAN_LEFT) != 0
-            out[k] = right[node] + (left[node] - right[node]) * np.int64(go_left)
+    tie = not strict
+    for k in range(m):
+        node = np.uint64(out[k])
+        x = feature_value(X, rows[k], feature[node], round32)
+        t = threshold[node]
+        go_left = (x < t) | ((x == t) & tie)
+        if x != x:
+            go_left = (flags[node] & NAN_LEFT) != 0
+        out[k] = right[node] + (left[node] - right[node]) * np.int64(go_left)
 
 
 @njit(cache=True, inline="always")
