@@ -178,15 +178,22 @@ def plain_level(X, rows, m, left, right, feature, threshold, flags, strict, roun
     ``step`` reduced to a comparison, NaN taking the node's NAN_LEFT direction. Written
     without branches (the child is picked arithmetically, the comparison hoisted out
     of the row loop), so that the compiler turns the row loop into vector gathers."""
-    tie = not strict
-    for k in range(m):
-        node = np.uint64(out[k])
-        x = feature_value(X, rows[k], feature[node], round32)
-        t = threshold[node]
-        go_left = (x < t) | ((x == t) & tie)
-        if x != x:
-            go_left = (flags[node] & NAN_LEFT) != 0
-        out[k] = right[node] + (left[node] - right[node]) * np.int64(go_left)
+    if strict:
+        for k in range(m):
+            node = np.uint64(out[k])
+            x = feature_value(X, rows[k], feature[node], round32)
+            go_left = x < threshold[node]
+            if x != x:
+                go_left = (flags[node] & NAN_LEFT) != 0
+            out[k] = right[node] + (left[node] - right[node]) * np.int64(go_left)
+    else:
+        for k in range(m):
+            node = np.uint64(out[k])
+            x = feature_value(X, rows[k], feature[node], round32)
+            go_left = x <= threshold[node]
+            if x != x:
+                go_left = (flags[node] & NAN_LEFT) != 0
+            out[k] = right[node] + (left[node] - right[node]) * np.int64(go_left)
 
 
 @njit(cache=True, inline="always")
