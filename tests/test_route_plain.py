@@ -108,3 +108,29 @@ def test_trees_are_plain_unless_a_node_is_categorical_or_zero_missing():
     Xn[rng.random(X.shape) < 0.2] = np.nan
     np.testing.assert_allclose(ens.predict_raw(Xn)[:, 0], model.predict(Xn), rtol=1e-12,
                                atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("strict", [False, True])
+def test_walk_plain_equals_walk_batch(seed, strict):
+    """The staged kernel's walk for ensembles without a NOT_PLAIN node reaches the leaves
+    ``walk_batch`` reaches (rows with NaN, ties at thresholds, float32 and float64)."""
+    rng = np.random.default_rng(seed)
+    offsets, depth, (left, right, feature, threshold, flags) = _plain_nodes(rng, strict)
+    X = _rows(rng, 150, int(feature.max()) + 1)
+    empty_i, empty_b = np.zeros(0, np.int64), np.zeros(0, np.bool_)
+    rows = rng.permutation(X.shape[0])
+    m = X.shape[0] - 7
+    for X_ in (X, X.astype(np.float32)):
+        for round32 in (False, True):
+            for t in range(offsets.size - 1):
+                for min_depth in (0, depth[t]):
+                    got = np.full(X.shape[0], -5, np.int64)
+                    want = got.copy()
+                    route.walk_plain(X_, rows, m, offsets[t], depth[t], min_depth, left,
+                                     right, feature, threshold, flags, strict, round32, got)
+                    route.walk_batch(X_, rows, m, offsets[t], depth[t], min_depth, True,
+                                     left, right, feature, threshold, flags, empty_i,
+                                     empty_i, empty_i, empty_b, strict, round32, want)
+                    np.testing.assert_array_equal(got, want)
+                    assert np.all(flags[got[:m]] & route.LEAF)

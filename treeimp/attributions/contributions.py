@@ -375,10 +375,14 @@ def _chunk_tasks(kernel, X, out, inputs, ens, scale, strict, round32, threads):
     task writes only its own rows of ``out``)."""
     per_task = rows_per_task(X.shape[0], threads)
     ranges = task_ranges(-(-X.shape[0] // per_task), threads)
+    # TreeSHAP of trees without categorical or zero-as-missing nodes: None, the kernel
+    # compiled without the routing of those
+    plain = (() if kernel is saabas_chunk
+             else (None if ens.routing.plain.all() else True,))
 
     def tasks(i):
         kernel(X, out, inputs, ens.tree_offsets, ens.tree_output, scale, ens.routing, strict,
-               round32, per_task, ranges[i], ranges[i + 1])
+               round32, per_task, ranges[i], ranges[i + 1], *plain)
 
     run_tasks(tasks, len(ranges) - 1, threads)
 

@@ -47,12 +47,15 @@ class NumbaBackend:
         # True: binary logistic loss, None: squared error)
         every = None if tight_objective.py_func(loss.code, loss.base_score.shape[0]) else True
         logistic = True if every is None and loss.code == LOGISTIC else None
+        # None: no tree has a categorical or zero-as-missing node, the kernel is
+        # compiled with the plain walk alone
+        not_plain = None if routing.plain.all() else True
 
         def block(i):
             b = busy[i]
             staged_block_stats(X, row0, order, b, block_start[b], block_start[b + 1], rows_in,
                                loss, trees, routing, strict, round32, slot, stats,
-                               margin_out, every, logistic)
+                               margin_out, every, logistic, not_plain)
 
         run_tasks(block, len(busy))
 

@@ -119,6 +119,32 @@ def walk_batch(X, rows, m, root, depth, min_depth, plain, left, right, feature, 
             cat_offset, cat_count, cat_codes, cat_left, strict, round32, out)
 
 
+# the walk of an ensemble without a NOT_PLAIN node anywhere: ``walk_batch`` with
+# ``plain`` True for every tree, compiled without ``step`` (its categorical and
+# zero-as-missing branches), for kernels whose caller chose it in Python
+@njit(cache=True)
+def walk_plain(X, rows, m, root, depth, min_depth, left, right, feature, threshold, flags,
+               strict, round32, out):
+    """``walk_batch`` for a plain tree (no node in NOT_PLAIN): every step is
+    ``plain_level``'s comparison."""
+    for k in range(m):
+        out[k] = root
+    for level in range(depth):
+        plain_level(X, rows, m, left, right, feature, threshold, flags, strict, round32,
+                    out)
+        if level + 1 >= min_depth and level + 1 < depth and at_leaves(m, flags, out):
+            break
+
+
+@njit(cache=True, inline="always")
+def at_leaves(m, flags, out):
+    """Whether every row out[k], k < m, sits at a leaf."""
+    for k in range(m):
+        if not flags[np.uint64(out[k])] & LEAF:
+            return False
+    return True
+
+
 @njit(cache=True, inline="always")
 def descend(X, rows, m, depth, min_depth, plain, left, right, feature, threshold, flags,
             cat_offset, cat_count, cat_codes, cat_left, strict, round32, out):

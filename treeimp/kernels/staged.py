@@ -37,7 +37,7 @@ from .gradients import (
     set_stage_params,
     target_columns,
 )
-from .route import walk_batch
+from .route import walk_batch, walk_plain
 
 BATCH = 64  # rows walked together by the TreeSHAP and scale passes
 GROUP = 512  # rows that pass every tree of a stage together (a tree stays in cache)
@@ -176,7 +176,8 @@ def _logistic_terms(s, pos_weight, neg_weight, n, y, w, e, t):
 
 @njit(cache=True, nogil=True)
 def staged_block_stats(X, row0, order, b, s_lo, s_hi, rows_in, loss, trees, routing, strict,
-                       round32, slot, stats, margin_out, all_objectives, logistic):
+                       round32, slot, stats, margin_out, all_objectives, logistic,
+                       not_plain=True):
     """Accumulate the staged statistics of statistic block b: the rows
     ``row0 + order[s_lo:s_hi]`` (local indices into X), their terms added into
     stats[:, b] (and their final margins into ``margin_out``).
@@ -198,7 +199,10 @@ def staged_block_stats(X, row0, order, b, s_lo, s_hi, rows_in, loss, trees, rout
     (``losses.smoothed_spec``). ``all_objectives``: None when the objective is one of
     ``tight_objective``'s, then the kernel is compiled for that one alone (numba drops
     the other branches for a None argument): ``logistic`` True for binary logistic loss,
-    None for squared error; else True (and ``logistic`` None).
+    None for squared error; else True (and ``logistic`` None). ``not_plain``: None when
+    no tree has a node in ``route.NOT_PLAIN`` (``routing.plain`` all True), then the
+    kernel is compiled with ``route.walk_plain`` alone, without the categorical and
+    zero-as-missing routing; else True.
     """
     y, w, row_start = rows_in.target, rows_in.w, rows_in.row_start
     loss_code, loss_params, base_score = loss.code, loss.params, loss.base_score
@@ -261,9 +265,15 @@ def staged_block_stats(X, row0, order, b, s_lo, s_hi, rows_in, loss, trees, rout
                 # removes a reference to each of its dozen arrays (atomic
                 # operations on arrays shared by all threads), once per tree and group
                 # this way, not per tree and batch of 64 rows
-                walk_batch(src, src_rows, ng, tree_offsets[t], depth[t], min_depth[t],
-                           plain[t], left, right, feature, threshold, flags, cat_offset,
-                           cat_count, cat_codes, cat_left, strict, round32, leaves)
+                if not_plain is None:
+                    walk_plain(src, src_rows, ng, tree_offsets[t], depth[t], min_depth[t],
+                               left, right, feature, threshold, flags, strict, round32,
+                               leaves)
+                else:
+                    walk_batch(src, src_rows, ng, tree_offsets[t], depth[t], min_depth[t],
+                               plain[t], left, right, feature, threshold, flags,
+                               cat_offset, cat_count, cat_codes, cat_left, strict, round32,
+                               leaves)
                 # the margin updates, then the statistics, in loops of their own
                 # (short loops the compiler vectorises)
                 for q in range(ng):

@@ -160,6 +160,115 @@ def _check_tree(t, tree_offsets, left, right, feature, n_features, problem, deta
             out_feature[i] = feature[i]
 
 
+def ordered_trees(tree_offsets, left, right, feature, n_features):
+    """:func:`check_trees`'s normal form ``(left, right, feature)`` (int32, GLOBAL child
+    indices, -1 everywhere at leaves) when every tree passes its checks and every child's
+    local index is larger than its parent's (breadth- or depth-first numbering), else
+    None (then :func:`check_trees` finds the problem, or converts other orders).
+
+    Plain numpy, vectorised over all nodes: nothing to compile on a first call. In such
+    trees every node but the root having exactly one parent is enough: following parents
+    from any node strictly lowers its index down to the root, so there is no cycle and no
+    unreachable node (:func:`count_reachable`'s checks)."""
+    tree_offsets = np.asarray(tree_offsets, np.int64)
+    n = int(tree_offsets[-1])
+    n_trees = tree_offsets.shape[0] - 1
+    if n == 0:
+        return None
+    sizes = np.diff(tree_offsets)
+    left = np.asarray(left[:n])
+    right = np.asarray(right[:n])
+    split = left >= 0
+    if not np.array_equal(split, right >= 0):
+        return None
+    s = np.flatnonzero(split)
+    lo = np.repeat(tree_offsets[:-1], sizes)[s]
+    hi = np.repeat(tree_offsets[1:], sizes)[s]
+    gl = left[s] + lo
+    gr = right[s] + lo
+    fs = feature[s]
+    # children after their parent and inside its tree, features in range
+    if not (np.all(gl > s) and np.all(gr > s) and np.all(gl < hi) and np.all(gr < hi)
+            and np.all(fs >= 0) and np.all(fs < n_features)):
+        return None
+    # n - n_trees children, none twice: every node but the roots (which no child can be)
+    # is a child exactly once
+    if 2 * s.shape[0] != n - n_trees:
+        return None
+    hit = np.zeros(n, np.bool_)
+    hit[gl] = True
+    hit[gr] = True
+    if np.count_nonzero(hit) != n - n_trees:
+        return None
+    out_left = np.full(n, -1, np.int32)
+    out_right = np.full(n, -1, np.int32)
+    out_feature = np.full(n, -1, np.int32)
+    out_left[s] = gl
+    out_right[s] = gr
+    out_feature[s] = fs
+    return out_left, out_right, out_feature
+
+
+def order_values_depths(tree_offsets, left, right, weight, value):
+    """:func:`order_values_depths_serial` in plain numpy, for trees whose children come
+    after their parents (what :func:`ordered_trees` accepts): ``(order, deepest,
+    shallowest)``, ``value`` filled in place. The same post-order (left subtree, right
+    subtree, node), the same values bit for bit (each internal node's value is the same
+    arithmetic on its children's, level by level from the deepest), the same depths.
+
+    Vectorised over the nodes of one depth level at a time (a tree walk numpy cannot do
+    in fewer passes): nothing to compile on a first call."""
+    tree_offsets = np.asarray(tree_offsets, np.int64)
+    n = int(tree_offsets[-1])
+    n_trees = tree_offsets.shape[0] - 1
+    # the internal nodes of every depth level with their children, top down
+    levels = []
+    frontier = tree_offsets[:-1]
+    depth = np.empty(n, np.int64)
+    d = 0
+    while frontier.shape[0]:
+        depth[frontier] = d
+        lc = left[frontier]
+        inner = frontier[lc >= 0]
+        lc = left[inner].astype(np.int64)
+        rc = right[inner].astype(np.int64)
+        levels.append((inner, lc, rc))
+        frontier = np.concatenate([lc, rc])
+        d += 1
+    # subtree sizes and values bottom up, each subtree's first post-order position top down
+    size = np.ones(n, np.int64)
+    one = value.shape[1] == 1
+    v = value[:, 0] if one else value
+    for inner, lc, rc in reversed(levels):
+        size[inner] = 1 + size[lc] + size[rc]
+        wl, wr = weight[lc], weight[rc]
+        if not one:
+            wl, wr = wl[:, None], wr[:, None]
+        vl, vr = v[lc], v[rc]
+        total = wl + wr
+        pos = total > 0
+        if pos.all():
+            v[inner] = (wl * vl + wr * vr) / total
+        else:
+            mean = (wl * vl + wr * vr) / np.where(pos, total, 1.0)
+            v[inner] = np.where(pos, mean, 0.5 * (vl + vr))
+    start = np.empty(n, np.int64)
+    start[tree_offsets[:-1]] = tree_offsets[:-1]
+    for inner, lc, rc in levels:
+        first = start[inner]
+        start[lc] = first
+        start[rc] = first + size[lc]
+    order = np.empty(n, np.int64)
+    order[start + size - 1] = np.arange(n, dtype=np.int64)
+    if n_trees == 0:
+        return order, np.zeros(0, np.int64), np.zeros(0, np.int64)
+    leaf = left < 0
+    starts = tree_offsets[:-1]
+    deepest = np.maximum.reduceat(np.where(leaf, depth, 0), starts)
+    shallowest = np.minimum.reduceat(np.where(leaf, depth, np.iinfo(np.int64).max), starts)
+    return order, deepest, shallowest
+
+
 def check_values_thresholds(left, value, threshold, is_categorical):
     """1 if some leaf value is not finite, else 2 if some numeric split has a NaN
     threshold, else 0 (global node arrays, leaves have left < 0; ``value`` has one row

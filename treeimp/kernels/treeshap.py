@@ -109,8 +109,17 @@ def _hot_left(X, rows, nr, node, left, right, feature, threshold, flags, cat_off
                          cat_codes, cat_left, strict)
             out[r] = 1.0 if child == target else 0.0
         return
+    _plain_hot_left(X, rows, nr, node, feature, threshold, flags, strict, round32, out)
+
+
+@njit(cache=True, inline="always")
+def _plain_hot_left(X, rows, nr, node, feature, threshold, flags, strict, round32, out):
+    """``_hot_left`` at a node not in NOT_PLAIN: one comparison, NaN to its NAN_LEFT
+    side."""
+    un = np.uint64(node)
+    fi = feature[un]
     thr = threshold[un]
-    nan_left = 1.0 if fl & NAN_LEFT else 0.0
+    nan_left = 1.0 if flags[un] & NAN_LEFT else 0.0
     for r in range(nr):
         x = feature_value(X, rows[r], fi, round32)
         g = 1.0 if (x < thr if strict else x <= thr) else 0.0
@@ -156,7 +165,7 @@ def _edge_tables(fac, cf, inv, z, zp, tq, wq, M):
 @njit(cache=True)
 def tree_shap_batch(X, rows, nr, root, n_path_features, routing, credit, cover, value,
                     strict, round32, col, scale, proj, dest, out, scratch, gl_nodes,
-                    gl_weights, pair_out, pair_dest):
+                    gl_weights, pair_out, pair_dest, not_plain=True):
     """Add ``scale`` x the path-dependent TreeSHAP values of the tree at ``root`` for
     the rows ``rows[:nr]`` of X (at most the scratch's batch) to ``out`` (n_dest,
     n_players, n_cols): row r's value of player k and output j to ``out[dest[r], k,
@@ -241,9 +250,13 @@ def tree_shap_batch(X, rows, nr, root, n_path_features, routing, credit, cover, 
         elif ints[lvl, 1] < 2:
             go_left = ints[lvl, 1] == 0
             if go_left:
-                _hot_left(X, rows, nr, node, left, right, feature, threshold, flags,
-                          cat_offset, cat_count, cat_codes, cat_left, strict, round32,
-                          hot[lvl])
+                if not_plain is None:  # no node of the tree needs route.step
+                    _plain_hot_left(X, rows, nr, node, feature, threshold, flags, strict,
+                                    round32, hot[lvl])
+                else:
+                    _hot_left(X, rows, nr, node, left, right, feature, threshold, flags,
+                              cat_offset, cat_count, cat_codes, cat_left, strict, round32,
+                              hot[lvl])
             child = left[un] if go_left else right[un]
             ints[lvl, 1] += 1
             f = credit[un]
@@ -378,7 +391,7 @@ ROWS_PER_TASK = BATCH_ROWS  # rows a task passes through every tree, together
 
 @njit(cache=True, nogil=True)
 def contributions_chunk(X, out, tables, tree_offsets, tree_output, tree_scale, routing,
-                        strict, round32, rows_per_task, task0, task1):
+                        strict, round32, rows_per_task, task0, task1, not_plain=True):
     """out[i, k, :] += sum over trees of scale x TreeSHAP contribution of feature k for
     the rows i of tasks task0 .. task1 - 1 (``out`` (n_rows, n_features, n_outputs),
     zeroed by the caller); task q holds the rows q * rows_per_task .. (q + 1) *
@@ -387,7 +400,9 @@ def contributions_chunk(X, out, tables, tree_offsets, tree_output, tree_scale, r
     releases the GIL; a task writes only its own rows). ``tables``:
     kernel_inputs.ShapTables, ``routing``: kernel_inputs.Routing. Saabas
     contributions: ``saabas_chunk`` (a kernel of its own, so that TreeSHAP calls do not
-    compile Saabas and the other way round)."""
+    compile Saabas and the other way round). ``not_plain``: None when no tree has a node
+    in ``route.NOT_PLAIN`` (``routing.plain`` all True): the kernel is then compiled
+    without ``route.step`` (numba drops the branch for a None argument); else True."""
     no_proj = np.empty((0, 0))
     for task in range(task0, task1):
         # fresh scratch per task, as when every task ran on its own
@@ -399,7 +414,8 @@ def contributions_chunk(X, out, tables, tree_offsets, tree_output, tree_scale, r
             tree_shap_batch(X, rows, rows.shape[0], tree_offsets[t], tables.path_features[t],
                             routing, tables.feature, tables.cover, tables.value, strict,
                             round32, tree_output[t], tree_scale[t], no_proj, rows, out,
-                            scratch, tables.gl_nodes, tables.gl_weights, no_pairs, rows)
+                            scratch, tables.gl_nodes, tables.gl_weights, no_pairs, rows,
+                            not_plain)
 
 
 @njit(cache=True, nogil=True)

@@ -76,6 +76,11 @@ COLUMN_NAME_RULES = ("exact", "space_as_underscore", "by_name")
 # below this many nodes the structural passes of from_trees run on one thread: they
 # are a few operations per node, less than starting the thread pool costs
 SERIAL_NODES = 1 << 20
+# below this many nodes, trees numbered with children after parents are checked and
+# ordered in numpy (structure.ordered_trees, order_values_depths): a first call then
+# compiles neither kernel; numpy's level-by-level passes are slower than the kernels,
+# which on larger models is worth their compilation
+NUMPY_STRUCTURE_NODES = 1 << 17
 
 
 @dataclass
@@ -574,11 +579,23 @@ class TreeEnsemble:
         n_ok = min([t for t, rank, _ in problems if rank < _REPORT_ORDER.index("structure")],
                    default=n_trees)
         end = offsets[n_ok]
-        serial = offsets[-1] < SERIAL_NODES
-        check_trees = structure.check_trees_serial if serial else structure.check_trees
-        problem, bad, left, right, feature = check_trees(
-            offsets[:n_ok + 1], fields["left"][:end], fields["right"][:end],
-            fields["feature"][:end], n_features)
+        # trees numbered with children after parents (XGBoost, scikit-learn, ...) are
+        # checked and converted in numpy (up to NUMPY_STRUCTURE_NODES); the kernel
+        # finds the problem of the others or converts them
+        ordered = None
+        if end < NUMPY_STRUCTURE_NODES:
+            ordered = structure.ordered_trees(offsets[:n_ok + 1], fields["left"][:end],
+                                              fields["right"][:end], fields["feature"][:end],
+                                              n_features)
+        if ordered is not None:
+            left, right, feature = ordered
+            problem = np.zeros(0, np.int64)
+        else:
+            serial = offsets[-1] < SERIAL_NODES
+            check_trees = structure.check_trees_serial if serial else structure.check_trees
+            problem, bad, left, right, feature = check_trees(
+                offsets[:n_ok + 1], fields["left"][:end], fields["right"][:end],
+                fields["feature"][:end], n_features)
         if np.any(problem):
             t_idx = int(np.argmax(problem != 0))
             problems.append((t_idx, _REPORT_ORDER.index("structure"),
@@ -604,9 +621,13 @@ class TreeEnsemble:
 
         # internal node values are filled (in place, before the arrays become
         # read-only) bottom up in the post-order the ensemble then keeps
-        # (small ensembles: with the trees' depths, which routing reads, in one kernel)
+        # (with the trees' depths, which routing reads: in numpy for ordered trees, in
+        # one kernel for other small ensembles)
         depths = None
-        if offsets[-1] < SERIAL_NODES:
+        if ordered is not None:
+            postorder, *depths = structure.order_values_depths(offsets, left, right, weight,
+                                                               value)
+        elif offsets[-1] < SERIAL_NODES:
             postorder, *depths = structure.order_values_depths_serial(
                 offsets, left, right, weight, value)
         else:
