@@ -15,46 +15,22 @@ import math
 from numba import njit, prange
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def cox_grad_hess_table(labels, order, margins, out):
-    """out[i, 2 st], out[i, 2 st + 1] := g, h of row i at round st.
+    """out[i, 2 st], out[i, 2 st + 1] := g, h of row i at round st, as XGBoost computes
+    them (CoxRegression::GetGradient).
 
-    ``labels`` (n,): XGBoost's Cox labels (time |y|, censored where y <= 0); ``order``
-    (n,): the rows by |y|, ties in row order (XGBoost's stable LabelAbsSort);
-    ``margins`` (n_stages, n): every row's margin before each round. Per round, as
-    XGBoost: the risk sum starts at the sum of exp(m) over all rows (in ``order``) and
-    drops the rows of earlier times when the time increases; each event adds 1 / risk
-    sum to r and 1 / risk sum^2 to s as it is reached, so tied events count those met
-    before them in ``order``; g = e r - [y > 0], h = e r - e^2 s with e = exp(m)."""
-    n_stages, n = margins.shape
-    for st in prange(n_stages):
-        exp_sum = 0.0
-        for i in range(n):
-            exp_sum += math.exp(margins[st, order[i]])
-        r_k = 0.0
-        s_k = 0.0
-        last_exp = 0.0
-        last_abs = 0.0
-        pending = 0.0
-        for i in range(n):
-            ind = order[i]
-            e = math.exp(margins[st, ind])
-            y = labels[ind]
-            ay = abs(y)
-            pending += last_exp
-            if last_abs < ay:
-                exp_sum -= pending
-                pending = 0.0
-            if y > 0.0:
-                r_k += 1.0 / exp_sum
-                s_k += 1.0 / (exp_sum * exp_sum)
-            out[ind, 2 * st] = e * r_k - (1.0 if y > 0.0 else 0.0)
-            out[ind, 2 * st + 1] = e * r_k - e * e * s_k
-            last_abs = ay
-            last_exp = e
+    ``labels`` (n,): the Cox labels (time |y|, censored where y <= 0); ``order`` (n,):
+    the rows by |y|, ties in row order (XGBoost's stable LabelAbsSort); ``margins``
+    (n_stages, n): every row's margin before each round. Per round, as XGBoost: the risk
+    sum starts at the sum of exp(m) over all rows (in ``order``) and drops the rows of
+    earlier times when the time increases; each event adds 1 / risk sum to r and
+    1 / risk sum^2 to s as it is reached, so tied events count those met before them in
+    ``order``; g = e r - [y > 0], h = e r - e^2 s with e = exp(m)."""
+    _risk_set_table(labels, order, margins, False, out)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def cox_sequential_grad_hess_table(labels, order, margins, out):
     """out[i, 2 st], out[i, 2 st + 1] := g, h of row i at round st, as CatBoost's Cox
     computes them (TCoxError::CalcDersRange).
@@ -66,31 +42,45 @@ def cox_sequential_grad_hess_table(labels, order, margins, out):
     overflow; g and h do not change). Per round: the risk sum starts at the sum over all
     rows; each event first drops the rows met since the last event, then adds 1 / sum to
     r and 1 / sum^2 to s; g = e r - [y > 0], h = e r - e^2 s."""
+    _risk_set_table(labels, order, margins, True, out)
+
+
+@njit(cache=True, parallel=True)
+def _risk_set_table(labels, order, margins, sequential, out):
+    """Both Cox forms in one pass per round: the rows met since the last drop leave the
+    risk sum when the time increases (XGBoost, ``sequential`` False) or at each event
+    (CatBoost, True, which also shifts the exponents by the round's largest margin)."""
     n_stages, n = margins.shape
     if n == 0:
         return
     for st in prange(n_stages):
-        top = margins[st, 0]
-        for i in range(1, n):
-            if margins[st, i] > top:
-                top = margins[st, i]
+        top = 0.0
+        if sequential:
+            top = margins[st, 0]
+            for i in range(1, n):
+                if margins[st, i] > top:
+                    top = margins[st, i]
         exp_sum = 0.0
         for i in range(n):
-            exp_sum += math.exp(margins[st, i] - top)
+            exp_sum += math.exp(margins[st, order[i]] - top)
         r_k = 0.0
         s_k = 0.0
         last_exp = 0.0
+        last_abs = 0.0
         pending = 0.0
         for i in range(n):
             ind = order[i]
             e = math.exp(margins[st, ind] - top)
             y = labels[ind]
+            ay = abs(y)
             pending += last_exp
-            if y > 0.0:
+            if (y > 0.0) if sequential else (last_abs < ay):
                 exp_sum -= pending
                 pending = 0.0
+            if y > 0.0:
                 r_k += 1.0 / exp_sum
                 s_k += 1.0 / (exp_sum * exp_sum)
             out[ind, 2 * st] = e * r_k - (1.0 if y > 0.0 else 0.0)
             out[ind, 2 * st + 1] = e * r_k - e * e * s_k
+            last_abs = ay
             last_exp = e
