@@ -1,4 +1,4 @@
-"""Calibration of the default screening on two null designs of the screening study
+"""Calibration of the default screening on three null designs of the screening study
 (issue 32): how far the noise features' p-values are from uniform.
 
 Designs (benchmarks/screening.py, with that study's seeds, 100 x design position +
@@ -8,7 +8,10 @@ repetition):
   ID), y independent with 30% positives, n = 800;
 - "rare null": the rare-positive design's 30 normal features (the same X as
   ``rare_positives`` for the same seed), y independent of them with 4% positives,
-  n = 2,000.
+  n = 2,000;
+- "skewed regression null": the skewed design's 20 normal features, y drawn as there
+  (exp(0.3 sum of five normals + 0.6 eps) + 1000) from five unobserved normal variables,
+  so independent of every feature, n = 1,000 (regressors for it).
 
 Settings, each the default screening of its model kind (``ImportanceSelector``):
 
@@ -32,7 +35,9 @@ reference) and "null=shadow" (the pooled normal null first measured: (z - m) / (
 + 1/S)), t(S - 1)); z is the score the p-value is computed from.
 
 ``--n-blocks N`` sets the selector's ``n_blocks`` (default: its own), and
-``--forest-class-weight W`` its forest's ``class_weight``.
+``--forest-class-weight W`` its forest's ``class_weight``. ``--selector-methods
+m1,m2`` runs only the cross-fitted XGBoost selector with its default null, once per
+named measure.
 
     python benchmarks/calibration_null.py --reps 10   # the table in benchmarks/README.md
     python benchmarks/calibration_null.py --selector --reps 10   # the selector's nulls
