@@ -46,6 +46,8 @@ inflate. ``--boruta-cache FILE.json`` keeps Boruta's result per design and repet
 (it is deterministic given the seed): runs found in the file are not repeated.
 ``benchmarks/screening_boruta.json`` holds the 25 runs measured on 2026-11-28 (10 of
 Strobl's design, 1-3 of eight others; CPU seconds under a load average of 20-25).
+``--selector-methods m1,m2`` runs only the cross-fitted XGBoost selector, once per named
+measure, with its default null or ``--selector-null``, and ``--n-shadows``.
 ``--n-blocks N`` sets the selector's ``n_blocks`` (default: its own, 50 out of bag and 20
 per fold cross-fitted); ``--forest-class-weight W`` fits the selector's forest
 classifier with ``class_weight=W`` (its default measure is then ``ufi``).
@@ -357,14 +359,15 @@ def run_selectors(X, y, task, seed, cfg):
 
 def xgb_selector_methods(X, y, task, seed, cfg):
     """The cross-fitted XGBoost ``ImportanceSelector`` with its default null (the shadow
-    null), once per measure of ``cfg["selector_methods"]``: {label: (kept mask, p-values,
-    scores, CPU seconds)}."""
+    null) or ``cfg["selector_null"]``, once per measure of ``cfg["selector_methods"]``:
+    {label: (kept mask, p-values, scores, CPU seconds)}."""
     out = {}
     for m in cfg["selector_methods"]:
         t = time.process_time()
         sel = treeimp.ImportanceSelector(boosting(task, seed, cfg["rounds"]), method=m,
                                          random_state=seed, n_blocks=cfg["n_blocks"],
-                                         n_shadows=cfg.get("n_shadows"))
+                                         n_shadows=cfg.get("n_shadows"),
+                                         null=cfg.get("selector_null"))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "kept no feature"
             sel.fit(X, y)
@@ -512,6 +515,8 @@ def main(argv=None):
                          "cross-fitted XGBoost selector, its default null, once per measure")
     ap.add_argument("--n-shadows", type=int, default=None,
                     help="with --selector-methods: the selector's n_shadows")
+    ap.add_argument("--selector-null", default=None, choices=("t", "shadow"),
+                    help="with --selector-methods: the selector's null (default: its own)")
     ap.add_argument("--out", default=None, help="CSV of every repetition")
     ap.add_argument("--summarise", default=None,
                     help="comma-separated CSVs written by --out: print their table only")
@@ -535,6 +540,7 @@ def main(argv=None):
     cfg["selector_methods"] = (args.selector_methods.split(",") if args.selector_methods
                                else None)
     cfg["n_shadows"] = args.n_shadows
+    cfg["selector_null"] = args.selector_null
     names = list(DESIGNS)
     if args.designs:
         names = [names[int(i)] for i in args.designs.split(",")]
