@@ -37,7 +37,7 @@ reference) and "null=shadow" (the pooled normal null first measured: (z - m) / (
 ``--n-blocks N`` sets the selector's ``n_blocks`` (default: its own), and
 ``--forest-class-weight W`` its forest's ``class_weight``. ``--selector-methods
 m1,m2`` runs only the cross-fitted XGBoost selector with its default null, once per
-named measure.
+named measure (``--selector-null t``: with the t null).
 
     python benchmarks/calibration_null.py --reps 10   # the table in benchmarks/README.md
     python benchmarks/calibration_null.py --selector --reps 10   # the selector's nulls
@@ -150,8 +150,9 @@ def selector_data_set(name, make, n, seed, cfg):
 
 def selector_methods_data_set(name, X, y, task, seed, cfg):
     """Rows of one null data set for the cross-fitted XGBoost ``ImportanceSelector`` with
-    its default null, once per measure of ``cfg["selector_methods"]``; z is the score the
-    p-value is computed from (z - m under the shadow null)."""
+    its default null (or ``cfg["selector_null"]``), once per measure of
+    ``cfg["selector_methods"]``; z is the score the p-value is computed from (z - m under
+    the shadow null)."""
     import warnings
 
     from treeimp.measures.shadow_null import zscores
@@ -160,7 +161,8 @@ def selector_methods_data_set(name, X, y, task, seed, cfg):
     for m in cfg["selector_methods"]:
         t = time.process_time()
         sel = treeimp.ImportanceSelector(boosting(task, seed, cfg["rounds"]), method=m,
-                                         random_state=seed, n_blocks=cfg["n_blocks"])
+                                         random_state=seed, n_blocks=cfg["n_blocks"],
+                                         null=cfg.get("selector_null"))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "kept no feature"
             sel.fit(X, y)
@@ -260,6 +262,8 @@ def main(argv=None):
     ap.add_argument("--selector-methods", default=None,
                     help="with --selector: comma-separated measures; run only the "
                          "cross-fitted XGBoost selector, its default null, once per measure")
+    ap.add_argument("--selector-null", default=None, choices=("t", "shadow"),
+                    help="with --selector-methods: the selector's null (default: its own)")
     ap.add_argument("--out", default=None, help="CSV of every noise z-score")
     ap.add_argument("--summarise", default=None,
                     help="comma-separated CSVs written by --out: print their table only")
@@ -276,6 +280,7 @@ def main(argv=None):
     cfg["forest_class_weight"] = args.forest_class_weight
     cfg["selector_methods"] = (args.selector_methods.split(",") if args.selector_methods
                                else None)
+    cfg["selector_null"] = args.selector_null
     designs = NULL_DESIGNS
     if args.designs:
         designs = [NULL_DESIGNS[int(i)] for i in args.designs.split(",")]
