@@ -1,4 +1,4 @@
-"""Calibration of the default screening on two null designs of the screening study
+"""Calibration of the default screening on three null designs of the screening study
 (issue 32): how far the noise features' p-values are from uniform.
 
 Designs (benchmarks/screening.py, with that study's seeds, 100 x design position +
@@ -8,7 +8,10 @@ repetition):
   ID), y independent with 30% positives, n = 800;
 - "rare null": the rare-positive design's 30 normal features (the same X as
   ``rare_positives`` for the same seed), y independent of them with 4% positives,
-  n = 2,000.
+  n = 2,000;
+- "skewed regression null": the skewed design's 20 normal features, y drawn as there
+  (exp(0.3 sum of five normals + 0.6 eps) + 1000) from five unobserved normal variables,
+  so independent of every feature, n = 1,000 (regressors for it).
 
 Settings, each the default screening of its model kind (``ImportanceSelector``):
 
@@ -32,7 +35,9 @@ reference) and "null=shadow" (the pooled normal null first measured: (z - m) / (
 + 1/S)), t(S - 1)); z is the score the p-value is computed from.
 
 ``--n-blocks N`` sets the selector's ``n_blocks`` (default: its own), and
-``--forest-class-weight W`` its forest's ``class_weight``.
+``--forest-class-weight W`` its forest's ``class_weight``. ``--selector-methods
+m1,m2`` runs only the cross-fitted XGBoost selector with its default null, once per
+named measure (``--selector-null t``: with the t null).
 
     python benchmarks/calibration_null.py --reps 10   # the table in benchmarks/README.md
     python benchmarks/calibration_null.py --selector --reps 10   # the selector's nulls
@@ -60,6 +65,7 @@ from screening import (  # noqa: E402
     rare_null,
     shadow_centred_pvalues,
     shadow_scaled_pvalues,
+    skewed_null,
 )
 
 import treeimp  # noqa: E402
@@ -69,27 +75,29 @@ MEASURES = ("mdi_oob_centered", "ufi")
 ALPHA = 0.05
 # (name, generator, n, the screening study's design whose seeds it uses)
 NULL_DESIGNS = (("pure null", pure_null, 800, "pure null"),
-                ("rare null (4%)", rare_null, 2000, "rare positives (4%)"))
+                ("rare null (4%)", rare_null, 2000, "rare positives (4%)"),
+                ("skewed regression null", skewed_null, 1000, "skewed y far from 0"))
 
 
-def screening_forest(seed, trees=100, leaf=10):
-    from sklearn.ensemble import RandomForestClassifier
+def screening_forest(seed, trees=100, leaf=10, task="classification"):
+    from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
-    return RandomForestClassifier(n_estimators=trees, max_features="sqrt",
-                                  min_samples_leaf=leaf, random_state=seed, n_jobs=1)
+    cls = RandomForestClassifier if task == "classification" else RandomForestRegressor
+    return cls(n_estimators=trees, max_features="sqrt", min_samples_leaf=leaf,
+               random_state=seed, n_jobs=1)
 
 
 def one_data_set(name, make, n, seed, cfg):
     """Rows (one per noise feature, setting and measure) of one null data set."""
-    X, y, _, _ = make(n, np.random.default_rng(seed))
+    X, y, _, task = make(n, np.random.default_rng(seed))
     rows = []
     t = time.perf_counter()
-    rf = screening_forest(seed, cfg["trees"]).fit(X, y)
+    rf = screening_forest(seed, cfg["trees"], task=task).fit(X, y)
     res = treeimp.explain(rf, X, y, oob=True, methods=MEASURES, random_state=seed, n_jobs=1)
     rows += _rows(res, name, seed, "forest OOB (screening forest)",
                   time.perf_counter() - t)
     t = time.perf_counter()
-    res = treeimp.cross_explain(boosting("classification", seed, cfg["rounds"]), X, y, cv=5,
+    res = treeimp.cross_explain(boosting(task, seed, cfg["rounds"]), X, y, cv=5,
                                 methods=MEASURES, random_state=seed, n_jobs=1)
     rows += _rows(res, name, seed, "XGB cross-fitted", time.perf_counter() - t)
     return rows
@@ -101,14 +109,16 @@ def selector_data_set(name, make, n, seed, cfg):
 
     from treeimp.measures.shadow_null import shadow_null, zscores
 
-    X, y, _, _ = make(n, np.random.default_rng(seed))
+    X, y, _, task = make(n, np.random.default_rng(seed))
     rows = []
-    rf = screening_forest(seed, cfg["trees"])
-    if cfg.get("forest_class_weight"):
+    if cfg.get("selector_methods"):
+        return selector_methods_data_set(name, X, y, task, seed, cfg)
+    rf = screening_forest(seed, cfg["trees"], task=task)
+    if cfg.get("forest_class_weight") and task == "classification":
         rf.set_params(class_weight=cfg["forest_class_weight"])
     for setting, est in (("selector, forest OOB", rf),
                          ("selector, XGB cross-fitted",
-                          boosting("classification", seed, cfg["rounds"]))):
+                          boosting(task, seed, cfg["rounds"]))):
         for null in ("t", "shadow"):
             t = time.process_time()
             sel = treeimp.ImportanceSelector(est, null=null, random_state=seed,
@@ -135,6 +145,39 @@ def selector_data_set(name, make, n, seed, cfg):
                     rows.append({"design": name, "seed": seed, "setting": setting,
                                  "measure": label, "feature": j, "z": zz[j], "p": pp[j],
                                  "dof": res.dof, "any_kept": any_kept, "seconds": seconds})
+    return rows
+
+
+def selector_methods_data_set(name, X, y, task, seed, cfg):
+    """Rows of one null data set for the cross-fitted XGBoost ``ImportanceSelector`` with
+    its default null (or ``cfg["selector_null"]``), once per measure of
+    ``cfg["selector_methods"]``; z is the score the p-value is computed from (z - m under
+    the shadow null)."""
+    import warnings
+
+    from treeimp.measures.shadow_null import zscores
+
+    rows = []
+    for m in cfg["selector_methods"]:
+        t = time.process_time()
+        sel = treeimp.ImportanceSelector(boosting(task, seed, cfg["rounds"]), method=m,
+                                         random_state=seed, n_blocks=cfg["n_blocks"],
+                                         null=cfg.get("selector_null"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "kept no feature"
+            sel.fit(X, y)
+        seconds = time.process_time() - t
+        res = sel.importances_
+        z = zscores(res.table[m].to_numpy(), res.stderr[m].to_numpy())
+        if sel.shadow_null_ is not None:
+            z = z - sel.shadow_null_[0]
+        p = res.pvalues[m].to_numpy()
+        any_kept = bool((bh_qvalues(p) < ALPHA).any())
+        for j in range(len(z)):
+            rows.append({"design": name, "seed": seed, "setting": "selector, XGB cross-fitted",
+                         "measure": f"{m} null={sel.null_}", "feature": j, "z": z[j],
+                         "p": p[j], "dof": res.dof, "any_kept": any_kept,
+                         "seconds": seconds})
     return rows
 
 
@@ -216,6 +259,11 @@ def main(argv=None):
     ap.add_argument("--forest-class-weight", default=None,
                     help="with --selector: the forest classifier's class_weight (e.g. "
                          "balanced_subsample; its default screening measure is then ufi)")
+    ap.add_argument("--selector-methods", default=None,
+                    help="with --selector: comma-separated measures; run only the "
+                         "cross-fitted XGBoost selector, its default null, once per measure")
+    ap.add_argument("--selector-null", default=None, choices=("t", "shadow"),
+                    help="with --selector-methods: the selector's null (default: its own)")
     ap.add_argument("--out", default=None, help="CSV of every noise z-score")
     ap.add_argument("--summarise", default=None,
                     help="comma-separated CSVs written by --out: print their table only")
@@ -230,6 +278,9 @@ def main(argv=None):
            {"reps": args.reps, "scale": 1.0, "trees": 100, "rounds": 100})
     cfg["n_blocks"] = args.n_blocks
     cfg["forest_class_weight"] = args.forest_class_weight
+    cfg["selector_methods"] = (args.selector_methods.split(",") if args.selector_methods
+                               else None)
+    cfg["selector_null"] = args.selector_null
     designs = NULL_DESIGNS
     if args.designs:
         designs = [NULL_DESIGNS[int(i)] for i in args.designs.split(",")]

@@ -46,6 +46,8 @@ inflate. ``--boruta-cache FILE.json`` keeps Boruta's result per design and repet
 (it is deterministic given the seed): runs found in the file are not repeated.
 ``benchmarks/screening_boruta.json`` holds the 25 runs measured on 2026-11-28 (10 of
 Strobl's design, 1-3 of eight others; CPU seconds under a load average of 20-25).
+``--selector-methods m1,m2`` runs only the cross-fitted XGBoost selector, once per named
+measure, with its default null or ``--selector-null``, and ``--n-shadows``.
 ``--n-blocks N`` sets the selector's ``n_blocks`` (default: its own, 50 out of bag and 20
 per fold cross-fitted); ``--forest-class-weight W`` fits the selector's forest
 classifier with ``class_weight=W`` (its default measure is then ``ufi``).
@@ -147,6 +149,16 @@ def rare_null(n, rng):
     X = rng.normal(size=(n, 30))
     y = (rng.random(n) < 0.04).astype(int)
     return X, y, np.array([], dtype=int), "classification"
+
+
+def skewed_null(n, rng):
+    """The null twin of :func:`skewed_far` (for benchmarks/calibration_null.py): 20
+    standard normal features, y drawn as in skewed_far from five other, unobserved
+    normal variables, so independent of every feature (far from zero, right-skewed)."""
+    X = rng.normal(size=(n, 20))
+    hidden = rng.normal(size=(n, 5))
+    y = np.exp(0.3 * hidden.sum(axis=1) + 0.6 * rng.normal(size=n)) + 1000.0
+    return X, y, np.array([], dtype=int), "regression"
 
 
 def many_weak(n, rng):
@@ -313,6 +325,8 @@ def run_selectors(X, y, task, seed, cfg):
     """``ImportanceSelector`` with each null, forest out of bag and XGBoost cross-fitted:
     {label: (kept mask, p-values, scores, CPU seconds)}."""
     out = {}
+    if cfg.get("selector_methods"):
+        return xgb_selector_methods(X, y, task, seed, cfg)
     rf = forest(task, seed, 100).set_params(min_samples_leaf=10)
     if task == "classification" and cfg.get("forest_class_weight"):
         rf.set_params(class_weight=cfg["forest_class_weight"])
@@ -340,6 +354,27 @@ def run_selectors(X, y, task, seed, cfg):
             p = shadow_centred_pvalues(value, se, sel.shadow_zscores_, res.dof)
             out[f"selector {label} {m} null=shadow-centred"] = (
                 bh_qvalues(p) < ALPHA, p, value, dt)
+    return out
+
+
+def xgb_selector_methods(X, y, task, seed, cfg):
+    """The cross-fitted XGBoost ``ImportanceSelector`` with its default null (the shadow
+    null) or ``cfg["selector_null"]``, once per measure of ``cfg["selector_methods"]``:
+    {label: (kept mask, p-values, scores, CPU seconds)}."""
+    out = {}
+    for m in cfg["selector_methods"]:
+        t = time.process_time()
+        sel = treeimp.ImportanceSelector(boosting(task, seed, cfg["rounds"]), method=m,
+                                         random_state=seed, n_blocks=cfg["n_blocks"],
+                                         n_shadows=cfg.get("n_shadows"),
+                                         null=cfg.get("selector_null"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "kept no feature"
+            sel.fit(X, y)
+        dt = time.process_time() - t
+        res = sel.importances_
+        out[f"selector XGB cross-fitted {m} null={sel.null_}"] = (
+            sel.support_.copy(), res.pvalues[m].to_numpy(), res.table[m].to_numpy(), dt)
     return out
 
 
@@ -475,6 +510,13 @@ def main(argv=None):
     ap.add_argument("--forest-class-weight", default=None,
                     help="with --selector: the forest classifier's class_weight (e.g. "
                          "balanced_subsample; its default screening measure is then ufi)")
+    ap.add_argument("--selector-methods", default=None,
+                    help="with --selector: comma-separated measures; run only the "
+                         "cross-fitted XGBoost selector, its default null, once per measure")
+    ap.add_argument("--n-shadows", type=int, default=None,
+                    help="with --selector-methods: the selector's n_shadows")
+    ap.add_argument("--selector-null", default=None, choices=("t", "shadow"),
+                    help="with --selector-methods: the selector's null (default: its own)")
     ap.add_argument("--out", default=None, help="CSV of every repetition")
     ap.add_argument("--summarise", default=None,
                     help="comma-separated CSVs written by --out: print their table only")
@@ -495,6 +537,10 @@ def main(argv=None):
     cfg["centre_null"] = args.centre_null
     cfg["n_blocks"] = args.n_blocks
     cfg["forest_class_weight"] = args.forest_class_weight
+    cfg["selector_methods"] = (args.selector_methods.split(",") if args.selector_methods
+                               else None)
+    cfg["n_shadows"] = args.n_shadows
+    cfg["selector_null"] = args.selector_null
     names = list(DESIGNS)
     if args.designs:
         names = [names[int(i)] for i in args.designs.split(",")]

@@ -74,10 +74,16 @@ def test_new_designs_have_the_stated_shape_and_rates():
     assert np.array_equal(X0, X) and len(rel0) == 0 and 0.035 <= y0.mean() <= 0.045
     X, y, _, _ = mod.skewed_far(20000, np.random.default_rng(2))
     assert y.min() > 1000 and stats.skew(y) > 2
+    # its null twin: the same marginal shape, y independent of every feature
+    X0, y0, rel0, task = mod.skewed_null(20000, np.random.default_rng(2))
+    assert X0.shape == (20000, 20) and len(rel0) == 0 and task == "regression"
+    assert y0.min() > 1000 and stats.skew(y0) > 2
+    assert abs(np.mean(y0) - np.mean(y)) < 0.1
+    assert max(abs(stats.spearmanr(X0[:, j], y0)[0]) for j in range(20)) < 0.03
 
 
 def test_quick_calibration_null_runs(capsys):
-    """benchmarks/calibration_null.py --quick --centre-null: both null designs, both
+    """benchmarks/calibration_null.py --quick --centre-null: the three null designs, both
     settings and measures, with and without centring; rates in [0, 1]; the centred
     z-scores of each data set have median 0 and their p-values are t's upper tail."""
     import numpy as np
@@ -88,7 +94,7 @@ def test_quick_calibration_null_runs(capsys):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     table = mod.main(["--quick", "--centre-null"])
-    assert len(table) == 2 * 2 * 2 * 2  # designs x settings x measures x centring
+    assert len(table) == 3 * 2 * 2 * 2  # designs x settings x measures x centring
     for col in ("p05", "p01", "FWER"):
         assert ((table[col] >= 0) & (table[col] <= 1)).all(), col
     df = mod.pd.DataFrame({"design": "d", "seed": 0, "setting": "s", "measure": "m",
