@@ -171,6 +171,28 @@ def test_flags_other_than_0_1_go_the_per_tree_way(key):
     assert read_model(bytes(damaged)) is None
 
 
+def test_a_wrong_num_nodes_goes_the_per_tree_way():
+    """A tree whose tree_param.num_nodes text is not its node count (one digit changed
+    in place, in the first, a middle and the last tree) or is not a string: the flat
+    reader leaves the model to the per-tree path; the untouched bytes it reads."""
+    raw = bytes(MODELS["regression"].get_booster().save_raw("ubj"))
+    assert read_model(raw) is not None
+    _, marker, _, start, count, _, key_start, key_len, _ = index_values(
+        np.frombuffer(raw, np.uint8), MAX_DEPTH)
+    rows = [r for r in range(start.size)
+            if raw[key_start[r]:key_start[r] + key_len[r]] == b"num_nodes"]
+    assert len(rows) == MODELS["regression"].n_estimators
+    for r in (rows[0], rows[len(rows) // 2], rows[-1]):
+        assert marker[r] == ord("S")
+        last = start[r] + count[r] - 1  # the count's last digit, changed
+        damaged = bytearray(raw)
+        damaged[last] = ord("0") + (raw[last] - ord("0") + 1) % 10
+        assert read_model(bytes(damaged)) is None
+        damaged = bytearray(raw)
+        damaged[start[r]] = ord("x")  # not a number
+        assert read_model(bytes(damaged)) is None
+
+
 def test_index_values_locates_every_value():
     """Every value the strict reader decodes, found by the index at its place: a
     document with every marker, counted and uncounted containers and no-ops."""

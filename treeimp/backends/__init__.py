@@ -75,10 +75,12 @@ class Backend(Protocol):
         (``kernels/forest_stats.py``)."""
 
     def staged_leaf_stats(self, X, row0, order, block_start, rows_in, loss, trees, routing,
-                          strict, round32, slot, stats, margin_out):
+                          strict, round32, slot, stats, margin_out, fresh=False):
         """Add the staged terms n', S', H', R' of the rows into ``stats`` (n_leaves,
         n_blocks, 4), the margins moving stage by stage; final margins into
-        ``margin_out`` unless it has no rows (``kernels/staged.py``)."""
+        ``margin_out`` unless it has no rows (``kernels/staged.py``). ``fresh``: the
+        cells of ``stats`` are all zero (the first chunk), the rows of several blocks
+        may then walk the trees together."""
 
     def staged_scale_sums(self, X, row0, rows_in, loss, trees, routing, strict, round32,
                           out):

@@ -5,6 +5,8 @@ threads (``backends.threads``)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..kernels.forest_stats import forest_leaf_stats
 from ..kernels.gradients import LOGISTIC
 from ..kernels.inbag_counts import inbag_leaf_counts
@@ -38,11 +40,18 @@ class NumbaBackend:
         run_tasks(trees, len(ranges) - 1)
 
     def staged_leaf_stats(self, X, row0, order, block_start, rows_in, loss, trees, routing,
-                          strict, round32, slot, stats, margin_out):
-        # one task per statistic block (a block's cells of ``stats`` are its own); the
-        # blocks without rows of this chunk add nothing
-        busy = [b for b in range(block_start.shape[0] - 1)
-                if block_start[b + 1] > block_start[b]]
+                          strict, round32, slot, stats, margin_out, fresh=False):
+        # tasks of consecutive statistic blocks (a run's cells of ``stats`` are its
+        # own). Into zeroed cells (``fresh``): one run on one thread; on several, about
+        # four runs per thread of equal rows, so that a thread slowed by another process
+        # leaves its remaining runs to the others. Otherwise one task per block with
+        # rows (the kernel sums such a block in a buffer of its own).
+        if fresh:
+            cuts = _block_runs(block_start, thread_count())
+            runs = list(zip(cuts[:-1], cuts[1:]))
+        else:
+            runs = [(b, b + 1) for b in range(block_start.shape[0] - 1)
+                    if block_start[b + 1] > block_start[b]]
         # None: the kernel compiled for one of the two common objectives alone (logistic
         # True: binary logistic loss, None: squared error)
         every = None if tight_objective.py_func(loss.code, loss.base_score.shape[0]) else True
@@ -51,13 +60,12 @@ class NumbaBackend:
         # compiled with the plain walk alone
         not_plain = None if routing.plain.all() else True
 
-        def block(i):
-            b = busy[i]
-            staged_block_stats(X, row0, order, b, block_start[b], block_start[b + 1], rows_in,
+        def blocks(i):
+            staged_block_stats(X, row0, order, block_start, runs[i][0], runs[i][1], rows_in,
                                loss, trees, routing, strict, round32, slot, stats,
-                               margin_out, every, logistic, not_plain)
+                               margin_out, fresh, every, logistic, not_plain)
 
-        run_tasks(block, len(busy))
+        run_tasks(blocks, len(runs))
 
     def staged_scale_sums(self, X, row0, rows_in, loss, trees, routing, strict, round32,
                           out):
@@ -68,3 +76,18 @@ class NumbaBackend:
                      counts):
         inbag_leaf_counts(X, row0, inbag_bits, tree_offsets, routing, strict, round32,
                           counts)
+
+
+def _block_runs(block_start, n_threads):
+    """Bounds (n_runs + 1) of runs of consecutive blocks of about equal rows: all the
+    blocks in one run on one thread, about four runs per thread otherwise (never more
+    runs than blocks; blocks without rows fall into the runs around them)."""
+    n_blocks = block_start.shape[0] - 1
+    n_runs = 1 if n_threads <= 1 else min(n_blocks, 4 * n_threads)
+    if n_runs <= 1:
+        return [0, n_blocks]
+    rows = int(block_start[-1] - block_start[0])
+    # the first block whose rows start at or after each run's share of the rows
+    targets = block_start[0] + (rows * np.arange(1, n_runs)) // n_runs
+    cuts = np.searchsorted(block_start[1:], targets, side="right") + 1
+    return sorted({0, n_blocks, *(int(c) for c in cuts if 0 < c < n_blocks)})

@@ -18,8 +18,12 @@ and row block the terms n' = sum w, S' = sum w (-g), H' = sum w h,
 R' = sum w g^2 / h (internal nodes are sums of their leaves, formed when finalising).
 No boosting formula reads sum w g^2, so it is not accumulated.
 Threads own whole row blocks (the statistic blocks used for standard errors): a thread
-adds its block's rows into a local (n_leaves, 4) buffer, then that buffer into the
-block's cells of ``stats`` (one run of 4 per leaf).
+takes a run of consecutive blocks, whose rows travel in groups that may span several
+blocks. Into cells of ``stats`` known to be zero (the first chunk of rows) each row's
+terms are added straight into its block's cells, in row order: the sums a buffer
+started at zero would hold. Otherwise (later chunks) a run is one block, whose rows
+are added into a local (n_leaves, 4) buffer, zeroed here, which is then added into the
+block's cells (one run of 4 per leaf): a chunk's sums are formed from zero either way.
 """
 
 
@@ -175,16 +179,20 @@ def _logistic_terms(s, pos_weight, neg_weight, n, y, w, e, t):
 
 
 @njit(cache=True, nogil=True)
-def staged_block_stats(X, row0, order, b, s_lo, s_hi, rows_in, loss, trees, routing, strict,
-                       round32, slot, stats, margin_out, all_objectives, logistic,
-                       not_plain=True):
-    """Accumulate the staged statistics of statistic block b: the rows
-    ``row0 + order[s_lo:s_hi]`` (local indices into X), their terms added into
-    stats[:, b] (and their final margins into ``margin_out``).
+def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, trees,
+                       routing, strict, round32, slot, stats, margin_out, fresh,
+                       all_objectives, logistic, not_plain=True):
+    """Accumulate the staged statistics of the statistic blocks b_lo .. b_hi - 1 (the
+    local rows of block b into X: ``order[block_start[b]:block_start[b + 1]]``, called
+    row ``row0 + order[i]``): each row's terms added into stats[:, b] of its block b, in
+    row order (and the final margins into ``margin_out``). The groups of rows that walk
+    the trees together span blocks: short blocks cost no walk of their own.
 
-    The caller runs the blocks of a chunk (``order[block_start[b]:block_start[b + 1]]``
-    the local rows of block b) in parallel threads (the kernel releases the GIL): a
-    block's cells of ``stats`` and its rows of ``margin_out`` are its own.
+    The caller runs runs of blocks of a chunk in parallel threads (the kernel releases
+    the GIL): a run's cells of ``stats`` and its rows of ``margin_out`` are its own.
+    ``fresh``: the run's cells of ``stats`` are all zero, the terms are added into them
+    directly; else the run must be one block (b_hi = b_lo + 1), whose terms are summed
+    in a local buffer first and then added into its cells.
     ``rows_in`` (kernel_inputs.RowInputs): the targets y (row-major, K per row for a
     regression objective on K targets: ``gradients.target_columns``), weights w (one weight for
     every row, or one per row) and ``row_start``, indexed by the call's row number
@@ -217,9 +225,13 @@ def staged_block_stats(X, row0, order, b, s_lo, s_hi, rows_in, loss, trees, rout
     # once, so that every tree walks a small contiguous array that stays in cache;
     # not for wide rows, of which the trees read a small part
     copy_rows = X.shape[1] * X.itemsize <= COPY_ROW_BYTES
-    # the thread owning block b accumulates into a local buffer (in cache, zeroed
-    # here) and adds it to the block's cells of ``stats`` at the end
-    local = np.zeros((stats.shape[0], N_TERMS))
+    s_lo, s_hi = block_start[b_lo], block_start[b_hi]
+    # the sums: ``stats`` itself, or the one block's local buffer (in cache, zeroed);
+    # every row's block in the group, relative to ``b0``
+    acc = stats if fresh else np.zeros((stats.shape[0], 1, N_TERMS))
+    b0 = 0 if fresh else b_lo
+    blk = np.empty(GROUP, np.int64)
+    b = b_lo
     margin = np.empty((GROUP, K))
     leaves = np.empty(GROUP, np.int64)
     g = np.empty((GROUP, K))
@@ -239,6 +251,10 @@ def staged_block_stats(X, row0, order, b, s_lo, s_hi, rows_in, loss, trees, rout
         s1 = min(s_hi, s0 + GROUP)
         ng = s1 - s0
         rows = order[s0:s1]
+        for q in range(ng):  # the rows are sorted by block; empty blocks are skipped
+            while block_start[b + 1] <= s0 + q:
+                b += 1
+            blk[q] = b - b0
         start_group(rows, ng, row0, y, w, base_score, row_start, loss_params[0], use_e,
                     margin, e, yg, wg)
         if copy_rows:
@@ -284,14 +300,16 @@ def staged_block_stats(X, row0, order, b, s_lo, s_hi, rows_in, loss, trees, rout
                         e[q] *= leaf_factor[np.uint64(leaves[q])]
                 for q in range(ng):
                     at = np.uint64(slot[np.uint64(leaves[q])])
+                    bq = np.uint64(blk[q])
                     for d in range(N_TERMS):
-                        local[at, d] += terms[col, d, q]
+                        acc[at, bq, d] += terms[col, d, q]
         if keep_margin:
             for r in range(ng):
                 i = rows[r]
                 for k in range(K):
                     margin_out[i, k] = margin[r, k]
-    for i in range(local.shape[0]):
-        if local[i, 0] != 0.0 or local[i, 2] != 0.0:
-            for d in range(N_TERMS):
-                stats[i, b, d] += local[i, d]
+    if not fresh:
+        for i in range(acc.shape[0]):
+            if acc[i, 0, 0] != 0.0 or acc[i, 0, 2] != 0.0:
+                for d in range(N_TERMS):
+                    stats[i, b_lo, d] += acc[i, 0, d]

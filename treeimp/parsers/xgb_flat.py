@@ -271,15 +271,22 @@ def _counts_agree(table, trees, params, sizes):
     found = table.members(params, ("num_nodes",))
     if found is None:
         return False
-    for r, n in zip(found[:, 0].tolist(), sizes.tolist()):
-        if r < 0:
-            continue
-        if table.marker[r] != _STRING:
-            return False
-        s = int(table.start[r])
-        if bytes(table.buf[s:s + int(table.count[r])]) != str(n).encode():
-            return False
-    return True
+    given = found[:, 0] >= 0
+    rows = found[given, 0]
+    if rows.size == 0:
+        return True
+    if np.any(table.marker[rows] != _STRING):
+        return False
+    # every given count's text against the node count's decimal digits, all trees at
+    # once: the texts' bytes gathered side by side and compared with the digits joined
+    want = [str(n).encode() for n in sizes[given].tolist()]
+    lengths = np.array([len(w) for w in want], np.int64)
+    starts = table.start[rows].astype(np.int64)
+    if np.any(table.count[rows] != lengths) or np.any(starts + lengths > table.buf.size):
+        return False
+    first = np.cumsum(lengths) - lengths  # each text's first byte in the joined digits
+    at = np.repeat(starts - first, lengths) + np.arange(int(lengths.sum()))
+    return bool(np.array_equal(table.buf[at], np.frombuffer(b"".join(want), np.uint8)))
 
 
 def _tree_categories(flat, out):

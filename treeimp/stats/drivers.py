@@ -229,9 +229,11 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
                                     routing, slot, stats, margin, keep_margin,
                                     block[start:stop], leaf_models)
             else:
+                # the first chunk adds into zeroed statistics (``out`` is zero-filled)
                 backend.staged_leaf_stats(chunk, row0, order, bounds, chunk_in, loss, trees,
                                           routing, strict, round32, slot, stats,
-                                          margin[start:stop] if keep_margin else margin)
+                                          margin[start:stop] if keep_margin else margin,
+                                          start == 0)
             del chunk_in
             if bar is not None:
                 bar.update(chunk.shape[0])
@@ -257,7 +259,7 @@ def _linear_chunk_stats(ens, chunk, start, order, bounds, chunk_in, loss, trees,
     get_backend().staged_leaf_stats(chunk, 0, order, bounds, chunk_in,
                                     Loss(code, params, loss.base_score), trees, routing,
                                     strict, round32, slot, stats,
-                                    np.zeros((0, ens.n_outputs)))
+                                    np.zeros((0, ens.n_outputs)), start == 0)
     if keep_margin:
         margin[start:stop] = final
     if leaf_models is not None:
