@@ -272,8 +272,8 @@ _NOT_SUPPORTED_WHY = {
     # CatBoost releases whose survival derivatives treeimp does not reproduce
     # (parsers/catboost.py, objective_from_params)
     "catboost:Cox@1.2.5": "the model was saved by CatBoost 1.2.5, whose Cox derivatives "
-                          "have the opposite sign (it maximises the partial likelihood, "
-                          "catboost issue 2701)",
+                          "are wrong: the first has the opposite sign (catboost issue "
+                          "2701)",
     "catboost:Cox@unknown": "the model's catboost_version_info names no CatBoost release "
                             "treeimp knows, and the releases differ in Cox's derivatives "
                             "(<= 1.2.3, 1.2.5 and >= 1.2.6)",

@@ -653,9 +653,9 @@ def objective_from_params(params, n_outputs, version=None):
       after an unstable sort of the rows by time, whose order of tied rows treeimp cannot
       reproduce; without an event time shared by two rows the derivatives equal 1.2.6's,
       with one the held-out measures refuse the evaluation rows (param ``unstable_ties``,
-      ``stats/cox.py``). 1.2.5: the opposite sign (it maximises the partial likelihood,
-      catboost issue 2701): refused ("catboost:Cox@1.2.5"). From 1.2.6: the sequential
-      risk sets of ``kernels/cox.py``.
+      ``stats/cox.py``). 1.2.5: the first derivative of the opposite sign (catboost issue
+      2701), the second as 1.2.6, still an unstable sort: refused ("catboost:Cox@1.2.5").
+      From 1.2.6: the sequential risk sets of ``kernels/cox.py``.
     * SurvivalAft with dist Normal. Up to 1.2.3 the normal distribution function is a
       Chebyshev approximation of erfc (param ``erfc_approx``), from 1.2.5 erf.
     * A release not known: Cox and SurvivalAft Normal are refused ("catboost:Cox@unknown",
