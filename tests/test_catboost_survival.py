@@ -8,6 +8,10 @@ keeps). treeimp's staged pass on the training rows gives S = -sum g and H = sum 
 every leaf: both formulas must reproduce every leaf of every tree. Each check is shown
 able to fail: Cox with XGBoost's Breslow ties, SurvivalAft with the exact log of the
 times in place of CatBoost's FastLogf.
+
+The installed CatBoost decides what is checked (CI's oldest leg runs 1.2): up to 1.2.3
+Cox ties are refused (an unstable sort) and the untied leaves are checked, SurvivalAft
+Normal takes the erfc approximation; 1.2.5's Cox is refused (parsers/catboost.py).
 """
 
 import numpy as np
@@ -21,6 +25,8 @@ from treeimp.model.losses import check_target, fast_logf, grad_hess_array
 from treeimp.stats.drivers import staged_pass
 
 catboost = pytest.importorskip("catboost")
+CB = tuple(int(p) for p in catboost.__version__.split(".")[:3])
+OLD = CB < (1, 2, 5)  # Cox ties refused, SurvivalAft Normal's erfc approximation
 
 N = 300
 RNG = np.random.default_rng(0)
@@ -68,10 +74,25 @@ def newton(S, H, C, method):
     return np.float32(LR) * S / ((H if method == "Newton" else C) + L2)
 
 
+def aft_params(d, scale):
+    old_normal = {"erfc_approx": 1.0} if OLD and d == 0 else {}
+    return {"distribution": d, "sigma": scale, "catboost": 1.0, **old_normal}
+
+
 @pytest.mark.parametrize("method", ["Newton", "Gradient"])
 def test_cox_leaves_are_steps_of_our_risk_set_gradients(method):
     assert len(np.unique(np.abs(Y_COX))) < 40 and 0.15 < np.mean(Y_COX < 0) < 0.4
     model = one_leaf_fit("Cox", Y_COX, method)
+    if CB == (1, 2, 5):  # the opposite sign: refused
+        import treeimp
+
+        assert treeimp.parse(model).objective.name == "catboost:Cox@1.2.5"
+        with pytest.raises(ValueError, match="CatBoost 1.2.5, whose Cox derivatives"):
+            leaf_sums(model, Y_COX)
+        return
+    if OLD:
+        old_cox_checks(model, method)
+        return
     ens, C, S, H, value, margin = leaf_sums(model, Y_COX)
     assert ens.objective.name == "cox" and ens.objective.params == {"catboost": 1.0}
     assert (C > 0).sum() >= 9
@@ -93,11 +114,36 @@ def test_cox_leaves_are_steps_of_our_risk_set_gradients(method):
                          - values)) < 1e-9
 
 
-def table_leaves(model, table_kernel, method, rounds=3):
+def old_cox_checks(model, method):
+    """CatBoost <= 1.2.3: tied event times are refused, as neither XGBoost's nor the
+    sequential tie rule in treeimp's row order gives the leaves (its unstable sort puts
+    tied rows in another order); without ties the leaves are treeimp's steps."""
+    import treeimp
+
+    ens = treeimp.parse(model)
+    assert ens.objective.params == {"catboost": 1.0, "unstable_ties": 1.0}
+    with pytest.raises(ValueError, match="1.2.3 or older.* share an event time"):
+        leaf_sums(model, Y_COX)
+    values = model.get_leaf_values()
+    for kernel in (cox_grad_hess_table, cox_sequential_grad_hess_table):
+        assert np.max(np.abs(table_leaves(model, kernel, method) - values)) > 1e-3
+    untied = np.sign(Y_COX) * TIME
+    assert len(np.unique(untied.astype(np.float32))) == N
+    model = one_leaf_fit("Cox", untied, method)
+    ens, C, S, H, value, margin = leaf_sums(model, untied)
+    assert (C > 0).sum() >= 9
+    np.testing.assert_allclose(newton(S, H, C, method), value, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(margin[:, 0], model.predict(X, prediction_type="RawFormulaVal"),
+                               rtol=1e-12, atol=1e-12)
+    # the check can fail: g of the opposite sign (CatBoost 1.2.5's leaves)
+    assert np.max(np.abs(newton(-S, H, C, method) - value)) > 1e-3
+
+
+def table_leaves(model, table_kernel, method, rounds=3, labels=Y_COX):
     """Every tree's leaf values from a Cox g, h table at CatBoost's own margins and leaves."""
     leaves = model.calc_leaf_indexes(X)
     margins = np.array([np.zeros(N), *model.staged_predict(X, prediction_type="RawFormulaVal")])
-    y = Y_COX.astype(np.float32).astype(np.float64)
+    y = labels.astype(np.float32).astype(np.float64)
     table = np.empty((N, 2 * rounds))
     table_kernel(y, np.argsort(np.abs(y), kind="stable"), np.ascontiguousarray(margins[:rounds]),
                  table)
@@ -115,7 +161,7 @@ def test_survival_aft_leaves_are_newton_steps_of_our_gradients(dist, scale):
     model = one_leaf_fit(f"SurvivalAft:dist={dist};scale={scale}", Y_AFT)
     ens, C, S, H, value, margin = leaf_sums(model, Y_AFT)
     d = ["Normal", "Logistic", "Extreme"].index(dist)
-    assert ens.objective.params == {"distribution": d, "sigma": scale, "catboost": 1.0}
+    assert ens.objective.params == aft_params(d, scale)
     assert (C > 0).sum() >= 9
     np.testing.assert_allclose(newton(S, H, C, "Newton"), value, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(margin[:, 0], model.predict(X, prediction_type="RawFormulaVal"),
@@ -155,7 +201,7 @@ def test_default_survival_aft_and_labels(tmp_path):
     model = catboost.CatBoostRegressor(loss_function="SurvivalAft", iterations=2, depth=2,
                                        verbose=0, thread_count=1).fit(X, Y_AFT)
     ens = treeimp.parse(model)
-    assert ens.objective.params == {"distribution": 0, "sigma": 1.0, "catboost": 1.0}
+    assert ens.objective.params == aft_params(0, 1.0)
     # the saved JSON model reads the same loss (CatBoost writes no params by default)
     model.save_model(str(tmp_path / "aft.json"), format="json")
     from_file = treeimp.parse(str(tmp_path / "aft.json"))
@@ -177,7 +223,8 @@ def test_default_survival_aft_and_labels(tmp_path):
     with pytest.raises(ValueError, match="ignore the sample weight"):
         treeimp.explain(model, X, Y_AFT, methods=["mdi_oob"], sample_weight=np.full(N, 2.0))
     cox = one_leaf_fit("Cox", Y_COX, rounds=2)
-    with pytest.raises(ValueError, match="ignore the sample weight"):
+    with pytest.raises(ValueError, match="CatBoost 1.2.5" if CB == (1, 2, 5)
+                       else "ignore the sample weight"):
         treeimp.explain(cox, X, Y_COX, methods=["mdi_oob"], sample_weight=np.full(N, 2.0))
 
 
@@ -206,6 +253,10 @@ def test_held_out_importance_on_a_censored_design(loss):
     model = catboost.CatBoostRegressor(loss_function=loss, iterations=150, depth=6,
                                        learning_rate=0.2, random_seed=0, thread_count=1,
                                        verbose=0).fit(Xt, label(tt, et))
+    if loss == "Cox" and CB == (1, 2, 5):
+        with pytest.raises(ValueError, match="CatBoost 1.2.5"):
+            treeimp.explain(model, Xv, label(tv, ev), methods=["mdi_oob"])
+        return
     # in-sample PredictionValuesChange gives the noise a large share
     pvc = model.get_feature_importance()
     assert pvc[0] == pvc.max() and pvc[1:].sum() > 30.0
@@ -219,3 +270,78 @@ def test_held_out_importance_on_a_censored_design(loss):
     assert np.argmax(pi["importances_mean"]) == 0 and pi["importances_mean"][0] > 0.2
     with pytest.raises(ValueError, match="not defined for objective"):
         treeimp.explain(model, Xv, label(tv, ev), methods=["shap_oob"])
+
+
+# model_info.catboost_version_info as the package-index wheels write it (abridged)
+_INFO = {(1, 2): "Arc info:\n    Branch: unknown-vcs-branch\n    Commit: " + "0" * 40
+         + "\n    Author: <UNKNOWN>\n    Summary: No VCS\n",
+         (1, 2, 3): "Git info:\n    Commit: ad980dac979d2d8b4d633dffab06cb2e7303c126\n"
+         "    Branch: heads/master\n    Summary: Manually unroll the loop\n",
+         (1, 2, 5): "Git info:\n    Commit: 2605fe627ed4271aa8a87ff3564fb68de5f116f0\n"
+         "    Branch: heads/master\n    Summary: CatBoost release 1.2.5. 73c7da0\n",
+         (1, 2, 6): "Git info:\n    Commit: e4324310de22a670cbfb1c635d00302bab316767\n"
+         "    Branch: tags/v1.2.6\n    Summary: CatBoost Release 1.2.6. a5378e9\n",
+         None: "Git info:\n    Commit: " + "1" * 40 + "\n    Branch: heads/master\n"}
+
+
+def test_the_release_that_saved_the_model_picks_the_derivatives(tmp_path):
+    import json
+
+    from treeimp.parsers.catboost import parse_catboost_json, saved_version
+
+    docs, models = {}, {}
+    for loss, y in (("Cox", np.sign(Y_COX) * TIME), ("SurvivalAft", Y_AFT),
+                    ("SurvivalAft:dist=Logistic", Y_AFT)):
+        models[loss] = one_leaf_fit(loss, y, rounds=1)
+        models[loss].save_model(str(tmp_path / "m.json"), format="json")
+        docs[loss] = json.loads((tmp_path / "m.json").read_text())
+    # the installed release reads as itself (its model objects and files alike)
+    assert saved_version(docs["Cox"]) == CB
+    expect = {(1, 2): ("cox", {"catboost": 1.0, "unstable_ties": 1.0},
+                       {"erfc_approx": 1.0}),
+              (1, 2, 3): ("cox", {"catboost": 1.0, "unstable_ties": 1.0},
+                          {"erfc_approx": 1.0}),
+              (1, 2, 5): ("catboost:Cox@1.2.5", {}, {}),
+              (1, 2, 6): ("cox", {"catboost": 1.0}, {}),
+              None: ("catboost:Cox@unknown", {}, None)}
+    logistic = {"distribution": 1, "sigma": 1.0, "catboost": 1.0}
+    for version, (cox_name, cox_params, normal_extra) in expect.items():
+        parsed = {}
+        for loss, doc in docs.items():
+            doc = json.loads(json.dumps(doc))
+            doc["model_info"]["catboost_version_info"] = _INFO[version]
+            assert saved_version(doc) == version
+            parsed[loss] = parse_catboost_json(doc).objective
+        assert (parsed["Cox"].name, parsed["Cox"].params) == (cox_name, cox_params)
+        normal = parsed["SurvivalAft"]
+        if normal_extra is None:
+            assert normal.name == "catboost:SurvivalAft@unknown"
+        else:
+            assert normal.params == {"distribution": 0, "sigma": 1.0, "catboost": 1.0,
+                                     **normal_extra}
+        assert parsed["SurvivalAft:dist=Logistic"].params == logistic
+    # no version info at all: not known
+    doc = json.loads(json.dumps(docs["Cox"]))
+    del doc["model_info"]["catboost_version_info"]
+    assert saved_version(doc) is None
+    # refused objectives: prediction works, held-out measures name the reason
+    ens = parse_catboost_json(doc)
+    assert ens.objective.name == "catboost:Cox@unknown"
+    np.testing.assert_allclose(ens.predict_raw(X)[:, 0], models["Cox"].predict(X),
+                               rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="names no CatBoost release.*Cox"):
+        staged_pass(ens, RowSource(X, ens), np.sign(Y_COX) * TIME, np.ones(1),
+                    np.zeros(N, np.int64), 1)
+
+
+def test_erfc_approximation_is_close_to_erfc():
+    from math import erfc
+
+    from treeimp.kernels.gradients import erfc_approx
+
+    x = np.linspace(-6.0, 6.0, 2001)
+    ours = np.array([erfc_approx(v) for v in x])
+    exact = np.array([erfc(v) for v in x])
+    rel = np.abs(ours - exact) / exact
+    assert rel.max() < 1.2e-7 and rel.max() > 1e-9  # the fit's error bound, not erfc
+

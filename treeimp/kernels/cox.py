@@ -15,7 +15,7 @@ import math
 from numba import njit, prange
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def cox_grad_hess_table(labels, order, margins, out):
     """out[i, 2 st], out[i, 2 st + 1] := g, h of row i at round st, as XGBoost computes
     them (CoxRegression::GetGradient).
@@ -27,10 +27,11 @@ def cox_grad_hess_table(labels, order, margins, out):
     earlier times when the time increases; each event adds 1 / risk sum to r and
     1 / risk sum^2 to s as it is reached, so tied events count those met before them in
     ``order``; g = e r - [y > 0], h = e r - e^2 s with e = exp(m)."""
-    _risk_set_table(labels, order, margins, False, out)
+    for st in prange(margins.shape[0]):
+        _risk_set_round(labels, order, margins, st, False, out)
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def cox_sequential_grad_hess_table(labels, order, margins, out):
     """out[i, 2 st], out[i, 2 st + 1] := g, h of row i at round st, as CatBoost's Cox
     computes them (TCoxError::CalcDersRange).
@@ -42,45 +43,47 @@ def cox_sequential_grad_hess_table(labels, order, margins, out):
     overflow; g and h do not change). Per round: the risk sum starts at the sum over all
     rows; each event first drops the rows met since the last event, then adds 1 / sum to
     r and 1 / sum^2 to s; g = e r - [y > 0], h = e r - e^2 s."""
-    _risk_set_table(labels, order, margins, True, out)
+    for st in prange(margins.shape[0]):
+        _risk_set_round(labels, order, margins, st, True, out)
 
 
-@njit(cache=True, parallel=True)
-def _risk_set_table(labels, order, margins, sequential, out):
-    """Both Cox forms in one pass per round: the rows met since the last drop leave the
-    risk sum when the time increases (XGBoost, ``sequential`` False) or at each event
-    (CatBoost, True, which also shifts the exponents by the round's largest margin)."""
-    n_stages, n = margins.shape
+@njit(cache=True)
+def _risk_set_round(labels, order, margins, st, sequential, out):
+    """Both Cox forms in one pass over round ``st``: the rows met since the last drop
+    leave the risk sum when the time increases (XGBoost, ``sequential`` False) or at each
+    event (CatBoost, True, which also shifts the exponents by the round's largest margin).
+    The callers run the rounds in parallel: a cached non-parallel kernel calling a
+    parallel one can run before numba has started its threads."""
+    n = margins.shape[1]
     if n == 0:
         return
-    for st in prange(n_stages):
-        top = 0.0
-        if sequential:
-            top = margins[st, 0]
-            for i in range(1, n):
-                if margins[st, i] > top:
-                    top = margins[st, i]
-        exp_sum = 0.0
-        for i in range(n):
-            exp_sum += math.exp(margins[st, order[i]] - top)
-        r_k = 0.0
-        s_k = 0.0
-        last_exp = 0.0
-        last_abs = 0.0
-        pending = 0.0
-        for i in range(n):
-            ind = order[i]
-            e = math.exp(margins[st, ind] - top)
-            y = labels[ind]
-            ay = abs(y)
-            pending += last_exp
-            if (y > 0.0) if sequential else (last_abs < ay):
-                exp_sum -= pending
-                pending = 0.0
-            if y > 0.0:
-                r_k += 1.0 / exp_sum
-                s_k += 1.0 / (exp_sum * exp_sum)
-            out[ind, 2 * st] = e * r_k - (1.0 if y > 0.0 else 0.0)
-            out[ind, 2 * st + 1] = e * r_k - e * e * s_k
-            last_abs = ay
-            last_exp = e
+    top = 0.0
+    if sequential:
+        top = margins[st, 0]
+        for i in range(1, n):
+            if margins[st, i] > top:
+                top = margins[st, i]
+    exp_sum = 0.0
+    for i in range(n):
+        exp_sum += math.exp(margins[st, order[i]] - top)
+    r_k = 0.0
+    s_k = 0.0
+    last_exp = 0.0
+    last_abs = 0.0
+    pending = 0.0
+    for i in range(n):
+        ind = order[i]
+        e = math.exp(margins[st, ind] - top)
+        y = labels[ind]
+        ay = abs(y)
+        pending += last_exp
+        if (y > 0.0) if sequential else (last_abs < ay):
+            exp_sum -= pending
+            pending = 0.0
+        if y > 0.0:
+            r_k += 1.0 / exp_sum
+            s_k += 1.0 / (exp_sum * exp_sum)
+        out[ind, 2 * st] = e * r_k - (1.0 if y > 0.0 else 0.0)
+        out[ind, 2 * st + 1] = e * r_k - e * e * s_k
+        last_abs = ay
+        last_exp = e

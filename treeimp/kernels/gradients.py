@@ -200,9 +200,32 @@ def _aft_pdf(dist, z):
 
 
 @njit(cache=True, inline="always")
-def _aft_cdf(dist, z):
-    """Distribution function of the AFT noise at z (XGBoost's arithmetic)."""
+def erfc_approx(x):
+    """erfc(x) by the Chebyshev fit of Numerical Recipes (erfcc, fractional error below
+    1.2e-7), which CatBoost up to 1.2.3 takes for the normal distribution function:
+    t exp(-x^2 + P(t)) with t = 1 / (1 + |x| / 2) and P of degree 9; 2 - erfc(|x|) for
+    x < 0."""
+    z = abs(x)
+    t = 1.0 / (1.0 + 0.5 * z)
+    p = -0.82215223 + t * 0.17087277
+    p = 1.48851587 + t * p
+    p = -1.13520398 + t * p
+    p = 0.27886807 + t * p
+    p = -0.18628806 + t * p
+    p = 0.09678418 + t * p
+    p = 0.37409196 + t * p
+    p = 1.00002368 + t * p
+    ans = t * math.exp(-z * z - 1.26551223 + t * p)
+    return ans if x >= 0.0 else 2.0 - ans
+
+
+@njit(cache=True, inline="always")
+def _aft_cdf(dist, z, erfc=False):
+    """Distribution function of the AFT noise at z (XGBoost's arithmetic; ``erfc``: the
+    normal one as CatBoost <= 1.2.3 computes it, 0.5 erfc(-z / sqrt 2))."""
     if dist == AFT_NORMAL:
+        if erfc:
+            return 0.5 * erfc_approx(-z / math.sqrt(2.0))
         return 0.5 * (1.0 + math.erf(z / math.sqrt(2.0)))
     w = math.exp(z)
     if dist == AFT_LOGISTIC:
@@ -265,7 +288,7 @@ def _aft_log(t, fast):
 
 
 @njit(cache=True)
-def aft_grad_hess(dist, sigma, m, lower, upper, fast=False):
+def aft_grad_hess(dist, sigma, m, lower, upper, fast=False, erfc=False):
     """(g, h) of XGBoost's survival:aft at margin m (the log time) for a label in
     [lower, upper] (lower == upper: an exact time; upper inf: right-censored; lower 0:
     left-censored), as survival_util.h computes them: the derivatives of the negative
@@ -274,7 +297,8 @@ def aft_grad_hess(dist, sigma, m, lower, upper, fast=False):
     (sigma pdf), h = -(pdf pdf'' - pdf'^2) / (sigma pdf)^2 for exact ones; XGBoost's
     limits where the fraction is not finite with a denominator < 1e-12; g clipped to
     [-15, 15], h to [1e-16, 15]. CatBoost's SurvivalAft (``fast``) has the same
-    formulas, limits and clips with its FastLogf of the float32 time in place of log."""
+    formulas, limits and clips with its FastLogf of the float32 time in place of log;
+    ``erfc``: the normal distribution function of CatBoost <= 1.2.3 (:func:`erfc_approx`)."""
     if lower == upper:
         kind = 0
         z = (_aft_log(lower, fast) - m) / sigma
@@ -292,14 +316,14 @@ def aft_grad_hess(dist, sigma, m, lower, upper, fast=False):
         else:
             z_u = (_aft_log(upper, fast) - m) / sigma
             pdf_u, dpdf_u, _ = _aft_pdf(dist, z_u)
-            cdf_u = _aft_cdf(dist, z_u)
+            cdf_u = _aft_cdf(dist, z_u, erfc)
         if lower <= 0.0:
             pdf_l, cdf_l, dpdf_l = 0.0, 0.0, 0.0
             kind = 2
         else:
             z_l = (_aft_log(lower, fast) - m) / sigma
             pdf_l, dpdf_l, _ = _aft_pdf(dist, z_l)
-            cdf_l = _aft_cdf(dist, z_l)
+            cdf_l = _aft_cdf(dist, z_l, erfc)
         dcdf = cdf_u - cdf_l
         dpdf = pdf_u - pdf_l
         num_g, den_g = dpdf, sigma * dcdf
@@ -438,9 +462,10 @@ def grad_hess_targets(code, params, margin, r, y, g, h):
             g[r, k], h[r, k] = y[at + 2 * k], y[at + 2 * k + 1]
         return
     if code == AFT:
-        # params[2] == 1: CatBoost's SurvivalAft (FastLogf of the times)
+        # params[2] == 1: CatBoost's SurvivalAft (FastLogf of the times); params[3] == 1:
+        # CatBoost <= 1.2.3's normal distribution function
         g[r, 0], h[r, 0] = aft_grad_hess(int(params[0]), params[1], margin[r, 0], y[2 * r],
-                                         y[2 * r + 1], params[2] == 1.0)
+                                         y[2 * r + 1], params[2] == 1.0, params[3] == 1.0)
         return
     if is_smoothed(code):
         for k in range(K):

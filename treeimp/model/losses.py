@@ -56,18 +56,20 @@ mape            {} -> []                          sign(d) / max(1, |y|), 1
 cross_entropy_  {} -> []                          as cross_entropy; link softplus log(1 +
 lambda                                            e^m); sample weights other than 1 rejected
 aft             {distribution*, sigma*,           y = (lower, upper) per row; z = (log t -
-                catboost=0} -> [dist, sigma,      m) / sigma; exact time: g = f'(z) / (sigma
-                catboost]
-                                                  f(z)), h = (f'^2 - f f'') / (sigma f)^2;
-                                                  (catboost 1: log t is CatBoost's FastLogf)
+                catboost=0, erfc_approx=0} ->     m) / sigma; exact time: g = f'(z) / (sigma
+                [dist, sigma, catboost,           f(z)), h = (f'^2 - f f'') / (sigma f)^2;
+                erfc_approx]                      (catboost 1: log t is CatBoost's FastLogf;
+                                                  erfc_approx 1: the normal F from a
+                                                  Chebyshev approximation of erfc)
                                                   censored: g = (f(z_u) - f(z_l)) / (sigma
                                                   (F(z_u) - F(z_l))), h = ((f_u - f_l)^2 -
                                                   (F_u - F_l)(f'_u - f'_l)) / (sigma (F_u -
                                                   F_l))^2; f, F of distribution 0 normal,
                                                   1 logistic, 2 extreme; g clipped to
                                                   [-15, 15], h to [1e-16, 15]
-cox             {catboost=0} -> [] (the staged    y = XGBoost's label (time |y|, censored
-                pass: [round, n_rounds],          where y <= 0); over the rows sorted by
+cox             {catboost=0,                      y = XGBoost's label (time |y|, censored
+                unstable_ties=0} -> [] (staged
+                pass: [round, n_rounds]           where y <= 0); over the rows sorted by
                 stats/cox.py)                     |y| (ties in row order): r_i = sum of
                                                   1 / R_j over the events j up to i, s_i
                                                   = sum of 1 / R_j^2, R_j = sum of e^m
@@ -75,7 +77,9 @@ cox             {catboost=0} -> [] (the staged    y = XGBoost's label (time |y|,
                                                   r_i - [y_i > 0], h = e^m_i r_i - e^2m_i
                                                   s_i (Breslow ties, as XGBoost; catboost
                                                   1: R_j = sum over the rows at or after j
-                                                  in that order, float32 labels)
+                                                  in that order, float32 labels;
+                                                  unstable_ties 1: an event time shared by
+                                                  two rows is refused)
 =============== ================================= ==========================================
 
 ``aft`` reads two label columns per row, y (n_rows, 2) = [lower, upper] bound of the
@@ -151,7 +155,10 @@ scikit-learn 1.9.1 in ``tests/test_losses.py``):
   (dist Normal / Logistic / Extreme -> 0 / 1 / 2, sigma = ``scale``, default Normal and
   1): XGBoost's formulas, limits and clips with CatBoost's FastLogf of the float32 time
   in place of log t; its labels are [lower, upper] with -1 for an unbounded end
-  (:func:`check_catboost_interval_target`). Both drop the sample weight from their
+  (:func:`check_catboost_interval_target`). Up to CatBoost 1.2.3 Cox has
+  unstable_ties 1 and SurvivalAft Normal erfc_approx 1; 1.2.5's Cox and a model whose
+  release is not known are refused (``parsers/catboost.py``, objective_from_params).
+  Both drop the sample weight from their
   derivatives (:func:`check_weights` refuses weights other than 1) and predict the
   raw value (link identity). Checked against the leaves of one-tree models
   (``tests/test_catboost_survival.py``, agreement 1e-9 relative and better).
@@ -235,12 +242,14 @@ _SPECS = {
     "fair": (FAIR, "identity", (("c", _REQUIRED),)),
     "mape": (MAPE, "identity", ()),
     "cross_entropy_lambda": (CROSS_ENTROPY, "softplus", ()),
-    # catboost 1: CatBoost's SurvivalAft (its labels, its fast log of the times)
+    # catboost 1: CatBoost's SurvivalAft (its labels, its fast log of the times);
+    # erfc_approx 1: CatBoost <= 1.2.3's normal distribution function
     "aft": (AFT, "exp", (("distribution", _REQUIRED), ("sigma", _REQUIRED),
-                         ("catboost", 0.0))),
+                         ("catboost", 0.0), ("erfc_approx", 0.0))),
     # the staged pass computes its g, h over all rows first (stats/cox.py); catboost 1:
-    # CatBoost's Cox (its ties and float32 labels)
-    "cox": (COX, "exp", (("catboost", 0.0),)),
+    # CatBoost's Cox (its ties and float32 labels); unstable_ties 1: CatBoost <= 1.2.3,
+    # whose order of tied times is not reproducible (refused where it matters)
+    "cox": (COX, "exp", (("catboost", 0.0), ("unstable_ties", 0.0))),
 }
 # survival:aft's noise distributions, by their number in the parameter vector
 AFT_DISTRIBUTIONS = ("normal", "logistic", "extreme")
@@ -260,6 +269,18 @@ _NOT_SUPPORTED_WHY = {
                          "targets",
     "smoothed_absolute_error": _SMOOTHED_WHY,
     "smoothed_quantile": _SMOOTHED_WHY,
+    # CatBoost releases whose survival derivatives treeimp does not reproduce
+    # (parsers/catboost.py, objective_from_params)
+    "catboost:Cox@1.2.5": "the model was saved by CatBoost 1.2.5, whose Cox derivatives "
+                          "are wrong: the first has the opposite sign (catboost issue "
+                          "2701)",
+    "catboost:Cox@unknown": "the model's catboost_version_info names no CatBoost release "
+                            "treeimp knows, and the releases differ in Cox's derivatives "
+                            "(<= 1.2.3, 1.2.5 and >= 1.2.6)",
+    "catboost:SurvivalAft@unknown": "the model's catboost_version_info names no CatBoost "
+                                    "release treeimp knows, and the releases differ in "
+                                    "SurvivalAft Normal's distribution function (<= 1.2.3 "
+                                    "an approximation of erfc, >= 1.2.5 erf)",
 }
 
 
@@ -362,6 +383,8 @@ def _check_ranges(name, v):
         need(v["sigma"] > 0.0, "sigma must be > 0")
     if name in ("aft", "cox"):
         need(v["catboost"] in (0.0, 1.0), "catboost must be 0 or 1")
+        extra = "erfc_approx" if name == "aft" else "unstable_ties"
+        need(v[extra] in (0.0, 1.0), f"{extra} must be 0 or 1")
     if name in ("softmax", "ova_logistic"):
         k = v["n_classes"]
         need(k == int(k) and k >= 2, "n_classes must be an integer >= 2")

@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 
 import numpy as np
@@ -133,7 +134,7 @@ def parse_catboost_json(doc, *, model=None, classes=None) -> TreeEnsemble:
     feats = _Features(doc["features_info"])
     params = _dict(doc["model_info"].get("params", {}), "model_info.params")
     n_outputs, scale, bias = _scale_and_bias(doc, params)
-    objective = objective_from_params(params, n_outputs)
+    objective = objective_from_params(params, n_outputs, saved_version(doc))
     lr = float(_dict(params.get("boosting_options", {}), "boosting_options").get(
         "learning_rate", 1.0))
     build = _symmetric_tree if symmetric else _nonsymmetric_tree
@@ -638,11 +639,29 @@ SUPPORTED_OBJECTIVES = ("RMSE", "MAE", "Quantile", "Huber", "Expectile", "LogCos
 _AFT_DISTS = {"Normal": 0, "Logistic": 1, "Extreme": 2}
 
 
-def objective_from_params(params, n_outputs):
+def objective_from_params(params, n_outputs, version=None):
     """Objective of CatBoost's ``loss_function`` (``model_info.params``), its derivatives
     as CatBoost defines them (treeimp/model/losses.py, "CatBoost"). An objective without a
     treeimp gradient keeps CatBoost's name (prefixed "catboost:"): prediction and
-    "mdi" work, held-out methods raise a ValueError naming it."""
+    "mdi" work, held-out methods raise a ValueError naming it.
+
+    ``version``: the release that saved the model (:func:`saved_version`), None when not
+    known. Cox and SurvivalAft's derivatives changed between releases (checked against
+    every release 1.2 to 1.2.10 on the package index, 1.2.4 is not on it):
+
+    * Cox. Up to 1.2.3: XGBoost's handling of tied times (tied events share one risk set)
+      after an unstable sort of the rows by time, whose order of tied rows treeimp cannot
+      reproduce; without an event time shared by two rows the derivatives equal 1.2.6's,
+      with one the held-out measures refuse the evaluation rows (param ``unstable_ties``,
+      ``stats/cox.py``). 1.2.5: the first derivative of the opposite sign (catboost issue
+      2701), the second as 1.2.6, still an unstable sort: refused ("catboost:Cox@1.2.5").
+      From 1.2.6: the sequential risk sets of ``kernels/cox.py``.
+    * SurvivalAft with dist Normal. Up to 1.2.3 the normal distribution function is a
+      Chebyshev approximation of erfc (param ``erfc_approx``), from 1.2.5 erf.
+    * A release not known: Cox and SurvivalAft Normal are refused ("catboost:Cox@unknown",
+      "catboost:SurvivalAft@unknown"), as the releases differ; Logistic and Extreme
+      SurvivalAft are the same in all of them.
+    """
     lf = params.get("loss_function")
     if not isinstance(lf, dict) or not isinstance(lf.get("type"), str):
         raise ValueError(f"CatBoost model_info.params has no loss_function type ({lf!r})")
@@ -702,6 +721,12 @@ def objective_from_params(params, n_outputs):
         return Objective("query_rmse", {}, "identity", source)
     # survival: CatBoost's predict returns the raw value (log hazard ratio / log time)
     if name == "Cox":
+        if version is None or version == (1, 2, 5):
+            at = "unknown" if version is None else "1.2.5"
+            return Objective(f"catboost:Cox@{at}", {}, "identity", source)
+        if version < (1, 2, 5):
+            return Objective("cox", {"catboost": 1.0, "unstable_ties": 1.0}, "identity",
+                             source)
         return Objective("cox", {"catboost": 1.0}, "identity", source)
     if name == "SurvivalAft":
         dist = p.get("dist", "Normal")
@@ -712,8 +737,12 @@ def objective_from_params(params, n_outputs):
         if not (np.isfinite(scale) and scale > 0):
             raise ValueError(f"CatBoost SurvivalAft scale must be a finite number > 0, got "
                              f"{scale}")
-        return Objective("aft", {"distribution": _AFT_DISTS[dist], "sigma": scale,
-                                 "catboost": 1.0}, "identity", source)
+        aft = {"distribution": _AFT_DISTS[dist], "sigma": scale, "catboost": 1.0}
+        if dist == "Normal" and version is None:
+            return Objective("catboost:SurvivalAft@unknown", {}, "identity", source)
+        if dist == "Normal" and version < (1, 2, 5):
+            aft["erfc_approx"] = 1.0
+        return Objective("aft", aft, "identity", source)
     if name in ("PairLogit", "PairLogitPairwise"):  # pairs within queries (model/ranking.py)
         max_pairs = number("max_pairs", 0)
         if max_pairs != int(max_pairs) or max_pairs < 0:
@@ -733,6 +762,36 @@ def objective_from_params(params, n_outputs):
 
 
 # ---------------------------------------------------------------------- helpers
+# The git commits that the package-index wheels 1.2.1 to 1.2.3 record (they name no
+# release); 1.2.1.1 and 1.2.2 record the same commit
+_RELEASE_COMMITS = {"f68bd8c0af356cca521c19f85b8761cf6541456a": (1, 2, 1),
+                    "ff8f073eea240c11e49e51cb774c2df5249c157c": (1, 2, 2),
+                    "ad980dac979d2d8b4d633dffab06cb2e7303c126": (1, 2, 3)}
+_RELEASE = re.compile(r"(?:Branch:\s*tags/v|CatBoost release\s+)(\d+(?:\.\d+)+)",
+                      re.IGNORECASE)
+
+
+def saved_version(doc):
+    """The CatBoost release that saved a JSON model, as a tuple of ints, or None.
+
+    Read from ``model_info.catboost_version_info``: the release tag or the "CatBoost
+    release X" summary (1.2.5 and later), the git commit of the 1.2.1 to 1.2.3 wheels,
+    or "Summary: No VCS", which the 1.2 wheel writes (taken as 1.2; a build from source
+    without git information writes it too)."""
+    info = doc.get("model_info") if isinstance(doc, dict) else None
+    text = info.get("catboost_version_info", "") if isinstance(info, dict) else ""
+    text = text if isinstance(text, str) else ""
+    found = _RELEASE.search(text)
+    if found:
+        return tuple(int(p) for p in found.group(1).split("."))
+    commit = re.search(r"Commit:\s*([0-9a-f]{40})", text)
+    if commit and commit.group(1) in _RELEASE_COMMITS:
+        return _RELEASE_COMMITS[commit.group(1)]
+    if re.search(r"Summary:\s*No VCS", text):
+        return (1, 2)
+    return None
+
+
 def _version(doc):
     info = doc.get("model_info") if isinstance(doc, dict) else None
     text = info.get("catboost_version_info", "") if isinstance(info, dict) else ""

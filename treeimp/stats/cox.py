@@ -30,6 +30,12 @@ def cox_targets(ens, rows, labels, row_start, stage_start, chunk_rows, n_jobs=No
     (the round, set by the kernel), n_stages]. ``labels`` (n,) XGBoost's (negative: censored);
     ``row_start`` (n, 1) the rows' margins before the first tree, or (0, 1): the base
     score; ``stage_start`` (n_stages + 1,) the first tree of every round."""
+    labels = np.ascontiguousarray(labels, dtype=np.float64)
+    catboost = ens.objective.params.get("catboost", 0.0) == 1.0
+    if catboost:  # CatBoost keeps its targets as float32: times that round alike tie
+        labels = labels.astype(np.float32).astype(np.float64)
+    if ens.objective.params.get("unstable_ties", 0.0) == 1.0:
+        check_no_tied_events(labels)
     n = rows.n_rows
     n_stages = len(stage_start) - 1
     margins = np.empty((n_stages, n))
@@ -49,10 +55,6 @@ def cox_targets(ens, rows, labels, row_start, stage_start, chunk_rows, n_jobs=No
                                   np.ascontiguousarray(ens.tree_scale, dtype=np.float64),
                                   ens.value, ens.routing, strict, round32, block)
             del chunk  # a converted chunk is freed before the next one is made
-        labels = np.ascontiguousarray(labels, dtype=np.float64)
-        catboost = ens.objective.params.get("catboost", 0.0) == 1.0
-        if catboost:  # CatBoost keeps its targets as float32: times that round alike tie
-            labels = labels.astype(np.float32).astype(np.float64)
         order = np.argsort(np.abs(labels), kind="stable").astype(np.int64)
         table = np.empty((n, 2 * n_stages))
         if catboost:
@@ -60,3 +62,24 @@ def cox_targets(ens, rows, labels, row_start, stage_start, chunk_rows, n_jobs=No
         else:
             cox_grad_hess_table(labels, order, margins, table)
     return COX, np.array([0.0, float(n_stages)]), table.ravel()
+
+
+def check_no_tied_events(labels):
+    """Refuse Cox labels with an event time shared by two rows (CatBoost <= 1.2.3).
+
+    Those releases sort the rows by time with an unstable sort and give tied events one
+    risk set in sort order (XGBoost's rule): the derivatives of rows that share an event
+    time depend on an order of tied rows that the sort leaves to the implementation, which
+    treeimp cannot reproduce. Without such ties every order, and the sequential rule of
+    CatBoost >= 1.2.6, give the same derivatives."""
+    times, group, counts = np.unique(np.abs(labels), return_inverse=True, return_counts=True)
+    events = np.bincount(group.ravel(), weights=labels > 0.0, minlength=len(times))
+    tied = (counts >= 2) & (events >= 1)
+    if tied.any():
+        raise ValueError(
+            f"this Cox model was saved by CatBoost 1.2.3 or older, which orders tied times "
+            f"by an unstable sort that treeimp cannot reproduce, and {int(counts[tied].sum())} "
+            f"evaluation rows share an event time with another row ({int(tied.sum())} "
+            f"times, the first {times[tied][0]:g}); their derivatives depend on that order. "
+            "Evaluate on rows without tied event times, or refit with CatBoost >= 1.2.6")
+
