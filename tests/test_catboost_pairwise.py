@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 import treeimp
+from tests.ranking_designs import query_design
 from treeimp.inputs.rows import RowSource
 from treeimp.model.ranking import query_bounds
 from treeimp.stats.ranking import ranking_gradients
@@ -170,18 +171,6 @@ def test_pair_logit_max_pairs_uses_the_expected_gradient():
     assert np.abs(G_all - G).max() > 0.1
 
 
-def _design(n_queries, seed):
-    """Queries of 5 to 19 rows; relevance driven by x0; x1..x3 binary noise, x4
-    continuous (high-cardinality) noise."""
-    rng = np.random.default_rng(seed)
-    sizes = rng.integers(5, 20, size=n_queries)
-    n = int(sizes.sum())
-    X = np.column_stack([rng.normal(size=n), rng.integers(0, 2, size=(n, 3)),
-                         rng.uniform(size=n)])
-    y = np.clip(np.round(1.5 * X[:, 0] + rng.normal(size=n)) + 2, 0, 4).astype(int)
-    return X, y, sizes
-
-
 @pytest.mark.parametrize("loss", ["PairLogit", "PairLogitPairwise"])
 def test_held_out_measure_finds_the_signal_and_not_the_high_cardinality_noise(loss):
     """In-sample gain ranks the high-cardinality noise x4 second; held-out mdi_oob ranks
@@ -189,8 +178,8 @@ def test_held_out_measure_finds_the_signal_and_not_the_high_cardinality_noise(lo
     noise features, 5% each)."""
     false_positives = 0
     for seed in range(4):
-        X, y, sizes = _design(150, seed)
-        Xv, yv, sv = _design(150, 100 + seed)
+        X, y, sizes = query_design(150, seed)
+        Xv, yv, sv = query_design(150, 100 + seed)
         model = catboost.CatBoostRanker(loss_function=loss, iterations=30, depth=4,
                                         learning_rate=0.3, verbose=0, thread_count=1,
                                         allow_writing_files=False, random_seed=seed)
@@ -213,8 +202,8 @@ def test_yeti_rank_held_out_measure_finds_the_signal(loss):
     per pair and round)."""
     false_positives = 0
     for seed in range(2):
-        X, y, sizes = _design(80, seed)
-        Xv, yv, sv = _design(80, 100 + seed)
+        X, y, sizes = query_design(80, seed)
+        Xv, yv, sv = query_design(80, 100 + seed)
         model = catboost.CatBoostRanker(loss_function=loss, iterations=10, depth=4,
                                         learning_rate=0.3, verbose=0, thread_count=1,
                                         allow_writing_files=False, random_seed=seed)
@@ -230,7 +219,7 @@ def test_yeti_rank_held_out_measure_finds_the_signal(loss):
 
 
 def test_all_held_out_measures_and_permutation_importance_run_per_query():
-    X, y, sizes = _design(40, 5)
+    X, y, sizes = query_design(40, 5)
     model = catboost.CatBoostRanker(loss_function="PairLogit", iterations=10, depth=3,
                                     verbose=0, thread_count=1, allow_writing_files=False,
                                     random_seed=0).fit(
@@ -245,7 +234,7 @@ def test_all_held_out_measures_and_permutation_importance_run_per_query():
 
 
 def test_pair_logit_weights_within_a_query_must_agree():
-    X, y, sizes = _design(10, 6)
+    X, y, sizes = query_design(10, 6)
     model = catboost.CatBoostRanker(loss_function="PairLogit", iterations=3, depth=2,
                                     verbose=0, thread_count=1, allow_writing_files=False).fit(
         X, y, group_id=np.repeat(np.arange(len(sizes)), sizes))
@@ -373,7 +362,7 @@ def test_yeti_rank_pairwise_expected_weights_give_its_pairwise_leaf_values():
 
 @pytest.mark.parametrize("loss", ["YetiRank:mode=DCG", "QuerySoftMax"])
 def test_unsupported_catboost_ranking_losses_are_refused_and_permuted_as_rankers(loss):
-    X, y, sizes = _design(20, 7)
+    X, y, sizes = query_design(20, 7)
     model = catboost.CatBoostRanker(loss_function=loss, iterations=5, depth=3, verbose=0,
                                     thread_count=1, allow_writing_files=False,
                                     random_seed=0).fit(

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import treeimp
+from tests.ranking_designs import query_design
 from treeimp.inputs.rows import RowSource
 from treeimp.model.ranking import query_bounds
 from treeimp.stats.ranking import ranking_gradients
@@ -162,18 +163,6 @@ def _sampled_pairs(y, k, repeats, rng):
     return g / (repeats * k), h / (repeats * k)
 
 
-def _design(n_queries, seed):
-    """Queries of 5 to 19 rows; relevance driven by x0; x1..x3 binary noise, x4
-    continuous (high-cardinality) noise."""
-    rng = np.random.default_rng(seed)
-    sizes = rng.integers(5, 20, size=n_queries)
-    n = int(sizes.sum())
-    X = np.column_stack([rng.normal(size=n), rng.integers(0, 2, size=(n, 3)),
-                         rng.uniform(size=n)])
-    y = np.clip(np.round(1.5 * X[:, 0] + rng.normal(size=n)) + 2, 0, 4).astype(int)
-    return X, y, sizes
-
-
 @pytest.mark.parametrize("library", ["xgboost", "lightgbm"])
 def test_held_out_measure_finds_the_signal_and_not_the_high_cardinality_noise(library):
     """In-sample gain ranks the high-cardinality noise x4 above the binary noise;
@@ -181,8 +170,8 @@ def test_held_out_measure_finds_the_signal_and_not_the_high_cardinality_noise(li
     the nominal rate (over 4 designs: 16 noise features, 5% each)."""
     false_positives = 0
     for seed in range(4):
-        X, y, sizes = _design(150, seed)
-        Xv, yv, sv = _design(150, 100 + seed)
+        X, y, sizes = query_design(150, seed)
+        Xv, yv, sv = query_design(150, 100 + seed)
         if library == "xgboost":
             model = xgb.XGBRanker(n_estimators=30, max_depth=4, learning_rate=0.3, n_jobs=1,
                                   random_state=seed)
@@ -271,7 +260,7 @@ def test_contributions_of_a_ranker_add_up_to_its_margin():
 
 
 def _ranking_fixture():
-    X, y, sizes = _design(40, 11)
+    X, y, sizes = query_design(40, 11)
     model = xgb.XGBRanker(n_estimators=10, max_depth=3, n_jobs=1).fit(
         X, y, qid=np.repeat(np.arange(len(sizes)), sizes))
     return model, X, y, sizes

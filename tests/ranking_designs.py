@@ -1,0 +1,15 @@
+"""A simulated ranking design shared by the ranking tests of every library."""
+
+import numpy as np
+
+
+def query_design(n_queries, seed):
+    """Queries of 5 to 19 rows; relevance driven by x0; x1..x3 binary noise, x4
+    continuous (high-cardinality) noise. Returns (X, y, query sizes)."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(5, 20, size=n_queries)
+    n = int(sizes.sum())
+    X = np.column_stack([rng.normal(size=n), rng.integers(0, 2, size=(n, 3)),
+                         rng.uniform(size=n)])
+    y = np.clip(np.round(1.5 * X[:, 0] + rng.normal(size=n)) + 2, 0, 4).astype(int)
+    return X, y, sizes
