@@ -15,7 +15,7 @@ import pytest
 import treeimp
 from tests.ranking_designs import query_design
 from treeimp.inputs.rows import RowSource
-from treeimp.model.ranking import query_bounds
+from treeimp.model.ranking import query_bounds, query_sample_weight
 from treeimp.stats.ranking import ranking_gradients
 
 xgb = pytest.importorskip("xgboost")
@@ -34,21 +34,24 @@ def _queries(n_queries, seed, n_features=4):
     return X, y, sizes
 
 
-def _leaf_identity_error(model, X, y, sizes):
-    """Largest gap between the last tree's leaf values and -eta G / H of treeimp's
-    gradients summed over the training rows of each leaf, relative to the tree's
-    largest leaf value (the library sums float32 gradients: a leaf near 0 is off by
-    the float32 rounding of its terms, not by a fraction of itself)."""
+def _leaf_identity_error(model, X, y, sizes, w=None, lam=0.0):
+    """Largest gap between the last tree's leaf values and -eta G / (H + lam) of
+    treeimp's gradients (times the row weights ``w``) summed over the training rows of
+    each leaf, relative to the tree's largest leaf value (the library sums float32
+    gradients: a leaf near 0 is off by the float32 rounding of its terms, not by a
+    fraction of itself)."""
     ens = treeimp.parse(model)
     M, G, H = ranking_gradients(ens, RowSource(X, ens), y,
                                 query_bounds(len(y), group=sizes))
+    w = np.ones(len(y)) if w is None else w
     leaves = ens.apply(X)
     t, st = ens.n_trees - 1, G.shape[1] - 1
     gaps, values = [], []
     for leaf in np.unique(leaves[:, t]):
         sel = leaves[:, t] == leaf
         values.append(ens.value[ens.tree_offsets[t] + leaf, 0] * ens.tree_scale[t])
-        gaps.append(abs(values[-1] + ETA * G[sel, st].sum() / H[sel, st].sum()))
+        gaps.append(abs(values[-1] + ETA * (w[sel] * G[sel, st]).sum()
+                        / ((w[sel] * H[sel, st]).sum() + lam)))
     worst = max(gaps) / max(np.abs(values))
     # the margins treeimp reached are the library's (final column: after every tree)
     np.testing.assert_allclose(M[:, -1], ens.predict_raw(X)[:, 0], rtol=0, atol=1e-12)
@@ -79,6 +82,73 @@ def test_xgboost_gradients_give_the_leaf_values(objective, extra):
                                rtol=0, atol=1e-5)
     # XGBoost keeps its scores and gradients in float32
     assert _leaf_identity_error(model, X, y, sizes) < 1e-5
+
+
+@pytest.mark.parametrize("objective", ["rank:ndcg", "rank:pairwise"])
+def test_xgboost_query_weights_give_the_leaf_values(objective):
+    """XGBRanker takes one weight per query: treeimp repeats it over the query's rows,
+    and its weighted G / H give back XGBoost's leaf values. XGBoost scales the query
+    weights to mean 1 first: the factor cancels with reg_lambda=0, not with lambda = 1
+    (there the leaves are reproduced only with the scaled weights)."""
+    X, y, sizes = _queries(30, 7)
+    qid = np.repeat(np.arange(len(sizes)), sizes)
+    wq = np.random.default_rng(3).uniform(0.2, 5.0, size=len(sizes))
+    scale = len(wq) / wq.sum()
+    for lam in (0.0, 1.0):
+        model = xgb.XGBRanker(n_estimators=3, objective=objective, max_depth=2,
+                              learning_rate=ETA, reg_lambda=lam, min_child_weight=0,
+                              n_jobs=1).fit(X, y, qid=qid, sample_weight=wq)
+        w = query_sample_weight(treeimp.parse(model).objective, wq,
+                                query_bounds(len(y), qid=qid))
+        np.testing.assert_array_equal(w, np.repeat(wq, sizes))
+        assert _leaf_identity_error(model, X, y, sizes, w * scale, lam) < 1e-5
+        unscaled = _leaf_identity_error(model, X, y, sizes, w, lam)
+        assert unscaled < 1e-5 if lam == 0 else unscaled > 1e-2
+        # the weights matter: unweighted gradients miss the leaves
+        assert _leaf_identity_error(model, X, y, sizes, None, lam) > 1e-2
+
+
+def test_xgboost_rankers_take_one_weight_per_query():
+    """explain, Explainer.explain and permutation_importance take XGBoost's one weight per
+    query: the same results as every row given its query's weight, not the unweighted
+    ones; per-row weights that vary within a query are refused (XGBoost refuses per-row
+    weights), and LightGBM's rankers keep LightGBM's one weight per row."""
+    model, X, y, sizes = _ranking_fixture()
+    Xv, yv, sv = query_design(30, 12)
+    qid = np.repeat(np.arange(len(sv)), sv)
+    wq = np.random.default_rng(4).uniform(0.2, 5.0, size=len(sv))
+    per_row = np.repeat(wq, sv)
+    kw = {"qid": qid, "random_state": 0, "methods": ["mdi_oob", "ufi"]}
+    by_query, by_row, plain, again = (
+        np.column_stack([r.table.to_numpy(), r.stderr.to_numpy()]) for r in (
+            treeimp.explain(model, Xv, yv, sample_weight=wq, **kw),
+            treeimp.explain(model, Xv, yv, sample_weight=per_row, **kw),
+            treeimp.explain(model, Xv, yv, **kw),
+            treeimp.Explainer(model).explain(Xv, yv, sample_weight=wq, **kw)))
+    np.testing.assert_array_equal(by_query, by_row)
+    np.testing.assert_array_equal(again, by_row)
+    assert not np.allclose(by_query, plain)
+    pi = {name: treeimp.permutation_importance(model, Xv, yv, qid=qid, sample_weight=w,
+                                               n_repeats=2, random_state=1).importances
+          for name, w in (("query", wq), ("row", per_row), ("none", None))}
+    np.testing.assert_array_equal(pi["query"], pi["row"])
+    assert not np.allclose(pi["query"], pi["none"])
+    bad = per_row.copy()
+    bad[sv[0] + 1] += 1.0  # the second row of query 1
+    with pytest.raises(ValueError, match=f"query 1 has weight {per_row[sv[0]]} on its first "
+                                         f"row and {bad[sv[0] + 1]} on row {sv[0] + 1}"):
+        treeimp.explain(model, Xv, yv, sample_weight=bad, **kw)
+    with pytest.raises(ValueError, match="query 1 has weight"):
+        treeimp.permutation_importance(model, Xv, yv, qid=qid, sample_weight=bad)
+    with pytest.raises(ValueError, match=f"one weight per query \\({len(sv)}\\) or one "
+                                         f"per row \\({len(yv)}\\), got shape "
+                                         f"\\({len(sv) + 1},\\)"):
+        treeimp.explain(model, Xv, yv, sample_weight=np.ones(len(sv) + 1), **kw)
+    ranker = lgb.LGBMRanker(n_estimators=3, num_leaves=4, verbose=-1, n_jobs=1).fit(
+        X, y, group=sizes)
+    with pytest.raises(ValueError, match=f"sample_weight has shape \\({len(sv)},\\) but X "
+                                         f"has {len(yv)} rows"):
+        treeimp.explain(ranker, Xv, yv, group=sv, sample_weight=wq)
 
 
 @pytest.mark.parametrize("extra", [{}, {"lambdarank_truncation_level": 5},

@@ -74,7 +74,7 @@ def explain(model, X, y=None, *, oob=False, methods=None, sample_weight=None,
         ``treeimp/attributions/shap_oob.py``) and "saabas_oob" (the same with Saabas contributions:
         equal to "mdi_oob", computed row by row).
     sample_weight : array-like (n_rows,), optional
-        Weights of the evaluation rows.
+        Weights of the evaluation rows (XGBoost rankers: one per query, see ``qid``).
     feature_names : list of str, optional
         Names for the result's index (default: the DataFrame's columns, the model's
         names, or x0, x1, ...).
@@ -122,8 +122,11 @@ def explain(model, X, y=None, *, oob=False, methods=None, sample_weight=None,
         (XGBoost's; each query's rows together), ``group`` the query sizes in row order
         (LightGBM's). y then holds the relevance labels; the staged gradients are the
         ranking objective's on each held-out query (``treeimp/model/ranking.py``), a
-        query's rows fall into one statistic block, and ``sample_weight`` weighs rows
-        (give every row its query's weight for XGBoost's query weights).
+        query's rows fall into one statistic block. ``sample_weight``: for XGBoost's
+        rankers (rank:ndcg, rank:pairwise, rank:map) one weight per query, in the order
+        of the queries, as ``XGBRanker.fit`` takes them (one per row is also taken if it
+        is the same on every row of its query; otherwise a ValueError names the query);
+        for LightGBM's and CatBoost's rankers one weight per row, as they take them.
     label_col, features_col, feature_cols, id_col, weight_col, base_margin_col : str
         Only for a Spark DataFrame X: the columns of y, of the features (one vector
         column, or plain columns), of the rows' identities (their jackknife blocks),
@@ -430,7 +433,7 @@ def permutation_importance(model, X, y=None, *, scoring=None, n_repeats=5,
     n_jobs : int or None
         Threads for routing (on dask: per partition task, None meaning 1).
     sample_weight : array-like (n_rows,), optional
-        Weights for the score.
+        Weights for the score (XGBoost rankers: one per query, see ``qid``).
     progress : None, True or False
         A tqdm bar over the features (None: only on a terminal, for long runs); not
         shown for dask input (watch dask's dashboard).
@@ -448,7 +451,8 @@ def permutation_importance(model, X, y=None, *, scoring=None, n_repeats=5,
         ``ndcg_score`` of each query: linear gain, tied scores averaged, 0 for a query
         without relevant rows), "ndcg@k", or "map" (scikit-learn's
         ``average_precision_score`` of each query, relevant: label > 0, over the queries
-        with a relevant row); a query weighs its first row's ``sample_weight``.
+        with a relevant row); a query weighs its first row's ``sample_weight``
+        (XGBoost rankers: one weight per query, or per row as in :func:`treeimp.explain`).
     within_queries : bool, default True
         For rankers: permute a column among the rows of each query (the features a
         ranker compares within a query), or (False) among all rows as for other models.

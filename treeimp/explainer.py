@@ -61,7 +61,7 @@ from .measures.screening import resolve_methods
 from .model.ensemble import FOREST
 from .model.losses import SMOOTHED
 from .model.offsets import check_base_margin
-from .model.ranking import check_query_input, is_ranking, query_blocks
+from .model.ranking import check_query_input, is_ranking, query_blocks, query_sample_weight
 from .parsers import inbag_bits, parse, training_rows
 from .permutation.importance import permutation_importance_parsed
 from .permutation.scorers import scikit_learn_estimator
@@ -228,6 +228,8 @@ class Explainer:
         query = (check_query_input(self.ensemble.objective, rows.n_rows, qid, group)
                  if qid is not None or group is not None
                  or any(registry.needs_rows(m) for m in methods) else None)
+        # XGBoost rankers: one weight per query, repeated over its rows
+        sample_weight = query_sample_weight(self.ensemble.objective, sample_weight, query)
         names = self._names(rows.feature_names if names is None else names)
         grp = resolve_groups(groups, names, input_groups)
         if not any(registry.needs_rows(m) for m in methods):

@@ -5,7 +5,8 @@ queries of a per-query metric (kernels/ranking_scores.py).
 scores averaged; 0 for a query without relevant rows), averaged over the queries;
 ``"map"``: scikit-learn's ``average_precision_score`` of each query (relevant: label > 0),
 averaged over the queries that have a relevant row. Weighted: each query weighs its
-first row's weight (give every row its query's weight).
+first row's weight (per-row weights; XGBoost's one weight per query is repeated over the
+query's rows before, ``model.ranking.query_sample_weight``).
 """
 
 from __future__ import annotations

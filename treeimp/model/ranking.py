@@ -24,8 +24,11 @@ XGBoost ``rank:ndcg``, ``rank:pairwise``, ``rank:map`` (canonical ``rank_ndcg``,
     the query by log2(1 + L) / L, L = the sum of -2 lambda over its pairs (> 0).
     Position debiasing (``lambdarank_unbiased``, off by default) updates its factors
     every round from all training rows and is refused. XGBoost weighs whole queries:
-    give every row its query's weight (treeimp multiplies each row's terms by its
-    weight, XGBoost's normalisation of query weights to mean 1 is left out).
+    ``sample_weight`` holds one weight per query (or one per row, the same within each
+    query; ``query_sample_weight``), and treeimp multiplies each row's terms by its
+    query's weight. XGBoost also scales the query weights to mean 1 (n_queries / their
+    sum) before it multiplies; that common factor cancels in its leaf values
+    -G / H with ``reg_lambda=0`` but not with lambda > 0, and treeimp leaves it out.
 LightGBM ``lambdarank`` (canonical ``lambdarank``)
     Rows sorted by score (stable); every pair of ranks i < min(n - 1,
     ``lambdarank_truncation_level``), j > i of different labels; |delta NDCG| from
@@ -84,6 +87,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..inputs.targets import check_sample_weight
 from ..kernels.ranking_gradients import (
     LGBM_LAMBDARANK,
     LGBM_XENDCG,
@@ -101,6 +105,8 @@ _CODES = {"rank_ndcg": XGB_NDCG, "rank_pairwise": XGB_PAIRWISE, "rank_map": XGB_
           "rank_xendcg": LGBM_XENDCG, "pair_logit": PAIR_LOGIT,
           "yeti_rank": YETI_RANK}
 RANKING = tuple(_CODES)
+# XGBoost's rankers: one weight per query (query_sample_weight)
+XGB_RANKING = ("rank_ndcg", "rank_pairwise", "rank_map")
 # CatBoost's ranking losses without a treeimp gradient (parsed as "catboost:<name>"): they
 # take queries (prediction, permutation importance), held-out node statistics refuse them
 CATBOOST_REFUSED = {
@@ -309,12 +315,39 @@ def check_ranking_labels(objective, y):
     return np.ascontiguousarray(y)
 
 
+def query_sample_weight(objective, sample_weight, bounds):
+    """The per-row weights of a ranker's rows in the queries ``bounds`` (None: no weights
+    or no queries, returned as given).
+
+    XGBoost's rankers weigh whole queries, one weight per query (XGBoost refuses one
+    weight per row): ``sample_weight`` of n_queries values, in the order of the queries,
+    is repeated over each query's rows; one weight per row is also taken, and must then
+    be the same on every row of its query. When every query has one row the two readings
+    agree. Other rankers' weights are per row (LightGBM's, CatBoost's) and pass as given.
+    """
+    if (sample_weight is None or bounds is None
+            or getattr(objective, "name", None) not in XGB_RANKING):
+        return sample_weight
+    w = np.asarray(sample_weight, dtype=np.float64)
+    n_rows, n_queries = int(bounds[-1]), bounds.shape[0] - 1
+    if w.ndim == 1 and w.shape[0] == n_queries:
+        w = np.repeat(w, np.diff(bounds))
+    elif w.ndim != 1 or w.shape[0] != n_rows:
+        raise ValueError(f"XGBoost {objective.source or objective.name} weighs whole "
+                         f"queries: sample_weight needs one weight per query ({n_queries}) "
+                         f"or one per row ({n_rows}), got shape {w.shape}")
+    w = check_sample_weight(w, n_rows)
+    check_query_weights(objective, w, bounds)
+    return w
+
+
 def check_query_weights(objective, w, bounds):
-    """CatBoost's PairLogit and YetiRank weigh a pair by its query's weight (the weight of
-    the query's first row): treeimp multiplies each row's terms by its own weight, which
-    is the same only when every row carries its query's weight. Other weights are
-    refused."""
-    if getattr(objective, "name", None) not in ("pair_logit", "yeti_rank"):
+    """XGBoost's rankers, and CatBoost's PairLogit and YetiRank, weigh a whole query (a
+    pair by its query's weight, the weight of the query's first row): treeimp multiplies
+    each row's terms by its own weight, which is the same only when every row carries
+    its query's weight. Other weights are refused."""
+    name = getattr(objective, "name", None)
+    if name not in ("pair_logit", "yeti_rank") + XGB_RANKING:
         return
     w = np.asarray(w, dtype=np.float64)
     if w.ndim != 1 or w.shape[0] <= 1 or bounds.shape[0] < 2:
@@ -323,10 +356,13 @@ def check_query_weights(objective, w, bounds):
     if not np.array_equal(first, w):
         row = int(np.flatnonzero(first != w)[0])
         q = int(np.searchsorted(bounds, row, side="right")) - 1
-        raise ValueError(f"CatBoost {objective.source or objective.name} weighs whole "
-                         "queries (a pair by its query's weight): give every row its query's "
-                         f"weight; query {q} has weight {w[bounds[q]]} on its first row and "
-                         f"{w[row]} on row {row}")
+        library = "XGBoost" if name in XGB_RANKING else "CatBoost"
+        how = ("pass one weight per query, or give every row its query's weight"
+               if name in XGB_RANKING else "give every row its query's weight")
+        raise ValueError(f"{library} {objective.source or objective.name} weighs whole "
+                         f"queries (a pair by its query's weight): {how}; query {q} has "
+                         f"weight {w[bounds[q]]} on its first row and {w[row]} on row "
+                         f"{row}")
 
 
 def query_blocks(block, bounds):

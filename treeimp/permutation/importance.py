@@ -38,7 +38,7 @@ from ..inputs.threads import numba_threads
 from ..measures.ranking_scoring import bind_ranking_scorer, check_ranking_scoring
 from ..measures.scoring import SCORINGS, bind_scorer, make_scorer
 from ..model.offsets import check_base_margin
-from ..model.ranking import check_query_input, check_ranking_labels
+from ..model.ranking import check_query_input, check_ranking_labels, query_sample_weight
 from ..model.routing import _forest_scale, predict_ensemble, routing_flags
 from ..stats.progress import progress_bar
 from .leaf_index import LeafIndex
@@ -82,6 +82,8 @@ def permutation_importance_parsed(ens, X, y, feature_names, input_groups, *, sco
                          "learning-to-rank model; leave it at 1.0")
     y_in = y
     y = as_target(y, n, n_target_columns(ens))
+    # XGBoost rankers: one weight per query, repeated over its rows
+    sample_weight = query_sample_weight(ens.objective, sample_weight, query)
     w = None if sample_weight is None else check_sample_weight(sample_weight, n)
     offset = check_base_margin(base_margin, n, ens)
     # a bad scoring (or bad labels) fails before any routing
