@@ -236,7 +236,9 @@ def _initial_inliers(R, fit_alpha):
         return None
     subs, idx = subs[usable], idx[usable]
     x = np.linalg.solve(subs, ys[idx][:, :, None])  # (draws, m, 1)
-    residuals = np.abs(Ms[None] @ x - ys[None, :, None])[:, :, 0]
+    residuals = (Ms[None] @ x)[:, :, 0]  # one matrix-vector product per draw
+    residuals -= ys
+    np.abs(residuals, out=residuals)
     scores = np.partition(residuals, q - 1, axis=1)[:, q - 1]
     scores[~(scores < np.inf)] = np.inf  # a NaN score never becomes the best
     best = int(np.argmin(scores))  # the first of equal scores, as a strict "<" keeps it
