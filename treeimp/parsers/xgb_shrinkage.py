@@ -215,7 +215,12 @@ def _linear(R, fit_alpha):
 
 def _initial_inliers(R, fit_alpha):
     """Least-quantile-of-squares start: the exact fit through a few rows that most
-    other rows agree with (robust to clipped leaves, up to ~60% of the rows)."""
+    other rows agree with (robust to clipped leaves, up to ~60% of the rows).
+
+    The draws are taken one by one from one seeded generator, then every draw's
+    condition number, exact solve and residuals are computed on the stacked (draws, m, m)
+    systems at once; LAPACK and BLAS see the same matrices as draw by draw, so the scores,
+    the chosen fit and the inliers are those of the sequential loop."""
     M, y = _linear(R, fit_alpha)
     n, m = M.shape
     if n <= m:  # an exact fit through every row would check nothing
@@ -224,18 +229,23 @@ def _initial_inliers(R, fit_alpha):
     sample = np.arange(n) if n <= _LQS_ROWS else rng.choice(n, _LQS_ROWS, replace=False)
     Ms, ys = M[sample], y[sample]
     q = max(m + 1, int(0.4 * len(sample)))
-    best_score, best_x = np.inf, None
-    for _ in range(_LQS_DRAWS):
-        idx = rng.choice(len(sample), m, replace=False)
-        sub = Ms[idx]
-        if np.linalg.cond(sub) > 1e10:
-            continue
-        x = np.linalg.solve(sub, ys[idx])
-        score = np.partition(np.abs(Ms @ x - ys), q - 1)[q - 1]
-        if score < best_score:
-            best_score, best_x = score, x
-    if best_x is None:
+    idx = np.stack([rng.choice(len(sample), m, replace=False) for _ in range(_LQS_DRAWS)])
+    subs = Ms[idx]
+    usable = ~(np.linalg.cond(subs) > 1e10)  # a NaN condition number is not skipped
+    if not np.any(usable):
         return None
+    subs, idx = subs[usable], idx[usable]
+    x = np.linalg.solve(subs, ys[idx][:, :, None])  # (draws, m, 1)
+    residuals = (Ms[None] @ x)[:, :, 0]  # one matrix-vector product per draw
+    residuals -= ys
+    np.abs(residuals, out=residuals)
+    scores = np.partition(residuals, q - 1, axis=1)[:, q - 1]
+    scores[~(scores < np.inf)] = np.inf  # a NaN score never becomes the best
+    best = int(np.argmin(scores))  # the first of equal scores, as a strict "<" keeps it
+    best_score = scores[best]
+    if not best_score < np.inf:
+        return None
+    best_x = x[best, :, 0]
     return np.abs(M @ best_x - y) <= max(_FIT_TOL, 3.0 * best_score)
 
 
