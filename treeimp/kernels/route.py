@@ -162,14 +162,8 @@ def descend(X, rows, m, depth, min_depth, plain, left, right, feature, threshold
                 x = feature_value(X, rows[k], feature[node], round32)
                 out[k] = step(x, node, left, right, threshold, flags, cat_offset,
                               cat_count, cat_codes, cat_left, strict)
-        if level + 1 >= min_depth and level + 1 < depth:
-            done = True
-            for k in range(m):
-                if not flags[np.uint64(out[k])] & LEAF:
-                    done = False
-                    break
-            if done:
-                break
+        if level + 1 >= min_depth and level + 1 < depth and at_leaves(m, flags, out):
+            break
 
 
 @njit(cache=True, inline="always")
