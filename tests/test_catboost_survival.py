@@ -74,9 +74,15 @@ def newton(S, H, C, method):
     return np.float32(LR) * S / ((H if method == "Newton" else C) + L2)
 
 
+# CatBoost's arithmetic of Cox and SurvivalAft, as the objectives' flags (the parser's
+# choice, written out here as the loss docs of model/losses.py state it)
+COX_FLAGS = {"float32_times": 1.0, "sequential_ties": 1.0, "weights_ignored": 1.0}
+AFT_FLAGS = {"fast_log": 1.0, "minus_one_open": 1.0, "weights_ignored": 1.0}
+
+
 def aft_params(d, scale):
     old_normal = {"erfc_approx": 1.0} if OLD and d == 0 else {}
-    return {"distribution": d, "sigma": scale, "catboost": 1.0, **old_normal}
+    return {"distribution": d, "sigma": scale, **AFT_FLAGS, **old_normal}
 
 
 @pytest.mark.parametrize("method", ["Newton", "Gradient"])
@@ -94,7 +100,7 @@ def test_cox_leaves_are_steps_of_our_risk_set_gradients(method):
         old_cox_checks(model, method)
         return
     ens, C, S, H, value, margin = leaf_sums(model, Y_COX)
-    assert ens.objective.name == "cox" and ens.objective.params == {"catboost": 1.0}
+    assert ens.objective.name == "cox" and ens.objective.params == COX_FLAGS
     assert (C > 0).sum() >= 9
     np.testing.assert_allclose(newton(S, H, C, method), value, rtol=1e-9, atol=1e-12)
     # predict_raw is CatBoost's RawFormulaVal (no bias for Cox), also its default predict
@@ -121,7 +127,7 @@ def old_cox_checks(model, method):
     import treeimp
 
     ens = treeimp.parse(model)
-    assert ens.objective.params == {"catboost": 1.0, "unstable_ties": 1.0}
+    assert ens.objective.params == {**COX_FLAGS, "unstable_ties": 1.0}
     with pytest.raises(ValueError, match="1.2.3 or older.* share an event time"):
         leaf_sums(model, Y_COX)
     values = model.get_leaf_values()
@@ -297,14 +303,14 @@ def test_the_release_that_saved_the_model_picks_the_derivatives(tmp_path):
         docs[loss] = json.loads((tmp_path / "m.json").read_text())
     # the installed release reads as itself (its model objects and files alike)
     assert saved_version(docs["Cox"]) == CB
-    expect = {(1, 2): ("cox", {"catboost": 1.0, "unstable_ties": 1.0},
+    expect = {(1, 2): ("cox", {**COX_FLAGS, "unstable_ties": 1.0},
                        {"erfc_approx": 1.0}),
-              (1, 2, 3): ("cox", {"catboost": 1.0, "unstable_ties": 1.0},
+              (1, 2, 3): ("cox", {**COX_FLAGS, "unstable_ties": 1.0},
                           {"erfc_approx": 1.0}),
               (1, 2, 5): ("catboost:Cox@1.2.5", {}, {}),
-              (1, 2, 6): ("cox", {"catboost": 1.0}, {}),
+              (1, 2, 6): ("cox", COX_FLAGS, {}),
               None: ("catboost:Cox@unknown", {}, None)}
-    logistic = {"distribution": 1, "sigma": 1.0, "catboost": 1.0}
+    logistic = {"distribution": 1, "sigma": 1.0, **AFT_FLAGS}
     for version, (cox_name, cox_params, normal_extra) in expect.items():
         parsed = {}
         for loss, doc in docs.items():
@@ -317,7 +323,7 @@ def test_the_release_that_saved_the_model_picks_the_derivatives(tmp_path):
         if normal_extra is None:
             assert normal.name == "catboost:SurvivalAft@unknown"
         else:
-            assert normal.params == {"distribution": 0, "sigma": 1.0, "catboost": 1.0,
+            assert normal.params == {"distribution": 0, "sigma": 1.0, **AFT_FLAGS,
                                      **normal_extra}
         assert parsed["SurvivalAft:dist=Logistic"].params == logistic
     # no version info at all: not known

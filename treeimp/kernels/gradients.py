@@ -462,8 +462,8 @@ def grad_hess_targets(code, params, margin, r, y, g, h):
             g[r, k], h[r, k] = y[at + 2 * k], y[at + 2 * k + 1]
         return
     if code == AFT:
-        # params[2] == 1: CatBoost's SurvivalAft (FastLogf of the times); params[3] == 1:
-        # CatBoost <= 1.2.3's normal distribution function
+        # params[2] == 1 (fast_log): CatBoost's FastLogf of the times; params[3] == 1
+        # (erfc_approx): CatBoost <= 1.2.3's normal distribution function
         g[r, 0], h[r, 0] = aft_grad_hess(int(params[0]), params[1], margin[r, 0], y[2 * r],
                                          y[2 * r + 1], params[2] == 1.0, params[3] == 1.0)
         return

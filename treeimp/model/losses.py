@@ -56,30 +56,35 @@ mape            {} -> []                          sign(d) / max(1, |y|), 1
 cross_entropy_  {} -> []                          as cross_entropy; link softplus log(1 +
 lambda                                            e^m); sample weights other than 1 rejected
 aft             {distribution*, sigma*,           y = (lower, upper) per row; z = (log t -
-                catboost=0, erfc_approx=0} ->     m) / sigma; exact time: g = f'(z) / (sigma
-                [dist, sigma, catboost,           f(z)), h = (f'^2 - f f'') / (sigma f)^2;
-                erfc_approx]                      (catboost 1: log t is CatBoost's FastLogf;
-                                                  erfc_approx 1: the normal F from a
-                                                  Chebyshev approximation of erfc)
-                                                  censored: g = (f(z_u) - f(z_l)) / (sigma
-                                                  (F(z_u) - F(z_l))), h = ((f_u - f_l)^2 -
-                                                  (F_u - F_l)(f'_u - f'_l)) / (sigma (F_u -
-                                                  F_l))^2; f, F of distribution 0 normal,
+                fast_log=0, erfc_approx=0,        m) / sigma; exact time: g = f'(z) / (sigma
+                minus_one_open=0,                 f(z)), h = (f'^2 - f f'') / (sigma f)^2;
+                weights_ignored=0} -> [dist,      censored: g = (f(z_u) - f(z_l)) / (sigma
+                sigma, fast_log, erfc_approx,     (F(z_u) - F(z_l))), h = ((f_u - f_l)^2 -
+                minus_one_open,                   (F_u - F_l)(f'_u - f'_l)) / (sigma (F_u -
+                weights_ignored]                  F_l))^2; f, F of distribution 0 normal,
                                                   1 logistic, 2 extreme; g clipped to
-                                                  [-15, 15], h to [1e-16, 15]
-cox             {catboost=0,                      y = XGBoost's label (time |y|, censored
-                unstable_ties=0} -> [] (staged
-                pass: [round, n_rounds]           where y <= 0); over the rows sorted by
-                stats/cox.py)                     |y| (ties in row order): r_i = sum of
-                                                  1 / R_j over the events j up to i, s_i
-                                                  = sum of 1 / R_j^2, R_j = sum of e^m
-                                                  over rows with |y| >= |y_j|; g = e^m_i
+                                                  [-15, 15], h to [1e-16, 15]. fast_log 1:
+                                                  log t is CatBoost's FastLogf of the
+                                                  float32 time; erfc_approx 1: the normal F
+                                                  from a Chebyshev approximation of erfc;
+                                                  minus_one_open 1: labels rounded to
+                                                  float32, -1 marks an unbounded end;
+                                                  weights_ignored 1: sample weights other
+                                                  than 1 refused (the derivatives have none)
+cox             {float32_times=0,                 y = XGBoost's label (time |y|, censored
+                sequential_ties=0,                where y <= 0); over the rows sorted by
+                unstable_ties=0,                  |y| (ties in row order): r_i = sum of
+                weights_ignored=0} -> []          1 / R_j over the events j up to i, s_i
+                (staged pass: [round,             = sum of 1 / R_j^2, R_j = sum of e^m
+                n_rounds], stats/cox.py)          over rows with |y| >= |y_j|; g = e^m_i
                                                   r_i - [y_i > 0], h = e^m_i r_i - e^2m_i
-                                                  s_i (Breslow ties, as XGBoost; catboost
-                                                  1: R_j = sum over the rows at or after j
-                                                  in that order, float32 labels;
-                                                  unstable_ties 1: an event time shared by
-                                                  two rows is refused)
+                                                  s_i (Breslow ties, as XGBoost);
+                                                  sequential_ties 1: R_j = sum over the
+                                                  rows at or after j in that order;
+                                                  float32_times 1: times rounded to
+                                                  float32; unstable_ties 1: an event time
+                                                  shared by two rows is refused;
+                                                  weights_ignored 1: as aft's
 =============== ================================= ==========================================
 
 ``aft`` reads two label columns per row, y (n_rows, 2) = [lower, upper] bound of the
@@ -149,18 +154,18 @@ scikit-learn 1.9.1 in ``tests/test_losses.py``):
   neg_weight / pos_weight); MultiClass softmax with hess_factor 1 (h is the diagonal of
   the K x K hessian that CatBoost's Newton step inverts); MultiClassOneVsAll
   ova_logistic; Poisson poisson with max_delta_step 0; Tweedie tweedie. Cox is "cox"
-  with catboost 1: CatBoost's TCoxError does not group tied times (each event's risk
-  set is the rows at or after it, by |y| then row, labels as float32) and takes its
-  exponentials at m - max(m) (``kernels/cox.py``). SurvivalAft is "aft" with catboost 1
-  (dist Normal / Logistic / Extreme -> 0 / 1 / 2, sigma = ``scale``, default Normal and
-  1): XGBoost's formulas, limits and clips with CatBoost's FastLogf of the float32 time
-  in place of log t; its labels are [lower, upper] with -1 for an unbounded end
-  (:func:`check_catboost_interval_target`). Up to CatBoost 1.2.3 Cox has
-  unstable_ties 1 and SurvivalAft Normal erfc_approx 1; 1.2.5's Cox and a model whose
-  release is not known are refused (``parsers/catboost.py``, objective_from_params).
-  Both drop the sample weight from their
-  derivatives (:func:`check_weights` refuses weights other than 1) and predict the
-  raw value (link identity). Checked against the leaves of one-tree models
+  with sequential_ties 1 and float32_times 1: CatBoost's TCoxError does not group tied
+  times (each event's risk set is the rows at or after it, by |y| then row, labels as
+  float32) and takes its exponentials at m - max(m) (``kernels/cox.py``). SurvivalAft
+  is "aft" with fast_log 1 and minus_one_open 1 (dist Normal / Logistic / Extreme -> 0
+  / 1 / 2, sigma = ``scale``, default Normal and 1): XGBoost's formulas, limits and
+  clips with CatBoost's FastLogf of the float32 time in place of log t; its labels are
+  [lower, upper] with -1 for an unbounded end (:func:`check_minus_one_interval_target`).
+  Up to CatBoost 1.2.3 Cox has unstable_ties 1 and SurvivalAft Normal erfc_approx 1;
+  1.2.5's Cox and a model whose release is not known are refused
+  (``parsers/catboost.py``, objective_from_params). Both drop the sample weight from
+  their derivatives (weights_ignored 1: :func:`check_weights` refuses weights other
+  than 1) and predict the raw value (link identity). Checked against the leaves of one-tree models
   (``tests/test_catboost_survival.py``, agreement 1e-9 relative and better).
 
 Cost: one ``exp`` per row and round for every scalar objective except tweedie (two),
@@ -242,14 +247,19 @@ _SPECS = {
     "fair": (FAIR, "identity", (("c", _REQUIRED),)),
     "mape": (MAPE, "identity", ()),
     "cross_entropy_lambda": (CROSS_ENTROPY, "softplus", ()),
-    # catboost 1: CatBoost's SurvivalAft (its labels, its fast log of the times);
-    # erfc_approx 1: CatBoost <= 1.2.3's normal distribution function
+    # the flags (0 or 1) describe arithmetic that differs from XGBoost's (the table
+    # above); CatBoost's SurvivalAft sets fast_log, minus_one_open and weights_ignored,
+    # up to 1.2.3 also erfc_approx. fast_log and erfc_approx are read by the kernel
+    # (params[2], params[3]), so they stay in these places
     "aft": (AFT, "exp", (("distribution", _REQUIRED), ("sigma", _REQUIRED),
-                         ("catboost", 0.0), ("erfc_approx", 0.0))),
-    # the staged pass computes its g, h over all rows first (stats/cox.py); catboost 1:
-    # CatBoost's Cox (its ties and float32 labels); unstable_ties 1: CatBoost <= 1.2.3,
-    # whose order of tied times is not reproducible (refused where it matters)
-    "cox": (COX, "exp", (("catboost", 0.0), ("unstable_ties", 0.0))),
+                         ("fast_log", 0.0), ("erfc_approx", 0.0), ("minus_one_open", 0.0),
+                         ("weights_ignored", 0.0))),
+    # the staged pass computes its g, h over all rows first (stats/cox.py); CatBoost's
+    # Cox sets float32_times, sequential_ties and weights_ignored; unstable_ties 1:
+    # CatBoost <= 1.2.3, whose order of tied times is not reproducible (refused where
+    # it matters)
+    "cox": (COX, "exp", (("float32_times", 0.0), ("sequential_ties", 0.0),
+                         ("unstable_ties", 0.0), ("weights_ignored", 0.0))),
 }
 # survival:aft's noise distributions, by their number in the parameter vector
 AFT_DISTRIBUTIONS = ("normal", "logistic", "extreme")
@@ -382,9 +392,10 @@ def _check_ranges(name, v):
              f"0, 1 or 2 ({', '.join(AFT_DISTRIBUTIONS)})")
         need(v["sigma"] > 0.0, "sigma must be > 0")
     if name in ("aft", "cox"):
-        need(v["catboost"] in (0.0, 1.0), "catboost must be 0 or 1")
-        extra = "erfc_approx" if name == "aft" else "unstable_ties"
-        need(v[extra] in (0.0, 1.0), f"{extra} must be 0 or 1")
+        flags = (("fast_log", "erfc_approx", "minus_one_open") if name == "aft" else
+                 ("float32_times", "sequential_ties", "unstable_ties")) + ("weights_ignored",)
+        for flag in flags:
+            need(v[flag] in (0.0, 1.0), f"{flag} must be 0 or 1")
     if name in ("softmax", "ova_logistic"):
         k = v["n_classes"]
         need(k == int(k) and k >= 2, "n_classes must be an integer >= 2")
@@ -573,8 +584,8 @@ def check_target(objective, y, classes=None, n_targets=1):
     # smoothed objectives (no loss_spec; ``smoothed_spec``): any finite target
     v = {} if name in SMOOTHED else _param_values(name, params)
     arr = np.asarray(y.to_numpy() if hasattr(y, "to_numpy") else y)
-    if name == "aft" and v["catboost"] == 1.0:
-        return check_catboost_interval_target(arr)
+    if name == "aft" and v["minus_one_open"] == 1.0:
+        return check_minus_one_interval_target(arr)
     if name == "aft":
         return check_interval_target(name, arr)
     if n_targets > 1:
@@ -663,10 +674,11 @@ def check_interval_target(name, arr):
     return yf
 
 
-def check_catboost_interval_target(arr):
-    """CatBoost SurvivalAft labels, (n_rows, 2) [lower, upper] with -1 for an unbounded
-    end (lower == upper an observed time, upper -1 right-censored, lower -1
-    left-censored), rounded to float32 as CatBoost keeps them, as the (n_rows, 2) float64
+def check_minus_one_interval_target(arr):
+    """Interval labels of objective aft with minus_one_open 1 (CatBoost's SurvivalAft
+    labels): (n_rows, 2) [lower, upper] with -1 for an unbounded end (lower == upper an
+    observed time, upper -1 right-censored, lower -1 left-censored), rounded to float32
+    as CatBoost keeps them, as the (n_rows, 2) float64
     bounds that :func:`check_interval_target` returns (-1 becomes 0 below, inf above).
     Rejected: NaN or infinite values, also beyond the float32 range (CatBoost
     reads inf as a time near e^88.7), bounds that are neither -1 nor > 0 (CatBoost takes
@@ -705,7 +717,7 @@ def check_weights(objective, w):
     LightGBM's cross_entropy_lambda puts them inside its link (not modelled); CatBoost's
     Cox and SurvivalAft drop them from their derivatives."""
     name, params = _name_params(objective)
-    if name in ("aft", "cox") and params.get("catboost", 0.0) == 1.0 and w is not None:
+    if name in ("aft", "cox") and params.get("weights_ignored", 0.0) == 1.0 and w is not None:
         wv = np.asarray(w, dtype=np.float64)
         if np.any(wv != 1.0):
             raise ValueError(f"objective {name!r} of a CatBoost model (Cox / SurvivalAft) with "
@@ -925,7 +937,7 @@ def _aft_loss(v, M, y):
                          f"got {M.shape[1]} columns and y {Y.shape}")
     m, lo, up = M[:, 0], Y[:, 0], Y[:, 1]
     dist, sigma = int(v["distribution"]), v["sigma"]
-    log = fast_logf if v["catboost"] == 1.0 else np.log
+    log = fast_logf if v["fast_log"] == 1.0 else np.log
     with np.errstate(divide="ignore"):
         z_l = (log(lo) - m) / sigma
         z_u = (log(up) - m) / sigma

@@ -637,6 +637,11 @@ SUPPORTED_OBJECTIVES = ("RMSE", "MAE", "Quantile", "Huber", "Expectile", "LogCos
                         "YetiRank", "YetiRankPairwise", "Cox", "SurvivalAft")
 # SurvivalAft's dist -> treeimp's aft distribution number (losses.AFT_DISTRIBUTIONS)
 _AFT_DISTS = {"Normal": 0, "Logistic": 1, "Extreme": 2}
+# CatBoost's arithmetic of its survival losses, as flags of treeimp's objectives
+# (model/losses.py): float32 targets, no grouping of tied times, a fast log of the times,
+# -1 for an open interval end, derivatives without the sample weight
+_COX_FLAGS = {"float32_times": 1.0, "sequential_ties": 1.0, "weights_ignored": 1.0}
+_AFT_FLAGS = {"fast_log": 1.0, "minus_one_open": 1.0, "weights_ignored": 1.0}
 
 
 def objective_from_params(params, n_outputs, version=None):
@@ -725,9 +730,8 @@ def objective_from_params(params, n_outputs, version=None):
             at = "unknown" if version is None else "1.2.5"
             return Objective(f"catboost:Cox@{at}", {}, "identity", source)
         if version < (1, 2, 5):
-            return Objective("cox", {"catboost": 1.0, "unstable_ties": 1.0}, "identity",
-                             source)
-        return Objective("cox", {"catboost": 1.0}, "identity", source)
+            return Objective("cox", {**_COX_FLAGS, "unstable_ties": 1.0}, "identity", source)
+        return Objective("cox", dict(_COX_FLAGS), "identity", source)
     if name == "SurvivalAft":
         dist = p.get("dist", "Normal")
         if dist not in _AFT_DISTS:
@@ -737,7 +741,7 @@ def objective_from_params(params, n_outputs, version=None):
         if not (np.isfinite(scale) and scale > 0):
             raise ValueError(f"CatBoost SurvivalAft scale must be a finite number > 0, got "
                              f"{scale}")
-        aft = {"distribution": _AFT_DISTS[dist], "sigma": scale, "catboost": 1.0}
+        aft = {"distribution": _AFT_DISTS[dist], "sigma": scale, **_AFT_FLAGS}
         if dist == "Normal" and version is None:
             return Objective("catboost:SurvivalAft@unknown", {}, "identity", source)
         if dist == "Normal" and version < (1, 2, 5):

@@ -25,16 +25,17 @@ from ..model.routing import routing_flags, row_block
 def cox_targets(ens, rows, labels, row_start, stage_start, chunk_rows, n_jobs=None):
     """(code, params, targets) of survival:cox for the staged kernel: targets (n * 2 *
     n_stages,) row-major, each row's g, h at every round over all ``rows`` (risk sets of
-    these rows, XGBoost's tie order: by |label|, then row order; CatBoost's Cox, objective
-    param ``catboost`` 1: its float32 labels and its ties, kernels/cox.py); params [0
+    these rows, XGBoost's tie order: by |label|, then row order; objective params
+    ``float32_times`` 1: times rounded to float32, ``sequential_ties`` 1: each event's
+    risk set the rows at or after it in that order, CatBoost's, kernels/cox.py); params [0
     (the round, set by the kernel), n_stages]. ``labels`` (n,) XGBoost's (negative: censored);
     ``row_start`` (n, 1) the rows' margins before the first tree, or (0, 1): the base
     score; ``stage_start`` (n_stages + 1,) the first tree of every round."""
     labels = np.ascontiguousarray(labels, dtype=np.float64)
-    catboost = ens.objective.params.get("catboost", 0.0) == 1.0
-    if catboost:  # CatBoost keeps its targets as float32: times that round alike tie
-        labels = labels.astype(np.float32).astype(np.float64)
-    if ens.objective.params.get("unstable_ties", 0.0) == 1.0:
+    flags = ens.objective.params
+    if flags.get("float32_times", 0.0) == 1.0:  # CatBoost's float32 targets: times that
+        labels = labels.astype(np.float32).astype(np.float64)  # round alike tie
+    if flags.get("unstable_ties", 0.0) == 1.0:
         check_no_tied_events(labels)
     n = rows.n_rows
     n_stages = len(stage_start) - 1
@@ -57,7 +58,7 @@ def cox_targets(ens, rows, labels, row_start, stage_start, chunk_rows, n_jobs=No
             del chunk  # a converted chunk is freed before the next one is made
         order = np.argsort(np.abs(labels), kind="stable").astype(np.int64)
         table = np.empty((n, 2 * n_stages))
-        if catboost:
+        if flags.get("sequential_ties", 0.0) == 1.0:
             cox_sequential_grad_hess_table(labels, order, margins, table)
         else:
             cox_grad_hess_table(labels, order, margins, table)
