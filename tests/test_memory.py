@@ -42,6 +42,19 @@ def models():
     return _models()
 
 
+def traced_explain(model, X, y):
+    """(result, peak bytes traced) of ``explain(model, X, y)`` with mdi_oob and ufi, after
+    an explain of its first 100 rows (kernels compiled / loaded before measuring)."""
+    treeimp.explain(model, X[:100], y[:100])
+    tracemalloc.start()
+    try:
+        res = treeimp.explain(model, X, y, methods=("mdi_oob", "ufi"), random_state=0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return res, peak
+
+
 @pytest.mark.parametrize("name", ["xgboost_binary", "xgboost_3_classes", "forest_classifier",
                                   "forest_regressor"])
 def test_explain_memory_is_a_few_bytes_per_row(models, name):
@@ -54,13 +67,7 @@ def test_explain_memory_is_a_few_bytes_per_row(models, name):
         y = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0)
     else:
         y = (X[:, 0] > 0).astype(int)
-    treeimp.explain(model, X[:100], y[:100])  # kernels compiled / loaded before measuring
-    tracemalloc.start()
-    try:
-        res = treeimp.explain(model, X, y, methods=("mdi_oob", "ufi"), random_state=0)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    res, peak = traced_explain(model, X, y)
     assert np.isfinite(res.table.to_numpy()).all()
     per_row = peak / N_ROWS
     assert per_row <= BYTES_PER_ROW, (
@@ -83,13 +90,7 @@ def test_explain_of_a_frame_holds_one_small_float32_chunk(models, dtype):
     frame = pd.DataFrame(X.astype(dtype), columns=[f"f{j}" for j in range(N_FEATURES)],
                          copy=False)
     y = (X[:, 0] > 0).astype(int)
-    treeimp.explain(model, frame.iloc[:100], y[:100])
-    tracemalloc.start()
-    try:
-        treeimp.explain(model, frame, y, methods=("mdi_oob", "ufi"), random_state=0)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    _, peak = traced_explain(model, frame, y)
     chunk = 65536 * N_FEATURES * 4
     bound = N_ROWS * BYTES_PER_ROW + chunk
     assert peak <= bound, (f"explain of a {np.dtype(dtype)} DataFrame allocated "
@@ -127,13 +128,7 @@ def test_boosting_explain_keeps_no_target_of_every_row(models, frame):
     else:
         data = X
         model = models["xgboost_binary"]
-    treeimp.explain(model, data[:100], y[:100])
-    tracemalloc.start()
-    try:
-        treeimp.explain(model, data, y, methods=("mdi_oob", "ufi"), random_state=0)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    _, peak = traced_explain(model, data, y)
     chunk = 65536 * N_FEATURES * 4 if frame else 0
     bound = N_ROWS * BOOSTING_BYTES_PER_ROW + BOOSTING_FIXED_BYTES + chunk
     assert peak <= bound, (f"explain allocated {peak / 2**20:.1f} MB at its peak, over "
