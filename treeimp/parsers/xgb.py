@@ -429,7 +429,7 @@ def _flat_ensemble(flat, tree_info, eta, stages, weight_drop, meta):
         "cover": np.full(internal.size, np.nan),  # TreeSHAP weighs by weight, as XGBoost
     }
     return TreeEnsemble.from_arrays(
-        flat.offsets, fields, flat.categories,
+        flat.offsets, fields, flat.categories, ordered=flat.ordered,
         tree_output=tree_info.astype(np.int32),
         tree_scale=(np.ones(flat.n_trees) if weight_drop is None
                     else weight_drop.astype(np.float64)),
