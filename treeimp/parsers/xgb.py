@@ -69,7 +69,7 @@ from .xgb_categories import category_sets, stored_categories
 from .xgb_eta import XGBoostEta, shrinkage_input
 from .xgb_eta import shrinkage_input as _shrinkage_input  # noqa: F401  (tests)
 from .xgb_flat import read_model
-from .xgb_save import saved_model
+from .xgb_save import read_saved_model
 
 _TREE_KEYS = (
     "left_children", "right_children", "split_indices", "split_conditions", "default_left",
@@ -213,7 +213,9 @@ def parse_xgboost(model) -> TreeEnsemble:
     # UBJSON, not JSON: its typed arrays are gathered for all trees at once
 
     try:
-        raw, config = saved_model(booster)  # on a worker thread (see xgb_save.py)
+        # on a worker thread, all trees at once (see xgb_save.py); got None: a layout the
+        # per-tree path reads, from raw
+        got, raw, config = read_saved_model(booster, read_model)
     except xgboost.core.XGBoostError as exc:
         # XGBoost's first line without its "[time] file:line: " prefix and stack trace
         reason = str(exc).split("\n", 1)[0].split(": ", 1)[-1].strip()
@@ -223,7 +225,6 @@ def parse_xgboost(model) -> TreeEnsemble:
                              "model into it before explaining it") from None
         raise ValueError(f"XGBoost cannot save this booster: {reason}") from None
     eta, regularization = _config_shrinkage(config, xgboost.__version__)
-    got = read_model(raw)  # all trees at once; None: a layout the per-tree path reads
     if got is None:
         return parse_xgboost_json(read_ubjson(raw), learning_rate=eta, classes=classes,
                                   regularization=regularization)

@@ -91,7 +91,8 @@ class FlatTrees:
 def read_model(data: bytes):
     """``(document, FlatTrees)`` of an XGBoost UBJSON model (the document's ``trees``
     list is :data:`ubjson.SKIPPED`), or None when the per-tree path must read it (see
-    the module docstring). ``data``: bytes or a bytearray (read in place)."""
+    the module docstring). ``data``: bytes, a bytearray or a memoryview of bytes (read
+    in place; nothing returned is a view of it)."""
     index = index_ubjson(data)
     if not index.ok or index.marker[0] != _OBJECT:
         return None
@@ -284,14 +285,19 @@ def _counts_agree(table, trees, params, sizes):
         return False
     # every given count's text against the node count's decimal digits, all trees at
     # once: the texts' bytes gathered side by side and compared with the digits joined
-    want = [str(n).encode() for n in sizes[given].tolist()]
-    lengths = np.array([len(w) for w in want], np.int64)
+    counts = sizes[given]  # each >= 1 (checked by the caller)
+    lengths = 1 + (counts[:, None] >= _POWERS[1:]).sum(axis=1)  # decimal digits
     starts = table.start[rows].astype(np.int64)
     if np.any(table.count[rows] != lengths) or np.any(starts + lengths > table.buf.size):
         return False
     first = np.cumsum(lengths) - lengths  # each text's first byte in the joined digits
-    at = np.repeat(starts - first, lengths) + np.arange(int(lengths.sum()))
-    return bool(np.array_equal(table.buf[at], np.frombuffer(b"".join(want), np.uint8)))
+    place = np.arange(int(lengths.sum())) - np.repeat(first, lengths)  # 0: the first
+    power = _POWERS[np.repeat(lengths, lengths) - 1 - place]
+    digits = np.repeat(counts, lengths) // power % 10 + ord("0")
+    return bool(np.array_equal(table.buf[np.repeat(starts, lengths) + place], digits))
+
+
+_POWERS = 10 ** np.arange(19, dtype=np.int64)  # 1 .. 10**18
 
 
 def _tree_categories(flat, out):
