@@ -309,3 +309,20 @@ def test_a_feature_out_of_range_is_reported_with_the_checked_form():
     ens = TreeEnsemble.from_arrays(flat.offsets, {**fields, "feature": flat.feature},
                                    [{}] * flat.n_trees, ordered=flat.ordered, **kw)
     assert np.array_equal(ens.feature, flat.ordered[2])
+
+
+def test_node_counts_of_every_digit_length_are_read():
+    """Trees of 1, 2-digit and 3-digit node counts in one model: each tree_param
+    num_nodes text matches its count, so the flat reader takes the model."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(3000, 6))
+    y = X[:, 0] * X[:, 1] + np.sin(3 * X[:, 2]) + 0.1 * rng.normal(size=3000)
+    booster = xgb.train({"max_depth": 9, "eta": 0.3, "nthread": 1}, xgb.DMatrix(X, y), 3)
+    booster = xgb.train({"max_depth": 4, "nthread": 1}, xgb.DMatrix(X, y), 2,
+                        xgb_model=booster)
+    booster = xgb.train({"max_depth": 1, "min_split_loss": 1e9, "nthread": 1},
+                        xgb.DMatrix(X, y), 1, xgb_model=booster)
+    got = read_model(bytes(booster.save_raw("ubj")))
+    assert got is not None
+    sizes = np.diff(got[1].offsets)
+    assert {len(str(n)) for n in sizes.tolist()} == {1, 2, 3}, sizes
