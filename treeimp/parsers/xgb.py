@@ -1,9 +1,10 @@
 """XGBoost -> TreeEnsemble, from a live model or from the model's JSON document.
 
 :func:`parse_xgboost` takes an ``xgboost.Booster`` or a fitted scikit-learn wrapper
-(``XGBClassifier``, ``XGBRegressor``, ...), asks it for ``save_raw("ubj")`` (on a
-worker thread of XGBoost's ``nthread=1``, see ``xgb_save.py``) and hands the document
-to :func:`parse_xgboost_json`, which never imports xgboost: saved ``.json`` and
+(``XGBClassifier``, ``XGBRegressor``, ...), asks it for the bytes of
+``save_raw("ubj")`` (on a worker thread of XGBoost's ``nthread=1``, which reads them in
+place in XGBoost's buffer, see ``xgb_save.py``) and hands the document to
+:func:`parse_xgboost_json`, which never imports xgboost: saved ``.json`` and
 ``.ubj`` model files (see ``files.py``) go through the same function. For a live
 model the trees' node arrays are gathered for all trees at once from the UBJSON bytes
 (``xgb_flat.py``) and the trees are built together (:func:`_flat_ensemble`); models
