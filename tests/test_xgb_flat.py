@@ -237,11 +237,10 @@ def test_gather_numbers_undoes_the_byte_order_of_every_size():
     count = rng.integers(0, 40, (3, len(dtypes)))
     itemsize = np.array([d.itemsize for d in dtypes])
     *words, at = gather_numbers(data, start, count, itemsize)
-    words = {k: w.view(f"u{k}") for w, k in zip(words, (1, 2, 4, 8))}
+    assert [w.dtype for w in words] == [np.dtype(f"u{k}") for k in (1, 2, 4, 8)]
+    words = dict(zip((1, 2, 4, 8), words))  # already in the host's order
     for j, d in enumerate(dtypes):
         got = words[d.itemsize][at[j]:at[j] + count[:, j].sum()]
-        if d.itemsize > 1 and np.little_endian:
-            got = got.byteswap()
         want = np.concatenate([np.frombuffer(data.tobytes(), d, int(count[t, j]),
                                              int(start[t, j])) for t in range(3)])
         assert np.array_equal(got.view(d.newbyteorder("=")), want, equal_nan=True)
@@ -261,3 +260,69 @@ def test_member_rows_finds_each_key_once_per_object():
     ok, _ = member_rows(buf, parent, key_start, key_len, np.array([1, 5, 7]),
                         *_encoded(("a",)))
     assert not ok  # the third object holds "a" twice
+
+
+@pytest.mark.parametrize("name", ["binary", "multiclass", "categorical"])
+def test_flat_trees_carry_the_checked_normal_form(name):
+    """The reader's one structure check (``FlatTrees.ordered``, which from_arrays does
+    not repeat) is what the numba check of every tree gives: no problem, the same int32
+    global children and features."""
+    from treeimp.kernels.structure import check_trees_serial
+
+    _, flat = read_model(bytes(MODELS[name].get_booster().save_raw("ubj")))
+    problem, _, left, right, feature = check_trees_serial(
+        flat.offsets, flat.left, flat.right, flat.feature, 5)
+    assert not problem.any()
+    for got, want in zip(flat.ordered, (left, right, feature)):
+        assert got.dtype == np.int32 and np.array_equal(got, want)
+
+
+def test_a_feature_out_of_range_is_reported_with_the_checked_form():
+    """from_arrays given the caller's checked form still checks each split's feature
+    against n_features, with the message it gives without it."""
+    from treeimp.kernels.structure import ordered_trees
+    from treeimp.model.ensemble import MAX_FEATURES, TreeEnsemble
+
+    _, flat = read_model(bytes(MODELS["regression"].get_booster().save_raw("ubj")))
+    feature = flat.feature.copy()
+    split = np.flatnonzero(flat.left >= 0)
+    feature[split[7]] = 5  # the model has features 0..4
+    n = flat.left.size
+    fields = {"left": flat.left, "right": np.where(flat.left >= 0, flat.right, -1),
+              "feature": feature, "threshold": np.zeros(n), "missing_left": np.zeros(n, bool),
+              "nan_mode": np.zeros(n, np.uint8), "weight": np.ones(n),
+              "impurity": np.full(n, np.nan), "gain": np.full(n, np.nan),
+              "value": np.zeros((n, 1)), "cover": np.full(n, np.nan)}
+    kw = dict(tree_output=np.zeros(flat.n_trees, np.int32), tree_scale=np.ones(flat.n_trees),
+              tree_learning_rate=np.ones(flat.n_trees),
+              tree_stage=np.arange(flat.n_trees), kind="boosting", n_features=5,
+              n_outputs=1, comparison="<", round_float32=True)
+    ordered = ordered_trees(flat.offsets, flat.left, flat.right, feature, MAX_FEATURES)
+    assert ordered is not None
+    messages = []
+    for given in (None, ordered):
+        with pytest.raises(ValueError) as info:
+            TreeEnsemble.from_arrays(flat.offsets, fields, [{}] * flat.n_trees,
+                                     ordered=given, **kw)
+        messages.append(str(info.value))
+    assert messages[0] == messages[1] and "feature 5" in messages[0], messages
+    ens = TreeEnsemble.from_arrays(flat.offsets, {**fields, "feature": flat.feature},
+                                   [{}] * flat.n_trees, ordered=flat.ordered, **kw)
+    assert np.array_equal(ens.feature, flat.ordered[2])
+
+
+def test_node_counts_of_every_digit_length_are_read():
+    """Trees of 1, 2-digit and 3-digit node counts in one model: each tree_param
+    num_nodes text matches its count, so the flat reader takes the model."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(3000, 6))
+    y = X[:, 0] * X[:, 1] + np.sin(3 * X[:, 2]) + 0.1 * rng.normal(size=3000)
+    booster = xgb.train({"max_depth": 9, "eta": 0.3, "nthread": 1}, xgb.DMatrix(X, y), 3)
+    booster = xgb.train({"max_depth": 4, "nthread": 1}, xgb.DMatrix(X, y), 2,
+                        xgb_model=booster)
+    booster = xgb.train({"max_depth": 1, "min_split_loss": 1e9, "nthread": 1},
+                        xgb.DMatrix(X, y), 1, xgb_model=booster)
+    got = read_model(bytes(booster.save_raw("ubj")))
+    assert got is not None
+    sizes = np.diff(got[1].offsets)
+    assert {len(str(n)) for n in sizes.tolist()} == {1, 2, 3}, sizes

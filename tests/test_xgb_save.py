@@ -120,3 +120,39 @@ def test_forked_child_starts_its_own_worker(booster):
         child.kill()
     assert child.exitcode == 0
     assert got == bytes(bst.save_raw("ubj"))
+
+
+def test_read_in_place_gives_what_the_copied_bytes_give(booster):
+    """read_saved_model's reader sees XGBoost's own buffer (no copy): the same bytes as
+    save_raw, results that outlive the buffer (another booster's save overwrites it),
+    and a copy of the bytes only when the reader returns None."""
+    from treeimp.parsers.xgb_flat import read_model
+
+    bst, X = booster
+    seen = []
+    got, raw, config = xgb_save.read_saved_model(bst, lambda b: seen.append(bytes(b)))
+    assert got is None and bytes(raw) == seen[0] == bytes(bst.save_raw("ubj"))
+    assert config == json.loads(bst.save_config())
+    (doc, flat), raw, _ = xgb_save.read_saved_model(bst, read_model)
+    assert raw is None
+    other = xgb.train({"max_depth": 5}, xgb.DMatrix(X[:, ::-1], X[:, 1]), 30)
+    xgb_save.read_saved_model(other, read_model)  # the worker's buffer is rewritten
+    want_doc, want = read_model(bytes(bst.save_raw("ubj")))
+    assert _same(doc, want_doc)
+    for name, value in vars(want).items():
+        if isinstance(value, np.ndarray):
+            assert np.array_equal(getattr(flat, name), value), name
+    for a, b in zip(flat.ordered, want.ordered):
+        assert np.array_equal(a, b)
+
+
+def _same(a, b):
+    """Documents equal value by value (numpy arrays by their elements and type)."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k])
+                                                                    for k in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b)
+    return type(a) is type(b) and a == b

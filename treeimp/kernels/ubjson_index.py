@@ -353,15 +353,16 @@ def _walk(data, max_depth, cap):
 
 @njit(cache=True)
 def gather_numbers(data, start, count, itemsize):
-    """The typed arrays at ``start[t, j]`` (``count[t, j]`` elements of ``itemsize[j]``
-    bytes: 1, 2, 4 or 8) gathered field by field, field j's arrays of every t in turn,
-    into one byte array per element size holding the elements' bytes as they are
-    (big-endian): the caller views them as elements of that size and swaps them to the
-    host's order (views in numba would compile one more function per size).
+    """The typed arrays at ``start[t, j]`` (``count[t, j]`` big-endian elements of
+    ``itemsize[j]`` bytes: 1, 2, 4 or 8) gathered field by field, field j's arrays of
+    every t in turn, into one array of unsigned integers per element size, each element
+    read from its bytes most significant first (so in the host's order on any host):
+    the caller views them as the field's type (views in numba would compile one more
+    function per size).
 
-    Returns ``(b1, b2, b4, b8, at)``: field j's elements are elements
-    ``at[j]:at[j] + count[:, j].sum()`` of ``b<itemsize[j]>`` viewed as unsigned
-    integers of ``itemsize[j]`` bytes. One call for all per-node fields of all trees."""
+    Returns ``(u1, u2, u4, u8, at)``: field j's elements are elements
+    ``at[j]:at[j] + count[:, j].sum()`` of ``u<itemsize[j]>`` (uint8, uint16, uint32,
+    uint64). One call for all per-node fields of all trees."""
     n_rows, n_fields = start.shape
     totals = np.zeros(9, np.int64)
     at = np.zeros(n_fields, np.int64)
@@ -369,22 +370,41 @@ def gather_numbers(data, start, count, itemsize):
         at[j] = totals[itemsize[j]]
         for t in range(n_rows):
             totals[itemsize[j]] += count[t, j]
-    b1 = np.empty(totals[1], np.uint8)
-    b2 = np.empty(totals[2] * 2, np.uint8)
-    b4 = np.empty(totals[4] * 4, np.uint8)
-    b8 = np.empty(totals[8] * 8, np.uint8)
+    u1 = np.empty(totals[1], np.uint8)
+    u2 = np.empty(totals[2], np.uint16)
+    u4 = np.empty(totals[4], np.uint32)
+    u8 = np.empty(totals[8], np.uint64)
     for j in range(n_fields):
         k = itemsize[j]
-        out = b1 if k == 1 else b2 if k == 2 else b4 if k == 4 else b8
-        o = at[j] * k
+        o = at[j]
         for t in range(n_rows):
-            # a byte loop, not a slice assignment: numba's slice assignment brings its
+            # element loops, not slice assignments: numba's slice assignment brings its
             # shape-mismatch error messages (string formatting) to compile
             s = start[t, j]
-            for q in range(count[t, j] * k):
-                out[o] = data[s + q]
-                o += 1
-    return b1, b2, b4, b8, at
+            n = count[t, j]
+            if k == 1:
+                for q in range(n):
+                    u1[o + q] = data[s + q]
+            elif k == 2:
+                for q in range(n):
+                    u2[o + q] = _word(data, s + 2 * q, 2)
+            elif k == 4:
+                for q in range(n):
+                    u4[o + q] = _word(data, s + 4 * q, 4)
+            else:
+                for q in range(n):
+                    u8[o + q] = _word(data, s + 8 * q, 8)
+            o += n
+    return u1, u2, u4, u8, at
+
+
+@njit(cache=True, inline="always")
+def _word(data, s, k):
+    """The unsigned integer of the ``k`` bytes at ``s``, most significant first."""
+    v = np.uint64(0)
+    for q in range(k):
+        v = (v << np.uint64(8)) | np.uint64(data[s + q])
+    return v
 
 
 # integer markers and their (size, numpy big-endian type) for integers_at

@@ -537,7 +537,8 @@ class TreeEnsemble:
 
     @classmethod
     def from_arrays(cls, offsets, fields, categories, *, tree_output, tree_scale,
-                    tree_learning_rate, tree_stage, bad_shapes=None, **meta) -> TreeEnsemble:
+                    tree_learning_rate, tree_stage, bad_shapes=None, ordered=None,
+                    **meta) -> TreeEnsemble:
         """The normal form from per-tree node arrays already concatenated, as
         :meth:`from_trees` gathers them (and validated the same way).
 
@@ -550,7 +551,11 @@ class TreeEnsemble:
         and ``const`` and per-term ``feature`` and ``coef`` (terms in node order), the
         linear leaf models of the module docstring, checked here. ``bad_shapes``:
         ``{field: (tree, message)}`` of fields with a wrong shape from the tree they
-        start (from_trees' gathering).
+        start (from_trees' gathering). ``ordered``: the caller's
+        ``structure.ordered_trees(offsets, left, right, feature, MAX_FEATURES)`` of these
+        trees (not None), which is not computed again; its splits' features are checked
+        against ``n_features`` here (a feature out of range: checked and reported as
+        without it).
         """
 
         bad_shapes = bad_shapes or {}
@@ -580,16 +585,20 @@ class TreeEnsemble:
                    default=n_trees)
         end = offsets[n_ok]
         # trees numbered with children after parents (XGBoost, scikit-learn, ...) are
-        # checked and converted in numpy (up to NUMPY_STRUCTURE_NODES); the kernel
-        # finds the problem of the others or converts them
-        ordered = None
-        if end < NUMPY_STRUCTURE_NODES:
+        # checked and converted in numpy (up to NUMPY_STRUCTURE_NODES, or by the caller);
+        # the kernel finds the problem of the others or converts them
+        if ordered is not None and (problems or n_ok < n_trees
+                                    or not np.all(ordered[2] < n_features)):
+            ordered = None  # the check below finds and reports the problem
+        if ordered is None and end < NUMPY_STRUCTURE_NODES:
             ordered = structure.ordered_trees(offsets[:n_ok + 1], fields["left"][:end],
                                               fields["right"][:end], fields["feature"][:end],
                                               n_features)
         if ordered is not None:
             left, right, feature = ordered
             problem = np.zeros(0, np.int64)
+            if end >= NUMPY_STRUCTURE_NODES:
+                ordered = None  # the values below in the kernels, as for other large trees
         else:
             serial = offsets[-1] < SERIAL_NODES
             check_trees = structure.check_trees_serial if serial else structure.check_trees

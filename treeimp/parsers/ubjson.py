@@ -106,8 +106,8 @@ def _error(what, at, size):
 
 
 def index_ubjson(data) -> UbjsonIndex:
-    """The value table of one UBJSON document (``data``: bytes or a bytearray, read in
-    place); check :attr:`UbjsonIndex.ok` before using it."""
+    """The value table of one UBJSON document (``data``: bytes, a bytearray or a
+    memoryview of bytes, read in place); check :attr:`UbjsonIndex.ok` before using it."""
     buf = np.frombuffer(data, np.uint8)
     return UbjsonIndex(data, buf, *walk.index_document(buf, MAX_DEPTH))
 
@@ -228,7 +228,7 @@ def _check_strings(index):
 
 def _text(data, at, n, size):
     try:
-        return data[at:at + n].decode("utf-8")
+        return str(data[at:at + n], "utf-8")  # bytes, a bytearray or a memoryview
     except UnicodeDecodeError as exc:
         raise _error(f"invalid UTF-8 in a string ({exc.reason})", at, size) from None
 

@@ -1,9 +1,10 @@
 """XGBoost -> TreeEnsemble, from a live model or from the model's JSON document.
 
 :func:`parse_xgboost` takes an ``xgboost.Booster`` or a fitted scikit-learn wrapper
-(``XGBClassifier``, ``XGBRegressor``, ...), asks it for ``save_raw("ubj")`` (on a
-worker thread of XGBoost's ``nthread=1``, see ``xgb_save.py``) and hands the document
-to :func:`parse_xgboost_json`, which never imports xgboost: saved ``.json`` and
+(``XGBClassifier``, ``XGBRegressor``, ...), asks it for the bytes of
+``save_raw("ubj")`` (on a worker thread of XGBoost's ``nthread=1``, which reads them in
+place in XGBoost's buffer, see ``xgb_save.py``) and hands the document to
+:func:`parse_xgboost_json`, which never imports xgboost: saved ``.json`` and
 ``.ubj`` model files (see ``files.py``) go through the same function. For a live
 model the trees' node arrays are gathered for all trees at once from the UBJSON bytes
 (``xgb_flat.py``) and the trees are built together (:func:`_flat_ensemble`); models
@@ -69,7 +70,7 @@ from .xgb_categories import category_sets, stored_categories
 from .xgb_eta import XGBoostEta, shrinkage_input
 from .xgb_eta import shrinkage_input as _shrinkage_input  # noqa: F401  (tests)
 from .xgb_flat import read_model
-from .xgb_save import saved_model
+from .xgb_save import read_saved_model
 
 _TREE_KEYS = (
     "left_children", "right_children", "split_indices", "split_conditions", "default_left",
@@ -213,7 +214,9 @@ def parse_xgboost(model) -> TreeEnsemble:
     # UBJSON, not JSON: its typed arrays are gathered for all trees at once
 
     try:
-        raw, config = saved_model(booster)  # on a worker thread (see xgb_save.py)
+        # on a worker thread, all trees at once (see xgb_save.py); got None: a layout the
+        # per-tree path reads, from raw
+        got, raw, config = read_saved_model(booster, read_model)
     except xgboost.core.XGBoostError as exc:
         # XGBoost's first line without its "[time] file:line: " prefix and stack trace
         reason = str(exc).split("\n", 1)[0].split(": ", 1)[-1].strip()
@@ -223,7 +226,6 @@ def parse_xgboost(model) -> TreeEnsemble:
                              "model into it before explaining it") from None
         raise ValueError(f"XGBoost cannot save this booster: {reason}") from None
     eta, regularization = _config_shrinkage(config, xgboost.__version__)
-    got = read_model(raw)  # all trees at once; None: a layout the per-tree path reads
     if got is None:
         return parse_xgboost_json(read_ubjson(raw), learning_rate=eta, classes=classes,
                                   regularization=regularization)
@@ -429,7 +431,7 @@ def _flat_ensemble(flat, tree_info, eta, stages, weight_drop, meta):
         "cover": np.full(internal.size, np.nan),  # TreeSHAP weighs by weight, as XGBoost
     }
     return TreeEnsemble.from_arrays(
-        flat.offsets, fields, flat.categories,
+        flat.offsets, fields, flat.categories, ordered=flat.ordered,
         tree_output=tree_info.astype(np.int32),
         tree_scale=(np.ones(flat.n_trees) if weight_drop is None
                     else weight_drop.astype(np.float64)),

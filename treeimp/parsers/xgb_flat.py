@@ -14,18 +14,22 @@ reader gathers exactly, and the caller then takes the per-tree path, which handl
 repeated or untyped fields, fields whose length is not the tree's node count,
 vector-leaf trees (``size_leaf_vector`` > 1), ``default_left`` or ``split_type``
 values other than 0 and 1, and trees that keep nodes deleted by pruning (unreachable
-from the root).
+from the root) or whose children do not come after their parents (XGBoost numbers a
+grown tree's nodes in the order it adds them; only pruning and regrowing can give
+another order). The trees it takes are checked as ``TreeEnsemble.from_arrays`` checks
+them (:func:`kernels.structure.ordered_trees`), once: their normal-form child and
+feature arrays are passed on (``FlatTrees.ordered``).
 """
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels.structure import children_partitions
+from ..kernels.structure import ordered_trees
 from ..kernels.ubjson_index import gather_numbers, integers_at, key_ids, member_rows
+from ..model.ensemble import MAX_FEATURES
 from .ubjson import decode, index_ubjson
 from .xgb_categories import category_sets
 
@@ -74,6 +78,10 @@ class FlatTrees:
     base_weights: np.ndarray  # (n_nodes, 1)
     value: np.ndarray  # (n_nodes, 1): the leaf value at leaves, 0 elsewhere
     categories: list  # per tree, {node: (codes, goes_left, default_left)}
+    # ``structure.ordered_trees`` of the trees for features in [0, MAX_FEATURES): the
+    # int32 normal form (GLOBAL child indices, -1 everywhere at leaves) of left, right
+    # and feature
+    ordered: tuple
 
     @property
     def n_trees(self) -> int:
@@ -83,7 +91,8 @@ class FlatTrees:
 def read_model(data: bytes):
     """``(document, FlatTrees)`` of an XGBoost UBJSON model (the document's ``trees``
     list is :data:`ubjson.SKIPPED`), or None when the per-tree path must read it (see
-    the module docstring). ``data``: bytes or a bytearray (read in place)."""
+    the module docstring). ``data``: bytes, a bytearray or a memoryview of bytes (read
+    in place; nothing returned is a view of it)."""
     index = index_ubjson(data)
     if not index.ok or index.marker[0] != _OBJECT:
         return None
@@ -208,11 +217,7 @@ def _gather_trees(table, trees_row):
     types = [_DTYPES[m].newbyteorder("=") for m in elem[0].tolist()]
     itemsize = np.array([t.itemsize for t in types], np.int64)
     *words, at = gather_numbers(table.buf, table.start[rows], counts, itemsize)
-    words = [w.view(f"u{k}") for w, k in zip(words, (1, 2, 4, 8))]
-    if sys.byteorder == "little":
-        for w in words[1:]:
-            w.byteswap(inplace=True)  # big-endian bytes -> the host's numbers
-    words = dict(zip((1, 2, 4, 8), words))
+    words = dict(zip((1, 2, 4, 8), words))  # the host's numbers, as unsigned integers
     out = {}
     for j, (key, t, n) in enumerate(zip(_FIELDS, types, counts.sum(axis=0).tolist())):
         values = words[t.itemsize][at[j]:at[j] + n].view(t)
@@ -223,15 +228,16 @@ def _gather_trees(table, trees_row):
     offsets = np.zeros(n_trees + 1, np.int64)
     np.cumsum(sizes, out=offsets[1:])
     left, right = out["left"], out["right"]
-    if not np.all(children_partitions(offsets, left, right)):
-        return None  # pruned nodes to drop (or a corrupt tree to report)
-    leaf = left < 0
+    ordered = ordered_trees(offsets, left, right, out["feature"], MAX_FEATURES)
+    if ordered is None:
+        return None  # pruned nodes to drop, another order or a corrupt tree to report
+    leaf = ordered[0] < 0
     flat = FlatTrees(
         offsets=offsets, left=left, right=right, feature=out["feature"],
         cond=out["cond"], default_left=out["default_left"], split_type=out["split_type"],
         hess=out["hess"], gain=out["gain"], base_weights=out["base_weights"][:, None],
         value=np.where(leaf, out["cond"], np.float32(0.0))[:, None],
-        categories=[{}] * n_trees)
+        categories=[{}] * n_trees, ordered=ordered)
     if out["categories_nodes"].size or flat.split_type.any():
         for k, n in zip(_CATEGORY_KEYS, cat.T):
             out[k + "_counts"] = n
@@ -279,14 +285,19 @@ def _counts_agree(table, trees, params, sizes):
         return False
     # every given count's text against the node count's decimal digits, all trees at
     # once: the texts' bytes gathered side by side and compared with the digits joined
-    want = [str(n).encode() for n in sizes[given].tolist()]
-    lengths = np.array([len(w) for w in want], np.int64)
+    counts = sizes[given]  # each >= 1 (checked by the caller)
+    lengths = 1 + (counts[:, None] >= _POWERS[1:]).sum(axis=1)  # decimal digits
     starts = table.start[rows].astype(np.int64)
     if np.any(table.count[rows] != lengths) or np.any(starts + lengths > table.buf.size):
         return False
     first = np.cumsum(lengths) - lengths  # each text's first byte in the joined digits
-    at = np.repeat(starts - first, lengths) + np.arange(int(lengths.sum()))
-    return bool(np.array_equal(table.buf[at], np.frombuffer(b"".join(want), np.uint8)))
+    place = np.arange(int(lengths.sum())) - np.repeat(first, lengths)  # 0: the first
+    power = _POWERS[np.repeat(lengths, lengths) - 1 - place]
+    digits = np.repeat(counts, lengths) // power % 10 + ord("0")
+    return bool(np.array_equal(table.buf[np.repeat(starts, lengths) + place], digits))
+
+
+_POWERS = 10 ** np.arange(19, dtype=np.int64)  # 1 .. 10**18
 
 
 def _tree_categories(flat, out):
