@@ -122,10 +122,6 @@ def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, 
     for s in range(tree_splits[t], tree_splits[t + 1]):
         m, l, r, k = _split(node, left, right, key, s)
         im, il, ir = m - ub, l - ub, r - ub
-        if kind == UFI_BOOSTING:
-            _add_ufi_boosting(out[k, :, 0], w[m], w[l], w[r], extra[s], imp[im], imp[il],
-                              imp[ir], cnt[il], cnt[ir], H[l - uo], H[r - uo])
-            continue
         for b in range(B):
             nl = cnt[il, b]
             nr = cnt[ir, b]
@@ -134,6 +130,8 @@ def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, 
             if kind == UFI_CLASSIFICATION:
                 _add_ufi_class(out, k, b, w, v, S, m, l, r, uo, nl, nr, cnt[im, b])
                 continue
+            if kind == UFI_BOOSTING and (H[l - uo, b] <= 0.0 or H[r - uo, b] <= 0.0):
+                continue  # no Newton impurity
             out[k, b, 0] += (w[m] * imp[im, b] - w[l] * imp[il, b]
                              - w[r] * imp[ir, b] + extra[s])
 
@@ -296,7 +294,7 @@ def _count(n, S, node, b, from_s):
     return c
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy")
 def _held_newton(S, H, R, mu, out):
     """out[b] := the held-out Newton impurity (R' + 2 mu G' + mu^2 H') / H' with
     G' = -S' (0 when H' <= 0) of one node in every block b: the weighted mean of
@@ -309,18 +307,6 @@ def _held_newton(S, H, R, mu, out):
         h = H[b]
         q = (R[b] + a * -S[b] + mm * h) / h
         out[b] = 0.0 if h <= 0.0 else q
-
-
-@njit(cache=True, inline="always")
-def _add_ufi_boosting(out, wm, wl, wr, extra, held_m, held_l, held_r, nl, nr, hl, hr):
-    """out[b] += w_m I'_m - w_l I'_l - w_r I'_r + extra, one split's UFI_BOOSTING term,
-    in every block b where both children have rows (n' > 0) and a Newton impurity
-    (H' > 0). Elsewhere +0.0 is added, which leaves the sum unchanged (it starts at
-    +0.0 and so is never -0.0): no branch in the block loop, which runs on vectors."""
-    for b in range(out.shape[0]):
-        term = wm * held_m[b] - wl * held_l[b] - wr * held_r[b] + extra
-        skip = nl[b] <= 0.0 or nr[b] <= 0.0 or hl[b] <= 0.0 or hr[b] <= 0.0
-        out[b] += 0.0 if skip else term
 
 
 @njit(cache=True, inline="always", error_model="numpy")
