@@ -58,6 +58,27 @@ def test_pvalues_with_zero_or_nan_stderr_and_nan_values():
     assert p[5] == pytest.approx(stats.t.sf(2.5, 9), rel=1e-12)
 
 
+def test_pvalues_are_scipys_t_tail_bit_for_bit():
+    """The tail is taken from scipy.special.stdtr directly: the same numbers as
+    scipy.stats.t.sf for ratios of every size, +-inf (zero stderr), NaN, and degrees of
+    freedom from 1 to large and invalid (0, negative: NaN)."""
+    from treeimp.results.importances import one_sided_pvalues
+
+    rng = np.random.default_rng(3)
+    ratio = np.concatenate([rng.normal(scale=s, size=50) for s in (0.1, 2.0, 40.0, 1e4)]
+                           + [[0.0, -0.0, np.inf, -np.inf, np.nan, 1e300, -1e300]])
+    value = np.where(np.isfinite(ratio), ratio, np.sign(np.nan_to_num(ratio, nan=1.0)))
+    stderr = np.where(np.isfinite(ratio), 1.0, 0.0)
+    stderr[-3] = np.nan  # the NaN ratio: a NaN standard error
+    for dof in (1, 2, 9, 19, 57, 1000, 0, -1):
+        with np.errstate(invalid="ignore"):
+            expected = stats.t.sf(np.where(stderr > 0, value / np.where(stderr > 0, stderr,
+                                                                        1.0), ratio), dof)
+        expected = np.where(np.isnan(stderr), np.nan, expected)
+        got = one_sided_pvalues(value, stderr, dof)
+        assert np.array_equal(got, expected, equal_nan=True), dof
+
+
 def test_qvalues_are_benjamini_hochberg():
     res = _result(VALUES, STDERR)
     p = res.pvalues["ufi"].to_numpy()

@@ -109,15 +109,16 @@ def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, 
     cnt = _tree_counts(n, S, base - off, tree_offsets[t + 1] - off, n_from_s)
     # the per-node held-out impurity of the regression forms (the tree is in cache)
     imp = np.empty((cnt.shape[0] if kind != UFI_CLASSIFICATION else 0, B))
-    for i in range(imp.shape[0]):
+    if kind == UFI_BOOSTING:  # a node's blocks in one loop without branches (vectors)
+        for i in range(imp.shape[0]):
+            jl = base - off + i
+            _held_newton(S[0, jl], H[jl], R[jl], v[base + i, 0], imp[i])
+    for i in range(imp.shape[0] if kind == UFI_REGRESSION else 0):
         j = np.uint64(base + i)
         jl = np.uint64(base - off + i)
         for b in range(B):
-            if kind == UFI_REGRESSION:
-                imp[i, b] = (_held_mse(Q, S, v, j, jl, b, cnt[i, b])
-                             if cnt[i, b] > 0.0 else 0.0)
-            else:
-                imp[i, b] = _held_newton(S, H, R, v, j, jl, b)
+            imp[i, b] = (_held_mse(Q, S, v, j, jl, b, cnt[i, b])
+                         if cnt[i, b] > 0.0 else 0.0)
     for s in range(tree_splits[t], tree_splits[t + 1]):
         m, l, r, k = _split(node, left, right, key, s)
         im, il, ir = m - ub, l - ub, r - ub
@@ -221,10 +222,10 @@ def _tree_sums(leaves, slot_node, s0, s1, order, left, right, base, loc):
     node the sum of its children, in the tree's post-order (its entries of ``order``
     are base .. base + nodes - 1), for the first loc.shape[0] terms d and the B blocks
     of ``leaves`` (a spare last block of loc is left alone)."""
-    for s in range(s0, s1):
-        i = slot_node[s] - base
-        for b in range(leaves.shape[1]):
-            for d in range(loc.shape[0]):
+    for d in range(loc.shape[0]):  # term by term: the writes run along a node's blocks
+        for s in range(s0, s1):
+            i = slot_node[s] - base
+            for b in range(leaves.shape[1]):
                 loc[d, i, b] = leaves[s, b, d]
     for k in range(base, base + loc.shape[1]):
         nd = order[k]
@@ -293,16 +294,19 @@ def _count(n, S, node, b, from_s):
     return c
 
 
-@njit(cache=True, inline="always")
-def _held_newton(S, H, R, mu, node, held, b):
-    """Held-out Newton impurity (R' + 2 mu G' + mu^2 H') / H' with G' = -S' (0 when
-    H' = 0): the weighted mean of h (-g/h - mu)^2 over the node's rows (mu at ``node``,
-    the statistics at ``held``)."""
-    h = H[held, b]
-    if h <= 0.0:
-        return 0.0
-    m = mu[node, 0]
-    return (R[held, b] + 2.0 * m * -S[0, held, b] + m * m * h) / h
+@njit(cache=True, inline="always", error_model="numpy")
+def _held_newton(S, H, R, mu, out):
+    """out[b] := the held-out Newton impurity (R' + 2 mu G' + mu^2 H') / H' with
+    G' = -S' (0 when H' <= 0) of one node in every block b: the weighted mean of
+    h (-g/h - mu)^2 over the node's rows (S, H, R: the node's rows of statistics, mu its
+    estimate). The quotient is formed in every block and kept where H' > 0 (numpy's
+    error model: no zero test), so that the loop has no branch and runs on vectors."""
+    a = 2.0 * mu
+    mm = mu * mu
+    for b in range(out.shape[0]):
+        h = H[b]
+        q = (R[b] + a * -S[b] + mm * h) / h
+        out[b] = 0.0 if h <= 0.0 else q
 
 
 @njit(cache=True, inline="always", error_model="numpy")

@@ -436,6 +436,8 @@ def _per_row(sp, st, per_tree):
     """Divide per-tree sums by the tree's evaluation weight n'_root (0 rows -> NaN)."""
     n_root = st.n_at(sp.root_of_tree).T[:, :, None]  # (B, n_trees, 1)
     seen = n_root > 0
+    if seen.all():  # every tree saw rows in every block: nothing to mark
+        return np.divide(per_tree, n_root)
     out = np.divide(per_tree, np.where(seen, n_root, 1.0))
     np.copyto(out, np.nan, where=~seen)
     return out
@@ -445,7 +447,8 @@ def _with_rows(sp, st, per_tree):
     """Mark trees that saw no evaluation rows (in that block) as NaN."""
     seen = st.n_at(sp.root_of_tree).T[:, :, None] > 0
     out = np.array(per_tree, dtype=np.float64)
-    np.copyto(out, np.nan, where=~seen)
+    if not seen.all():
+        np.copyto(out, np.nan, where=~seen)
     return out
 
 

@@ -108,13 +108,21 @@ def _nanmean_trees(v):
 
 def _nansum_trees(v):
     """(B, n_trees, F) -> (B, F): sum over trees that saw evaluation rows (NaN: none)."""
-    return np.sum(v, axis=1, where=~np.isnan(v))
+    nan = np.isnan(v)
+    if not nan.any():  # the same sums, from 0.0 tree by tree, without the mask
+        return np.add.reduce(v, axis=1, initial=0.0)
+    return np.sum(v, axis=1, where=~nan)
 
 
 def _tree_stderr(pt, forest):
     """Li et al.'s across-trees error sqrt((mean v^2 - mean(v)^2) / T); for a boosting
     sum, T times the error of the mean."""
-    T = np.sum(~np.isnan(pt), axis=0)
-    var = np.nanmean(pt**2, axis=0) - np.nanmean(pt, axis=0) ** 2
+    nan = np.isnan(pt)
+    T = np.sum(~nan, axis=0)
+    if np.all(T > 0):  # np.nanmean's sums and division, on one mask
+        filled = np.where(nan, 0.0, pt)
+        var = np.sum(filled**2, axis=0) / T - (np.sum(filled, axis=0) / T) ** 2
+    else:  # np.nanmean warns of the features no tree saw
+        var = np.nanmean(pt**2, axis=0) - np.nanmean(pt, axis=0) ** 2
     se = np.sqrt(np.maximum(var, 0.0) / np.maximum(T, 1))
     return se if forest else se * T
