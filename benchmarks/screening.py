@@ -405,16 +405,20 @@ def xgb_selector_methods(X, y, task, seed, cfg):
     out = {}
     for m in cfg["selector_methods"]:
         t = time.process_time()
-        sel = treeimp.ImportanceSelector(boosting(task, seed, cfg["rounds"]), method=m,
+        sel = treeimp.ImportanceSelector(boosting(task, seed, cfg["rounds"]),
+                                         method=None if m == "default" else m,
                                          random_state=seed, n_blocks=cfg["n_blocks"],
                                          n_shadows=cfg.get("n_shadows"),
-                                         null=cfg.get("selector_null"))
+                                         null=cfg.get("selector_null"),
+                                         cv=cfg.get("selector_cv") or 5)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "kept no feature"
             sel.fit(X, y)
         dt = time.process_time() - t
         res = sel.importances_
-        out[f"selector XGB cross-fitted {m} null={sel.null_}"] = (
+        m = sel.method_
+        folds = f", cv={cfg['selector_cv']}" if cfg.get("selector_cv") else ""
+        out[f"selector XGB cross-fitted{folds} {m} null={sel.null_}"] = (
             sel.support_.copy(), res.pvalues[m].to_numpy(), res.table[m].to_numpy(), dt)
     return out
 
@@ -567,6 +571,9 @@ def main(argv=None):
     ap.add_argument("--selector-methods", default=None,
                     help="with --selector: comma-separated measures; run only the "
                          "cross-fitted XGBoost selector, its default null, once per measure")
+    ap.add_argument("--selector-cv", type=int, default=None,
+                    help="with --selector-methods: the selector's cv (default 5); "
+                         "--selector-methods default runs the model's default measure")
     ap.add_argument("--n-shadows", type=int, default=None,
                     help="with --selector-methods: the selector's n_shadows")
     ap.add_argument("--selector-null", default=None, choices=("t", "shadow"),
@@ -599,6 +606,7 @@ def main(argv=None):
     cfg["selector_methods"] = (args.selector_methods.split(",") if args.selector_methods
                                else None)
     cfg["n_shadows"] = args.n_shadows
+    cfg["selector_cv"] = args.selector_cv
     cfg["selector_null"] = args.selector_null
     names = list(DESIGNS)
     if args.designs:
