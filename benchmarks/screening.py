@@ -51,11 +51,19 @@ measure, with its default null or ``--selector-null``, and ``--n-shadows``.
 ``--n-blocks N`` sets the selector's ``n_blocks`` (default: its own, 50 out of bag and 20
 per fold cross-fitted); ``--forest-class-weight W`` fits the selector's forest
 classifier with ``class_weight=W`` (its default measure is then ``ufi``).
+``--forest-only`` runs only the selector's forest out of bag with the t null (its
+default), ``--forest-trees`` and ``--forest-leaf`` set that forest's size and
+``min_samples_leaf`` (100 and 10 otherwise), ``--balance-classes true|false`` the
+selector's ``balance_classes`` (default: its own rule, class-balanced screening of forest
+classifiers whose smallest class is below ``RARE_CLASS_SHARE``; a balanced screening is
+labelled "ufi, balanced"). ``--positive-share S`` moves the intercept of the rare-positive
+and Li et al.'s designs so that about S of the rows are positive (their seeds unchanged).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -85,12 +93,13 @@ def strobl_power(n, rng):
     return X, y, np.array([1]), "classification"
 
 
-def li_classification(n, rng):
+def li_classification(n, rng, intercept=-1.0):
     """Li et al. (2019), section 4: 50 discrete features, feature j with j + 1 values
-    0..j; 5 relevant chosen among the first ten; P(y = 1) = logistic(2/5 sum_S x_j / j - 1)."""
+    0..j; 5 relevant chosen among the first ten; P(y = 1) = logistic(2/5 sum_S x_j / j - 1)
+    (``intercept`` instead of -1 with ``--positive-share``)."""
     X = np.column_stack([rng.integers(0, j + 1, n).astype(float) for j in range(1, 51)])
     S = np.sort(rng.choice(10, 5, replace=False))
-    eta = 0.4 * np.sum(X[:, S] / (S + 1), axis=1) - 1.0
+    eta = 0.4 * np.sum(X[:, S] / (S + 1), axis=1) + intercept
     y = (rng.random(n) < 1.0 / (1.0 + np.exp(-eta))).astype(int)
     return X, y, S, "classification"
 
@@ -133,12 +142,13 @@ def pure_null(n, rng):
     return X, y, np.array([], dtype=int), "classification"
 
 
-def rare_positives(n, rng):
+def rare_positives(n, rng, intercept=-3.95):
     """30 standard normal features, 5 relevant (x0..x4) of moderate effect (log odds 0.6
     per standard deviation), P(y = 1) = logistic(-3.95 + 0.6 sum x0..x4): about 4%
-    positives (issue 32's example of where Boruta kept more true features)."""
+    positives (issue 32's example of where Boruta kept more true features;
+    ``intercept`` instead of -3.95 with ``--positive-share``)."""
     X = rng.normal(size=(n, 30))
-    eta = -3.95 + 0.6 * X[:, :5].sum(axis=1)
+    eta = intercept + 0.6 * X[:, :5].sum(axis=1)
     y = (rng.random(n) < 1.0 / (1.0 + np.exp(-eta))).astype(int)
     return X, y, np.arange(5), "classification"
 
@@ -185,6 +195,29 @@ def skewed_far(n, rng):
     X = rng.normal(size=(n, 20))
     y = np.exp(0.3 * X[:, :5].sum(axis=1) + 0.6 * rng.normal(size=n)) + 1000.0
     return X, y, np.arange(5), "regression"
+
+
+def intercept_for_share(make, share):
+    """The ``intercept`` of ``make`` (rare_positives or li_classification) that gives about
+    ``share`` positives: the linear predictor without intercept drawn for 100 data sets of
+    2,000 rows (seeds 0..99; Li et al.'s relevant set drawn in each), the intercept solved
+    so that the mean of logistic(intercept + predictor) is ``share``."""
+    from scipy.optimize import brentq
+
+    base = []
+    for seed in range(100):
+        rng = np.random.default_rng(seed)
+        if make is rare_positives:
+            base.append(0.6 * rng.normal(size=(2000, 5)).sum(axis=1))
+        elif make is li_classification:
+            X = np.column_stack([rng.integers(0, j + 1, 2000) for j in range(1, 11)])
+            S = np.sort(rng.choice(10, 5, replace=False))
+            base.append(0.4 * np.sum(X[:, S] / (S + 1), axis=1))
+        else:
+            raise ValueError("--positive-share applies to the rare-positive and Li et al.'s "
+                             "designs only")
+    base = np.concatenate(base)
+    return brentq(lambda a: np.mean(1.0 / (1.0 + np.exp(-(a + base)))) - share, -20.0, 20.0)
 
 
 # designs whose features are all-relevant in Boruta's sense (Kohavi & John's weak
@@ -327,15 +360,19 @@ def run_selectors(X, y, task, seed, cfg):
     out = {}
     if cfg.get("selector_methods"):
         return xgb_selector_methods(X, y, task, seed, cfg)
-    rf = forest(task, seed, 100).set_params(min_samples_leaf=10)
+    rf = forest(task, seed, cfg.get("forest_trees") or 100).set_params(
+        min_samples_leaf=cfg.get("forest_leaf") or 10)
     if task == "classification" and cfg.get("forest_class_weight"):
         rf.set_params(class_weight=cfg["forest_class_weight"])
-    for label, est in (("screening forest OOB", rf),
-                       ("XGB cross-fitted", boosting(task, seed, cfg["rounds"]))):
-        for null in ("t", "shadow"):
+    settings = [("screening forest OOB", rf)]
+    if not cfg.get("forest_only"):
+        settings.append(("XGB cross-fitted", boosting(task, seed, cfg["rounds"])))
+    for label, est in settings:
+        for null in ("t",) if cfg.get("forest_only") else ("t", "shadow"):
             t = time.process_time()
             sel = treeimp.ImportanceSelector(est, null=null, random_state=seed,
-                                             n_blocks=cfg["n_blocks"])
+                                             n_blocks=cfg["n_blocks"],
+                                             balance_classes=cfg.get("balance_classes"))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # "kept no feature"
                 sel.fit(X, y)
@@ -343,7 +380,11 @@ def run_selectors(X, y, task, seed, cfg):
             res, m = sel.importances_, sel.method_
             value, se = res.table[m].to_numpy(), res.stderr[m].to_numpy()
             if null == "t":
-                out[f"selector {label} {m} null=t"] = (
+                if sel.screening_class_weight_ is not None:
+                    m_label = f"{m}, balanced"
+                else:
+                    m_label = m
+                out[f"selector {label} {m_label} null=t"] = (
                     sel.support_.copy(), res.pvalues[m].to_numpy(), value, dt)
                 continue
             # both forms of the shadow null from the same fit, computed here so that the
@@ -364,16 +405,20 @@ def xgb_selector_methods(X, y, task, seed, cfg):
     out = {}
     for m in cfg["selector_methods"]:
         t = time.process_time()
-        sel = treeimp.ImportanceSelector(boosting(task, seed, cfg["rounds"]), method=m,
+        sel = treeimp.ImportanceSelector(boosting(task, seed, cfg["rounds"]),
+                                         method=None if m == "default" else m,
                                          random_state=seed, n_blocks=cfg["n_blocks"],
                                          n_shadows=cfg.get("n_shadows"),
-                                         null=cfg.get("selector_null"))
+                                         null=cfg.get("selector_null"),
+                                         cv=cfg.get("selector_cv") or 5)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "kept no feature"
             sel.fit(X, y)
         dt = time.process_time() - t
         res = sel.importances_
-        out[f"selector XGB cross-fitted {m} null={sel.null_}"] = (
+        m = sel.method_
+        folds = f", cv={cfg['selector_cv']}" if cfg.get("selector_cv") else ""
+        out[f"selector XGB cross-fitted{folds} {m} null={sel.null_}"] = (
             sel.support_.copy(), res.pvalues[m].to_numpy(), res.table[m].to_numpy(), dt)
     return out
 
@@ -510,9 +555,25 @@ def main(argv=None):
     ap.add_argument("--forest-class-weight", default=None,
                     help="with --selector: the forest classifier's class_weight (e.g. "
                          "balanced_subsample; its default screening measure is then ufi)")
+    ap.add_argument("--forest-only", action="store_true",
+                    help="with --selector: only the forest out of bag, its default null")
+    ap.add_argument("--forest-trees", type=int, default=None,
+                    help="with --selector: the selector's forest's n_estimators (default 100)")
+    ap.add_argument("--forest-leaf", type=int, default=None,
+                    help="with --selector: the selector's forest's min_samples_leaf "
+                         "(default 10)")
+    ap.add_argument("--balance-classes", default=None, choices=("true", "false"),
+                    help="with --selector: the selector's balance_classes (default None: "
+                         "its own rule, class-balanced below RARE_CLASS_SHARE)")
+    ap.add_argument("--positive-share", type=float, default=None,
+                    help="the rare-positive and Li et al.'s designs with the intercept that "
+                         "gives about this share of positives (intercept_for_share)")
     ap.add_argument("--selector-methods", default=None,
                     help="with --selector: comma-separated measures; run only the "
                          "cross-fitted XGBoost selector, its default null, once per measure")
+    ap.add_argument("--selector-cv", type=int, default=None,
+                    help="with --selector-methods: the selector's cv (default 5); "
+                         "--selector-methods default runs the model's default measure")
     ap.add_argument("--n-shadows", type=int, default=None,
                     help="with --selector-methods: the selector's n_shadows")
     ap.add_argument("--selector-null", default=None, choices=("t", "shadow"),
@@ -537,9 +598,15 @@ def main(argv=None):
     cfg["centre_null"] = args.centre_null
     cfg["n_blocks"] = args.n_blocks
     cfg["forest_class_weight"] = args.forest_class_weight
+    cfg["forest_only"] = args.forest_only
+    cfg["forest_trees"] = args.forest_trees
+    cfg["forest_leaf"] = args.forest_leaf
+    cfg["balance_classes"] = (None if args.balance_classes is None
+                              else args.balance_classes == "true")
     cfg["selector_methods"] = (args.selector_methods.split(",") if args.selector_methods
                                else None)
     cfg["n_shadows"] = args.n_shadows
+    cfg["selector_cv"] = args.selector_cv
     cfg["selector_null"] = args.selector_null
     names = list(DESIGNS)
     if args.designs:
@@ -554,6 +621,11 @@ def main(argv=None):
         d = list(DESIGNS).index(name)  # seeds follow the design, not the selection
         make, n = DESIGNS[name]
         n = max(150, int(n * cfg["scale"]))
+        label = name
+        if args.positive_share is not None:
+            a = intercept_for_share(make, args.positive_share)
+            make = functools.partial(make, intercept=a)
+            label = f"{name}, {args.positive_share:.0%} positives (intercept {a:.2f})"
         for r in range(args.first_rep, args.first_rep + cfg["reps"]):
             seed = 100 * d + r
             X, y, relevant, task = make(n, np.random.default_rng(seed))
@@ -561,7 +633,7 @@ def main(argv=None):
                 results = run_selectors(X, y, task, seed, cfg)
                 if not args.no_boruta:
                     results["Boruta (RF depth 5)"] = cached_boruta(
-                        X, y, task, seed, cfg, cache, f"{name} | n={n} | rep {r}")
+                        X, y, task, seed, cfg, cache, f"{label} | n={n} | rep {r}")
                     if args.boruta_cache:
                         with open(args.boruta_cache, "w") as f:
                             json.dump(cache, f, indent=0)
@@ -575,7 +647,7 @@ def main(argv=None):
                     X, y, task, seed, cfg)
                 results.update(run_rankers(X, y, rf, seed, cfg))
             for method, (kept, p, sc, sec) in results.items():
-                rows.append({"design": f"{name} (n={n})", "rep": r, "method": method,
+                rows.append({"design": f"{label} (n={n})", "rep": r, "method": method,
                              "seconds": sec,
                              **score(kept, p, sc, relevant, X.shape[1],
                                      WEAKLY_RELEVANT.get(name))})

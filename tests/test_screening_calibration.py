@@ -246,7 +246,7 @@ def test_class_balanced_forest_keeps_most_rare_positive_features():
     # forest out of bag on 4% positives: fitted with class_weight="balanced_subsample"
     # (screened with ufi, unbiased for class-weighted forests) it keeps most of the four
     # relevant features and more than the unweighted forest, with at most one noise
-    # feature per data set on average
+    # feature per data set on average (balance_classes=False: the forests as given)
     kept = {None: [], "balanced_subsample": []}
     noise = {None: [], "balanced_subsample": []}
     for seed in range(4):
@@ -255,10 +255,78 @@ def test_class_balanced_forest_keeps_most_rare_positive_features():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # "kept no feature"
                 s = ImportanceSelector(forest(seed).set_params(class_weight=cw),
-                                       random_state=seed).fit(X, y)
+                                       balance_classes=False, random_state=seed).fit(X, y)
             assert s.method_ == ("ufi" if cw else "mdi_oob_centered")
             kept[cw].append(s.support_[:4].sum())
             noise[cw].append(s.support_[4:].sum())
     assert np.mean(kept["balanced_subsample"]) > 2.0, kept
     assert np.mean(noise["balanced_subsample"]) <= 1.0, noise
     assert np.mean(kept["balanced_subsample"]) > np.mean(kept[None]) + 1.0, kept
+
+
+def test_default_forest_keeps_most_rare_positive_features():
+    # forest out of bag on 4% positives with the selector's defaults: the screening fit
+    # is class-balanced (balance_classes=None, the smallest class below RARE_CLASS_SHARE)
+    # and keeps most of the four relevant features, more than the unweighted forest
+    # (balance_classes=False), with at most one noise feature per data set on average
+    kept = {None: [], False: []}
+    noise = {None: [], False: []}
+    for seed in range(4):
+        X, y = rare_positives(seed)
+        for balance in kept:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # "kept no feature"
+                s = ImportanceSelector(forest(seed), balance_classes=balance,
+                                       random_state=seed).fit(X, y)
+            assert s.screening_class_weight_ == (None if balance is False
+                                                 else "balanced_subsample")
+            assert s.method_ == ("mdi_oob_centered" if balance is False else "ufi")
+            kept[balance].append(s.support_[:4].sum())
+            noise[balance].append(s.support_[4:].sum())
+    assert np.mean(kept[None]) > 2.0, kept
+    assert np.mean(noise[None]) <= 1.0, noise
+    assert np.mean(kept[None]) > np.mean(kept[False]) + 1.0, kept
+
+
+def test_balanced_screening_returns_the_callers_estimator():
+    # the class-balanced screening fit changes the test, not the returned model:
+    # estimator_ is the caller's forest (class_weight None) fitted on all rows, and
+    # predicts what that forest fitted directly predicts
+    X, y = rare_positives(1)
+    s = ImportanceSelector(forest(1), random_state=1).fit(X, y)
+    assert s.screening_class_weight_ == "balanced_subsample"
+    assert s.estimator_.get_params()["class_weight"] is None
+    direct = forest(1).fit(X, y)
+    np.testing.assert_array_equal(s.estimator_.predict_proba(X), direct.predict_proba(X))
+
+
+def test_balanced_classes_leave_the_default_screening_unchanged():
+    # 30% positives are above RARE_CLASS_SHARE: balance_classes=None gives exactly the
+    # unweighted screening (balance_classes=False); True balances whatever the shares;
+    # a class_weight the caller set is used as it is; boosting is never re-weighted
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(500, 6))
+    y = (X[:, 0] + rng.normal(size=500) > 0.5).astype(int)
+    assert 0.2 < y.mean() < 0.4
+    auto = ImportanceSelector(forest(3), random_state=3).fit(X, y)
+    off = ImportanceSelector(forest(3), balance_classes=False, random_state=3).fit(X, y)
+    assert auto.screening_class_weight_ is None and auto.method_ == "mdi_oob_centered"
+    np.testing.assert_array_equal(auto.importances_.pvalues.to_numpy(),
+                                  off.importances_.pvalues.to_numpy())
+    on = ImportanceSelector(forest(3), balance_classes=True, random_state=3).fit(X, y)
+    assert on.screening_class_weight_ == "balanced_subsample" and on.method_ == "ufi"
+    own = ImportanceSelector(forest(3).set_params(class_weight={0: 1.0, 1: 3.0}),
+                             balance_classes=True, random_state=3).fit(X, y)
+    assert own.screening_class_weight_ is None
+    assert own.estimator_.get_params()["class_weight"] == {0: 1.0, 1: 3.0}
+    Xr, yr = rare_positives(0)
+    Xr, yr = Xr[:400], yr[:400] | (Xr[:400, 0] > 1.5)
+    boost = ImportanceSelector(booster(0), balance_classes=True, random_state=0).fit(Xr, yr)
+    assert boost.screening_class_weight_ is None
+
+
+@pytest.mark.parametrize("value", ["auto", 1, 0.5])
+def test_balance_classes_checked(value):
+    X, y = rare_positives(0)
+    with pytest.raises(ValueError, match="balance_classes must be None, True or False"):
+        ImportanceSelector(forest(0), balance_classes=value).fit(X[:100], y[:100])
