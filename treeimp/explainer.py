@@ -79,7 +79,7 @@ from .stats.blocks import (
 )
 from .stats.buffers import BufferPool
 from .stats.drivers import forest_leaf_shape, forest_leaf_sums, staged_leaf_shape, staged_leaf_sums
-from .stats.inbag_check import check_training_rows
+from .stats.inbag_check import check_training_rows, warn_if_classes_rarely_out_of_bag
 from .stats.linear_leaves import leaf_model_shapes
 from .stats.node_stats import BOOSTING, ONE_HOT, REGRESSION, NodeStats, runs_of
 from .stats.progress import progress_bar
@@ -641,6 +641,8 @@ class Explainer:
             with numba_threads(self.n_jobs):
                 if ens.kind == FOREST:
                     Z, _ = forest_targets(ens, y)
+                    if bits is not None:
+                        warn_if_classes_rarely_out_of_bag(ens, bits, pos, Z)
                     forest_leaf_sums(ens, rows, Z, w, block, n_blocks, inbag_bits=bits,
                                      positions=pos, one_hot=layout == ONE_HOT,
                                      n_jobs=self.n_jobs, bar=bar, out=array)
