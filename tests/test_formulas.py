@@ -428,3 +428,45 @@ def test_explain_on_the_numpy_forms_equals_the_default():
         for m, t in a.table_by_class.items():
             np.testing.assert_allclose(np.asarray(b.table_by_class[m], float),
                                        np.asarray(t, float), rtol=1e-10, atol=1e-13)
+
+
+def _planes(st):
+    return {"n": None if st.n_is_class_sum else st.n, "S": st.S, "Q": st.Q, "H": st.H,
+            "R": st.R}
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("case", ["binary", "multiclass", "multiclass one-hot", "regression",
+                                  "multi-output", "boosting xgboost"])
+def test_ufi_replicates_are_the_first_order_expansion_about_the_total(case, fused):
+    """With the leave-one-block-out replicates and the total last (``total_last``), ufi's
+    replicates are the total's value plus the derivative of the exact ufi along the
+    replicate's change of the statistics (central differences of the exact formula, the
+    other blocks standing alone); the total is the exact value."""
+    from treeimp.measures.formulas import use_fused
+
+    if case.startswith("boosting"):
+        pytest.importorskip("xgboost")
+    ens, st, classification = _case(case)
+    planes = _planes(st)
+    total = {k: None if a is None else a.sum(axis=-1, keepdims=True) for k, a in planes.items()}
+    reps = {k: None if a is None else np.concatenate([total[k] - a, total[k]], axis=-1)
+            for k, a in planes.items()}
+    eps = 1e-5
+    # the total moved by +-eps times a replicate's change (minus the block's sums)
+    moved = {k: None if a is None else np.concatenate([total[k] - eps * a, total[k] + eps * a],
+                                                      axis=-1) for k, a in planes.items()}
+    with use_fused(fused):
+        got = ufi(ens, NodeStats(**reps, total_last=True), classification=classification)
+        exact_total = ufi(ens, NodeStats(**total), classification=classification)
+        pm = ufi(ens, NodeStats(**moved), classification=classification)
+    B = N_BLOCKS
+    # some replicate leaves a child of a kept split without rows: the exact replicate
+    # would drop that split, the expansion keeps it
+    n_rep = reps["n"] if reps["n"] is not None else reps["S"].sum(axis=0)
+    sp_children = ens.left[ens.left >= 0]
+    assert np.any(n_rep[sp_children, :B] == 0) or case.startswith("boosting")
+    expected = exact_total + (pm[:B] - pm[B:]) / (2 * eps)
+    scale = np.nanmax(np.abs(expected))
+    np.testing.assert_allclose(got[:B], expected, rtol=1e-5, atol=1e-6 * scale)
+    np.testing.assert_allclose(got[B:], exact_total, rtol=1e-12, atol=1e-12 * scale)

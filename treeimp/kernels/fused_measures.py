@@ -31,6 +31,15 @@ UFI_REGRESSION = 2   # w-weighted decrease of the held-out MSE (|y - v|^2 summed
                      # outputs) + in-sample decrease
 UFI_BOOSTING = 3     # w-weighted decrease of the held-out Newton impurity + in-sample decrease
 MDI_OOB_CENTERED = 4  # (v_l - v_m).(S'_l - c_t N'_l) + (v_r - v_m).(S'_r - c_t N'_r), per c
+# added to a ufi kind: the last block is the total and the others its leave-one-block-out
+# replicates, whose node ratios (held-out impurity, class shares) are taken to first order
+# about the total's, r + N'_b (r_b - r) / N' (r, N' the total's ratio and denominator),
+# and whose skip rule is the total's; the total itself is unchanged. The delete-a-block
+# jackknife of the exact ratios overstates the variance where nodes hold few evaluation
+# rows (its bias is the higher-order part of the ratios, Efron and Stein 1981): ufi's
+# noise z-scores had a standard deviation of 0.54-0.89 (benchmarks/README.md, "Issue 32:
+# calibration of the screening p-values")
+LINEARISED = 8
 
 # plane layouts of accumulated statistics (stats/node_stats.py: REGRESSION, ONE_HOT,
 # BOOSTING)
@@ -104,6 +113,10 @@ def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, 
                                      + dr * (S[c, ir, b] - centre * nr))
         return
     # the ufi forms: n' of the tree's nodes first, in storage order (_tree_counts)
+    lin = kind >= LINEARISED
+    if lin:
+        kind -= LINEARISED
+    last = B - 1  # the total, when linearised
     base = tree_offsets[t]
     ub = np.uint64(base)  # unsigned like the split's node indices
     cnt = _tree_counts(n, S, base - off, tree_offsets[t + 1] - off, n_from_s)
@@ -118,19 +131,36 @@ def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, 
                              if cnt[i, b] > 0.0 else 0.0)
             else:
                 imp[i, b] = _held_newton(S, H, R, v, j, jl, b)
+        if lin:  # the replicates' ratios to first order about the total's
+            den = cnt[i, last] if kind == UFI_REGRESSION else H[jl, last]
+            r = imp[i, last]
+            for b in range(last):
+                d = cnt[i, b] if kind == UFI_REGRESSION else H[jl, b]
+                imp[i, b] = r + d * (imp[i, b] - r) / den if den > 0.0 else 0.0
     for s in range(tree_splits[t], tree_splits[t + 1]):
         m, l, r, k = _split(node, left, right, key, s)
         im, il, ir = m - ub, l - ub, r - ub
+        if lin:  # the total's skip rule for every block
+            if cnt[il, last] <= 0.0 or cnt[ir, last] <= 0.0:
+                continue
+            if kind == UFI_BOOSTING and (H[l - uo, last] <= 0.0 or H[r - uo, last] <= 0.0):
+                continue
         for b in range(B):
             nl = cnt[il, b]
             nr = cnt[ir, b]
-            if nl <= 0.0 or nr <= 0.0:  # skip rule: a child without rows
-                continue
-            if kind == UFI_CLASSIFICATION:
-                _add_ufi_class(out, k, b, w, v, S, m, l, r, uo, nl, nr, cnt[im, b])
-                continue
-            if kind == UFI_BOOSTING and (H[l - uo, b] <= 0.0 or H[r - uo, b] <= 0.0):
-                continue  # no Newton impurity
+            if lin:
+                if kind == UFI_CLASSIFICATION:
+                    _add_ufi_class_linearised(out, k, b, last, w, v, S, m, l, r, uo, cnt,
+                                              im, il, ir)
+                    continue
+            else:
+                if nl <= 0.0 or nr <= 0.0:  # skip rule: a child without rows
+                    continue
+                if kind == UFI_CLASSIFICATION:
+                    _add_ufi_class(out, k, b, w, v, S, m, l, r, uo, nl, nr, cnt[im, b])
+                    continue
+                if kind == UFI_BOOSTING and (H[l - uo, b] <= 0.0 or H[r - uo, b] <= 0.0):
+                    continue  # no Newton impurity
             out[k, b, 0] += (w[m] * imp[im, b] - w[l] * imp[il, b]
                              - w[r] * imp[ir, b] + extra[s])
 
@@ -273,6 +303,22 @@ def _add_ufi_class(out, k, b, w, v, S, m, l, r, uo, nl, nr, nm):
         out[k, b, c] += (fl * v[l, c] * S[c, l - uo, b]
                          + fr * v[r, c] * S[c, r - uo, b]
                          - fm * v[m, c] * S[c, m - uo, b])
+
+
+@njit(cache=True, inline="always")
+def _add_ufi_class_linearised(out, k, b, last, w, v, S, m, l, r, uo, cnt, im, il, ir):
+    """``_add_ufi_class`` with each node's class shares p'_b = S'_b / n'_b taken to first
+    order about the total's p' = S' / n' (block ``last``): p' + (S'_b - p' n'_b) / n'
+    (the total's n' > 0 at the three nodes: its skip rule held)."""
+    for j, i in ((l, il), (r, ir), (m, im)):
+        nt = cnt[i, last]
+        nb = cnt[i, b]
+        f = w[j] / nt
+        if j == m:
+            f = -f
+        for c in range(S.shape[0]):
+            st = S[c, j - uo, last]
+            out[k, b, c] += f * v[j, c] * (S[c, j - uo, b] + st / nt * (nt - nb))
 
 
 @njit(cache=True, inline="always")

@@ -34,6 +34,7 @@ from ..kernels.fused_measures import (
     LAYOUT_BOOSTING,
     LAYOUT_ONE_HOT,
     LAYOUT_REGRESSION,
+    LINEARISED,
     MDI_OOB,
     MDI_OOB_CENTERED,
     UFI_BOOSTING,
@@ -62,10 +63,15 @@ class NodeSums:
     ``n=None`` (one-hot class targets): n' is the sum of the class planes S'. It is then
     built only when a formula reads all of it (``n``); the default measures read it at
     the tree roots (``n_at``) or sum it inside their kernel.
+
+    ``total_last``: the last block holds all rows and the others are its leave-one-block-out
+    replicates (what the jackknife reads); ufi then takes its replicates' node ratios to
+    first order about the total's (:func:`ufi_parts`). False: every block stands alone.
     """
 
-    def __init__(self, n, S, Q, H=None, R=None):
+    def __init__(self, n, S, Q, H=None, R=None, total_last=False):
         self._n, self.S, self.Q, self.H, self.R = n, S, Q, H, R
+        self.total_last = bool(total_last)
 
     @property
     def n(self) -> np.ndarray:
@@ -95,14 +101,16 @@ class NodeSums:
         return self._n[nodes]
 
     @classmethod
-    def from_array(cls, stats, boosting=False, one_hot=False):
+    def from_array(cls, stats, boosting=False, one_hot=False, total_last=False):
         """Name the planes of a kernel array (D, n_nodes, B) (views, no copy).
-        ``one_hot``: a forest array of class sums alone (S); n is their sum, Q None."""
+        ``one_hot``: a forest array of class sums alone (S); n is their sum, Q None.
+        ``total_last``: the blocks are leave-one-block-out replicates, the total last."""
         if boosting:  # planes: n, S, H, R (kernels/staged.py)
-            return cls(n=stats[0], Q=None, S=stats[1:2], H=stats[2], R=stats[3])
+            return cls(n=stats[0], Q=None, S=stats[1:2], H=stats[2], R=stats[3],
+                       total_last=total_last)
         if one_hot:
-            return cls(n=None, Q=None, S=stats)
-        return cls(n=stats[0], Q=stats[1], S=stats[2:])
+            return cls(n=None, Q=None, S=stats, total_last=total_last)
+        return cls(n=stats[0], Q=stats[1], S=stats[2:], total_last=total_last)
 
     def blocks(self, sl) -> NodeSums:
         """The statistics of the blocks ``sl`` (a slice; views, no copy)."""
@@ -163,6 +171,11 @@ class LeafStats(NodeSums):
     def n_blocks(self):
         return self._sel.shape[0]
 
+    @property
+    def total_last(self) -> bool:
+        """All B + 1 blocks in view: the replicates and the total last."""
+        return self._all_blocks()
+
     def blocks(self, sl) -> LeafStats:
         return LeafStats(self._leaves, self._ens, self._layout, blocks=self._sel[sl],
                          cache=self._cache)
@@ -180,7 +193,7 @@ class LeafStats(NodeSums):
         if full is None:
             arr = node_planes(self._ens, self._leaves, leave_one_out=True, propagate=True)
             full = self._cache["full"] = NodeSums.from_array(
-                arr, boosting=self.boosting, one_hot=self.n_is_class_sum)
+                arr, boosting=self.boosting, one_hot=self.n_is_class_sum, total_last=True)
         return full if self._all_blocks() else full.blocks(self._sel)
 
     n = property(lambda self: self._propagated().n)
@@ -585,12 +598,17 @@ def _fused_ufi(ens, st: NodeSums, *, classification: bool):
 def _ufi_request(ens, sp, st, classification):
     """The fused request (:func:`_request`) of ufi's form for this model and target."""
     w = _insample_fraction(ens)
+    # the replicates' ratios linearised about the total (kernels.fused_measures.LINEARISED)
+    lin = LINEARISED if st.total_last else 0
     if st.boosting:
         mu, delta_in = _ufi_boosting_parts(ens, sp)
-        return _request(UFI_BOOSTING, ens, st, w=w, extra=delta_in, v=mu[:, None])
-    if classification:  # the constant 1 of the Gini cancels: W_m = W_l + W_r
-        return _request(UFI_CLASSIFICATION, ens, st, w=w)
-    return _request(UFI_REGRESSION, ens, st, w=w, extra=_insample_decrease(ens, sp, "ufi"))
+        kind, terms, C = _request(UFI_BOOSTING, ens, st, w=w, extra=delta_in, v=mu[:, None])
+    elif classification:  # the constant 1 of the Gini cancels: W_m = W_l + W_r
+        kind, terms, C = _request(UFI_CLASSIFICATION, ens, st, w=w)
+    else:
+        kind, terms, C = _request(UFI_REGRESSION, ens, st, w=w,
+                                  extra=_insample_decrease(ens, sp, "ufi"))
+    return kind + lin, terms, C
 
 
 def fused_parts(methods, ens, st: NodeSums, classification: bool) -> dict:
@@ -775,30 +793,58 @@ def ufi_parts(ens, st: NodeSums, *, classification: bool):
     boosting (C = 1): the same with the Newton impurity H' = (R' - 2 mu S' + mu^2 H') / H'
     of the unshrunk node estimates mu and their in-sample decrease
     (:func:`_ufi_boosting_parts`).
+
+    Statistics whose last block is the total and the others its leave-one-block-out
+    replicates (``st.total_last``): every node ratio A' / N' of a replicate b (held-out
+    impurity, class share) is taken to first order about the total's, r + (A'_b - r N'_b)
+    / N' with r = A' / N' of the total, and the skip rule is the total's; the total is
+    unchanged. The jackknife of the exact ratios overstates the variance where nodes hold
+    few evaluation rows (:data:`treeimp.kernels.fused_measures.LINEARISED`).
     """
     sp = _splits(ens)
     m, l, r = sp.m, sp.l, sp.r
     w = _insample_fraction(ens)
     n, S = _counts(st), st.S
+    lin = st.total_last
     keep = (n[l] > 0) & (n[r] > 0)  # (n_splits, B)
     if st.boosting:
         mu, delta_in = _ufi_boosting_parts(ens, sp)
         H = st.H
         mu = mu[:, None]
-        newton = _safe_div(st.R - 2.0 * mu * S[0] + mu ** 2 * H, H)
-        keep = keep & (H[l] > 0) & (H[r] > 0)
+        newton = _ratio(st.R - 2.0 * mu * S[0] + mu ** 2 * H, H, lin)
+        keep = _total_rule(keep & (H[l] > 0) & (H[r] > 0), lin)
         term = _decrease(sp, newton, w, keep) + np.where(keep, delta_in[:, None], 0.0)
         return _sum_per_key(sp, term[None])
+    keep = _total_rule(keep, lin)
     v = np.asarray(ens.value, dtype=np.float64)
     if classification:
-        wvp = w[:, None] * v.T[:, :, None] * _safe_div(S, n)  # w_j v_jc p'_jc
+        wvp = w[:, None] * v.T[:, :, None] * _ratio(S, n[None], lin)  # w_j v_jc p'_jc
         term = np.where(keep, wvp[:, l] + wvp[:, r] - wvp[:, m], 0.0)
         return _sum_per_key(sp, term)
-    held_mse = _safe_div(st.Q - 2.0 * np.einsum("nc,cnb->nb", v, S)
-                         + np.einsum("nc,nc->n", v, v)[:, None] * n, n)
+    held_mse = _ratio(st.Q - 2.0 * np.einsum("nc,cnb->nb", v, S)
+                      + np.einsum("nc,nc->n", v, v)[:, None] * n, n, lin)
     delta_in = _insample_decrease(ens, sp, "ufi")
     term = _decrease(sp, held_mse, w, keep) + np.where(keep, delta_in[:, None], 0.0)
     return _sum_per_key(sp, term[None])
+
+
+def _ratio(A, N, linearised):
+    """A / N per block (0 where N = 0); ``linearised``: the blocks but the last (the
+    total) to first order about the total's ratio r, r + (A_b - r N_b) / N (0 where the
+    total's N is 0)."""
+    if not linearised:
+        return _safe_div(A, N)
+    N_all = np.broadcast_to(N, A.shape)
+    r = _safe_div(A[..., -1:], N_all[..., -1:])
+    out = r + _safe_div(A - r * N_all, N_all[..., -1:])
+    out[..., -1:] = r  # the total exactly
+    return out
+
+
+def _total_rule(keep, linearised):
+    """The skip rule (n_splits, B): the total's (last block) for every block when
+    ``linearised``."""
+    return np.broadcast_to(keep[:, -1:], keep.shape) if linearised else keep
 
 
 def _counts(st: NodeSums):
