@@ -1,9 +1,11 @@
 """ufi's standard errors on null designs (issue 32): with the leave-one-block-out
-replicates' node ratios taken to first order about the total's (measures/formulas.py,
-``ufi_parts``; kernels/fused_measures.py, LINEARISED), the noise z-scores' spread is that
-of N(0, 1), for a forest out of bag and cross-fitted boosting. The jackknife of the exact
-ratios gave sd 0.83 and 0.78 on these designs. Small seeded data sets; the truth is the
-design (y independent of every feature), never the code's own output."""
+replicates' node ratios expanded about the total's (measures/formulas.py, ``ufi_parts``;
+kernels/fused_measures.py, LINEARISED), the noise z-scores' spread is that of N(0, 1)
+within [0.85, 1.15] (benchmarks/calibration.py's band for the spread; 160 z-scores give
+it a sampling error of about 0.06), for a forest out of bag and cross-fitted boosting.
+The jackknife of the exact ratios gave sd 0.83 and 0.78 on these designs (0.91 and 0.90
+with the expansion). Small seeded data sets; the truth is the design (y independent of
+every feature), never the code's own output."""
 
 import numpy as np
 import pytest
@@ -41,7 +43,7 @@ def test_forest_oob_ufi_noise_zscores_have_unit_spread():
                                      n_jobs=1, n_blocks=50)))
     z = np.concatenate(zs)
     assert z.size == 160
-    assert 0.9 <= np.std(z, ddof=1) <= 1.1, np.std(z, ddof=1)
+    assert 0.85 <= np.std(z, ddof=1) <= 1.15, np.std(z, ddof=1)
 
 
 def test_cross_fitted_boosting_ufi_noise_zscores_have_unit_spread():
@@ -54,4 +56,4 @@ def test_cross_fitted_boosting_ufi_noise_zscores_have_unit_spread():
                                            random_state=seed, n_jobs=1)))
     z = np.concatenate(zs)
     assert z.size == 160
-    assert 0.9 <= np.std(z, ddof=1) <= 1.1, np.std(z, ddof=1)
+    assert 0.85 <= np.std(z, ddof=1) <= 1.15, np.std(z, ddof=1)

@@ -32,13 +32,15 @@ UFI_REGRESSION = 2   # w-weighted decrease of the held-out MSE (|y - v|^2 summed
 UFI_BOOSTING = 3     # w-weighted decrease of the held-out Newton impurity + in-sample decrease
 MDI_OOB_CENTERED = 4  # (v_l - v_m).(S'_l - c_t N'_l) + (v_r - v_m).(S'_r - c_t N'_r), per c
 # added to a ufi kind: the last block is the total and the others its leave-one-block-out
-# replicates, whose node ratios (held-out impurity, class shares) are taken to first order
-# about the total's, r + N'_b (r_b - r) / N' (r, N' the total's ratio and denominator),
-# and whose skip rule is the total's; the total itself is unchanged. The delete-a-block
-# jackknife of the exact ratios overstates the variance where nodes hold few evaluation
-# rows (its bias is the higher-order part of the ratios, Efron and Stein 1981): ufi's
-# noise z-scores had a standard deviation of 0.54-0.89 (benchmarks/README.md, "Issue 32:
-# calibration of the screening p-values")
+# replicates. A node ratio r = A' / N' (held-out impurity, class share) of a node whose
+# total holds k > 1 rows (its evaluation weight n') is replaced in each replicate b by its
+# first-order expansion about the total's, scaled by sqrt(k / (k - 1)):
+# r + sqrt(k / (k - 1)) (A'_b - r N'_b) / N'. For a node mean whose k rows fall in k
+# different blocks the jackknife variance is then s^2 / k, unbiased; the exact ratios give
+# s^2 / (k - 1) (an overstatement of k / (k - 1): 2 at k = 2), the plain expansion
+# s^2 (k - 1) / k^2. Nodes with one row keep the exact replicate (the expansion has no
+# spread to scale there), and the skip rule stays each block's own; the total is unchanged.
+# (benchmarks/README.md, "Issue 32: calibration of the screening p-values")
 LINEARISED = 8
 
 # plane layouts of accumulated statistics (stats/node_stats.py: REGRESSION, ONE_HOT,
@@ -131,36 +133,31 @@ def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, 
                              if cnt[i, b] > 0.0 else 0.0)
             else:
                 imp[i, b] = _held_newton(S, H, R, v, j, jl, b)
-        if lin:  # the replicates' ratios to first order about the total's
-            den = cnt[i, last] if kind == UFI_REGRESSION else H[jl, last]
-            r = imp[i, last]
+        kt = cnt[i, last]
+        if lin and kt > 1.0:  # the replicates' ratios to first order about the total's
+            den = kt if kind == UFI_REGRESSION else H[jl, last]
+            rt = imp[i, last]
+            scale = np.sqrt(kt / (kt - 1.0)) / den if den > 0.0 else 0.0
             for b in range(last):
                 d = cnt[i, b] if kind == UFI_REGRESSION else H[jl, b]
-                imp[i, b] = r + d * (imp[i, b] - r) / den if den > 0.0 else 0.0
+                imp[i, b] = rt + scale * d * (imp[i, b] - rt)
     for s in range(tree_splits[t], tree_splits[t + 1]):
         m, l, r, k = _split(node, left, right, key, s)
         im, il, ir = m - ub, l - ub, r - ub
-        if lin:  # the total's skip rule for every block
-            if cnt[il, last] <= 0.0 or cnt[ir, last] <= 0.0:
-                continue
-            if kind == UFI_BOOSTING and (H[l - uo, last] <= 0.0 or H[r - uo, last] <= 0.0):
-                continue
         for b in range(B):
             nl = cnt[il, b]
             nr = cnt[ir, b]
-            if lin:
-                if kind == UFI_CLASSIFICATION:
+            if nl <= 0.0 or nr <= 0.0:  # skip rule: a child without rows
+                continue
+            if kind == UFI_CLASSIFICATION:
+                if lin and b < last:
                     _add_ufi_class_linearised(out, k, b, last, w, v, S, m, l, r, uo, cnt,
                                               im, il, ir)
-                    continue
-            else:
-                if nl <= 0.0 or nr <= 0.0:  # skip rule: a child without rows
-                    continue
-                if kind == UFI_CLASSIFICATION:
+                else:
                     _add_ufi_class(out, k, b, w, v, S, m, l, r, uo, nl, nr, cnt[im, b])
-                    continue
-                if kind == UFI_BOOSTING and (H[l - uo, b] <= 0.0 or H[r - uo, b] <= 0.0):
-                    continue  # no Newton impurity
+                continue
+            if kind == UFI_BOOSTING and (H[l - uo, b] <= 0.0 or H[r - uo, b] <= 0.0):
+                continue  # no Newton impurity
             out[k, b, 0] += (w[m] * imp[im, b] - w[l] * imp[il, b]
                              - w[r] * imp[ir, b] + extra[s])
 
@@ -307,18 +304,21 @@ def _add_ufi_class(out, k, b, w, v, S, m, l, r, uo, nl, nr, nm):
 
 @njit(cache=True, inline="always")
 def _add_ufi_class_linearised(out, k, b, last, w, v, S, m, l, r, uo, cnt, im, il, ir):
-    """``_add_ufi_class`` with each node's class shares p'_b = S'_b / n'_b taken to first
-    order about the total's p' = S' / n' (block ``last``): p' + (S'_b - p' n'_b) / n'
-    (the total's n' > 0 at the three nodes: its skip rule held)."""
+    """``_add_ufi_class`` for a replicate b (the total in block ``last``), each node's class
+    shares p'_b = S'_b / n'_b replaced, where the total's n' is k > 1, by
+    p' + sqrt(k / (k - 1)) (S'_b - p' n'_b) / k with p' = S' / k (see LINEARISED); the
+    exact share where k <= 1 (block b saw rows in both children, hence in the parent)."""
     for j, i in ((l, il), (r, ir), (m, im)):
-        nt = cnt[i, last]
+        kt = cnt[i, last]
         nb = cnt[i, b]
-        f = w[j] / nt
-        if j == m:
-            f = -f
+        f = w[j] if j != m else -w[j]
         for c in range(S.shape[0]):
-            st = S[c, j - uo, last]
-            out[k, b, c] += f * v[j, c] * (S[c, j - uo, b] + st / nt * (nt - nb))
+            if kt > 1.0:
+                pt = S[c, j - uo, last] / kt
+                p = pt + np.sqrt(kt / (kt - 1.0)) * (S[c, j - uo, b] - pt * nb) / kt
+            else:
+                p = S[c, j - uo, b] / nb
+            out[k, b, c] += f * v[j, c] * p
 
 
 @njit(cache=True, inline="always")

@@ -795,56 +795,54 @@ def ufi_parts(ens, st: NodeSums, *, classification: bool):
     (:func:`_ufi_boosting_parts`).
 
     Statistics whose last block is the total and the others its leave-one-block-out
-    replicates (``st.total_last``): every node ratio A' / N' of a replicate b (held-out
-    impurity, class share) is taken to first order about the total's, r + (A'_b - r N'_b)
-    / N' with r = A' / N' of the total, and the skip rule is the total's; the total is
-    unchanged. The jackknife of the exact ratios overstates the variance where nodes hold
-    few evaluation rows (:data:`treeimp.kernels.fused_measures.LINEARISED`).
+    replicates (``st.total_last``): the node ratio A' / N' (held-out impurity, class
+    share) of a replicate b, at a node whose total evaluation weight n' is k > 1, is
+    r + sqrt(k / (k - 1)) (A'_b - r N'_b) / N' with r = A' / N' of the total: its
+    first-order expansion about the total's, scaled so that the jackknife variance of a
+    node mean whose rows fall in different blocks is s^2 / k (the exact ratios give
+    s^2 / (k - 1)); nodes with one row keep the exact ratio; the total is unchanged
+    (:data:`treeimp.kernels.fused_measures.LINEARISED`).
     """
     sp = _splits(ens)
     m, l, r = sp.m, sp.l, sp.r
     w = _insample_fraction(ens)
     n, S = _counts(st), st.S
-    lin = st.total_last
+    k = n if st.total_last else None  # the expansion's row counts, or exact ratios
     keep = (n[l] > 0) & (n[r] > 0)  # (n_splits, B)
     if st.boosting:
         mu, delta_in = _ufi_boosting_parts(ens, sp)
         H = st.H
         mu = mu[:, None]
-        newton = _ratio(st.R - 2.0 * mu * S[0] + mu ** 2 * H, H, lin)
-        keep = _total_rule(keep & (H[l] > 0) & (H[r] > 0), lin)
+        newton = _ratio(st.R - 2.0 * mu * S[0] + mu ** 2 * H, H, k)
+        keep = keep & (H[l] > 0) & (H[r] > 0)
         term = _decrease(sp, newton, w, keep) + np.where(keep, delta_in[:, None], 0.0)
         return _sum_per_key(sp, term[None])
-    keep = _total_rule(keep, lin)
     v = np.asarray(ens.value, dtype=np.float64)
     if classification:
-        wvp = w[:, None] * v.T[:, :, None] * _ratio(S, n[None], lin)  # w_j v_jc p'_jc
+        wvp = w[:, None] * v.T[:, :, None] * _ratio(S, n[None], k)  # w_j v_jc p'_jc
         term = np.where(keep, wvp[:, l] + wvp[:, r] - wvp[:, m], 0.0)
         return _sum_per_key(sp, term)
     held_mse = _ratio(st.Q - 2.0 * np.einsum("nc,cnb->nb", v, S)
-                      + np.einsum("nc,nc->n", v, v)[:, None] * n, n, lin)
+                      + np.einsum("nc,nc->n", v, v)[:, None] * n, n, k)
     delta_in = _insample_decrease(ens, sp, "ufi")
     term = _decrease(sp, held_mse, w, keep) + np.where(keep, delta_in[:, None], 0.0)
     return _sum_per_key(sp, term[None])
 
 
-def _ratio(A, N, linearised):
-    """A / N per block (0 where N = 0); ``linearised``: the blocks but the last (the
-    total) to first order about the total's ratio r, r + (A_b - r N_b) / N (0 where the
-    total's N is 0)."""
-    if not linearised:
-        return _safe_div(A, N)
+def _ratio(A, N, counts=None):
+    """A / N per block (0 where N = 0). ``counts`` (n' per node and block, the total
+    last): the blocks but the last, at nodes whose total count k exceeds 1, become
+    r + sqrt(k / (k - 1)) (A_b - r N_b) / N with r = A / N of the total (ufi_parts)."""
+    exact = _safe_div(A, N)
+    if counts is None:
+        return exact
     N_all = np.broadcast_to(N, A.shape)
-    r = _safe_div(A[..., -1:], N_all[..., -1:])
-    out = r + _safe_div(A - r * N_all, N_all[..., -1:])
+    k = np.broadcast_to(counts, A.shape)[..., -1:]
+    r = exact[..., -1:]
+    scale = np.sqrt(_safe_div(k, np.where(k > 1, k - 1, 1.0)))
+    out = np.where(k > 1, r + scale * _safe_div(A - r * N_all, N_all[..., -1:]), exact)
     out[..., -1:] = r  # the total exactly
     return out
-
-
-def _total_rule(keep, linearised):
-    """The skip rule (n_splits, B): the total's (last block) for every block when
-    ``linearised``."""
-    return np.broadcast_to(keep[:, -1:], keep.shape) if linearised else keep
 
 
 def _counts(st: NodeSums):
