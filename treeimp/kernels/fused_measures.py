@@ -141,6 +141,16 @@ def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, 
             for b in range(last):
                 d = cnt[i, b] if kind == UFI_REGRESSION else H[jl, b]
                 imp[i, b] = rt + scale * d * (imp[i, b] - rt)
+    # the expanded class shares' factors per node: 1 / k and sqrt(k / (k - 1)) / k, k the
+    # total's n' (0 where k <= 1: the exact share)
+    n_lin = cnt.shape[0] if lin and kind == UFI_CLASSIFICATION else 0
+    inv = np.zeros(n_lin)
+    scl = np.zeros(n_lin)
+    for i in range(n_lin):
+        kt = cnt[i, last]
+        if kt > 1.0:
+            inv[i] = 1.0 / kt
+            scl[i] = np.sqrt(kt / (kt - 1.0)) / kt
     for s in range(tree_splits[t], tree_splits[t + 1]):
         m, l, r, k = _split(node, left, right, key, s)
         im, il, ir = m - ub, l - ub, r - ub
@@ -152,7 +162,7 @@ def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, 
             if kind == UFI_CLASSIFICATION:
                 if lin and b < last:
                     _add_ufi_class_linearised(out, k, b, last, w, v, S, m, l, r, uo, cnt,
-                                              im, il, ir)
+                                              im, il, ir, inv, scl)
                 else:
                     _add_ufi_class(out, k, b, w, v, S, m, l, r, uo, nl, nr, cnt[im, b])
                 continue
@@ -303,22 +313,25 @@ def _add_ufi_class(out, k, b, w, v, S, m, l, r, uo, nl, nr, nm):
 
 
 @njit(cache=True, inline="always")
-def _add_ufi_class_linearised(out, k, b, last, w, v, S, m, l, r, uo, cnt, im, il, ir):
+def _add_ufi_class_linearised(out, k, b, last, w, v, S, m, l, r, uo, cnt, im, il, ir, inv,
+                              scl):
     """``_add_ufi_class`` for a replicate b (the total in block ``last``), each node's class
     shares p'_b = S'_b / n'_b replaced, where the total's n' is k > 1, by
-    p' + sqrt(k / (k - 1)) (S'_b - p' n'_b) / k with p' = S' / k (see LINEARISED); the
-    exact share where k <= 1 (block b saw rows in both children, hence in the parent)."""
+    p' + sqrt(k / (k - 1)) (S'_b - p' n'_b) / k with p' = S' / k (see LINEARISED; ``inv``
+    = 1 / k and ``scl`` = sqrt(k / (k - 1)) / k per node of the tree, 0 where k <= 1);
+    the exact share where k <= 1 (block b saw rows in both children, hence in the
+    parent)."""
     for j, i in ((l, il), (r, ir), (m, im)):
-        kt = cnt[i, last]
         nb = cnt[i, b]
         f = w[j] if j != m else -w[j]
-        for c in range(S.shape[0]):
-            if kt > 1.0:
-                pt = S[c, j - uo, last] / kt
-                p = pt + np.sqrt(kt / (kt - 1.0)) * (S[c, j - uo, b] - pt * nb) / kt
-            else:
-                p = S[c, j - uo, b] / nb
-            out[k, b, c] += f * v[j, c] * p
+        if inv[i] > 0.0:
+            for c in range(S.shape[0]):
+                pt = S[c, j - uo, last] * inv[i]
+                out[k, b, c] += f * v[j, c] * (pt + scl[i] * (S[c, j - uo, b] - pt * nb))
+        else:
+            fb = f / nb
+            for c in range(S.shape[0]):
+                out[k, b, c] += fb * v[j, c] * S[c, j - uo, b]
 
 
 @njit(cache=True, inline="always")
