@@ -428,3 +428,92 @@ def test_explain_on_the_numpy_forms_equals_the_default():
         for m, t in a.table_by_class.items():
             np.testing.assert_allclose(np.asarray(b.table_by_class[m], float),
                                        np.asarray(t, float), rtol=1e-10, atol=1e-13)
+
+
+def _planes(st):
+    return {"n": None if st.n_is_class_sum else st.n, "S": st.S, "Q": st.Q, "H": st.H,
+            "R": st.R}
+
+
+def _ufi_replicates_by_loops(ens, reps, classification):
+    """ufi (B + 1, T, F) from replicates with the total last, by plain loops: a node's
+    ratio A / N (class share S_c / n, held-out MSE, Newton impurity) in replicate b is
+    r + sqrt(k / (k - 1)) (A_b - r N_b) / N where its total count k > 1 (r, N the
+    total's), the exact A_b / N_b otherwise; each block's own skip rule."""
+    n = reps["n"] if reps["n"] is not None else reps["S"].sum(axis=0)
+    S, Q, H, R = reps["S"], reps["Q"], reps["H"], reps["R"]
+    B1, C, T, F = n.shape[1], S.shape[0], ens.n_trees, ens.n_features
+    boosting = H is not None
+    out = np.zeros((B1, T, F))
+    v = ens.value
+    mu = v[:, 0] / ens.tree_learning_rate[ens.node_tree] if boosting else None
+
+    def numer_denom(j, b):
+        if boosting:
+            return R[j, b] - 2 * mu[j] * S[0, j, b] + mu[j] ** 2 * H[j, b], H[j, b]
+        if classification:
+            return S[:, j, b], n[j, b]
+        vs = sum(v[j, c] * S[c, j, b] for c in range(C))
+        return Q[j, b] - 2 * vs + (v[j] @ v[j]) * n[j, b], n[j, b]
+
+    def ratio(j, b):
+        a, d = numer_denom(j, b)
+        exact = a / d if d > 0 else 0 * a
+        k = n[j, -1]
+        if b == B1 - 1 or k <= 1:
+            return exact
+        at, dt = numer_denom(j, B1 - 1)
+        rt = at / dt
+        return rt + np.sqrt(k / (k - 1)) * (a - rt * d) / dt
+
+    for t in range(T):
+        lo, hi = ens.tree_offsets[t], ens.tree_offsets[t + 1]
+        wf = ens.weight / ens.weight[lo]
+        for m in range(lo, hi):
+            l, r, f = ens.left[m], ens.right[m], ens.feature[m]
+            if l < 0:
+                continue
+            if boosting:
+                insample = (wf[l] * mu[l] ** 2 + wf[r] * mu[r] ** 2 - wf[m] * mu[m] ** 2)
+            elif not classification:
+                wi = C * ens.weight * ens.impurity
+                insample = (wi[m] - wi[l] - wi[r]) / ens.weight[lo]
+            for b in range(B1):
+                if n[l, b] <= 0 or n[r, b] <= 0 or (boosting and min(H[l, b], H[r, b]) <= 0):
+                    continue
+                if classification:
+                    out[b, t, f] += sum(wf[l] * v[l, c] * ratio(l, b)[c]
+                                        + wf[r] * v[r, c] * ratio(r, b)[c]
+                                        - wf[m] * v[m, c] * ratio(m, b)[c] for c in range(C))
+                else:
+                    out[b, t, f] += (wf[m] * ratio(m, b) - wf[l] * ratio(l, b)
+                                     - wf[r] * ratio(r, b) + insample)
+    return out
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("case", ["binary", "multiclass", "multiclass one-hot", "regression",
+                                  "multi-output", "boosting xgboost"])
+def test_ufi_replicates_expanded_about_the_total(case, fused):
+    """With the leave-one-block-out replicates and the total last (``total_last``), ufi's
+    replicates take each node ratio to first order about the total's, scaled by
+    sqrt(k / (k - 1)) (plain loops); the total is the exact value."""
+    from treeimp.measures.formulas import use_fused
+
+    if case.startswith("boosting"):
+        pytest.importorskip("xgboost")
+    ens, st, classification = _case(case)
+    planes = _planes(st)
+    total = {k: None if a is None else a.sum(axis=-1, keepdims=True) for k, a in planes.items()}
+    reps = {k: None if a is None else np.concatenate([total[k] - a, total[k]], axis=-1)
+            for k, a in planes.items()}
+    with use_fused(fused):
+        got = ufi(ens, NodeStats(**reps, total_last=True), classification=classification)
+        exact = ufi(ens, NodeStats(**reps), classification=classification)
+    seen = np.isfinite(got)
+    expected = _ufi_replicates_by_loops(ens, reps, classification)
+    scale = np.abs(expected).max()
+    np.testing.assert_allclose(got[seen], expected[seen], rtol=1e-10, atol=1e-12 * scale)
+    # the total is the exact value; the replicates differ from the exact ratios' own
+    np.testing.assert_allclose(got[-1], exact[-1], rtol=1e-12, atol=1e-12 * scale)
+    assert not np.allclose(got[:-1][seen[:-1]], exact[:-1][seen[:-1]])

@@ -56,7 +56,8 @@ def _leaves(case):
 
 def _propagated(ens, leaves, layout):
     arr = node_planes(ens, leaves, leave_one_out=True, propagate=True)
-    return NodeStats.from_array(arr, boosting=layout == "boosting", one_hot=layout == "one_hot")
+    return NodeStats.from_array(arr, boosting=layout == "boosting", one_hot=layout == "one_hot",
+                                total_last=True)
 
 
 CASES = ["multiclass", "multiclass one-hot", "regression", "boosting xgboost",

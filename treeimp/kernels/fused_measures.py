@@ -31,6 +31,17 @@ UFI_REGRESSION = 2   # w-weighted decrease of the held-out MSE (|y - v|^2 summed
                      # outputs) + in-sample decrease
 UFI_BOOSTING = 3     # w-weighted decrease of the held-out Newton impurity + in-sample decrease
 MDI_OOB_CENTERED = 4  # (v_l - v_m).(S'_l - c_t N'_l) + (v_r - v_m).(S'_r - c_t N'_r), per c
+# added to a ufi kind: the last block is the total and the others its leave-one-block-out
+# replicates. A node ratio r = A' / N' (held-out impurity, class share) of a node whose
+# total holds k > 1 rows (its evaluation weight n') is replaced in each replicate b by its
+# first-order expansion about the total's, scaled by sqrt(k / (k - 1)):
+# r + sqrt(k / (k - 1)) (A'_b - r N'_b) / N'. For a node mean whose k rows fall in k
+# different blocks the jackknife variance is then s^2 / k, unbiased; the exact ratios give
+# s^2 / (k - 1) (an overstatement of k / (k - 1): 2 at k = 2), the plain expansion
+# s^2 (k - 1) / k^2. Nodes with one row keep the exact replicate (the expansion has no
+# spread to scale there), and the skip rule stays each block's own; the total is unchanged.
+# (benchmarks/README.md, "Issue 32: calibration of the screening p-values")
+LINEARISED = 8
 
 # plane layouts of accumulated statistics (stats/node_stats.py: REGRESSION, ONE_HOT,
 # BOOSTING)
@@ -104,6 +115,10 @@ def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, 
                                      + dr * (S[c, ir, b] - centre * nr))
         return
     # the ufi forms: n' of the tree's nodes first, in storage order (_tree_counts)
+    lin = kind >= LINEARISED
+    if lin:
+        kind -= LINEARISED
+    last = B - 1  # the total, when linearised
     base = tree_offsets[t]
     ub = np.uint64(base)  # unsigned like the split's node indices
     cnt = _tree_counts(n, S, base - off, tree_offsets[t + 1] - off, n_from_s)
@@ -119,6 +134,26 @@ def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, 
         for b in range(B):
             imp[i, b] = (_held_mse(Q, S, v, j, jl, b, cnt[i, b])
                          if cnt[i, b] > 0.0 else 0.0)
+    for i in range(imp.shape[0] if lin else 0):
+        jl = np.uint64(base - off + i)
+        kt = cnt[i, last]
+        if kt > 1.0:  # the replicates' ratios to first order about the total's
+            den = kt if kind == UFI_REGRESSION else H[jl, last]
+            rt = imp[i, last]
+            scale = np.sqrt(kt / (kt - 1.0)) / den if den > 0.0 else 0.0
+            for b in range(last):
+                d = cnt[i, b] if kind == UFI_REGRESSION else H[jl, b]
+                imp[i, b] = rt + scale * d * (imp[i, b] - rt)
+    # the expanded class shares' factors per node: 1 / k and sqrt(k / (k - 1)) / k, k the
+    # total's n' (0 where k <= 1: the exact share)
+    n_lin = cnt.shape[0] if lin and kind == UFI_CLASSIFICATION else 0
+    inv = np.zeros(n_lin)
+    scl = np.zeros(n_lin)
+    for i in range(n_lin):
+        kt = cnt[i, last]
+        if kt > 1.0:
+            inv[i] = 1.0 / kt
+            scl[i] = np.sqrt(kt / (kt - 1.0)) / kt
     for s in range(tree_splits[t], tree_splits[t + 1]):
         m, l, r, k = _split(node, left, right, key, s)
         im, il, ir = m - ub, l - ub, r - ub
@@ -128,7 +163,11 @@ def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, 
             if nl <= 0.0 or nr <= 0.0:  # skip rule: a child without rows
                 continue
             if kind == UFI_CLASSIFICATION:
-                _add_ufi_class(out, k, b, w, v, S, m, l, r, uo, nl, nr, cnt[im, b])
+                if lin and b < last:
+                    _add_ufi_class_linearised(out, k, b, last, w, v, S, m, l, r, uo, cnt,
+                                              im, il, ir, inv, scl)
+                else:
+                    _add_ufi_class(out, k, b, w, v, S, m, l, r, uo, nl, nr, cnt[im, b])
                 continue
             if kind == UFI_BOOSTING and (H[l - uo, b] <= 0.0 or H[r - uo, b] <= 0.0):
                 continue  # no Newton impurity
@@ -274,6 +313,28 @@ def _add_ufi_class(out, k, b, w, v, S, m, l, r, uo, nl, nr, nm):
         out[k, b, c] += (fl * v[l, c] * S[c, l - uo, b]
                          + fr * v[r, c] * S[c, r - uo, b]
                          - fm * v[m, c] * S[c, m - uo, b])
+
+
+@njit(cache=True, inline="always")
+def _add_ufi_class_linearised(out, k, b, last, w, v, S, m, l, r, uo, cnt, im, il, ir, inv,
+                              scl):
+    """``_add_ufi_class`` for a replicate b (the total in block ``last``), each node's class
+    shares p'_b = S'_b / n'_b replaced, where the total's n' is k > 1, by
+    p' + sqrt(k / (k - 1)) (S'_b - p' n'_b) / k with p' = S' / k (see LINEARISED; ``inv``
+    = 1 / k and ``scl`` = sqrt(k / (k - 1)) / k per node of the tree, 0 where k <= 1);
+    the exact share where k <= 1 (block b saw rows in both children, hence in the
+    parent)."""
+    for j, i in ((l, il), (r, ir), (m, im)):
+        nb = cnt[i, b]
+        f = w[j] if j != m else -w[j]
+        if inv[i] > 0.0:
+            for c in range(S.shape[0]):
+                pt = S[c, j - uo, last] * inv[i]
+                out[k, b, c] += f * v[j, c] * (pt + scl[i] * (S[c, j - uo, b] - pt * nb))
+        else:
+            fb = f / nb
+            for c in range(S.shape[0]):
+                out[k, b, c] += fb * v[j, c] * S[c, j - uo, b]
 
 
 @njit(cache=True, inline="always")

@@ -34,6 +34,7 @@ from ..kernels.fused_measures import (
     LAYOUT_BOOSTING,
     LAYOUT_ONE_HOT,
     LAYOUT_REGRESSION,
+    LINEARISED,
     MDI_OOB,
     MDI_OOB_CENTERED,
     UFI_BOOSTING,
@@ -62,10 +63,15 @@ class NodeSums:
     ``n=None`` (one-hot class targets): n' is the sum of the class planes S'. It is then
     built only when a formula reads all of it (``n``); the default measures read it at
     the tree roots (``n_at``) or sum it inside their kernel.
+
+    ``total_last``: the last block holds all rows and the others are its leave-one-block-out
+    replicates (what the jackknife reads); ufi then takes its replicates' node ratios to
+    first order about the total's (:func:`ufi_parts`). False: every block stands alone.
     """
 
-    def __init__(self, n, S, Q, H=None, R=None):
+    def __init__(self, n, S, Q, H=None, R=None, total_last=False):
         self._n, self.S, self.Q, self.H, self.R = n, S, Q, H, R
+        self.total_last = bool(total_last)
 
     @property
     def n(self) -> np.ndarray:
@@ -95,14 +101,16 @@ class NodeSums:
         return self._n[nodes]
 
     @classmethod
-    def from_array(cls, stats, boosting=False, one_hot=False):
+    def from_array(cls, stats, boosting=False, one_hot=False, total_last=False):
         """Name the planes of a kernel array (D, n_nodes, B) (views, no copy).
-        ``one_hot``: a forest array of class sums alone (S); n is their sum, Q None."""
+        ``one_hot``: a forest array of class sums alone (S); n is their sum, Q None.
+        ``total_last``: the blocks are leave-one-block-out replicates, the total last."""
         if boosting:  # planes: n, S, H, R (kernels/staged.py)
-            return cls(n=stats[0], Q=None, S=stats[1:2], H=stats[2], R=stats[3])
+            return cls(n=stats[0], Q=None, S=stats[1:2], H=stats[2], R=stats[3],
+                       total_last=total_last)
         if one_hot:
-            return cls(n=None, Q=None, S=stats)
-        return cls(n=stats[0], Q=stats[1], S=stats[2:])
+            return cls(n=None, Q=None, S=stats, total_last=total_last)
+        return cls(n=stats[0], Q=stats[1], S=stats[2:], total_last=total_last)
 
     def blocks(self, sl) -> NodeSums:
         """The statistics of the blocks ``sl`` (a slice; views, no copy)."""
@@ -163,6 +171,11 @@ class LeafStats(NodeSums):
     def n_blocks(self):
         return self._sel.shape[0]
 
+    @property
+    def total_last(self) -> bool:
+        """All B + 1 blocks in view: the replicates and the total last."""
+        return self._all_blocks()
+
     def blocks(self, sl) -> LeafStats:
         return LeafStats(self._leaves, self._ens, self._layout, blocks=self._sel[sl],
                          cache=self._cache)
@@ -180,7 +193,7 @@ class LeafStats(NodeSums):
         if full is None:
             arr = node_planes(self._ens, self._leaves, leave_one_out=True, propagate=True)
             full = self._cache["full"] = NodeSums.from_array(
-                arr, boosting=self.boosting, one_hot=self.n_is_class_sum)
+                arr, boosting=self.boosting, one_hot=self.n_is_class_sum, total_last=True)
         return full if self._all_blocks() else full.blocks(self._sel)
 
     n = property(lambda self: self._propagated().n)
@@ -588,12 +601,17 @@ def _fused_ufi(ens, st: NodeSums, *, classification: bool):
 def _ufi_request(ens, sp, st, classification):
     """The fused request (:func:`_request`) of ufi's form for this model and target."""
     w = _insample_fraction(ens)
+    # the replicates' ratios linearised about the total (kernels.fused_measures.LINEARISED)
+    lin = LINEARISED if st.total_last else 0
     if st.boosting:
         mu, delta_in = _ufi_boosting_parts(ens, sp)
-        return _request(UFI_BOOSTING, ens, st, w=w, extra=delta_in, v=mu[:, None])
-    if classification:  # the constant 1 of the Gini cancels: W_m = W_l + W_r
-        return _request(UFI_CLASSIFICATION, ens, st, w=w)
-    return _request(UFI_REGRESSION, ens, st, w=w, extra=_insample_decrease(ens, sp, "ufi"))
+        kind, terms, C = _request(UFI_BOOSTING, ens, st, w=w, extra=delta_in, v=mu[:, None])
+    elif classification:  # the constant 1 of the Gini cancels: W_m = W_l + W_r
+        kind, terms, C = _request(UFI_CLASSIFICATION, ens, st, w=w)
+    else:
+        kind, terms, C = _request(UFI_REGRESSION, ens, st, w=w,
+                                  extra=_insample_decrease(ens, sp, "ufi"))
+    return kind + lin, terms, C
 
 
 def fused_parts(methods, ens, st: NodeSums, classification: bool) -> dict:
@@ -778,30 +796,56 @@ def ufi_parts(ens, st: NodeSums, *, classification: bool):
     boosting (C = 1): the same with the Newton impurity H' = (R' - 2 mu S' + mu^2 H') / H'
     of the unshrunk node estimates mu and their in-sample decrease
     (:func:`_ufi_boosting_parts`).
+
+    Statistics whose last block is the total and the others its leave-one-block-out
+    replicates (``st.total_last``): the node ratio A' / N' (held-out impurity, class
+    share) of a replicate b, at a node whose total evaluation weight n' is k > 1, is
+    r + sqrt(k / (k - 1)) (A'_b - r N'_b) / N' with r = A' / N' of the total: its
+    first-order expansion about the total's, scaled so that the jackknife variance of a
+    node mean whose rows fall in different blocks is s^2 / k (the exact ratios give
+    s^2 / (k - 1)); nodes with one row keep the exact ratio; the total is unchanged
+    (:data:`treeimp.kernels.fused_measures.LINEARISED`).
     """
     sp = _splits(ens)
     m, l, r = sp.m, sp.l, sp.r
     w = _insample_fraction(ens)
     n, S = _counts(st), st.S
+    k = n if st.total_last else None  # the expansion's row counts, or exact ratios
     keep = (n[l] > 0) & (n[r] > 0)  # (n_splits, B)
     if st.boosting:
         mu, delta_in = _ufi_boosting_parts(ens, sp)
         H = st.H
         mu = mu[:, None]
-        newton = _safe_div(st.R - 2.0 * mu * S[0] + mu ** 2 * H, H)
+        newton = _ratio(st.R - 2.0 * mu * S[0] + mu ** 2 * H, H, k)
         keep = keep & (H[l] > 0) & (H[r] > 0)
         term = _decrease(sp, newton, w, keep) + np.where(keep, delta_in[:, None], 0.0)
         return _sum_per_key(sp, term[None])
     v = np.asarray(ens.value, dtype=np.float64)
     if classification:
-        wvp = w[:, None] * v.T[:, :, None] * _safe_div(S, n)  # w_j v_jc p'_jc
+        wvp = w[:, None] * v.T[:, :, None] * _ratio(S, n[None], k)  # w_j v_jc p'_jc
         term = np.where(keep, wvp[:, l] + wvp[:, r] - wvp[:, m], 0.0)
         return _sum_per_key(sp, term)
-    held_mse = _safe_div(st.Q - 2.0 * np.einsum("nc,cnb->nb", v, S)
-                         + np.einsum("nc,nc->n", v, v)[:, None] * n, n)
+    held_mse = _ratio(st.Q - 2.0 * np.einsum("nc,cnb->nb", v, S)
+                      + np.einsum("nc,nc->n", v, v)[:, None] * n, n, k)
     delta_in = _insample_decrease(ens, sp, "ufi")
     term = _decrease(sp, held_mse, w, keep) + np.where(keep, delta_in[:, None], 0.0)
     return _sum_per_key(sp, term[None])
+
+
+def _ratio(A, N, counts=None):
+    """A / N per block (0 where N = 0). ``counts`` (n' per node and block, the total
+    last): the blocks but the last, at nodes whose total count k exceeds 1, become
+    r + sqrt(k / (k - 1)) (A_b - r N_b) / N with r = A / N of the total (ufi_parts)."""
+    exact = _safe_div(A, N)
+    if counts is None:
+        return exact
+    N_all = np.broadcast_to(N, A.shape)
+    k = np.broadcast_to(counts, A.shape)[..., -1:]
+    r = exact[..., -1:]
+    scale = np.sqrt(_safe_div(k, np.where(k > 1, k - 1, 1.0)))
+    out = np.where(k > 1, r + scale * _safe_div(A - r * N_all, N_all[..., -1:]), exact)
+    out[..., -1:] = r  # the total exactly
+    return out
 
 
 def _counts(st: NodeSums):

@@ -57,6 +57,8 @@ def assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alpha
         table[m] = agg(pt)[0]
         blocks[m] = bv
         se[m] = inflation * jackknife_stderr(bv)
+        if entry.needs_rows:
+            table[m], se[m] = _rounding_zeros(table[m], se[m])
         se_trees[m] = _tree_stderr(pt[0], forest)
     by_class = {}
     for m, parts in class_parts.items():
@@ -88,6 +90,21 @@ def _frame(values, index, columns):
         return pd.DataFrame(values, index=index)
     return pd.DataFrame(np.column_stack(list(values.values())), index=index,
                         columns=columns)
+
+
+def _rounding_zeros(value, stderr):
+    """``value`` and ``stderr`` with the features whose value and standard error are both
+    below 1e-12 of the largest of either (over the features) set to exactly 0: an
+    importance that is 0 in exact arithmetic (e.g. ufi of a feature whose every split
+    saw evaluation rows of one class only, where w_l v_l + w_r v_r = w_m v_m) otherwise
+    has a z-score of rounding over rounding. A value 0 with error 0 gets p = 1."""
+    scale = np.nanmax(np.abs(np.concatenate([value, stderr]))) if value.size else 0.0
+    if not np.isfinite(scale) or scale <= 0:
+        return value, stderr
+    zero = (np.abs(value) <= 1e-12 * scale) & (stderr <= 1e-12 * scale)
+    if not zero.any():
+        return value, stderr
+    return np.where(zero, 0.0, value), np.where(zero, 0.0, stderr)
 
 
 def jackknife_stderr(loo_values):
