@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels.forest_stats import forest_leaf_stats
+from ..kernels.full_trees import full_tree_layout
 from ..kernels.gradients import LOGISTIC
 from ..kernels.inbag_counts import inbag_leaf_counts
 from ..kernels.route import add_trees_chunk, apply_chunk
@@ -59,10 +60,14 @@ class NumbaBackend:
         # None: no tree has a categorical or zero-as-missing node, the kernel is
         # compiled with the plain walk alone
         not_plain = None if routing.plain.all() else True
+        # shallow plain trees as full binary trees (all empty unless every tree is one)
+        full = full_tree_layout(trees.tree_offsets, routing.depth, routing.plain,
+                                routing.left, routing.right, routing.feature,
+                                routing.threshold, routing.flags, strict, X.shape[1])
 
         def blocks(i):
             staged_block_stats(X, row0, order, block_start, runs[i][0], runs[i][1], rows_in,
-                               loss, trees, routing, strict, round32, slot, stats,
+                               loss, trees, routing, full, strict, round32, slot, stats,
                                margin_out, fresh, every, logistic, not_plain)
 
         run_tasks(blocks, len(runs))

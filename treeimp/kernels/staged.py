@@ -32,6 +32,7 @@ import math
 import numpy as np
 from numba import njit
 
+from .full_trees import copy_group, walk_full
 from .gradients import (
     LOGISTIC,
     SQUARED_ERROR,
@@ -180,7 +181,7 @@ def _logistic_terms(s, pos_weight, neg_weight, n, y, w, e, t):
 
 @njit(cache=True, nogil=True)
 def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, trees,
-                       routing, strict, round32, slot, stats, margin_out, fresh,
+                       routing, full, strict, round32, slot, stats, margin_out, fresh,
                        all_objectives, logistic, not_plain=True):
     """Accumulate the staged statistics of the statistic blocks b_lo .. b_hi - 1 (the
     local rows of block b into X: ``order[block_start[b]:block_start[b + 1]]``, called
@@ -200,7 +201,10 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
     score + offset, ``base_margin``), or a (0, K) array: ``loss.base_score`` for every
     row. ``loss`` (kernel_inputs.Loss), ``trees`` (kernel_inputs.StagedTrees: its
     ``stage_start`` (n_stages + 1) delimits the trees of every stage), ``routing``
-    (kernel_inputs.Routing). ``slot`` (n_nodes,): every leaf's slot in ``stats``
+    (kernel_inputs.Routing). ``full``: the trees as full trees
+    (``full_trees.full_tree_layout``, for these ``strict`` and X's width), walked instead
+    of ``routing`` when every tree has one and the rows are copied group by group; all
+    empty otherwise. ``slot`` (n_nodes,): every leaf's slot in ``stats``
     (n_leaves, n_blocks, N_TERMS) (``TreeEnsemble.leaf_slots``). ``margin_out`` (len(X), K)
     receives each row's final margin (local rows); pass a (0, K) array to skip that.
     Smoothed objectives read round st's scales from ``loss.params``
@@ -225,6 +229,8 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
     # once, so that every tree walks a small contiguous array that stays in cache;
     # not for wide rows, of which the trees read a small part
     copy_rows = X.shape[1] * X.itemsize <= COPY_ROW_BYTES
+    slot_start, column, cut, full_leaf, nan_left = full
+    use_full = copy_rows and slot_start[slot_start.shape[0] - 1] > 0
     s_lo, s_hi = block_start[b_lo], block_start[b_hi]
     # the sums: ``stats`` itself, or the one block's local buffer (in cache, zeroed);
     # every row's block in the group, relative to ``b0``
@@ -245,8 +251,10 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
     # smoothed objectives: the current round's scales are set in this copy
     params = loss_params.copy()
     use_e = leaf_factor.shape[0] > 0
-    xg = np.empty((GROUP if copy_rows else 0, X.shape[1]), X.dtype)
+    xg = np.empty((GROUP if copy_rows else 0,
+                   X.shape[1] + (nan_left.shape[0] if use_full else 0)), X.dtype)
     group_rows = np.arange(GROUP)
+    heap = np.empty(GROUP, np.int64)  # the full-tree walk's slots
     for s0 in range(s_lo, s_hi, GROUP):
         s1 = min(s_hi, s0 + GROUP)
         ng = s1 - s0
@@ -257,7 +265,9 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
             blk[q] = b - b0
         start_group(rows, ng, row0, y, w, base_score, row_start, loss_params[0], use_e,
                     margin, e, yg, wg)
-        if copy_rows:
+        if use_full:
+            copy_group(X, rows, ng, round32, nan_left, xg)
+        elif copy_rows:
             for r in range(ng):
                 for f in range(X.shape[1]):
                     xg[r, f] = X[rows[r], f]
@@ -281,7 +291,10 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
                 # removes a reference to each of its dozen arrays (atomic
                 # operations on arrays shared by all threads), once per tree and group
                 # this way, not per tree and batch of 64 rows
-                if not_plain is None:
+                if use_full:
+                    walk_full(xg, ng, slot_start[t], depth[t], column, cut, full_leaf, heap,
+                              leaves)
+                elif not_plain is None:
                     walk_plain(src, src_rows, ng, tree_offsets[t], depth[t], min_depth[t],
                                left, right, feature, threshold, flags, strict, round32,
                                leaves)
