@@ -121,9 +121,15 @@ def walk_full(xg, m, base, d, column, cut, leaf, at, out):
     """out[k] := the global leaf that row k of ``xg`` (``copy_group``) reaches, k < m, in
     the full tree of depth d whose slots start at ``base``; ``at`` (>= m) scratch. Level
     by level over the rows: their steps are independent."""
+    if d == 0:
+        for k in range(m):
+            out[k] = leaf[np.uint64(base)]
+        return
+    # the first level: every row at the root
+    c0, t0 = np.uint64(column[np.uint64(base)]), cut[np.uint64(base)]
     for k in range(m):
-        at[k] = 0
-    for _ in range(d):
+        at[k] = 1 + np.int64(np.float64(xg[np.uint64(k), c0]) >= t0)
+    for _ in range(d - 1):
         for k in range(m):
             i = np.uint64(base + at[k])
             x = np.float64(xg[np.uint64(k), np.uint64(column[i])])

@@ -42,6 +42,7 @@ from .gradients import (
     set_stage_params,
     target_columns,
 )
+from .prefetch import prefetch_write
 from .route import walk_batch, walk_plain
 
 BATCH = 64  # rows walked together by the TreeSHAP and scale passes
@@ -224,6 +225,7 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
      cat_count, cat_codes, cat_left) = routing
     K = base_score.shape[0]
     n_stages = stage_start.shape[0] - 1
+    n_trees = tree_offsets.shape[0] - 1
     keep_margin = margin_out.shape[0] == X.shape[0]
     # a group's rows (scattered over X: blocks are random rows) are copied together
     # once, so that every tree walks a small contiguous array that stays in cache;
@@ -287,6 +289,15 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
             for t in range(stage_start[st], stage_start[st + 1]):
                 col = tree_output[t]
                 sc = tree_scale[t]
+                # the cells of the next tree's leaves in this group's blocks are
+                # fetched while this tree is walked (a large ``stats`` is mostly out of
+                # cache; two 32-byte cells per cache line)
+                if t + 1 < n_trees:
+                    for node in range(tree_offsets[t + 1], tree_offsets[t + 2]):
+                        if slot[node] >= 0:
+                            for bb in range(blk[0], blk[ng - 1] + 1, 2):
+                                prefetch_write(acc, slot[node], bb)
+                            prefetch_write(acc, slot[node], blk[ng - 1])
                 # the whole group in one walk: every call of walk_batch adds and
                 # removes a reference to each of its dozen arrays (atomic
                 # operations on arrays shared by all threads), once per tree and group
