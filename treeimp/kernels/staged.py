@@ -314,14 +314,17 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
                                plain[t], left, right, feature, threshold, flags,
                                cat_offset, cat_count, cat_codes, cat_left, strict, round32,
                                leaves)
-                # the margin updates, then the statistics, in loops of their own
-                # (short loops the compiler vectorises)
-                for q in range(ng):
-                    leaf = np.uint64(leaves[q])  # unsigned: no wraparound
-                    margin[q, col] += sc * value[leaf, 0]
+                # the margin updates (with e's, one loop), then the statistics, in
+                # loops of their own (short loops the compiler vectorises)
                 if use_e:
                     for q in range(ng):
-                        e[q] *= leaf_factor[np.uint64(leaves[q])]
+                        leaf = np.uint64(leaves[q])  # unsigned: no wraparound
+                        margin[q, col] += sc * value[leaf, 0]
+                        e[q] *= leaf_factor[leaf]
+                else:
+                    for q in range(ng):
+                        leaf = np.uint64(leaves[q])  # unsigned: no wraparound
+                        margin[q, col] += sc * value[leaf, 0]
                 for q in range(ng):
                     at = np.uint64(slot[np.uint64(leaves[q])])
                     bq = np.uint64(blk[q])
