@@ -19,7 +19,6 @@ qualifies only with finite thresholds (and plain, depth at most ``MAX_DEPTH``); 
 model routed in float32 has its values rounded in the copy.
 """
 
-import math
 
 import numpy as np
 from numba import njit
@@ -33,29 +32,26 @@ MAX_DEPTH = 8  # deeper trees keep route.walk_plain (2^d slots of 24 bytes per t
 def full_tree_layout(tree_offsets, depth, plain, left, right, feature, threshold, flags,
                      strict, n_features):
     """(slot_start (n_trees + 1,), column, cut, leaf, nan_left) of every tree as a full
-    tree (module docstring), or all empty (slot_start zero) unless every tree qualifies
-    (plain, depth <= MAX_DEPTH, finite thresholds): tree t's slots are
+    tree (module docstring), or slot_start all zero and column, cut, leaf empty unless
+    every tree qualifies (plain, depth <= MAX_DEPTH, finite thresholds): tree t's slots are
     slot_start[t]:slot_start[t + 1]; column (int64) and cut (float64) of its internal
     slots, leaf (int64) the global leaf node of each last-level slot (at the same
     offsets); nan_left the features that some node reading NaN as left splits on, in
     ascending order (their NaN-as-minus-infinity columns follow the F others)."""
     n_trees = tree_offsets.shape[0] - 1
-    empty = (np.zeros(n_trees + 1, np.int64), np.zeros(0, np.int64), np.zeros(0),
-             np.zeros(0, np.int64), np.zeros(0, np.int64))
     slot_start = np.zeros(n_trees + 1, np.int64)
-    second = np.full(n_features, -1, np.int64)  # feature -> its NaN-left column
+    # feature -> its NaN-left column (n_features + j), or -1
+    second = np.empty(n_features, np.int64)
+    second[:] = -1
+    ok = True
     for t in range(n_trees):
-        d = depth[t]
-        if not plain[t] or d > MAX_DEPTH:
-            return empty
+        ok &= plain[t] and depth[t] <= MAX_DEPTH
         for node in range(tree_offsets[t], tree_offsets[t + 1]):
-            if flags[node] & LEAF:
-                continue
-            if not math.isfinite(threshold[node]):
-                return empty
-            if flags[node] & NAN_LEFT:
-                second[feature[node]] = 0
-        slot_start[t + 1] = slot_start[t] + (1 << d)
+            if not flags[node] & LEAF:
+                ok &= abs(threshold[node]) < np.inf  # finite (NaN fails too)
+                if flags[node] & NAN_LEFT:
+                    second[feature[node]] = 0
+        slot_start[t + 1] = slot_start[t] + (1 << min(depth[t], MAX_DEPTH))
     n_left = 0
     for f in range(n_features):
         if second[f] == 0:
@@ -65,24 +61,21 @@ def full_tree_layout(tree_offsets, depth, plain, left, right, feature, threshold
     for f in range(n_features):
         if second[f] >= 0:
             nan_left[second[f] - n_features] = f
-    column = np.zeros(slot_start[n_trees], np.int64)
-    cut = np.zeros(slot_start[n_trees])
-    leaf = np.zeros(slot_start[n_trees], np.int64)
-    # depth-first over (node, heap slot, level); a leaf above the last level is pushed
-    # down both ways
-    stack = np.empty((2 * MAX_DEPTH + 2, 3), np.int64)
-    for t in range(n_trees):
-        d = depth[t]
+    n_slots = slot_start[n_trees] if ok else 0
+    if not ok:
+        slot_start[:] = 0
+    column = np.zeros(n_slots, np.int64)
+    cut = np.zeros(n_slots)
+    leaf = np.zeros(n_slots, np.int64)
+    # heap order puts every slot after its parent: each slot's node sends its children
+    # (a leaf itself, both ways) to slots 2i + 1 and 2i + 2
+    node_at = np.empty(2 << MAX_DEPTH, np.int64)
+    for t in range(n_trees if ok else 0):
         base = slot_start[t]
-        first_leaf = (1 << d) - 1
-        stack[0, 0], stack[0, 1], stack[0, 2] = tree_offsets[t], 0, 0
-        top = 1
-        while top > 0:
-            top -= 1
-            node, i, level = stack[top, 0], stack[top, 1], stack[top, 2]
-            if level == d:
-                leaf[base + i - first_leaf] = node
-                continue
+        inner = (1 << depth[t]) - 1
+        node_at[0] = tree_offsets[t]
+        for i in range(inner):
+            node = node_at[i]
             lo, hi = node, node
             if not flags[node] & LEAF:
                 f = feature[node]
@@ -90,9 +83,10 @@ def full_tree_layout(tree_offsets, depth, plain, left, right, feature, threshold
                 t_ = threshold[node]
                 cut[base + i] = t_ if strict else np.nextafter(t_, np.inf)
                 lo, hi = left[node], right[node]
-            stack[top, 0], stack[top, 1], stack[top, 2] = lo, 2 * i + 1, level + 1
-            stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2] = hi, 2 * i + 2, level + 1
-            top += 2
+            node_at[2 * i + 1] = lo
+            node_at[2 * i + 2] = hi
+        for j in range(inner + 1):
+            leaf[base + j] = node_at[inner + j]
     return slot_start, column, cut, leaf, nan_left
 
 
