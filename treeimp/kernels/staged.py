@@ -203,9 +203,8 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
     row. ``loss`` (kernel_inputs.Loss), ``trees`` (kernel_inputs.StagedTrees: its
     ``stage_start`` (n_stages + 1) delimits the trees of every stage), ``routing``
     (kernel_inputs.Routing). ``full``: the trees as full trees
-    (``full_trees.full_tree_layout``, for these ``strict`` and X's width), walked instead
-    of ``routing`` when every tree has one and the rows are copied group by group; all
-    empty otherwise. ``slot`` (n_nodes,): every leaf's slot in ``stats``
+    (``full_trees.full_tree_layout``, for these ``strict`` and X's width; read only with
+    ``not_plain`` None). ``slot`` (n_nodes,): every leaf's slot in ``stats``
     (n_leaves, n_blocks, N_TERMS) (``TreeEnsemble.leaf_slots``). ``margin_out`` (len(X), K)
     receives each row's final margin (local rows); pass a (0, K) array to skip that.
     Smoothed objectives read round st's scales from ``loss.params``
@@ -213,9 +212,11 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
     ``tight_objective``'s, then the kernel is compiled for that one alone (numba drops
     the other branches for a None argument): ``logistic`` True for binary logistic loss,
     None for squared error; else True (and ``logistic`` None). ``not_plain``: None when
-    no tree has a node in ``route.NOT_PLAIN`` (``routing.plain`` all True), then the
-    kernel is compiled with ``route.walk_plain`` alone, without the categorical and
-    zero-as-missing routing; else True.
+    every tree has a full-tree layout in ``full`` and rows are copied group by group
+    (X.shape[1] * X.itemsize <= COPY_ROW_BYTES), then the kernel is compiled with
+    ``full_trees.walk_full`` alone; else False when no tree has a node in
+    ``route.NOT_PLAIN`` (``routing.plain`` all True: ``route.walk_plain``), True
+    otherwise (``route.walk_batch``).
     """
     y, w, row_start = rows_in.target, rows_in.w, rows_in.row_start
     loss_code, loss_params, base_score = loss.code, loss.params, loss.base_score
@@ -232,7 +233,6 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
     # not for wide rows, of which the trees read a small part
     copy_rows = X.shape[1] * X.itemsize <= COPY_ROW_BYTES
     slot_start, column, cut, full_leaf, nan_left = full
-    use_full = copy_rows and slot_start[slot_start.shape[0] - 1] > 0
     s_lo, s_hi = block_start[b_lo], block_start[b_hi]
     # the sums: ``stats`` itself, or the one block's local buffer (in cache, zeroed);
     # every row's block in the group, relative to ``b0``
@@ -254,7 +254,7 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
     params = loss_params.copy()
     use_e = leaf_factor.shape[0] > 0
     xg = np.empty((GROUP if copy_rows else 0,
-                   X.shape[1] + (nan_left.shape[0] if use_full else 0)), X.dtype)
+                   X.shape[1] + (nan_left.shape[0] if not_plain is None else 0)), X.dtype)
     group_rows = np.arange(GROUP)
     heap = np.empty(GROUP, np.int64)  # the full-tree walk's slots
     for s0 in range(s_lo, s_hi, GROUP):
@@ -267,7 +267,7 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
             blk[q] = b - b0
         start_group(rows, ng, row0, y, w, base_score, row_start, loss_params[0], use_e,
                     margin, e, yg, wg)
-        if use_full:
+        if not_plain is None:
             copy_group(X, rows, ng, round32, nan_left, xg)
         elif copy_rows:
             for r in range(ng):
@@ -302,10 +302,10 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
                 # removes a reference to each of its dozen arrays (atomic
                 # operations on arrays shared by all threads), once per tree and group
                 # this way, not per tree and batch of 64 rows
-                if use_full:
+                if not_plain is None:
                     walk_full(xg, ng, slot_start[t], depth[t], column, cut, full_leaf, heap,
                               leaves)
-                elif not_plain is None:
+                elif not not_plain:
                     walk_plain(src, src_rows, ng, tree_offsets[t], depth[t], min_depth[t],
                                left, right, feature, threshold, flags, strict, round32,
                                leaves)
