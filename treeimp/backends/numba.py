@@ -8,10 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels.forest_stats import forest_leaf_stats
+from ..kernels.full_trees import full_tree_layout
 from ..kernels.gradients import LOGISTIC
 from ..kernels.inbag_counts import inbag_leaf_counts
 from ..kernels.route import add_trees_chunk, apply_chunk
-from ..kernels.staged import staged_block_stats, tight_objective
+from ..kernels.staged import COPY_ROW_BYTES, staged_block_stats, tight_objective
 from ..kernels.staged_scale import staged_root_residual_sums
 from .threads import run_tasks, task_ranges, thread_count
 
@@ -56,13 +57,20 @@ class NumbaBackend:
         # True: binary logistic loss, None: squared error)
         every = None if tight_objective.py_func(loss.code, loss.base_score.shape[0]) else True
         logistic = True if every is None and loss.code == LOGISTIC else None
-        # None: no tree has a categorical or zero-as-missing node, the kernel is
-        # compiled with the plain walk alone
-        not_plain = None if routing.plain.all() else True
+        # the walk: None, every tree as a full binary tree (the kernel is compiled with
+        # that walk alone); False, no tree has a categorical or zero-as-missing node
+        # (route.walk_plain); True otherwise (route.walk_batch)
+        plain = bool(routing.plain.all())
+        full = (full_tree_layout(trees.tree_offsets, routing.depth, routing.plain,
+                                 routing.left, routing.right, routing.feature,
+                                 routing.threshold, routing.flags, strict, X.shape[1])
+                if plain and X.shape[1] * X.itemsize <= COPY_ROW_BYTES
+                else _NO_LAYOUT)
+        not_plain = None if full[0][-1] > 0 else not plain
 
         def blocks(i):
             staged_block_stats(X, row0, order, block_start, runs[i][0], runs[i][1], rows_in,
-                               loss, trees, routing, strict, round32, slot, stats,
+                               loss, trees, routing, full, strict, round32, slot, stats,
                                margin_out, fresh, every, logistic, not_plain)
 
         run_tasks(blocks, len(runs))
@@ -76,6 +84,11 @@ class NumbaBackend:
                      counts):
         inbag_leaf_counts(X, row0, inbag_bits, tree_offsets, routing, strict, round32,
                           counts)
+
+
+# ``full_trees.full_tree_layout``'s answer when no tree is laid out (its array types)
+_NO_LAYOUT = (np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64),
+              np.zeros(0, np.int64))
 
 
 def _block_runs(block_start, n_threads):

@@ -32,6 +32,7 @@ import math
 import numpy as np
 from numba import njit
 
+from .full_trees import copy_group, walk_full
 from .gradients import (
     LOGISTIC,
     SQUARED_ERROR,
@@ -41,6 +42,7 @@ from .gradients import (
     set_stage_params,
     target_columns,
 )
+from .prefetch import prefetch_write
 from .route import walk_batch, walk_plain
 
 BATCH = 64  # rows walked together by the TreeSHAP and scale passes
@@ -180,7 +182,7 @@ def _logistic_terms(s, pos_weight, neg_weight, n, y, w, e, t):
 
 @njit(cache=True, nogil=True)
 def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, trees,
-                       routing, strict, round32, slot, stats, margin_out, fresh,
+                       routing, full, strict, round32, slot, stats, margin_out, fresh,
                        all_objectives, logistic, not_plain=True):
     """Accumulate the staged statistics of the statistic blocks b_lo .. b_hi - 1 (the
     local rows of block b into X: ``order[block_start[b]:block_start[b + 1]]``, called
@@ -200,7 +202,9 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
     score + offset, ``base_margin``), or a (0, K) array: ``loss.base_score`` for every
     row. ``loss`` (kernel_inputs.Loss), ``trees`` (kernel_inputs.StagedTrees: its
     ``stage_start`` (n_stages + 1) delimits the trees of every stage), ``routing``
-    (kernel_inputs.Routing). ``slot`` (n_nodes,): every leaf's slot in ``stats``
+    (kernel_inputs.Routing). ``full``: the trees as full trees
+    (``full_trees.full_tree_layout``, for these ``strict`` and X's width; read only with
+    ``not_plain`` None). ``slot`` (n_nodes,): every leaf's slot in ``stats``
     (n_leaves, n_blocks, N_TERMS) (``TreeEnsemble.leaf_slots``). ``margin_out`` (len(X), K)
     receives each row's final margin (local rows); pass a (0, K) array to skip that.
     Smoothed objectives read round st's scales from ``loss.params``
@@ -208,9 +212,11 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
     ``tight_objective``'s, then the kernel is compiled for that one alone (numba drops
     the other branches for a None argument): ``logistic`` True for binary logistic loss,
     None for squared error; else True (and ``logistic`` None). ``not_plain``: None when
-    no tree has a node in ``route.NOT_PLAIN`` (``routing.plain`` all True), then the
-    kernel is compiled with ``route.walk_plain`` alone, without the categorical and
-    zero-as-missing routing; else True.
+    every tree has a full-tree layout in ``full`` and rows are copied group by group
+    (X.shape[1] * X.itemsize <= COPY_ROW_BYTES), then the kernel is compiled with
+    ``full_trees.walk_full`` alone; else False when no tree has a node in
+    ``route.NOT_PLAIN`` (``routing.plain`` all True: ``route.walk_plain``), True
+    otherwise (``route.walk_batch``).
     """
     y, w, row_start = rows_in.target, rows_in.w, rows_in.row_start
     loss_code, loss_params, base_score = loss.code, loss.params, loss.base_score
@@ -220,11 +226,13 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
      cat_count, cat_codes, cat_left) = routing
     K = base_score.shape[0]
     n_stages = stage_start.shape[0] - 1
+    n_trees = tree_offsets.shape[0] - 1
     keep_margin = margin_out.shape[0] == X.shape[0]
     # a group's rows (scattered over X: blocks are random rows) are copied together
     # once, so that every tree walks a small contiguous array that stays in cache;
     # not for wide rows, of which the trees read a small part
     copy_rows = X.shape[1] * X.itemsize <= COPY_ROW_BYTES
+    slot_start, column, cut, full_leaf, nan_left = full
     s_lo, s_hi = block_start[b_lo], block_start[b_hi]
     # the sums: ``stats`` itself, or the one block's local buffer (in cache, zeroed);
     # every row's block in the group, relative to ``b0``
@@ -245,8 +253,10 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
     # smoothed objectives: the current round's scales are set in this copy
     params = loss_params.copy()
     use_e = leaf_factor.shape[0] > 0
-    xg = np.empty((GROUP if copy_rows else 0, X.shape[1]), X.dtype)
+    xg = np.empty((GROUP if copy_rows else 0,
+                   X.shape[1] + (nan_left.shape[0] if not_plain is None else 0)), X.dtype)
     group_rows = np.arange(GROUP)
+    heap = np.empty(GROUP, np.int64)  # the full-tree walk's slots
     for s0 in range(s_lo, s_hi, GROUP):
         s1 = min(s_hi, s0 + GROUP)
         ng = s1 - s0
@@ -257,7 +267,9 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
             blk[q] = b - b0
         start_group(rows, ng, row0, y, w, base_score, row_start, loss_params[0], use_e,
                     margin, e, yg, wg)
-        if copy_rows:
+        if not_plain is None:
+            copy_group(X, rows, ng, round32, nan_left, xg)
+        elif copy_rows:
             for r in range(ng):
                 for f in range(X.shape[1]):
                     xg[r, f] = X[rows[r], f]
@@ -277,11 +289,23 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
             for t in range(stage_start[st], stage_start[st + 1]):
                 col = tree_output[t]
                 sc = tree_scale[t]
+                # the cells of the next tree's leaves in this group's blocks are
+                # fetched while this tree is walked (a large ``stats`` is mostly out of
+                # cache; two 32-byte cells per cache line)
+                if t + 1 < n_trees:
+                    for node in range(tree_offsets[t + 1], tree_offsets[t + 2]):
+                        if slot[node] >= 0:
+                            for bb in range(blk[0], blk[ng - 1] + 1, 2):
+                                prefetch_write(acc, slot[node], bb)
+                            prefetch_write(acc, slot[node], blk[ng - 1])
                 # the whole group in one walk: every call of walk_batch adds and
                 # removes a reference to each of its dozen arrays (atomic
                 # operations on arrays shared by all threads), once per tree and group
                 # this way, not per tree and batch of 64 rows
                 if not_plain is None:
+                    walk_full(xg, ng, slot_start[t], depth[t], column, cut, full_leaf, heap,
+                              leaves)
+                elif not not_plain:
                     walk_plain(src, src_rows, ng, tree_offsets[t], depth[t], min_depth[t],
                                left, right, feature, threshold, flags, strict, round32,
                                leaves)
@@ -290,14 +314,17 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
                                plain[t], left, right, feature, threshold, flags,
                                cat_offset, cat_count, cat_codes, cat_left, strict, round32,
                                leaves)
-                # the margin updates, then the statistics, in loops of their own
-                # (short loops the compiler vectorises)
-                for q in range(ng):
-                    leaf = np.uint64(leaves[q])  # unsigned: no wraparound
-                    margin[q, col] += sc * value[leaf, 0]
+                # the margin updates (with e's, one loop), then the statistics, in
+                # loops of their own (short loops the compiler vectorises)
                 if use_e:
                     for q in range(ng):
-                        e[q] *= leaf_factor[np.uint64(leaves[q])]
+                        leaf = np.uint64(leaves[q])  # unsigned: no wraparound
+                        margin[q, col] += sc * value[leaf, 0]
+                        e[q] *= leaf_factor[leaf]
+                else:
+                    for q in range(ng):
+                        leaf = np.uint64(leaves[q])  # unsigned: no wraparound
+                        margin[q, col] += sc * value[leaf, 0]
                 for q in range(ng):
                     at = np.uint64(slot[np.uint64(leaves[q])])
                     bq = np.uint64(blk[q])
