@@ -6,7 +6,7 @@ arrays."""
 import numpy as np
 import pytest
 
-from tests.test_route_plain import _plain_nodes, _rows
+from tests.test_route_plain import _plain_nodes, _rows, step_leaves
 from treeimp.kernels import full_trees, route
 
 
@@ -35,7 +35,6 @@ def test_full_walk_routes_as_step(seed, strict):
     # the NaN-left columns are those of the features some node sends NaN left on
     want_left = np.unique(feature[internal & ((flags & route.NAN_LEFT) != 0)])
     np.testing.assert_array_equal(nan_left, want_left)
-    empty_i, empty_b = np.zeros(0, np.int64), np.zeros(0, np.bool_)
     n = X.shape[0]
     rows = np.arange(n)
     with np.errstate(over="ignore"):  # 1e300 becomes inf in float32
@@ -48,14 +47,8 @@ def test_full_walk_routes_as_step(seed, strict):
                 got = np.empty(n, np.int64)
                 full_trees.walk_full(xg, n, slot_start[t], depth[t], column, cut, leaf,
                                      np.empty(n, np.int64), got)
-                want = np.empty(n, np.int64)
-                for i in range(n):  # step by step, node by node
-                    node = offsets[t]
-                    while not flags[node] & route.LEAF:
-                        x = route.feature_value(X_, i, feature[node], round32)
-                        node = route.step(x, node, left, right, threshold, flags, empty_i,
-                                          empty_i, empty_i, empty_b, strict)
-                    want[i] = node
+                want = step_leaves(X_, offsets[t], (left, right, feature, threshold, flags),
+                                   strict, round32)
                 np.testing.assert_array_equal(got, want)
 
 

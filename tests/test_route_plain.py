@@ -41,6 +41,22 @@ def _rows(rng, n_rows, n_features):
     return X
 
 
+def step_leaves(X, root, arrays, strict, round32):
+    """Each row's leaf, reached from node ``root`` by ``route.step`` node by node
+    (``arrays``: left, right, feature, threshold, flags as ``_plain_nodes`` gives them)."""
+    left, right, feature, threshold, flags = arrays
+    empty_i, empty_b = np.zeros(0, np.int64), np.zeros(0, np.bool_)
+    want = np.empty(X.shape[0], np.int64)
+    for i in range(X.shape[0]):
+        node = root
+        while not flags[node] & route.LEAF:
+            x = route.feature_value(X, i, feature[node], round32)
+            node = route.step(x, node, left, right, threshold, flags, empty_i, empty_i,
+                              empty_i, empty_b, strict)
+        want[i] = node
+    return want
+
+
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("strict", [False, True])
 def test_plain_level_routes_as_step(seed, strict):
@@ -56,14 +72,8 @@ def test_plain_level_routes_as_step(seed, strict):
                 route.descend(X_, rows, X.shape[0], depth[t], depth[t], True, left, right,
                               feature, threshold, flags, empty_i, empty_i, empty_i,
                               empty_b, strict, round32, got)
-                want = np.empty(X.shape[0], np.int64)
-                for i in range(X.shape[0]):  # step by step, node by node
-                    node = offsets[t]
-                    while not flags[node] & route.LEAF:
-                        x = route.feature_value(X_, i, feature[node], round32)
-                        node = route.step(x, node, left, right, threshold, flags, empty_i,
-                                          empty_i, empty_i, empty_b, strict)
-                    want[i] = node
+                want = step_leaves(X_, offsets[t], (left, right, feature, threshold, flags),
+                                   strict, round32)
                 np.testing.assert_array_equal(got, want)
     # the NaN-as-zero nodes really send NaN where 0.0 goes, both ways occur
     zero = (flags & route.NAN_AS_ZERO) != 0
