@@ -10,9 +10,10 @@ value) from ASCII bytes and checks every span's count against the count it must 
   product or quotient correctly.
 * M up to 2**64 with 10**-k (1 <= k <= 22): the quotient c = float(M) / 10**k is within
   one step of the nearest double; it is checked, and moved by one step where needed,
-  with exact 128-bit integer arithmetic (c = m * 2**-s): the nearest double is the one
-  whose half-way points (2 m +- 1) * 2**-(s + 1) enclose M / 10**k, that is
-  |M * 2**(s + 1 - k) - 2 m * 5**k| < 5**k.
+  with exact integer arithmetic (c = m * 2**-s): the nearest double is the one whose
+  half-way points (2 m +- 1) * 2**-(s + 1) enclose M / 10**k, that is
+  |D| = |M * 2**(s + 1 - k) - 2 m * 5**k| < 5**k; |D| < 2**55, so D is computed
+  modulo 2**64.
 
 Every other token made of letters, digits, signs, ``.`` and ``_`` (more than 19
 significant digits, larger exponents, ``inf``, ``nan``, an exact tie, ...) is left to
@@ -28,7 +29,6 @@ STATUS_OK = 0
 STATUS_COUNT = 1  # a line holds another number of tokens than it must
 STATUS_TOKEN = 2  # a token that is not a number of the kind asked for
 
-_MASK32 = np.uint64(0xFFFFFFFF)
 # 5**k and 10**k (exact doubles) for k = 0..22: module constants, which the compiled
 # code holds (array arguments to the per-token helpers would cost a reference count
 # each call)
@@ -53,28 +53,6 @@ def _token_char(c):
 
 
 @njit(cache=True)
-def _mul64(a, b):
-    """The 128-bit product of two uint64 as (high, low)."""
-    a0, a1 = a & _MASK32, a >> np.uint64(32)
-    b0, b1 = b & _MASK32, b >> np.uint64(32)
-    p00, p01, p10, p11 = a0 * b0, a0 * b1, a1 * b0, a1 * b1
-    mid = (p00 >> np.uint64(32)) + (p01 & _MASK32) + (p10 & _MASK32)
-    low = (mid << np.uint64(32)) | (p00 & _MASK32)
-    high = p11 + (p01 >> np.uint64(32)) + (p10 >> np.uint64(32)) + (mid >> np.uint64(32))
-    return high, low
-
-
-@njit(cache=True)
-def _compare128(ah, al, bh, bl):
-    """-1, 0, 1 as (ah, al) <, =, > (bh, bl)."""
-    if ah != bh:
-        return -1 if ah < bh else 1
-    if al != bl:
-        return -1 if al < bl else 1
-    return 0
-
-
-@njit(cache=True)
 def _checked_quotient(M, k):
     """The double nearest to M / 10**k (M < 2**64, 1 <= k <= 22), or NaN when this
     path cannot decide (the caller then converts the token in Python)."""
@@ -92,25 +70,19 @@ def _checked_quotient(M, k):
         shift = s + 1 - k  # 2 M 2**s / 2**k against (2 m +- 1) 5**k
         if shift < 0 or shift > 126 or (shift > 63 and M >> np.uint64(127 - shift)):
             return np.nan  # M * 2**shift needs more than 127 bits
-        if shift >= 64:
-            lh, ll = M << np.uint64(shift - 64), np.uint64(0)
-        elif shift == 0:
-            lh, ll = np.uint64(0), M
-        else:
-            lh = M >> np.uint64(64 - shift)
-            ll = M << np.uint64(shift)
-        # D = M 2**shift - 2 m 5**k, exactly: c is the nearest double when |D| < 5**k
-        ph, pl = _mul64(np.uint64(2) * m, _POW5[k])
-        if _compare128(lh, ll, ph, pl) >= 0:
-            up = True
-            dh, dl = lh - ph - np.uint64(ll < pl), ll - pl
-        else:
-            up = False
-            dh, dl = ph - lh - np.uint64(pl < ll), pl - ll
-        f = _POW5[k]
-        if dh == 0 and dl == f:
+        # D = M 2**shift - 2 m 5**k: c is the nearest double when |D| < 5**k. float(M)
+        # and the division each round by at most 2**-53 relative, so the first c is
+        # within 2 steps (2**-s) of M / 10**k and each step below moves it closer:
+        # |D| = 2 5**k |M / 10**k - c| 2**s < 5 * 5**22 < 2**55, and D modulo 2**64
+        # (uint64 arithmetic wraps), read as an int64, is D itself
+        low = M << np.uint64(shift) if shift < 64 else np.uint64(0)
+        d = np.int64(low - np.uint64(2) * m * _POW5[k])
+        up = d >= 0
+        f = np.int64(_POW5[k])
+        dist = d if up else -d
+        if dist == f:
             return np.nan  # a tie: left to Python
-        if dh == 0 and dl < f:
+        if dist < f:
             return c
         c = np.nextafter(c, np.inf) if up else np.nextafter(c, -np.inf)
     return np.nan
@@ -165,28 +137,39 @@ def read_numbers(buf, starts, ends, counts, integers, floats, ints, deferred):
             n_sig = 0
             n_digits = 0
             exp10 = 0
-            dot = False
             plain = True  # the grammar above, read here
-            while pos < n:
-                c = buf[pos]
-                if 48 <= c <= 57:
-                    n_digits += 1
-                    if n_sig > 0 or c != 48:
-                        if n_sig == 19 or (integers and M > (_INT64_MAX - np.uint64(c - 48)
-                                                             + np.uint64(neg))
-                                           // np.uint64(10)):
-                            plain = False  # more digits than a uint64 (an int64) holds
-                        else:
-                            M = M * np.uint64(10) + np.uint64(c - 48)
-                            n_sig += 1
-                    if dot:
-                        exp10 -= 1
+            # leading zeros, the digits before the dot, [for a decimal: the dot, (zeros
+            # when no digit came before them), the digits]; M accumulates every digit
+            # after the leading zeros (wrapping past 19 digits, which are then left to
+            # Python, or for an integer an error), so a digit costs one comparison and one
+            # multiply-add
+            while pos < n and buf[pos] == 48:
+                pos += 1
+                n_digits += 1
+            at = pos
+            while pos < n and 48 <= buf[pos] <= 57:
+                M = M * np.uint64(10) + np.uint64(buf[pos] - 48)
+                pos += 1
+            n_sig = pos - at
+            if not integers and pos < n and buf[pos] == 46:  # .
+                pos += 1
+                at = pos
+                if n_sig == 0:
+                    while pos < n and buf[pos] == 48:
+                        pos += 1
+                    n_digits += pos - at
+                sig_at = pos
+                while pos < n and 48 <= buf[pos] <= 57:
+                    M = M * np.uint64(10) + np.uint64(buf[pos] - 48)
                     pos += 1
-                elif c == 46 and not dot and not integers:  # .
-                    dot = True
-                    pos += 1
-                else:
-                    break
+                n_sig += pos - sig_at
+                exp10 = -(pos - at)
+            n_digits += n_sig
+            # more digits than a uint64 holds, or for an integer more than an int64 (M
+            # < 10**19 < 2**64 is exact at 19 digits)
+            if n_sig > 19 or (integers and n_sig == 19
+                              and M > _INT64_MAX + np.uint64(neg)):
+                plain = False
             if n_digits == 0:
                 plain = False
             if pos < n and (buf[pos] == 101 or buf[pos] == 69) and plain and not integers:

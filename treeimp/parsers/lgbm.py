@@ -76,7 +76,8 @@ _TEXT_BUFFER = 1 << 24
 _TEXT_PER_TREE = 1 << 16
 # the values' bytes above which a second thread reads half of the numbers
 _THREAD_BYTES = 1 << 19
-_MISSING_TYPE_NAN_MODE = {0: NAN_AS_ZERO, 1: NAN_ZERO_MISSING, 2: NAN_MISSING}
+# the nan mode of a numerical split of missing type 0 (None), 1 (Zero), 2 (NaN)
+_NAN_MODE_OF_MISSING_TYPE = np.array([NAN_AS_ZERO, NAN_ZERO_MISSING, NAN_MISSING])
 _PRINT_RTOL = 5e-6  # LightGBM prints internal_value / shrinkage with 6 significant digits
 
 
@@ -590,7 +591,9 @@ def _read_trees(trees, version, n_features) -> _FlatTrees:
     m_of, L_of = m[owner], L[owner]
 
     def node_of(child):
-        bad = ((child >= 0) & (child >= m_of)) | ((child < 0) & (~child >= L_of))
+        # a split index at or past m (child >= 0), a leaf index at or past L (~child for
+        # child < 0); m_of >= 1 and L_of >= 2 keep each test false on the other side
+        bad = (child >= m_of) | (~child >= L_of)
         return bad, np.where(child >= 0, child, m_of + ~child)
 
     bad_left, lc = node_of(got["left_child"])
@@ -644,7 +647,7 @@ def _read_trees(trees, version, n_features) -> _FlatTrees:
     # in (-1, 0) are code 0), which the routing kernel applies
     fields["nan_mode"][at_split] = np.where(
         is_cat, NAN_AS_ZERO,
-        np.choose(np.minimum(missing_type, 2), [_MISSING_TYPE_NAN_MODE[c] for c in range(3)]))
+        _NAN_MODE_OF_MISSING_TYPE[np.minimum(missing_type, 2)])
     value[at_split, 0] = got["internal_value"]
     value[at_leaf, 0] = got["leaf_value"]
     weight[at_split] = got["internal_weight"]
