@@ -200,10 +200,11 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
         balanced. In benchmarks/screening.py (rare positives, 4%, 10 runs) the
         screening forest (100 trees, ``min_samples_leaf=10``) kept 0.62 of the true
         features instead of 0.18, with no false one (0.52 before ufi's replicates were
-        expanded about the total); with 2% positives 0.08 instead of 0.00. With 10% positives there was nothing left to gain: the unweighted forest
-        kept all true features of that design (the balanced one too, with one false
-        feature in 10 runs), and on Li et al.'s design with 10% positives both kept
-        almost none (0.04 and 0.02); hence the threshold 0.1. The study's other designs
+        expanded about the total); with 2% positives 0.08 instead of 0.00. With 10%
+        positives there was nothing left to gain: the unweighted forest kept all true
+        features of that design (the balanced one too, with one false feature in 10
+        runs), and on Li et al.'s design with 10% positives both kept almost none (0.04
+        and 0.02); hence the threshold 0.1. The study's other designs
         (30-50% positives) are unchanged.
 
     Attributes
