@@ -171,21 +171,27 @@ def test_pair_logit_max_pairs_uses_the_expected_gradient():
     assert np.abs(G_all - G).max() > 0.1
 
 
+def held_out_runs(loss, n_queries, iterations, seeds):
+    """For each seed: a CatBoostRanker with ``loss`` fitted on ``query_design(n_queries,
+    seed)`` and its explain (mdi, mdi_oob) on the held-out queries of seed 100 + seed."""
+    for seed in seeds:
+        X, y, sizes = query_design(n_queries, seed)
+        Xv, yv, sv = query_design(n_queries, 100 + seed)
+        model = catboost.CatBoostRanker(loss_function=loss, iterations=iterations, depth=4,
+                                        learning_rate=0.3, verbose=0, thread_count=1,
+                                        allow_writing_files=False, random_seed=seed)
+        model.fit(X, y, group_id=np.repeat(np.arange(len(sizes)), sizes))
+        yield treeimp.explain(model, Xv, yv, group=sv, methods=["mdi", "mdi_oob"],
+                              random_state=0)
+
+
 @pytest.mark.parametrize("loss", ["PairLogit", "PairLogitPairwise"])
 def test_held_out_measure_finds_the_signal_and_not_the_high_cardinality_noise(loss):
     """In-sample gain ranks the high-cardinality noise x4 second; held-out mdi_oob ranks
     x0 first and finds the noise insignificant at about the nominal rate (4 designs, 16
     noise features, 5% each)."""
     false_positives = 0
-    for seed in range(4):
-        X, y, sizes = query_design(150, seed)
-        Xv, yv, sv = query_design(150, 100 + seed)
-        model = catboost.CatBoostRanker(loss_function=loss, iterations=30, depth=4,
-                                        learning_rate=0.3, verbose=0, thread_count=1,
-                                        allow_writing_files=False, random_seed=seed)
-        model.fit(X, y, group_id=np.repeat(np.arange(len(sizes)), sizes))
-        res = treeimp.explain(model, Xv, yv, group=sv, methods=["mdi", "mdi_oob"],
-                              random_state=0)
+    for res in held_out_runs(loss, 150, 30, range(4)):
         assert res.ranking("mdi")[:2] == ["x0", "x4"]
         false_positives += held_out_false_positives(res)
     assert false_positives <= 3
@@ -198,15 +204,7 @@ def test_yeti_rank_held_out_measure_finds_the_signal(loss):
     features, 5% each; smaller than above: the expected weights cost a double integral
     per pair and round)."""
     false_positives = 0
-    for seed in range(2):
-        X, y, sizes = query_design(80, seed)
-        Xv, yv, sv = query_design(80, 100 + seed)
-        model = catboost.CatBoostRanker(loss_function=loss, iterations=10, depth=4,
-                                        learning_rate=0.3, verbose=0, thread_count=1,
-                                        allow_writing_files=False, random_seed=seed)
-        model.fit(X, y, group_id=np.repeat(np.arange(len(sizes)), sizes))
-        res = treeimp.explain(model, Xv, yv, group=sv, methods=["mdi", "mdi_oob"],
-                              random_state=0)
+    for res in held_out_runs(loss, 80, 10, range(2)):
         assert res.table.loc["x4", "mdi"] > 0
         false_positives += held_out_false_positives(res)
     assert false_positives <= 2
