@@ -60,6 +60,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from screening import (  # noqa: E402
     DESIGNS,
+    add_selector_options,
     boosting,
     pure_null,
     rare_null,
@@ -253,17 +254,7 @@ def main(argv=None):
     ap.add_argument("--selector", action="store_true",
                     help="ImportanceSelector with null='t' and null='shadow' instead of "
                          "explain / cross_explain with both measures")
-    ap.add_argument("--n-blocks", type=int, default=None,
-                    help="with --selector: the selector's n_blocks (default None: its own, "
-                         "50 out of bag, 20 per fold cross-fitted)")
-    ap.add_argument("--forest-class-weight", default=None,
-                    help="with --selector: the forest classifier's class_weight (e.g. "
-                         "balanced_subsample; its default screening measure is then ufi)")
-    ap.add_argument("--selector-methods", default=None,
-                    help="with --selector: comma-separated measures; run only the "
-                         "cross-fitted XGBoost selector, its default null, once per measure")
-    ap.add_argument("--selector-null", default=None, choices=("t", "shadow"),
-                    help="with --selector-methods: the selector's null (default: its own)")
+    add_selector_options(ap)
     ap.add_argument("--out", default=None, help="CSV of every noise z-score")
     ap.add_argument("--summarise", default=None,
                     help="comma-separated CSVs written by --out: print their table only")

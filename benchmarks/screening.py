@@ -526,6 +526,23 @@ def score(kept, p, scores, relevant, F, weak=None):
     return row
 
 
+def add_selector_options(ap):
+    """The ``--selector`` options this study shares with benchmarks/calibration_null.py:
+    the selector's n_blocks, the forest's class_weight, measures run one by one on the
+    cross-fitted booster and its null."""
+    ap.add_argument("--n-blocks", type=int, default=None,
+                    help="with --selector: the selector's n_blocks (default None: its own, "
+                         "50 out of bag, 20 per fold cross-fitted)")
+    ap.add_argument("--forest-class-weight", default=None,
+                    help="with --selector: the forest classifier's class_weight (e.g. "
+                         "balanced_subsample; its default screening measure is then ufi)")
+    ap.add_argument("--selector-methods", default=None,
+                    help="with --selector: comma-separated measures; run only the "
+                         "cross-fitted XGBoost selector, its default null, once per measure")
+    ap.add_argument("--selector-null", default=None, choices=("t", "shadow"),
+                    help="with --selector-methods: the selector's null (default: its own)")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="one small repetition per design")
@@ -549,12 +566,7 @@ def main(argv=None):
                     help="JSON file of Boruta's results by design and repetition (read, "
                          "and written with the new runs)")
     ap.add_argument("--no-boruta", action="store_true", help="with --selector: skip Boruta")
-    ap.add_argument("--n-blocks", type=int, default=None,
-                    help="with --selector: the selector's n_blocks (default None: its own, "
-                         "50 out of bag, 20 per fold cross-fitted)")
-    ap.add_argument("--forest-class-weight", default=None,
-                    help="with --selector: the forest classifier's class_weight (e.g. "
-                         "balanced_subsample; its default screening measure is then ufi)")
+    add_selector_options(ap)
     ap.add_argument("--forest-only", action="store_true",
                     help="with --selector: only the forest out of bag, its default null")
     ap.add_argument("--forest-trees", type=int, default=None,
@@ -568,16 +580,11 @@ def main(argv=None):
     ap.add_argument("--positive-share", type=float, default=None,
                     help="the rare-positive and Li et al.'s designs with the intercept that "
                          "gives about this share of positives (intercept_for_share)")
-    ap.add_argument("--selector-methods", default=None,
-                    help="with --selector: comma-separated measures; run only the "
-                         "cross-fitted XGBoost selector, its default null, once per measure")
     ap.add_argument("--selector-cv", type=int, default=None,
                     help="with --selector-methods: the selector's cv (default 5); "
                          "--selector-methods default runs the model's default measure")
     ap.add_argument("--n-shadows", type=int, default=None,
                     help="with --selector-methods: the selector's n_shadows")
-    ap.add_argument("--selector-null", default=None, choices=("t", "shadow"),
-                    help="with --selector-methods: the selector's null (default: its own)")
     ap.add_argument("--out", default=None, help="CSV of every repetition")
     ap.add_argument("--summarise", default=None,
                     help="comma-separated CSVs written by --out: print their table only")
