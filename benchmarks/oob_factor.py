@@ -22,7 +22,10 @@ relevant, screening.py's all-relevant count), the share of runs with any false s
 and over the noise features the fraction with p < 0.05 and the z-scores' mean and
 standard deviation ("sd x factor": the z sd without factor, i.e. the factor that would
 give z sd 1). A factor "share:A" is the per-feature candidate f_k^2 = 1 + A sqrt(s_k), s_k
-the feature's share of all splits of the forest.
+the feature's share of all splits of the screening forest (the first model the selector
+explains: on the rare-positive designs the class-balanced clone, not the returned forest);
+the table (``--out``) also holds the number of its trees that split on the feature
+("in_trees"). benchmarks/oob_null_rules.py judges other tests on the same tables.
 ``--share-bins`` prints the noise z sd without factor by the feature's share of the
 forest's splits (quartiles within each design).
 
@@ -34,6 +37,7 @@ forest's splits (quartiles within each design).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -51,6 +55,7 @@ import screening  # noqa: E402
 
 import treeimp  # noqa: E402
 import treeimp.explainer as explainer_module  # noqa: E402
+import treeimp.selector as selector_module  # noqa: E402
 from treeimp.results.importances import bh_qvalues  # noqa: E402
 
 ALPHA = 0.05
@@ -70,6 +75,23 @@ NULLS = {
 }
 
 
+@contextlib.contextmanager
+def recording(models):
+    """Within the block, every model the selector hands to ``Explainer`` is appended to
+    ``models`` (``treeimp.selector.Explainer`` patched in this process only)."""
+    original = selector_module.Explainer
+
+    def explainer(model, *a, **k):
+        models.append(model)
+        return original(model, *a, **k)
+
+    selector_module.Explainer = explainer
+    try:
+        yield models
+    finally:
+        selector_module.Explainer = original
+
+
 def collect(args):
     """One selector fit per data set with the factor set to 1; a row per feature."""
     explainer_module.OOB_VARIANCE_FACTOR = 1.0
@@ -87,16 +109,21 @@ def collect(args):
             t = time.process_time()
             sel = treeimp.ImportanceSelector(rf, null="t", random_state=seed,
                                              n_blocks=args.blocks)
-            with warnings.catch_warnings():
+            screened = []
+            with warnings.catch_warnings(), recording(screened):
                 warnings.simplefilter("ignore", UserWarning)  # "kept no feature"
                 sel.fit(X, y)
             seconds = time.process_time() - t
             res, m = sel.importances_, sel.method_
-            # each feature's share of the splits of the returned forest
+            # each feature's share of the splits of the screening forest (the first model
+            # the selector explains: the class-balanced clone where it screens with one),
+            # and the number of its trees that split on the feature
             counts = np.zeros(X.shape[1])
-            for tree in sel.estimator_.estimators_:
+            in_trees = np.zeros(X.shape[1])
+            for tree in screened[0].estimators_:
                 used = tree.tree_.feature[tree.tree_.feature >= 0]
                 counts += np.bincount(used, minlength=X.shape[1])
+                in_trees += np.bincount(np.unique(used), minlength=X.shape[1])
             weak = screening.WEAKLY_RELEVANT.get(name, np.array([], dtype=int))
             rows.append(pd.DataFrame({
                 "design": name, "seed": seed, "feature": np.arange(X.shape[1]),
@@ -104,7 +131,8 @@ def collect(args):
                 "weak": np.isin(np.arange(X.shape[1]), weak), "method": m,
                 "value": res.table[m].to_numpy(), "se": res.stderr[m].to_numpy(),
                 "p1": res.pvalues[m].to_numpy(), "dof": res.dof, "cpu": seconds,
-                "share": counts / counts.sum(), "trees": args.trees, "leaf": args.leaf,
+                "share": counts / counts.sum(), "in_trees": in_trees,
+                "trees": args.trees, "leaf": args.leaf,
                 "blocks": sel.n_blocks_}))
             print(name, seed, m, round(seconds, 2), flush=True)
     return pd.concat(rows, ignore_index=True)
