@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
+from sklearn.ensemble import RandomForestClassifier
 
 import treeimp.explainer as explainer_module
 from treeimp import ImportanceSelector
@@ -89,3 +90,24 @@ def test_rules_are_monotone_in_the_value(rule):
                       "share": np.full(n, 1 / n)})
     z = rules.scores(rule, h)
     assert np.all(np.diff(z) > 0)
+
+
+def test_shares_come_from_the_class_balanced_screening_forest():
+    """With a rare class the selector screens with a class-balanced clone and returns the
+    caller's forest; the recorded first model (the one oob_factor.py reads the split
+    shares from) is the clone, not ``estimator_``."""
+    factor = _load("oob_factor")
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(600, 6))
+    y = (rng.random(600) < 0.03 + 0.1 * (X[:, 0] > 1)).astype(int)
+    assert np.mean(y) < 0.1
+    rf = RandomForestClassifier(n_estimators=15, min_samples_leaf=10, random_state=3,
+                                n_jobs=1)
+    models = []
+    sel = ImportanceSelector(rf, random_state=3)
+    with warnings.catch_warnings(), factor.recording(models):
+        warnings.simplefilter("ignore", UserWarning)
+        sel.fit(X, y)
+    assert models[0].get_params()["class_weight"] == "balanced_subsample"
+    assert sel.estimator_.get_params()["class_weight"] is None
+    assert models[0] is not sel.estimator_
