@@ -427,10 +427,11 @@ def integers_at(data, marker, start, rows):
     m = marker[rows]
     out = np.empty(rows.shape[0], np.int64)
     done = np.zeros(rows.shape[0], np.bool_)
+    present = np.bincount(m, minlength=256)  # most lists use one or two markers
     for code, kind in _INTEGER_TYPES:
-        at = np.flatnonzero(m == code)
-        if at.size == 0:
+        if present[code] == 0:
             continue
+        at = np.flatnonzero(m == code)
         t = np.dtype(kind)
         pos = start[rows[at]][:, None] + np.arange(t.itemsize)
         out[at] = np.ascontiguousarray(data[pos]).view(t)[:, 0]

@@ -202,7 +202,8 @@ _N_NODE = len(_NODE_KEYS)
 # the fields read as integers (the per-node ones of an integer dtype, the category lists)
 _INTEGER_FIELDS = np.array([j for j in range(len(_FIELDS))
                             if j >= _N_NODE or np.dtype(_NODE_KEYS[j][2]).kind in "ib"])
-_FLOAT_MARKERS = np.array([ord("d"), ord("D")], np.uint8)
+_IS_FLOAT = np.zeros(256, np.bool_)  # per marker byte: a float32 or float64
+_IS_FLOAT[[ord("d"), ord("D")]] = True
 
 
 def _gather_trees(table, trees_row):
@@ -218,7 +219,7 @@ def _gather_trees(table, trees_row):
     elem = table.elem[rows]
     if np.any(elem[0] == 0) or np.any(elem != elem[0]):
         return None  # untyped, or typed differently from tree to tree
-    if np.any(np.isin(elem[0, _INTEGER_FIELDS], _FLOAT_MARKERS)):
+    if _IS_FLOAT[elem[0, _INTEGER_FIELDS]].any():
         return None  # integers stored as floats: the per-tree path checks each value
     counts = table.count[rows]
     sizes = counts[:, 0]
