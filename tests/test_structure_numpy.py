@@ -1,7 +1,8 @@
 """The numpy structure passes of a first parse (``structure.ordered_trees``,
 ``structure.order_values_depths``) against the numba kernels they stand in for
-(``check_trees_serial``, ``order_values_depths_serial``), on random trees numbered
-breadth-first, depth-first and at random, valid and corrupt."""
+(``check_trees_serial``, ``order_values_depths_serial``), and the XGBoost reader's one
+compiled pass (``structure.ordered_values_depths``) against both, on random trees
+numbered breadth-first, depth-first and at random, valid and corrupt."""
 
 import numpy as np
 import pytest
@@ -87,3 +88,33 @@ def test_corrupt_ordered_trees_are_refused():
             seen.add(int(problem))
             assert structure.ordered_trees(offsets, *bad, N_FEATURES) is None
     assert seen == {1, 2, 3, 4, 5}
+
+
+@pytest.mark.parametrize("how", ["bfs", "dfs", "random"])
+@pytest.mark.parametrize("seed", range(40))
+def test_ordered_values_depths_equals_the_separate_passes(seed, how):
+    """The parser's one compiled pass (``ordered_values_depths``) on the same random
+    ensembles: refused exactly where ``ordered_trees`` refuses, else its normal form,
+    and the post-order, values (bit for bit) and depths of the stack-walking kernel
+    ``order_values_depths_serial``; float32 leaf values and weights, as XGBoost's."""
+    corrupt = seed % 2 == 1
+    rng, offsets, left, right, feature = _ensemble(seed, how, corrupt)
+    n = int(offsets[-1])
+    leaf_value = rng.normal(size=n).astype(np.float32)
+    weight = rng.uniform(0, 2, n).astype(np.float32)
+    weight[rng.random(n) < 0.2] = 0.0
+    ok, *got = structure.ordered_values_depths(offsets, left, right, feature, leaf_value,
+                                               weight, N_FEATURES)
+    want = structure.ordered_trees(offsets, left, right, feature, N_FEATURES)
+    assert ok == (want is not None)
+    if not ok:
+        return
+    for g, w in zip(got[:3], want):
+        assert g.dtype == w.dtype == np.int32 and np.array_equal(g, w)
+    value = np.where(want[0] < 0, leaf_value.astype(np.float64), 0.0)[:, None]
+    order, deepest, shallowest = structure.order_values_depths_serial(
+        offsets, want[0], want[1], weight.astype(np.float64), value)
+    assert got[3].dtype == np.float64 and np.array_equal(got[3], value[:, 0])
+    assert got[4].dtype == np.float64 and np.array_equal(got[4], weight)
+    for g, w in zip(got[5:], (order, deepest, shallowest)):
+        assert g.dtype == np.int64 and np.array_equal(g, w)

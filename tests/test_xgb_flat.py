@@ -101,6 +101,69 @@ def test_flat_path_equals_per_tree_path(name):
                                atol=1e-5)
 
 
+def _tree_truth(tree):
+    """One tree of XGBoost's JSON document (decoded by Python's json) walked from the
+    root by recursion: every node's value (leaves: split_conditions; internal nodes: the
+    sum_hessian-weighted mean of their children's, the midpoint when both weigh
+    nothing), the post-order (left subtree, right subtree, node) and the leaf depths."""
+    left, right = tree["left_children"], tree["right_children"]
+    cond = np.asarray(tree["split_conditions"], np.float32).astype(np.float64)
+    hess = np.asarray(tree["sum_hessian"], np.float32).astype(np.float64)
+    value, order, depths = np.zeros(len(left)), [], []
+
+    def walk(i, d):
+        if left[i] < 0:
+            value[i] = cond[i]
+            depths.append(d)
+        else:
+            a, b = left[i], right[i]
+            walk(a, d + 1)
+            walk(b, d + 1)
+            w = hess[a] + hess[b]
+            value[i] = ((hess[a] * value[a] + hess[b] * value[b]) / w if w > 0
+                        else 0.5 * (value[a] + value[b]))
+        order.append(i)
+
+    walk(0, 0)
+    return value, np.array(order), max(depths), min(depths)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_flat_path_matches_xgboosts_json_document(name):
+    """The ensemble the flat path builds (its one structural pass included: normal
+    form, post-order, internal values, depths) against XGBoost's own JSON document of
+    the booster, read with Python's json and walked tree by tree."""
+    booster = MODELS[name].get_booster()
+    ens = treeimp.parse(MODELS[name])
+    gb = json.loads(booster.save_raw("json"))["learner"]["gradient_booster"]
+    trees = (gb["model"] if "model" in gb else gb["gbtree"]["model"])["trees"]
+    assert ens.n_trees == len(trees)
+    for t, tree in enumerate(trees):
+        lo, hi = int(ens.tree_offsets[t]), int(ens.tree_offsets[t + 1])
+        left = np.array(tree["left_children"])
+        assert hi - lo == left.size
+        inner = left >= 0
+        np.testing.assert_array_equal(ens.left[lo:hi], np.where(inner, left + lo, -1))
+        np.testing.assert_array_equal(
+            ens.right[lo:hi], np.where(inner, np.array(tree["right_children"]) + lo, -1))
+        np.testing.assert_array_equal(ens.feature[lo:hi],
+                                      np.where(inner, tree["split_indices"], -1))
+        numeric = inner & (np.array(tree["split_type"]) == 0)
+        cond = np.asarray(tree["split_conditions"], np.float32).astype(np.float64)
+        np.testing.assert_array_equal(ens.threshold[lo:hi][numeric], cond[numeric])
+        np.testing.assert_array_equal(ens.missing_left[lo:hi],
+                                      inner & np.array(tree["default_left"], bool))
+        np.testing.assert_array_equal(
+            ens.weight[lo:hi], np.asarray(tree["sum_hessian"], np.float32).astype(float))
+        np.testing.assert_array_equal(
+            ens.gain[lo:hi][inner],
+            np.asarray(tree["loss_changes"], np.float32).astype(float)[inner])
+        value, order, deepest, shallowest = _tree_truth(tree)
+        np.testing.assert_array_equal(ens.value[lo:hi, 0], value)
+        np.testing.assert_array_equal(ens.postorder[lo:hi], order + lo)
+        assert tuple(ens.tree_depths[:, t]) == (deepest, shallowest)
+
+
 def test_document_outside_the_trees_is_the_strict_readers():
     raw = bytes(MODELS["dart"].get_booster().save_raw("ubj"))
     doc, flat = read_model(raw)
@@ -169,6 +232,26 @@ def test_flags_other_than_0_1_go_the_per_tree_way(key):
     damaged = bytearray(raw)
     damaged[start[rows[-1]]] = 2
     assert read_model(bytes(damaged)) is None
+
+
+@pytest.mark.parametrize("key", [b"categories", b"left_children"])
+def test_integer_fields_typed_as_floats_go_the_per_tree_way(key):
+    """An integer field stored as float32 ('$d' instead of '$l': the same bytes, read as
+    tiny non-integer floats) is not truncated into integers by the flat reader: the
+    per-tree path reads and reports it."""
+    raw = bytes(MODELS["categorical"].get_booster().save_raw("ubj"))
+    _, _, elem, start, count, _, key_start, key_len, _ = index_values(
+        np.frombuffer(raw, np.uint8), MAX_DEPTH)
+    rows = [r for r in range(start.size)
+            if raw[key_start[r]:key_start[r] + key_len[r]] == key and count[r] > 0]
+    assert rows and all(elem[r] == ord("l") for r in rows)
+    damaged = bytearray(raw)
+    for r in rows:
+        at = raw.rfind(b"$l#", 0, int(start[r]))
+        damaged[at + 1] = ord("d")
+    assert read_model(bytes(damaged)) is None
+    with pytest.raises(ValueError, match="integer"):
+        parse_xgboost_json(read_ubjson(bytes(damaged)))
 
 
 def test_a_wrong_num_nodes_goes_the_per_tree_way():

@@ -269,6 +269,127 @@ def order_values_depths(tree_offsets, left, right, weight, value):
     return order, deepest, shallowest
 
 
+def ordered_values_depths(tree_offsets, left, right, feature, leaf_value, weight,
+                          n_features):
+    """:func:`ordered_trees` and :func:`order_values_depths` in one kernel, for a parser
+    that has the trees' node arrays at hand (``left``/``right``/``feature`` as stored,
+    LOCAL child indices, a negative one marking a leaf; ``leaf_value`` read at leaves,
+    ``weight`` the node weights; one output per node).
+
+    Returns ``(ok, left, right, feature, value, weight, order, deepest, shallowest)``:
+    ok False exactly where :func:`ordered_trees` gives None (then the rest is not
+    meaningful); the normal form as it gives it (int32, GLOBAL child indices, -1
+    everywhere at leaves); ``value`` (float64) the leaf values and every internal node's
+    value from its children's, the same arithmetic as :func:`order_values_depths` (and
+    ``_fill_tree``), ``weight`` as float64, and the post-order and depths it returns.
+
+    In such trees a node's children come after it, so one pass from each tree's last
+    node up meets children before parents (subtree sizes, values) and passes from its
+    root down meet parents first (depths, then each subtree's first post-order place);
+    child indices are compared locally, where no sum can wrap around. The outputs are
+    allocated here and filled by one compiled call (allocating and returning them
+    there would compile twice as much)."""
+    tree_offsets = np.asarray(tree_offsets, np.int64)
+    n_trees = tree_offsets.shape[0] - 1
+    n = int(tree_offsets[-1])
+    out = (np.empty(n, np.int32), np.empty(n, np.int32), np.empty(n, np.int32),
+           np.empty(n, np.float64), np.empty(n, np.float64), np.empty(n, np.int64),
+           np.empty(n_trees, np.int64), np.empty(n_trees, np.int64))
+    work = np.zeros(n, np.bool_), np.empty(n, np.int64), np.empty(n, np.int64)
+    ok = n > 0 and _ordered_values_depths(tree_offsets, left, right, feature, leaf_value,
+                                          weight, n_features, *out, *work)
+    return (ok, *out)
+
+
+@njit(cache=True)
+def _ordered_values_depths(tree_offsets, left, right, feature, leaf_value, weight,
+                           n_features, out_left, out_right, out_feature, value, weight64,
+                           order, deepest, shallowest, hit, size, place):
+    """:func:`ordered_values_depths` into the given arrays (``hit`` all False, ``size``
+    and ``place`` work space); whether the trees passed."""
+    n_trees = tree_offsets.shape[0] - 1
+    n = tree_offsets[n_trees]
+    n_children = 0  # hit: nodes already the child of a split
+    ok = True
+    for t in range(n_trees):
+        lo = tree_offsets[t]
+        hi = tree_offsets[t + 1]
+        for i in range(lo, hi):
+            lc = np.int64(left[i])
+            rc = np.int64(right[i])
+            if (lc < 0) != (rc < 0):
+                ok = False
+                break
+            if lc < 0:
+                out_left[i] = -1
+                out_right[i] = -1
+                out_feature[i] = -1
+                continue
+            f = np.int64(feature[i])
+            if (lc <= i - lo or rc <= i - lo or lc >= hi - lo or rc >= hi - lo
+                    or f < 0 or f >= n_features):
+                ok = False
+                break
+            gl = lc + lo
+            gr = rc + lo
+            if hit[gl] or hit[gr] or gl == gr:
+                ok = False
+                break
+            hit[gl] = True
+            hit[gr] = True
+            n_children += 2
+            out_left[i] = gl
+            out_right[i] = gr
+            out_feature[i] = f
+        if not ok:
+            break
+    # n - n_trees children, none twice: every node but the roots is a child exactly once
+    if not ok or n_children != n - n_trees:
+        return False
+    # place: a node's depth, then its subtree's first post-order place
+    for t in range(n_trees):
+        lo = tree_offsets[t]
+        hi = tree_offsets[t + 1]
+        for i in range(hi - 1, lo - 1, -1):
+            weight64[i] = weight[i]
+            gl = out_left[i]
+            if gl < 0:
+                size[i] = 1
+                value[i] = leaf_value[i]
+                continue
+            gr = out_right[i]
+            size[i] = 1 + size[gl] + size[gr]
+            wl = weight64[gl]
+            wr = weight64[gr]
+            if wl + wr > 0:
+                value[i] = (wl * value[gl] + wr * value[gr]) / (wl + wr)
+            else:
+                value[i] = 0.5 * (value[gl] + value[gr])
+        place[lo] = 0
+        deep = 0
+        shallow = n
+        for i in range(lo, hi):
+            d = place[i]
+            gl = out_left[i]
+            if gl < 0:
+                deep = max(deep, d)
+                shallow = min(shallow, d)
+            else:
+                place[gl] = d + 1
+                place[out_right[i]] = d + 1
+        deepest[t] = deep
+        shallowest[t] = shallow
+        place[lo] = lo
+        for i in range(lo, hi):
+            p = place[i]
+            order[p + size[i] - 1] = i
+            gl = out_left[i]
+            if gl >= 0:
+                place[gl] = p
+                place[out_right[i]] = p + size[gl]
+    return True
+
+
 def check_values_thresholds(left, value, threshold, is_categorical):
     """1 if some leaf value is not finite, else 2 if some numeric split has a NaN
     threshold, else 0 (global node arrays, leaves have left < 0; ``value`` has one row

@@ -155,7 +155,9 @@ def index_document(data, max_depth):
     strings first, as it comes first in the document. Plain Python around the compiled
     walk (one kernel less to compile on a first call).
     """
-    cap = 64 + data.shape[0] // 256
+    # one row per 32 bytes: XGBoost's models have a value per 33 (stumps) to 160-200
+    # (depth 6) bytes; one row per 256 bytes made all of them walk twice
+    cap = 64 + data.shape[0] // 32
     while True:
         got = _walk(data, max_depth, cap)
         if got[0][0] != -1:
@@ -351,7 +353,6 @@ def _walk(data, max_depth, cap):
             key_start[:rows], key_len[:rows], end[:rows], row_end[:rows])
 
 
-@njit(cache=True)
 def gather_numbers(data, start, count, itemsize):
     """The typed arrays at ``start[t, j]`` (``count[t, j]`` big-endian elements of
     ``itemsize[j]`` bytes: 1, 2, 4 or 8) gathered field by field, field j's arrays of
@@ -362,18 +363,25 @@ def gather_numbers(data, start, count, itemsize):
 
     Returns ``(u1, u2, u4, u8, at)``: field j's elements are elements
     ``at[j]:at[j] + count[:, j].sum()`` of ``u<itemsize[j]>`` (uint8, uint16, uint32,
-    uint64). One call for all per-node fields of all trees."""
+    uint64). One call for all per-node fields of all trees; the outputs are allocated
+    here (plain numpy) and filled by one compiled call (:func:`_gather_words`)."""
+    itemsize = np.asarray(itemsize, np.int64)
+    per_field = np.asarray(count, np.int64).sum(axis=0)
+    at = np.zeros(itemsize.shape[0], np.int64)
+    words = []
+    for size, dtype in ((1, np.uint8), (2, np.uint16), (4, np.uint32), (8, np.uint64)):
+        fields = np.flatnonzero(itemsize == size)
+        ends = np.cumsum(per_field[fields])
+        at[fields] = ends - per_field[fields]  # fields of one size in turn
+        words.append(np.empty(int(ends[-1]) if ends.size else 0, dtype))
+    _gather_words(data, start, count, itemsize, at, *words)
+    return (*words, at)
+
+
+@njit(cache=True)
+def _gather_words(data, start, count, itemsize, at, u1, u2, u4, u8):
+    """:func:`gather_numbers` into the given arrays (field j from element ``at[j]``)."""
     n_rows, n_fields = start.shape
-    totals = np.zeros(9, np.int64)
-    at = np.zeros(n_fields, np.int64)
-    for j in range(n_fields):
-        at[j] = totals[itemsize[j]]
-        for t in range(n_rows):
-            totals[itemsize[j]] += count[t, j]
-    u1 = np.empty(totals[1], np.uint8)
-    u2 = np.empty(totals[2], np.uint16)
-    u4 = np.empty(totals[4], np.uint32)
-    u8 = np.empty(totals[8], np.uint64)
     for j in range(n_fields):
         k = itemsize[j]
         o = at[j]
@@ -395,7 +403,6 @@ def gather_numbers(data, start, count, itemsize):
                 for q in range(n):
                     u8[o + q] = _word(data, s + 8 * q, 8)
             o += n
-    return u1, u2, u4, u8, at
 
 
 @njit(cache=True, inline="always")
@@ -420,10 +427,11 @@ def integers_at(data, marker, start, rows):
     m = marker[rows]
     out = np.empty(rows.shape[0], np.int64)
     done = np.zeros(rows.shape[0], np.bool_)
+    present = np.bincount(m, minlength=256)  # most lists use one or two markers
     for code, kind in _INTEGER_TYPES:
-        at = np.flatnonzero(m == code)
-        if at.size == 0:
+        if present[code] == 0:
             continue
+        at = np.flatnonzero(m == code)
         t = np.dtype(kind)
         pos = start[rows[at]][:, None] + np.arange(t.itemsize)
         out[at] = np.ascontiguousarray(data[pos]).view(t)[:, 0]

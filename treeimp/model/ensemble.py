@@ -538,7 +538,7 @@ class TreeEnsemble:
     @classmethod
     def from_arrays(cls, offsets, fields, categories, *, tree_output, tree_scale,
                     tree_learning_rate, tree_stage, bad_shapes=None, ordered=None,
-                    **meta) -> TreeEnsemble:
+                    ordered_values=None, **meta) -> TreeEnsemble:
         """The normal form from per-tree node arrays already concatenated, as
         :meth:`from_trees` gathers them (and validated the same way).
 
@@ -555,7 +555,10 @@ class TreeEnsemble:
         ``structure.ordered_trees(offsets, left, right, feature, MAX_FEATURES)`` of these
         trees (not None), which is not computed again; its splits' features are checked
         against ``n_features`` here (a feature out of range: checked and reported as
-        without it).
+        without it). ``ordered_values``: with ``ordered``, the caller's
+        ``structure.order_values_depths(offsets, *ordered[:2], weight, value)`` of these
+        trees, ``fields["value"]`` already filled by it (the caller's one pass,
+        ``structure.ordered_values_depths``), which is not computed again.
         """
 
         bad_shapes = bad_shapes or {}
@@ -590,6 +593,8 @@ class TreeEnsemble:
         if ordered is not None and (problems or n_ok < n_trees
                                     or not np.all(ordered[2] < n_features)):
             ordered = None  # the check below finds and reports the problem
+        if ordered is None:
+            ordered_values = None
         if ordered is None and end < NUMPY_STRUCTURE_NODES:
             ordered = structure.ordered_trees(offsets[:n_ok + 1], fields["left"][:end],
                                               fields["right"][:end], fields["feature"][:end],
@@ -597,7 +602,7 @@ class TreeEnsemble:
         if ordered is not None:
             left, right, feature = ordered
             problem = np.zeros(0, np.int64)
-            if end >= NUMPY_STRUCTURE_NODES:
+            if end >= NUMPY_STRUCTURE_NODES and ordered_values is None:
                 ordered = None  # the values below in the kernels, as for other large trees
         else:
             serial = offsets[-1] < SERIAL_NODES
@@ -633,7 +638,9 @@ class TreeEnsemble:
         # (with the trees' depths, which routing reads: in numpy for ordered trees, in
         # one kernel for other small ensembles)
         depths = None
-        if ordered is not None:
+        if ordered_values is not None:
+            postorder, *depths = ordered_values
+        elif ordered is not None:
             postorder, *depths = structure.order_values_depths(offsets, left, right, weight,
                                                                value)
         elif offsets[-1] < SERIAL_NODES:

@@ -424,14 +424,15 @@ def _flat_ensemble(flat, tree_info, eta, stages, weight_drop, meta):
         "threshold": np.where(split, flat.cond.astype(np.float64), 0.0),
         "missing_left": flat.default_left & internal,
         "nan_mode": nan_mode,
-        "weight": flat.hess.astype(np.float64),
+        "weight": flat.weight,
         "impurity": np.full(internal.size, np.nan),
         "gain": np.where(internal, flat.gain.astype(np.float64), np.nan),
-        "value": flat.value.astype(np.float64),
+        "value": flat.filled,  # internal nodes' values filled with the post-order
         "cover": np.full(internal.size, np.nan),  # TreeSHAP weighs by weight, as XGBoost
     }
     return TreeEnsemble.from_arrays(
         flat.offsets, fields, flat.categories, ordered=flat.ordered,
+        ordered_values=flat.ordered_values,
         tree_output=tree_info.astype(np.int32),
         tree_scale=(np.ones(flat.n_trees) if weight_drop is None
                     else weight_drop.astype(np.float64)),

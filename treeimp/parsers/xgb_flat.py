@@ -12,13 +12,17 @@ as the per-tree reader's, concatenated (``tests/test_xgb_flat.py`` compares them
 reader gathers exactly, and the caller then takes the per-tree path, which handles
 (or reports) everything: a document the reader refuses, trees with missing,
 repeated or untyped fields, fields whose length is not the tree's node count,
+integer fields stored as floats (the per-tree path checks that each is an integer),
 vector-leaf trees (``size_leaf_vector`` > 1), ``default_left`` or ``split_type``
 values other than 0 and 1, and trees that keep nodes deleted by pruning (unreachable
 from the root) or whose children do not come after their parents (XGBoost numbers a
 grown tree's nodes in the order it adds them; only pruning and regrowing can give
 another order). The trees it takes are checked as ``TreeEnsemble.from_arrays`` checks
-them (:func:`kernels.structure.ordered_trees`), once: their normal-form child and
-feature arrays are passed on (``FlatTrees.ordered``).
+them (:func:`kernels.structure.ordered_trees`), once, in one compiled pass that also
+gives what ``from_arrays`` computes next from the checked form, the post-order, the
+internal nodes' values and the depths (:func:`kernels.structure.ordered_values_depths`):
+all are passed on (``FlatTrees.ordered``, ``ordered_values``, ``filled``, ``weight``)
+and not computed again.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels.structure import ordered_trees
+from ..kernels.structure import ordered_values_depths
 from ..kernels.ubjson_index import gather_numbers, integers_at, key_ids, member_rows
 from ..model.ensemble import MAX_FEATURES
 from .ubjson import decode, index_ubjson
@@ -82,6 +86,12 @@ class FlatTrees:
     # int32 normal form (GLOBAL child indices, -1 everywhere at leaves) of left, right
     # and feature
     ordered: tuple
+    # ``structure.order_values_depths`` of these trees: (post-order, deepest, shallowest)
+    # with the values it fills (``filled``: (n_nodes, 1) float64, internal nodes
+    # included) from the leaf values and ``weight`` (hess as float64)
+    ordered_values: tuple
+    filled: np.ndarray
+    weight: np.ndarray
 
     @property
     def n_trees(self) -> int:
@@ -189,6 +199,11 @@ def _encoded(keys):
 # the gathered fields: the per-node ones, then the category lists
 _FIELDS = tuple(k for k, _, _ in _NODE_KEYS) + _CATEGORY_KEYS
 _N_NODE = len(_NODE_KEYS)
+# the fields read as integers (the per-node ones of an integer dtype, the category lists)
+_INTEGER_FIELDS = np.array([j for j in range(len(_FIELDS))
+                            if j >= _N_NODE or np.dtype(_NODE_KEYS[j][2]).kind in "ib"])
+_IS_FLOAT = np.zeros(256, np.bool_)  # per marker byte: a float32 or float64
+_IS_FLOAT[[ord("d"), ord("D")]] = True
 
 
 def _gather_trees(table, trees_row):
@@ -196,13 +211,16 @@ def _gather_trees(table, trees_row):
     n_trees = trees.size
     if n_trees == 0 or np.any(table.marker[trees] != _OBJECT):
         return None
-    found = table.members(trees, _FIELDS + ("tree_param",))
-    if found is None or np.any(found < 0):
+    # the fields, tree_param and id (checked by _counts_agree) in one lookup
+    found = table.members(trees, _FIELDS + ("tree_param", "id"))
+    if found is None or np.any(found[:, :-1] < 0):
         return None  # a key repeated or missing in some tree
     rows = found[:, :len(_FIELDS)]
     elem = table.elem[rows]
     if np.any(elem[0] == 0) or np.any(elem != elem[0]):
         return None  # untyped, or typed differently from tree to tree
+    if _IS_FLOAT[elem[0, _INTEGER_FIELDS]].any():
+        return None  # integers stored as floats: the per-tree path checks each value
     counts = table.count[rows]
     sizes = counts[:, 0]
     if np.any(sizes == 0) or np.any(counts[:, 1:_N_NODE] != sizes[:, None]):
@@ -210,9 +228,13 @@ def _gather_trees(table, trees_row):
     cat = counts[:, _N_NODE:]
     if np.any(cat[:, 2:] != cat[:, 1:2]):  # categories_nodes, _segments, _sizes
         return None
-    if not _single_output(table, found[:, -1]):
+    params = found[:, -2]  # tree_param: an object, as the per-tree reader needs
+    if np.any(table.marker[params] != _OBJECT):
         return None
-    if not _counts_agree(table, trees, found[:, -1], sizes):
+    found_params = table.members(params, ("size_leaf_vector", "num_nodes"))
+    if found_params is None or not _single_output(table, found_params[:, 0]):
+        return None
+    if not _counts_agree(table, found[:, -1], found_params[:, 1], sizes):
         return None  # the per-tree path reports the disagreement
     types = [_DTYPES[m].newbyteorder("=") for m in elem[0].tolist()]
     itemsize = np.array([t.itemsize for t in types], np.int64)
@@ -228,8 +250,9 @@ def _gather_trees(table, trees_row):
     offsets = np.zeros(n_trees + 1, np.int64)
     np.cumsum(sizes, out=offsets[1:])
     left, right = out["left"], out["right"]
-    ordered = ordered_trees(offsets, left, right, out["feature"], MAX_FEATURES)
-    if ordered is None:
+    ok, *ordered, filled, weight, order, deepest, shallowest = ordered_values_depths(
+        offsets, left, right, out["feature"], out["cond"], out["hess"], MAX_FEATURES)
+    if not ok:
         return None  # pruned nodes to drop, another order or a corrupt tree to report
     leaf = ordered[0] < 0
     flat = FlatTrees(
@@ -237,7 +260,8 @@ def _gather_trees(table, trees_row):
         cond=out["cond"], default_left=out["default_left"], split_type=out["split_type"],
         hess=out["hess"], gain=out["gain"], base_weights=out["base_weights"][:, None],
         value=np.where(leaf, out["cond"], np.float32(0.0))[:, None],
-        categories=[{}] * n_trees, ordered=ordered)
+        categories=[{}] * n_trees, ordered=tuple(ordered),
+        ordered_values=(order, deepest, shallowest), filled=filled[:, None], weight=weight)
     if out["categories_nodes"].size or flat.split_type.any():
         for k, n in zip(_CATEGORY_KEYS, cat.T):
             out[k + "_counts"] = n
@@ -245,14 +269,9 @@ def _gather_trees(table, trees_row):
     return flat
 
 
-def _single_output(table, params):
-    """Whether every tree's ``tree_param`` (an object, as the per-tree reader needs)
-    gives ``size_leaf_vector`` "0" or "1", or none (read as 1)."""
-    if np.any(table.marker[params] != _OBJECT):
-        return False
-    found = table.members(params, ("size_leaf_vector",))
-    if found is None:
-        return False
+def _single_output(table, found):
+    """Whether every tree's ``tree_param.size_leaf_vector`` (its row in ``found``, -1:
+    none) is "0" or "1", or not given (read as 1)."""
     rows = found[found >= 0]
     if rows.size == 0:
         return True
@@ -261,24 +280,18 @@ def _single_output(table, params):
                        & ((first == ord("0")) | (first == ord("1")))))
 
 
-def _counts_agree(table, trees, params, sizes):
+def _counts_agree(table, ids, num_nodes, sizes):
     """Whether every tree's ``id`` (when it has one) is its position and its
-    ``tree_param.num_nodes`` (when given) its node count, as XGBoost requires."""
-    found = table.members(trees, ("id",))
-    if found is None:
-        return False
-    rows = found[:, 0]
-    if np.any(rows >= 0):
-        if np.any(rows < 0):
+    ``tree_param.num_nodes`` (when given) its node count, as XGBoost requires; ``ids``
+    and ``num_nodes``: their rows per tree (-1: none)."""
+    if np.any(ids >= 0):
+        if np.any(ids < 0):
             return False
-        ok, ids = integers_at(table.buf, table.marker, table.start, rows)
-        if not ok or np.any(ids != np.arange(trees.size)):
+        ok, values = integers_at(table.buf, table.marker, table.start, ids)
+        if not ok or np.any(values != np.arange(ids.size)):
             return False
-    found = table.members(params, ("num_nodes",))
-    if found is None:
-        return False
-    given = found[:, 0] >= 0
-    rows = found[given, 0]
+    given = num_nodes >= 0
+    rows = num_nodes[given]
     if rows.size == 0:
         return True
     if np.any(table.marker[rows] != _STRING):
