@@ -25,6 +25,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .crossfit import cross_explain
 from .explainer import Explainer
+from .inputs.threads import fit_threads
 from .measures import registry
 from .measures.defaults import DEFAULT_N_BLOCKS
 from .measures.screening import screening_method_of
@@ -617,10 +618,11 @@ def _first_features(res, n):
 
 
 def _fit(est, X, y, sample_weight):
-    if sample_weight is None:
-        est.fit(X, y)
-    else:
-        est.fit(X, y, sample_weight=sample_weight)
+    with fit_threads(est):
+        if sample_weight is None:
+            est.fit(X, y)
+        else:
+            est.fit(X, y, sample_weight=sample_weight)
 
 
 def _allows_nan(estimator):
