@@ -32,12 +32,14 @@ booster; the booster cross-fitted with ``cv=5``), its default measure, with ``nu
 (the t reference) and ``null="shadow"`` (the shadow-feature fit), whose shadows give
 two rows: "null=shadow-centred" (the library's: z - m, m the shadows' mean z-score, t
 reference) and "null=shadow" (the pooled normal null first measured: (z - m) / (s sqrt(1
-+ 1/S)), t(S - 1)); z is the score the p-value is computed from.
++ 1/S)), t(S - 1)); z is the score the p-value is computed from ((z - m) / sqrt(1 +
+s^2 / S) for the library's shadow null, m, s and S the shadows' mean, sd and count).
 
 ``--n-blocks N`` sets the selector's ``n_blocks`` (default: its own), and
 ``--forest-class-weight W`` its forest's ``class_weight``. ``--selector-methods
 m1,m2`` runs only the cross-fitted XGBoost selector with its default null, once per
-named measure (``--selector-null t``: with the t null).
+named measure (``--selector-null t``: with the t null; ``default``: the model's default
+measure).
 
     python benchmarks/calibration_null.py --reps 10   # the table in benchmarks/README.md
     python benchmarks/calibration_null.py --selector --reps 10   # the selector's nulls
@@ -138,7 +140,8 @@ def selector_data_set(name, make, n, seed, cfg):
                 mean, sd, count = shadow_null(zs)
                 variants = [(f"{m} null=shadow", (z - mean) / (sd * np.sqrt(1 + 1 / count)),
                              shadow_scaled_pvalues(value, se, zs)),
-                            (f"{m} null=shadow-centred", z - mean,
+                            (f"{m} null=shadow-centred",
+                             (z - mean) / np.sqrt(1 + sd**2 / count),
                              shadow_centred_pvalues(value, se, zs, res.dof))]
             for label, zz, pp in variants:
                 any_kept = bool((bh_qvalues(pp) < ALPHA).any())
@@ -161,17 +164,19 @@ def selector_methods_data_set(name, X, y, task, seed, cfg):
     rows = []
     for m in cfg["selector_methods"]:
         t = time.process_time()
-        sel = treeimp.ImportanceSelector(boosting(task, seed, cfg["rounds"]), method=m,
+        sel = treeimp.ImportanceSelector(boosting(task, seed, cfg["rounds"]),
+                                         method=None if m == "default" else m,
                                          random_state=seed, n_blocks=cfg["n_blocks"],
                                          null=cfg.get("selector_null"))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "kept no feature"
             sel.fit(X, y)
         seconds = time.process_time() - t
-        res = sel.importances_
+        res, m = sel.importances_, sel.method_
         z = zscores(res.table[m].to_numpy(), res.stderr[m].to_numpy())
-        if sel.shadow_null_ is not None:
-            z = z - sel.shadow_null_[0]
+        if sel.shadow_null_ is not None:  # the score shadow_pvalues refers to t
+            mean, sd, count = sel.shadow_null_
+            z = (z - mean) / np.sqrt(1 + sd**2 / count)
         p = res.pvalues[m].to_numpy()
         any_kept = bool((bh_qvalues(p) < ALPHA).any())
         for j in range(len(z)):

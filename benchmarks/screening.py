@@ -44,8 +44,10 @@ t reference) and "null=shadow" (a pooled normal null with the shadows' mean and 
 CPU seconds (``time.process_time``, one thread), which the machine's load does not
 inflate. ``--boruta-cache FILE.json`` keeps Boruta's result per design and repetition
 (it is deterministic given the seed): runs found in the file are not repeated.
-``benchmarks/screening_boruta.json`` holds the 25 runs measured on 2026-11-28 (10 of
-Strobl's design, 1-3 of eight others; CPU seconds under a load average of 20-25).
+``benchmarks/screening_boruta.json`` holds the 26 runs measured on 2026-11-28 (10 of
+Strobl's design, 1-3 of the nine others; CPU seconds under a load average of 10-25).
+With ``--selector`` one untimed selector fit per task comes first (``warm_up``), so that
+no design's first timed fit includes loading numba's compiled kernels.
 ``--selector-methods m1,m2`` runs only the cross-fitted XGBoost selector, once per named
 measure, with its default null or ``--selector-null``, and ``--n-shadows``.
 ``--n-blocks N`` sets the selector's ``n_blocks`` (default: its own, 50 out of bag and 20
@@ -398,6 +400,20 @@ def run_selectors(X, y, task, seed, cfg):
     return out
 
 
+def warm_up(cfg):
+    """One untimed fit of the cross-fitted XGBoost selector per task on a small data set
+    (seed 0), so that no design's first timed fit includes loading or compiling numba's
+    kernels."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 5))
+    for task, y in (("classification", (X[:, 0] + rng.normal(size=300) > 0).astype(int)),
+                    ("regression", X[:, 0] + rng.normal(size=300))):
+        sel = treeimp.ImportanceSelector(boosting(task, 0, cfg["rounds"]), random_state=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            sel.fit(X, y)
+
+
 def xgb_selector_methods(X, y, task, seed, cfg):
     """The cross-fitted XGBoost ``ImportanceSelector`` with its default null (the shadow
     null) or ``cfg["selector_null"]``, once per measure of ``cfg["selector_methods"]``:
@@ -623,6 +639,8 @@ def main(argv=None):
         with open(args.boruta_cache) as f:
             cache = json.load(f)
     rows = []
+    if args.selector:
+        warm_up(cfg)
     t0 = time.perf_counter()
     for name in names:
         d = list(DESIGNS).index(name)  # seeds follow the design, not the selection

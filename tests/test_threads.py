@@ -129,3 +129,70 @@ def test_run_tasks_keeps_no_reference_to_the_task():
         run_tasks(task, 2, 2)
         del task, chunk
     assert max(alive) == 0, alive
+
+
+def _openmp_threads():
+    """OpenMP's thread count now (the largest over the loaded OpenMP libraries)."""
+    from threadpoolctl import threadpool_info
+
+    return max((i["num_threads"] for i in threadpool_info() if i["user_api"] == "openmp"),
+               default=0)
+
+
+class _RecordsThreads:
+    """A stand-in estimator that records OpenMP's thread count while it is fitted."""
+
+    def __init__(self, n_jobs=None):
+        self.n_jobs = n_jobs
+
+    def get_params(self, deep=True):
+        return {"n_jobs": self.n_jobs}
+
+    def fit(self, X, y):
+        self.seen_ = _openmp_threads()
+        return self
+
+
+def test_estimator_threads_reads_positive_thread_parameters():
+    from sklearn.ensemble import RandomForestRegressor
+
+    from treeimp.inputs.threads import estimator_threads
+
+    assert estimator_threads(RandomForestRegressor(n_jobs=3)) == 3
+    for n_jobs in (None, -1, 0):
+        assert estimator_threads(RandomForestRegressor(n_jobs=n_jobs)) is None
+    assert estimator_threads(object()) is None
+
+
+def test_fit_threads_limits_openmp_to_the_estimators_n_jobs_and_restores_it():
+    import sklearn.ensemble  # noqa: F401  (loads scikit-learn's OpenMP library)
+
+    from treeimp.inputs.threads import fit_threads
+
+    before = _openmp_threads()
+    if before < 2:
+        pytest.skip("OpenMP has fewer than two threads")
+    one, free = _RecordsThreads(n_jobs=1), _RecordsThreads(n_jobs=None)
+    for est in (one, free):
+        with fit_threads(est):
+            est.fit(None, None)
+    assert one.seen_ == 1
+    assert free.seen_ == before  # no thread count given: left to the library
+    assert _openmp_threads() == before
+
+
+def test_xgboost_fit_under_fit_threads_is_the_same_model():
+    """Faithfulness: the thread limit changes no split of an XGBoost model fitted with
+    n_jobs=1 (the same predictions to the bit)."""
+    xgb = pytest.importorskip("xgboost")
+    from treeimp.inputs.threads import fit_threads
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 6))
+    y = X[:, 0] + rng.normal(size=300)
+    params = dict(n_estimators=20, max_depth=3, subsample=0.8, random_state=0, n_jobs=1)
+    free = xgb.XGBRegressor(**params).fit(X, y)
+    limited = xgb.XGBRegressor(**params)
+    with fit_threads(limited):
+        limited.fit(X, y)
+    np.testing.assert_array_equal(free.predict(X), limited.predict(X))

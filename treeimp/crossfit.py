@@ -14,6 +14,7 @@ from sklearn.utils import _safe_indexing
 
 from .api import explain
 from .inputs.targets import as_1d_target, check_sample_weight
+from .inputs.threads import fit_threads
 from .measures.defaults import CROSSFIT_VARIANCE_FACTOR, DEFAULT_N_BLOCKS
 from .results.finalize import jackknife_stderr
 from .results.importances import Importances
@@ -115,7 +116,8 @@ def cross_explain(estimator, X, y, *, cv=5, methods=None, sample_weight=None,
                              f"n_blocks={n_blocks}; use fewer folds or fewer blocks")
         est = clone(estimator)
         fit_kw = {} if weights is None else {"sample_weight": weights[train]}
-        est.fit(_safe_indexing(X, train), y[train], **fit_kw)
+        with fit_threads(est):
+            est.fit(_safe_indexing(X, train), y[train], **fit_kw)
         res = explain(est, _safe_indexing(X, test), y[test], methods=methods,
                       sample_weight=None if weights is None else weights[test],
                       feature_names=feature_names, n_blocks=n_blocks,

@@ -37,3 +37,52 @@ def numba_threads(n_jobs, *, dynamic=False):
         if dynamic:
             numba.set_parallel_chunksize(chunks)
         numba.set_num_threads(previous)
+
+
+# the parameters in which tree-ensemble libraries take their thread count (XGBoost,
+# LightGBM and scikit-learn: n_jobs; XGBoost's native name: nthread; CatBoost:
+# thread_count)
+THREAD_PARAMS = ("n_jobs", "nthread", "thread_count")
+
+
+def estimator_threads(estimator):
+    """The positive thread count ``estimator`` was given (its ``n_jobs``, ``nthread`` or
+    ``thread_count`` parameter), or None where it has none or leaves the count to its
+    library (None, 0 or negative values)."""
+    get_params = getattr(estimator, "get_params", None)
+    if get_params is None:
+        return None
+    params = get_params(deep=False)
+    for name in THREAD_PARAMS:
+        value = params.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+# threadpoolctl's controllers by the estimator's top-level package: building one scans
+# the loaded shared libraries (milliseconds), limiting through it does not
+_CONTROLLERS = {}
+
+
+@contextlib.contextmanager
+def fit_threads(estimator):
+    """Fit ``estimator`` on the threads it was given: OpenMP limited to its positive
+    ``n_jobs`` / ``nthread`` / ``thread_count`` for the enclosed code, nothing changed
+    otherwise. XGBoost with ``n_jobs=1`` still sets its labels and weights on all of
+    OpenMP's threads, whose idle threads then spin: with two cores the CPU time of
+    XGBoost fits doubled (benchmarks/README.md, issue 32's timing section). The OpenMP
+    libraries are found once per library of estimators (the first fit of one, after it
+    was imported)."""
+    threads = estimator_threads(estimator)
+    if threads is None:
+        yield
+        return
+    from threadpoolctl import ThreadpoolController
+
+    package = type(estimator).__module__.split(".")[0]
+    controller = _CONTROLLERS.get(package)
+    if controller is None:
+        controller = _CONTROLLERS[package] = ThreadpoolController()
+    with controller.limit(limits=threads, user_api="openmp"):
+        yield
