@@ -33,6 +33,7 @@ def _values(nan=False, infinite=False):
     return v
 
 
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # inf - inf
 @pytest.mark.parametrize("nan, infinite", [(False, False), (True, False), (False, True),
                                            (True, True)])
 def test_nansum_trees_is_the_loop_bit_for_bit(nan, infinite):
