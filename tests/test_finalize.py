@@ -2,11 +2,12 @@
 and numpy's nan-functions, and what a result keeps."""
 
 import numpy as np
+import pandas as pd
 import pytest
 import xgboost as xgb
 
 import treeimp
-from treeimp.results.finalize import _nansum_trees, _tree_stderr
+from treeimp.results.finalize import _label_index, _nansum_trees, _tree_stderr
 
 
 def _loop_nansum(v):
@@ -82,8 +83,6 @@ def test_nansum_trees_warns_of_inf_minus_inf_once(nan):
 def test_result_indexes_are_pandas_own_and_each_results_own():
     """The tables' index and columns equal pandas' Index of the names (dtype and name
     too); renaming one result's index leaves another result's alone."""
-    import pandas as pd
-
     rng = np.random.default_rng(1)
     X = rng.normal(size=(300, 3)).astype(np.float32)
     y = X[:, 0] + rng.normal(size=300)
@@ -100,3 +99,12 @@ def test_result_indexes_are_pandas_own_and_each_results_own():
     a.table.index.name = "renamed"
     assert b.table.index.name == "feature"
     assert list(b.to_frame()["feature"]) == names * 2
+
+
+@pytest.mark.parametrize("labels", [["a", "b", "a"], [f"f{i}" for i in range(5000)],
+                                    [1, 2, 3], ["a", 1], [], [np.str_("a"), "b"]])
+def test_label_index_is_pandas_index(labels):
+    for name in ("feature", None):
+        got = _label_index(labels, name)
+        pd.testing.assert_index_equal(got, pd.Index(labels, name=name), exact=True)
+        assert _label_index(labels, name) is not got

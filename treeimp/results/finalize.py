@@ -88,18 +88,24 @@ def assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alpha
 
 def _label_index(labels, name):
     """``pd.Index(labels, name=name)``. Labels that are all str (feature, group and method
-    names) share the values of one kept Index per tuple of labels: building an Index of
+    names; at most ``_KEPT_LABELS``) share the values of one kept Index per tuple of
+    labels: building an Index of
     strings fills a new pyarrow array, whose allocator is slow to hand out memory after
     an idle spell, every call. The Index returned is a new object (its name is its own,
     setting it leaves every other result's alone) over the kept values, which no Index
     can modify."""
     labels = list(labels)
-    if not all(type(label) is str for label in labels):
+    if len(labels) > _KEPT_LABELS or not all(type(label) is str for label in labels):
         return pd.Index(labels, name=name)
     return _kept_index(tuple(labels)).rename(name)
 
 
-@functools.lru_cache(maxsize=64)
+# at most this many labels per kept Index, and 32 kept: a long-running process that
+# explains many different wide models keeps a few MB of names, not a copy of each
+_KEPT_LABELS = 4096
+
+
+@functools.lru_cache(maxsize=32)
 def _kept_index(labels):
     """The kept ``pd.Index`` (no name) of a tuple of str labels."""
     return pd.Index(list(labels))
