@@ -154,6 +154,26 @@ def test_the_explainer_pickles_and_explains_the_same(cases):
     assert back.fingerprint == ex.fingerprint
 
 
+def test_random_state_none_is_one_key_per_explainer_shared_by_its_copies(cases):
+    """random_state=None: every call of one Explainer (and of its pickled copies, even
+    when pickled before its first call) draws the same row blocks, another Explainer
+    other ones; the standard errors show which."""
+    model, X, y, oob, methods = cases["lightgbm_regression"]
+    ex = treeimp.Explainer(model)
+    copy = pickle.loads(pickle.dumps(ex))  # before any call
+    first = _arrays(ex.explain(X, y, methods=methods))
+    _assert_close(_arrays(ex.explain(X, y, methods=methods)), first, rtol=0)
+    _assert_close(_arrays(copy.explain(X, y, methods=methods)), first, rtol=0)
+    _assert_close(_arrays(pickle.loads(pickle.dumps(ex)).explain(X, y, methods=methods)),
+                  first, rtol=0)
+    other = treeimp.Explainer(model).explain(X, y, methods=methods)
+    assert not np.array_equal(other.stderr.to_numpy(),
+                              ex.explain(X, y, methods=methods).stderr.to_numpy())
+    # the same blocks as an explicit key: accumulate with None combines with explain's
+    stats = ex.accumulate(X, y)
+    _assert_close(_arrays(ex.finalize(stats, methods=methods)), first)
+
+
 def test_statistics_of_other_models_or_settings_do_not_combine(cases):
     rf, X, y, _, _ = cases["forest_oob"]
     rfr = cases["forest_held_out"][0]

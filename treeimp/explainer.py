@@ -147,8 +147,9 @@ class Explainer:
                                  f"{self.ensemble.n_features} features")
         self.feature_names = feature_names
         self.n_jobs = n_jobs
-        # random_state=None: one key per Explainer, so that its chunks agree
-        self._default_key = block_key(None)
+        # random_state=None: one key per Explainer, so that its chunks agree; drawn when
+        # first needed (an explain with an int random_state draws none)
+        self._default_key = None
         self._lock = threading.Lock()
         self._inbag = {}
         self._contribution_models = {}
@@ -161,6 +162,7 @@ class Explainer:
         return self.ensemble.fingerprint
 
     def __getstate__(self):
+        self._own_key()  # a copy keys its row blocks as this Explainer does
         state = dict(self.__dict__)
         del state["_lock"]
         state["_inbag"] = {}
@@ -514,7 +516,14 @@ class Explainer:
         return [f"x{j}" for j in range(self.ensemble.n_features)]
 
     def _key(self, random_state):
-        return self._default_key if random_state is None else block_key(random_state)
+        return self._own_key() if random_state is None else block_key(random_state)
+
+    def _own_key(self):
+        """This Explainer's key of the row blocks for random_state=None (drawn once)."""
+        with self._lock:
+            if self._default_key is None:
+                self._default_key = block_key(None)
+            return self._default_key
 
     def _classification(self):
         return forest_class_targets(self.ensemble)

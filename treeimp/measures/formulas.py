@@ -459,9 +459,10 @@ def _per_row(sp, st, per_tree):
 def _with_rows(sp, st, per_tree):
     """Mark trees that saw no evaluation rows (in that block) as NaN."""
     seen = st.n_at(sp.root_of_tree).T[:, :, None] > 0
+    if seen.all():  # nothing to mark: the sums themselves (a view when already float64)
+        return np.asarray(per_tree, dtype=np.float64)
     out = np.array(per_tree, dtype=np.float64)
-    if not seen.all():
-        np.copyto(out, np.nan, where=~seen)
+    np.copyto(out, np.nan, where=~seen)
     return out
 
 
@@ -698,8 +699,8 @@ def _ufi_boosting_parts(ens, sp):
     lr = ens.tree_learning_rate[ens.node_tree]
     mu = ens.value[:, 0] / lr
     W = ens.weight
-    delta_in = _safe_div(W[sp.l] * mu[sp.l] ** 2 + W[sp.r] * mu[sp.r] ** 2
-                         - W[sp.m] * mu[sp.m] ** 2, W[sp.root])
+    wmu2 = W * mu ** 2  # W mu^2 of every node, then read at the splits' three nodes
+    delta_in = _safe_div(wmu2[sp.l] + wmu2[sp.r] - wmu2[sp.m], W[sp.root])
     return mu, delta_in
 
 

@@ -4,6 +4,8 @@ tables."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 
@@ -53,7 +55,9 @@ def assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alpha
         pt = values[-1:]
         # read from the model alone: no evaluation rows, no row blocks
         bv = agg(values[:-1]) if entry.needs_rows else np.full((n_blocks, width), np.nan)
-        per_tree[m] = pt[0]
+        # its own copy: a view would keep every block's values (or the formula's
+        # buffer of split sums) alive with the result
+        per_tree[m] = pt[0].copy()
         table[m] = agg(pt)[0]
         blocks[m] = bv
         se[m] = inflation * jackknife_stderr(bv)
@@ -69,7 +73,7 @@ def assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alpha
             index=pd.Index(names, name=index_name),
             columns=pd.Index(ens.classes, name="class"))
     # one index and one column index for every table (the dicts share their keys)
-    index, columns = pd.Index(names, name=index_name), pd.Index(list(table))
+    index, columns = _label_index(names, index_name), _label_index(list(table), None)
     return Importances(table=_frame(table, index, columns),
                        stderr=_frame(se, index, columns),
                        stderr_trees=_frame(se_trees, index, columns),
@@ -80,6 +84,31 @@ def assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alpha
                        objective=objective_name(ens),
                        # class-weighted forest classifiers screen with their own measure
                        screening=screening_method_of(ens) if class_weighted(ens) else None)
+
+
+def _label_index(labels, name):
+    """``pd.Index(labels, name=name)``. Labels that are all str (feature, group and method
+    names; at most ``_KEPT_LABELS``) share the values of one kept Index per tuple of
+    labels: building an Index of
+    strings fills a new pyarrow array, whose allocator is slow to hand out memory after
+    an idle spell, every call. The Index returned is a new object (its name is its own,
+    setting it leaves every other result's alone) over the kept values, which no Index
+    can modify."""
+    labels = list(labels)
+    if len(labels) > _KEPT_LABELS or not all(type(label) is str for label in labels):
+        return pd.Index(labels, name=name)
+    return _kept_index(tuple(labels)).rename(name)
+
+
+# at most this many labels per kept Index, and 32 kept: a long-running process that
+# explains many different wide models keeps a few MB of names, not a copy of each
+_KEPT_LABELS = 4096
+
+
+@functools.lru_cache(maxsize=32)
+def _kept_index(labels):
+    """The kept ``pd.Index`` (no name) of a tuple of str labels."""
+    return pd.Index(list(labels))
 
 
 def _frame(values, index, columns):
@@ -125,16 +154,25 @@ def _nanmean_trees(v):
 
 def _nansum_trees(v):
     """(B, n_trees, F) -> (B, F): sum over trees that saw evaluation rows (NaN: none)."""
-    nan = np.isnan(v)
-    if not nan.any():  # the same sums, from 0.0 tree by tree, without the mask
-        return np.add.reduce(v, axis=1, initial=0.0)
-    return np.sum(v, axis=1, where=~nan)
+    # the sums from 0.0 tree by tree first: a NaN in v makes its sum NaN, so only a NaN
+    # sum (a tree without rows, or inf - inf) needs the masked sum, which adds the same
+    # values in the same order where v has none (and warns of an inf - inf, once)
+    with np.errstate(invalid="ignore"):
+        total = np.add.reduce(v, axis=1, initial=0.0)
+    if not np.isnan(total).any():
+        return total
+    return np.sum(v, axis=1, where=~np.isnan(v))
 
 
 def _tree_stderr(pt, forest):
     """Li et al.'s across-trees error sqrt((mean v^2 - mean(v)^2) / T); for a boosting
     sum, T times the error of the mean."""
     nan = np.isnan(pt)
+    if pt.shape[0] and not nan.any():  # every tree saw rows: no mask to apply
+        T = np.full(pt.shape[1], pt.shape[0])
+        var = np.sum(pt**2, axis=0) / T - (np.sum(pt, axis=0) / T) ** 2
+        se = np.sqrt(np.maximum(var, 0.0) / np.maximum(T, 1))
+        return se if forest else se * T
     T = np.sum(~nan, axis=0)
     if np.all(T > 0):  # np.nanmean's sums and division, on one mask
         filled = np.where(nan, 0.0, pt)

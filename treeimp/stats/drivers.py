@@ -193,7 +193,10 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
     # others' are checked here chunk by chunk and converted again, chunk by chunk, in the
     # pass (row0 0, the chunk's own targets, weights and offsets): no float64 target of
     # every row beside the pass
-    y_t = _checked_targets(ens, y) if by_chunk else _staged_targets(ens, y)
+    # by chunk: ``checked`` the converted targets of all rows when the check saw them in
+    # one piece, which the pass then reads instead of converting them again
+    checked = _checked_targets(ens, y) if by_chunk else None
+    y_t = np.zeros(0) if by_chunk else _staged_targets(ens, y)
     stats = _out(out, staged_leaf_shape(ens, n_blocks))
     margin = np.empty((rows.n_rows if keep_margin else 0, ens.n_outputs))
     row_start = (np.zeros((0, ens.n_outputs)) if base_margin is None
@@ -222,7 +225,8 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
             stop = start + chunk.shape[0]
             strict, round32 = routing_flags(ens, chunk)
             order, bounds = rows_by_block(block[start:stop], n_blocks)
-            row0, chunk_in = ((0, _chunk_inputs(ens, y, w, row_start, start, stop))
+            row0, chunk_in = ((0, _chunk_inputs(ens, y, w, row_start, start, stop,
+                                                checked))
                               if by_chunk else (start, rows_in))
             if linear:  # the chunk's g, h at its true margins (by_chunk: rows from 0)
                 _linear_chunk_stats(ens, chunk, start, order, bounds, chunk_in, loss, trees,
@@ -276,24 +280,29 @@ def _staged_targets(ens, y):
 
 def _checked_targets(ens, y):
     """Check every row's target (``_staged_targets``) a chunk of rows at a time, keeping
-    none; an empty placeholder for ``RowInputs``. A chunk that fails is reported by the
-    check of all rows, so that the error counts and names them all, as before."""
+    none; the converted targets of all rows when they are one chunk, else None. A chunk
+    that fails is reported by the check of all rows, so that the error counts and names
+    them all, as before."""
     try:
         if y.ndim == 0 or y.shape[0] == 0:
             raise ValueError("checked whole")
+        if y.shape[0] <= CHUNK_ROWS:
+            return _staged_targets(ens, y)
         for start in range(0, y.shape[0], CHUNK_ROWS):
             _staged_targets(ens, y[start:start + CHUNK_ROWS])
     except Exception as exc:  # noqa: BLE001 - the whole check raises its own error
         _staged_targets(ens, y)
         raise exc
-    return np.zeros(0)
+    return None
 
 
-def _chunk_inputs(ens, y, w, row_start, start, stop):
+def _chunk_inputs(ens, y, w, row_start, start, stop, checked=None):
     """kernel_inputs.RowInputs of the rows start .. stop - 1 alone (the kernel's row0 0):
-    their targets (converted as for all rows, so the same values), weights and start
-    margins."""
-    return RowInputs(_staged_targets(ens, y[start:stop]),
+    their targets (converted as for all rows, so the same values; ``checked``, the
+    converted targets of all rows or None, when they are all the rows), weights and
+    start margins."""
+    whole = checked is not None and start == 0 and stop == y.shape[0]
+    return RowInputs(checked if whole else _staged_targets(ens, y[start:stop]),
                      w if w.shape[0] == 1 else w[start:stop], np.zeros(0, np.int32),
                      np.zeros(0, np.int64),
                      row_start if row_start.shape[0] == 0 else row_start[start:stop])
