@@ -24,6 +24,7 @@ import numpy as np
 from numba import njit, prange
 
 from .forest_stats import total_and_complement
+from .prefetch import prefetch_write
 
 MDI_OOB = 0          # (v_l - v_m).S'_l + (v_r - v_m).S'_r, per class c
 UFI_CLASSIFICATION = 1  # w_l v_lc p'_lc + w_r v_rc p'_rc - w_m v_mc p'_mc, both children seen
@@ -114,14 +115,16 @@ def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, 
                     out[k, b, c] += (dl * (S[c, il, b] - centre * nl)
                                      + dr * (S[c, ir, b] - centre * nr))
         return
-    # the ufi forms: n' of the tree's nodes first, in storage order (_tree_counts)
+    # the ufi forms: n' of the tree's nodes first (stored: a view; one-hot: summed over
+    # the class planes in storage order, _tree_counts)
     lin = kind >= LINEARISED
     if lin:
         kind -= LINEARISED
     last = B - 1  # the total, when linearised
     base = tree_offsets[t]
     ub = np.uint64(base)  # unsigned like the split's node indices
-    cnt = _tree_counts(n, S, base - off, tree_offsets[t + 1] - off, n_from_s)
+    lo, hi = base - off, tree_offsets[t + 1] - off
+    cnt = _tree_counts(n, S, lo, hi, n_from_s) if n_from_s else n[lo:hi]
     # the per-node held-out impurity of the regression forms (the tree is in cache)
     imp = np.empty((cnt.shape[0] if kind != UFI_CLASSIFICATION else 0, B))
     if kind == UFI_BOOSTING:  # a node's blocks in one loop without branches (vectors)
@@ -194,6 +197,9 @@ def leaf_split_sums(measures, splits, order, left, right, slots, leaves, layout,
     while the tree is in cache: ``leaves`` is read once and never written.
     MDI_OOB_CENTERED reads its weights N' from H' for boosting and n' otherwise.
     ``roots`` (n_trees, B + 1) receives n' at every tree's root, block by block.
+    The cache lines of the next tree's cells of ``out`` (B + 1 lines a split, a whole
+    (n_keys, C) plane apart) are asked for (a prefetch hint) before a tree is worked
+    on, so that they arrive while it is.
     """
     kinds, w_of, v_of, extra_start, ws, vs, extras = measures
     node, lefts, rights, key, tree_splits, tree_offsets = splits
@@ -204,6 +210,12 @@ def leaf_split_sums(measures, splits, order, left, right, slots, leaves, layout,
     # the loop over trees in this function, not around a call of a per-tree function:
     # numba compiles a called function once more into its caller
     for t in range(t0, t1):
+        if t + 1 < t1:  # the next tree's output cells, asked for while this tree is done
+            for j in range(kinds.shape[0]):
+                oj = out[j]
+                for s in range(tree_splits[t + 1], tree_splits[t + 2]):
+                    for b in range(oj.shape[0]):
+                        prefetch_write(oj, b, key[s])
         base = tree_offsets[t]
         loc = np.empty((D, tree_offsets[t + 1] - base, B + 1))
         _tree_sums(leaves, slot_node, tree_start[t], tree_start[t + 1], order, left, right,
