@@ -157,25 +157,37 @@ def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, 
         if kt > 1.0:
             inv[i] = 1.0 / kt
             scl[i] = np.sqrt(kt / (kt - 1.0)) / kt
+    boost = kind == UFI_BOOSTING
     for s in range(tree_splits[t], tree_splits[t + 1]):
         m, l, r, k = _split(node, left, right, key, s)
         im, il, ir = m - ub, l - ub, r - ub
+        if boost:
+            # the skip rule (a child without rows or without H' > 0) as a select of
+            # +0.0, which changes no sum (out starts at +0.0 and so is never -0.0): a
+            # loop without branches (the forests' forms keep theirs: their deep trees'
+            # blocks are predicted well, and the selects measured slower there)
+            hl = H[l - uo]
+            hr = H[r - uo]
+            wm, wl, wr, e = w[m], w[l], w[r], extra[s]
+            for b in range(B):
+                skip = ((cnt[il, b] <= 0.0) | (cnt[ir, b] <= 0.0) | (hl[b] <= 0.0)
+                        | (hr[b] <= 0.0))
+                term = wm * imp[im, b] - wl * imp[il, b] - wr * imp[ir, b] + e
+                out[k, b, 0] += 0.0 if skip else term
+            continue
         for b in range(B):
             nl = cnt[il, b]
             nr = cnt[ir, b]
             if nl <= 0.0 or nr <= 0.0:  # skip rule: a child without rows
                 continue
-            if kind == UFI_CLASSIFICATION:
-                if lin and b < last:
-                    _add_ufi_class_linearised(out, k, b, last, w, v, S, m, l, r, uo, cnt,
-                                              im, il, ir, inv, scl)
-                else:
-                    _add_ufi_class(out, k, b, w, v, S, m, l, r, uo, nl, nr, cnt[im, b])
-                continue
-            if kind == UFI_BOOSTING and (H[l - uo, b] <= 0.0 or H[r - uo, b] <= 0.0):
-                continue  # no Newton impurity
-            out[k, b, 0] += (w[m] * imp[im, b] - w[l] * imp[il, b]
-                             - w[r] * imp[ir, b] + extra[s])
+            if kind == UFI_REGRESSION:
+                out[k, b, 0] += (w[m] * imp[im, b] - w[l] * imp[il, b]
+                                 - w[r] * imp[ir, b] + extra[s])
+            elif lin and b < last:
+                _add_ufi_class_linearised(out, k, b, last, w, v, S, m, l, r, uo, cnt, im,
+                                          il, ir, inv, scl)
+            else:
+                _add_ufi_class(out, k, b, w, v, S, m, l, r, uo, nl, nr, cnt[im, b])
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -198,8 +210,8 @@ def leaf_split_sums(measures, splits, order, left, right, slots, leaves, layout,
     MDI_OOB_CENTERED reads its weights N' from H' for boosting and n' otherwise.
     ``roots`` (n_trees, B + 1) receives n' at every tree's root, block by block.
     The cache lines of the next tree's cells of ``out`` (B + 1 lines a split, a whole
-    (n_keys, C) plane apart) are asked for (a prefetch hint) before a tree is worked
-    on, so that they arrive while it is.
+    (n_keys, C) plane apart; those of its first 64 splits) are asked for (a prefetch
+    hint) before a tree is worked on, so that they arrive while it is.
     """
     kinds, w_of, v_of, extra_start, ws, vs, extras = measures
     node, lefts, rights, key, tree_splits, tree_offsets = splits
@@ -211,9 +223,11 @@ def leaf_split_sums(measures, splits, order, left, right, slots, leaves, layout,
     # numba compiles a called function once more into its caller
     for t in range(t0, t1):
         if t + 1 < t1:  # the next tree's output cells, asked for while this tree is done
+            s0 = tree_splits[t + 1]
             for j in range(kinds.shape[0]):
                 oj = out[j]
-                for s in range(tree_splits[t + 1], tree_splits[t + 2]):
+                # at most 64 splits: a deep tree's many splits reuse few keys
+                for s in range(s0, min(tree_splits[t + 2], s0 + 64)):
                     for b in range(oj.shape[0]):
                         prefetch_write(oj, b, key[s])
         base = tree_offsets[t]
