@@ -4,8 +4,10 @@ numpy forms of the formulas, on forests and boosted models with B > 1 blocks."""
 
 import numpy as np
 import pytest
+from sklearn.ensemble import ExtraTreesRegressor
 
-from tests.test_formulas import N_BLOCKS, _forest
+from tests.test_formulas import N_BLOCKS, _forest, _reference, _ufi_replicates_by_loops
+from treeimp import parse
 from treeimp.inputs.rows import RowSource
 from treeimp.inputs.targets import forest_targets
 from treeimp.measures import formulas as measures
@@ -157,3 +159,43 @@ def test_statistics_pickled_in_the_node_plane_layout_are_refused():
     old = {k: v for k, v in state.items() if k != "_format"}
     with pytest.raises(ValueError, match="earlier treeimp"):
         Accumulated.__new__(Accumulated).__setstate__(old)
+
+
+def test_trees_without_splits_and_repeated_features_give_the_loops():
+    """A forest with single-leaf trees (no split terms, nothing to prefetch) between
+    trees that split on one feature several times (several terms into one output cell)
+    gives, from leaf sums and from propagated statistics, mdi_oob's and ufi's
+    split-by-split loops (test_formulas: the sums per root row and the replicates
+    expanded about the total)."""
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(300, 6))
+    y = 2.0 * X[:, 0] + np.sin(3.0 * X[:, 0]) + rng.normal(scale=0.3, size=300)
+    model = ExtraTreesRegressor(n_estimators=12, max_depth=4, max_features=1,
+                                min_impurity_decrease=0.01, bootstrap=True, random_state=3)
+    ens = parse(model.fit(X[:240], y[:240]))
+    splits = np.diff(measures._splits(ens).tree_splits)
+    assert np.any(splits == 0) and np.any(splits > 0)  # single leaves and split trees
+    sp = measures._splits(ens)
+    tree_of_split = np.repeat(np.arange(ens.n_trees), splits)
+    assert len(set(zip(tree_of_split, sp.key))) < len(sp.key)  # a feature split twice
+    Z, classification = forest_targets(ens, y[240:])
+    block = (np.arange(60) % N_BLOCKS).astype(np.int32)
+    w = np.random.default_rng(0).uniform(0.5, 2.0, size=60)
+    leaves = forest_leaf_sums(ens, RowSource(X[240:], ens), Z, w, block, N_BLOCKS)
+    lazy = LeafStats(leaves, ens, "regression")
+    eager = _propagated(ens, leaves, "regression")
+    n, Q, S = eager.n, eager.Q, eager.S
+    exp_mdi, _ = _reference(ens, n, Q, S, classification)
+    exp_ufi = _ufi_replicates_by_loops(ens, {"n": n, "S": S, "Q": Q, "H": None, "R": None},
+                                       classification)
+    n_root = n[ens.tree_offsets[:-1]].T  # (B + 1, T)
+    for st in (lazy, eager):
+        got = measures.fused_parts(("mdi_oob", "ufi"), ens, st, classification)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mdi = got["mdi_oob"][..., 0] / n_root[:, :, None]
+        seen = n_root > 0
+        np.testing.assert_allclose(mdi[seen], exp_mdi[..., 0][seen], rtol=1e-12,
+                                   atol=1e-12 * np.abs(exp_mdi).max())
+        np.testing.assert_allclose(got["ufi"][..., 0], exp_ufi, rtol=1e-10,
+                                   atol=1e-12 * np.abs(exp_ufi).max())
+        assert np.abs(exp_ufi).max() > 0 and np.abs(exp_mdi).max() > 0

@@ -24,6 +24,7 @@ import numpy as np
 from numba import njit, prange
 
 from .forest_stats import total_and_complement
+from .prefetch import prefetch_write
 
 MDI_OOB = 0          # (v_l - v_m).S'_l + (v_r - v_m).S'_r, per class c
 UFI_CLASSIFICATION = 1  # w_l v_lc p'_lc + w_r v_rc p'_rc - w_m v_mc p'_mc, both children seen
@@ -114,14 +115,16 @@ def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, 
                     out[k, b, c] += (dl * (S[c, il, b] - centre * nl)
                                      + dr * (S[c, ir, b] - centre * nr))
         return
-    # the ufi forms: n' of the tree's nodes first, in storage order (_tree_counts)
+    # the ufi forms: n' of the tree's nodes first (stored: a view; one-hot: summed over
+    # the class planes in storage order, _tree_counts)
     lin = kind >= LINEARISED
     if lin:
         kind -= LINEARISED
     last = B - 1  # the total, when linearised
     base = tree_offsets[t]
     ub = np.uint64(base)  # unsigned like the split's node indices
-    cnt = _tree_counts(n, S, base - off, tree_offsets[t + 1] - off, n_from_s)
+    lo, hi = base - off, tree_offsets[t + 1] - off
+    cnt = _tree_counts(n, S, lo, hi, n_from_s) if n_from_s else n[lo:hi]
     # the per-node held-out impurity of the regression forms (the tree is in cache)
     imp = np.empty((cnt.shape[0] if kind != UFI_CLASSIFICATION else 0, B))
     if kind == UFI_BOOSTING:  # a node's blocks in one loop without branches (vectors)
@@ -154,25 +157,37 @@ def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, 
         if kt > 1.0:
             inv[i] = 1.0 / kt
             scl[i] = np.sqrt(kt / (kt - 1.0)) / kt
+    boost = kind == UFI_BOOSTING
     for s in range(tree_splits[t], tree_splits[t + 1]):
         m, l, r, k = _split(node, left, right, key, s)
         im, il, ir = m - ub, l - ub, r - ub
+        if boost:
+            # the skip rule (a child without rows or without H' > 0) as a select of
+            # +0.0, which changes no sum (out starts at +0.0 and so is never -0.0): a
+            # loop without branches (the forests' forms keep theirs: their deep trees'
+            # blocks are predicted well, and the selects measured slower there)
+            hl = H[l - uo]
+            hr = H[r - uo]
+            wm, wl, wr, e = w[m], w[l], w[r], extra[s]
+            for b in range(B):
+                skip = ((cnt[il, b] <= 0.0) | (cnt[ir, b] <= 0.0) | (hl[b] <= 0.0)
+                        | (hr[b] <= 0.0))
+                term = wm * imp[im, b] - wl * imp[il, b] - wr * imp[ir, b] + e
+                out[k, b, 0] += 0.0 if skip else term
+            continue
         for b in range(B):
             nl = cnt[il, b]
             nr = cnt[ir, b]
             if nl <= 0.0 or nr <= 0.0:  # skip rule: a child without rows
                 continue
-            if kind == UFI_CLASSIFICATION:
-                if lin and b < last:
-                    _add_ufi_class_linearised(out, k, b, last, w, v, S, m, l, r, uo, cnt,
-                                              im, il, ir, inv, scl)
-                else:
-                    _add_ufi_class(out, k, b, w, v, S, m, l, r, uo, nl, nr, cnt[im, b])
-                continue
-            if kind == UFI_BOOSTING and (H[l - uo, b] <= 0.0 or H[r - uo, b] <= 0.0):
-                continue  # no Newton impurity
-            out[k, b, 0] += (w[m] * imp[im, b] - w[l] * imp[il, b]
-                             - w[r] * imp[ir, b] + extra[s])
+            if kind == UFI_REGRESSION:
+                out[k, b, 0] += (w[m] * imp[im, b] - w[l] * imp[il, b]
+                                 - w[r] * imp[ir, b] + extra[s])
+            elif lin and b < last:
+                _add_ufi_class_linearised(out, k, b, last, w, v, S, m, l, r, uo, cnt, im,
+                                          il, ir, inv, scl)
+            else:
+                _add_ufi_class(out, k, b, w, v, S, m, l, r, uo, nl, nr, cnt[im, b])
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -194,6 +209,9 @@ def leaf_split_sums(measures, splits, order, left, right, slots, leaves, layout,
     while the tree is in cache: ``leaves`` is read once and never written.
     MDI_OOB_CENTERED reads its weights N' from H' for boosting and n' otherwise.
     ``roots`` (n_trees, B + 1) receives n' at every tree's root, block by block.
+    The cache lines of the next tree's cells of ``out`` (B + 1 lines a split, a whole
+    (n_keys, C) plane apart; those of its first 64 splits) are asked for (a prefetch
+    hint) before a tree is worked on, so that they arrive while it is.
     """
     kinds, w_of, v_of, extra_start, ws, vs, extras = measures
     node, lefts, rights, key, tree_splits, tree_offsets = splits
@@ -204,6 +222,14 @@ def leaf_split_sums(measures, splits, order, left, right, slots, leaves, layout,
     # the loop over trees in this function, not around a call of a per-tree function:
     # numba compiles a called function once more into its caller
     for t in range(t0, t1):
+        if t + 1 < t1:  # the next tree's output cells, asked for while this tree is done
+            s0 = tree_splits[t + 1]
+            for j in range(kinds.shape[0]):
+                oj = out[j]
+                # at most 64 splits: a deep tree's many splits reuse few keys
+                for s in range(s0, min(tree_splits[t + 2], s0 + 64)):
+                    for b in range(oj.shape[0]):
+                        prefetch_write(oj, b, key[s])
         base = tree_offsets[t]
         loc = np.empty((D, tree_offsets[t + 1] - base, B + 1))
         _tree_sums(leaves, slot_node, tree_start[t], tree_start[t + 1], order, left, right,
