@@ -241,15 +241,11 @@ class Explainer:
         y = as_target(y, rows.n_rows, n_target_columns(self.ensemble))  # before any routing
         key = self._key(random_state)
         extra = _extra_methods(methods)
-        # the staged pass writes every cell of its statistics itself (zeroing them
-        # tree by tree, in cache); a forest's kernel adds into zeroed cells
-        zeroed = self.ensemble.kind == FOREST
-        with self._pool.zeroed(self._stats_shape(n_blocks), fill=zeroed) as out:
+        with self._pool.zeroed(self._stats_shape(n_blocks)) as out:
             stats = self._accumulate(rows, y, names, input_groups, positions=None, oob=oob,
                                      sample_weight=sample_weight, base_margin=base_margin,
                                      n_blocks=n_blocks, key=key, extra=extra,
-                                     progress=progress, out=out, private=True, query=query,
-                                     out_zeroed=zeroed)
+                                     progress=progress, out=out, private=True, query=query)
             return self._finalize(stats, methods, alpha, lam, grp, names)
 
     def accumulate(self, X, y, *, rows=None, oob=False, sample_weight=None, base_margin=None,
@@ -613,10 +609,8 @@ class Explainer:
 
     def _accumulate(self, rows, y, names, input_groups, *, positions, oob, sample_weight,
                     base_margin, n_blocks, key, extra, progress, out, private=False,
-                    query=None, out_zeroed=True):
-        """Statistics of ``rows``; ``y`` already checked by the caller (``as_target``).
-        ``out``: None, or the zero-filled statistics array (of a boosted model: any
-        contents with ``out_zeroed=False``, see ``staged_leaf_sums``)."""
+                    query=None):
+        """Statistics of ``rows``; ``y`` already checked by the caller (``as_target``)."""
         ens = self.ensemble
         n = rows.n_rows
         # the runs of positions seen (a position given twice is refused here, before any
@@ -668,8 +662,7 @@ class Explainer:
                     staged_leaf_sums(ens, rows, y, w, block, n_blocks,
                                      n_jobs=self.n_jobs, bar=bar, keep_margin=False,
                                      out=array, base_margin=offset, query=query,
-                                     leaf_models=next(iter(leaf_sums.values()), None),
-                                     out_zeroed=out is None or out_zeroed)
+                                     leaf_models=next(iter(leaf_sums.values()), None))
         finally:
             bar.close()
         extras = {m: (leaf_sums[m] if m in leaf_sums

@@ -79,9 +79,8 @@ class Backend(Protocol):
         """Add the staged terms n', S', H', R' of the rows into ``stats`` (n_leaves,
         n_blocks, 4), the margins moving stage by stage; final margins into
         ``margin_out`` unless it has no rows (``kernels/staged.py``). ``fresh``: the
-        first chunk: the cells of ``stats`` may hold anything, every cell is written
-        (zero plus the terms), and the rows of several blocks may walk the trees
-        together."""
+        cells of ``stats`` are all zero (the first chunk), the rows of several blocks
+        may then walk the trees together."""
 
     def staged_scale_sums(self, X, row0, rows_in, loss, trees, routing, strict, round32,
                           out):

@@ -43,7 +43,7 @@ class NumbaBackend:
     def staged_leaf_stats(self, X, row0, order, block_start, rows_in, loss, trees, routing,
                           strict, round32, slot, stats, margin_out, fresh=False):
         # tasks of consecutive statistic blocks (a run's cells of ``stats`` are its
-        # own). Into cells the kernel zeroes (``fresh``): one run on one thread; on several, about
+        # own). Into zeroed cells (``fresh``): one run on one thread; on several, about
         # four runs per thread of equal rows, so that a thread slowed by another process
         # leaves its remaining runs to the others. Otherwise one task per block with
         # rows (the kernel sums such a block in a buffer of its own).

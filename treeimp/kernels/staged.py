@@ -192,12 +192,9 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
 
     The caller runs runs of blocks of a chunk in parallel threads (the kernel releases
     the GIL): a run's cells of ``stats`` and its rows of ``margin_out`` are its own.
-    ``fresh``: the run's cells of ``stats`` may hold anything (the first chunk's call):
-    the kernel zeroes each tree's cells of a group's new blocks just before the group
-    adds into them (then in cache; blocks without rows after the last group are zeroed
-    at the end) and adds the terms into them directly; else the run must be one block
-    (b_hi = b_lo + 1), whose terms are summed in a local buffer first and then added
-    into its cells.
+    ``fresh``: the run's cells of ``stats`` are all zero, the terms are added into them
+    directly; else the run must be one block (b_hi = b_lo + 1), whose terms are summed
+    in a local buffer first and then added into its cells.
     ``rows_in`` (kernel_inputs.RowInputs): the targets y (row-major, K per row for a
     regression objective on K targets: ``gradients.target_columns``), weights w (one weight for
     every row, or one per row) and ``row_start``, indexed by the call's row number
@@ -260,8 +257,6 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
                    X.shape[1] + (nan_left.shape[0] if not_plain is None else 0)), X.dtype)
     group_rows = np.arange(GROUP)
     heap = np.empty(GROUP, np.int64)  # the full-tree walk's slots
-    # fresh: the blocks before z_next are zeroed; a group zeroes z_lo .. z_end - 1
-    z_next = b_lo
     for s0 in range(s_lo, s_hi, GROUP):
         s1 = min(s_hi, s0 + GROUP)
         ng = s1 - s0
@@ -270,9 +265,6 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
             while block_start[b + 1] <= s0 + q:
                 b += 1
             blk[q] = b - b0
-        z_lo = z_next
-        z_end = (b + 1) if fresh else z_lo
-        z_next = z_end
         start_group(rows, ng, row0, y, w, base_score, row_start, loss_params[0], use_e,
                     margin, e, yg, wg)
         if not_plain is None:
@@ -306,14 +298,6 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
                             for bb in range(blk[0], blk[ng - 1] + 1, 2):
                                 prefetch_write(acc, slot[node], bb)
                             prefetch_write(acc, slot[node], blk[ng - 1])
-                # fresh: this tree's cells of the blocks no group has reached yet
-                for node in range(tree_offsets[t], tree_offsets[t + 1] if z_lo < z_end
-                                  else tree_offsets[t]):
-                    at = slot[node]
-                    if at >= 0:
-                        for bb in range(z_lo, z_end):
-                            for d in range(N_TERMS):
-                                acc[at, bb, d] = 0.0
                 # the whole group in one walk: every call of walk_batch adds and
                 # removes a reference to each of its dozen arrays (atomic
                 # operations on arrays shared by all threads), once per tree and group
@@ -351,12 +335,7 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
                 i = rows[r]
                 for k in range(K):
                     margin_out[i, k] = margin[r, k]
-    if fresh:  # blocks after the last with rows (or all, without rows)
-        for i in range(acc.shape[0]):
-            for bb in range(z_next, b_hi):
-                for d in range(N_TERMS):
-                    acc[i, bb, d] = 0.0
-    else:
+    if not fresh:
         for i in range(acc.shape[0]):
             if acc[i, 0, 0] != 0.0 or acc[i, 0, 2] != 0.0:
                 for d in range(N_TERMS):

@@ -42,12 +42,11 @@ class BufferPool:
         self._idle = None  # the kept 1-D float64 buffer, not in use by any call
 
     @contextlib.contextmanager
-    def zeroed(self, shape, fill=True):
+    def zeroed(self, shape):
         """A zero-filled float64 array of ``shape`` for the duration of the ``with``
         block: the kept buffer when it is idle and large enough, else fresh memory;
         afterwards the buffer is kept for the next call (within the limit). Nothing may
-        keep a view of the array beyond the block. ``fill=False``: a kept buffer is not
-        zeroed (its contents are undefined), for a caller that writes every cell."""
+        keep a view of the array beyond the block."""
         limit = keep_limit_bytes()
         size = int(np.prod(shape))
         with self._lock:
@@ -55,7 +54,7 @@ class BufferPool:
         if buf is None or buf.size < size:
             buf = None  # too small: let it go before allocating the larger one
             buf = np.zeros(size)
-        elif fill:
+        else:
             buf[:size].fill(0.0)
         try:
             yield buf[:size].reshape(shape)

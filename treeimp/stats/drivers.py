@@ -145,13 +145,11 @@ def stage_starts(ens):
 
 def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
                      keep_margin=True, out=None, base_margin=None, query=None,
-                     leaf_models=None, out_zeroed=True):
+                     leaf_models=None):
     """Run the staged kernel: (leaf sums (n_leaves, n_blocks, 4) of the terms n', S',
     H', R' (kernels/staged.py), final margin (n, n_outputs), or None without
     ``keep_margin``). ``w``: one weight per row, or one for all. ``out``: a zero-filled
-    float64 array of ``staged_leaf_shape`` to add into instead of a new one; with
-    ``out_zeroed=False`` its contents are ignored (overwritten: the kernel zeroes the
-    cells itself, tree by tree, where they are in cache).
+    float64 array of ``staged_leaf_shape`` to add into instead of a new one.
     ``base_margin``: per-row offsets ((n, n_outputs), ``offsets.check_base_margin``):
     every row's held-out margin starts at ``ens.start_margin(base_margin)`` (base score +
     offset; XGBoost: the offset), so the gradients are the deployed model's. ``y``: one
@@ -165,8 +163,6 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
     round and output); ``leaf_models``: None, or the arrays of
     ``linear_leaves.leaf_model_shapes`` into which the same pass adds the leaf-model
     block sums."""
-    if out is not None and not out_zeroed and is_ranking(ens.objective):
-        out.fill(0.0)  # the ranking pass adds into zeroed cells
     linear = ens.linear_leaves is not None
     if leaf_models is not None and not linear:
         raise ValueError("leaf-model sums need a model with linear leaf models")
@@ -237,7 +233,7 @@ def staged_leaf_sums(ens, rows, y, w, block, n_blocks, *, n_jobs=None, bar=None,
                                     routing, slot, stats, margin, keep_margin,
                                     block[start:stop], leaf_models)
             else:
-                # the first chunk writes every cell (zero plus its terms), the others add
+                # the first chunk adds into zeroed statistics (``out`` is zero-filled)
                 backend.staged_leaf_stats(chunk, row0, order, bounds, chunk_in, loss, trees,
                                           routing, strict, round32, slot, stats,
                                           margin[start:stop] if keep_margin else margin,
