@@ -425,8 +425,11 @@ def _per_tree(sp: _Splits, term):
 def _safe_div(a, b):
     """a / b where b > 0, else 0 (b broadcast against a)."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    out = np.zeros(np.broadcast_shapes(a.shape, b.shape))
-    return np.divide(a, b, out=out, where=np.broadcast_to(b > 0, out.shape))
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    positive = b > 0
+    if positive.all():  # the usual case: every quotient, without the mask
+        return np.divide(a, b, out=np.empty(shape))
+    return np.divide(a, b, out=np.zeros(shape), where=np.broadcast_to(positive, shape))
 
 
 def _insample_fraction(ens):
