@@ -571,31 +571,44 @@ def fill_node_arrays(left, right, feature, threshold, missing_left, nan_mode, is
     np.copyto(o_threshold, threshold)
     miss = np.asarray(missing_left, np.bool_)
     zero = nan_mode == NAN_AS_ZERO
-    zero_left = np.less(0.0, threshold) if strict else np.less_equal(0.0, threshold)
     cat = np.asarray(is_cat, np.bool_)
-    # the flags as sums of distinct bits (bool times a bit), in place in o_flags
+    # the flags as sums of distinct bits (bool times a bit), in place in o_flags; the
+    # terms of a field that is zero at every node (no zero-as-missing, no categorical
+    # split: most models) are skipped
     bit = o_flags.dtype.type
-    np.multiply(miss, bit(route.MISSING_LEFT), out=o_flags)
-    o_flags += zero * bit(route.NAN_AS_ZERO)
-    o_flags += np.where(zero, zero_left, miss) * bit(route.NAN_LEFT)
-    o_flags += (nan_mode == NAN_ZERO_MISSING) * bit(route.NAN_ZERO_MISSING)
-    o_flags += cat * bit(route.CATEGORICAL)
-    o_flags += (cat & (nan_mode == NAN_CAT_EXACT)) * bit(route.CATEGORY_EXACT)
-    o_flags += ((cat & (nan_mode == NAN_CAT_NEGATIVE_UNLISTED))
-                * bit(route.CATEGORY_NEGATIVE_UNLISTED))
-    o_flags += np.asarray(cat_default_left, np.bool_) * bit(route.CATEGORY_DEFAULT_LEFT)
+    if zero.any():
+        zero_left = np.less(0.0, threshold) if strict else np.less_equal(0.0, threshold)
+        np.multiply(miss, bit(route.MISSING_LEFT), out=o_flags)
+        o_flags += zero * bit(route.NAN_AS_ZERO)
+        o_flags += np.where(zero, zero_left, miss) * bit(route.NAN_LEFT)
+    else:  # NaN goes the missing way: both bits from missing_left at once
+        np.multiply(miss, bit(route.MISSING_LEFT | route.NAN_LEFT), out=o_flags)
+    zero_missing = nan_mode == NAN_ZERO_MISSING
+    if zero_missing.any():
+        o_flags += zero_missing * bit(route.NAN_ZERO_MISSING)
+    if cat.any():
+        o_flags += cat * bit(route.CATEGORICAL)
+        o_flags += (cat & (nan_mode == NAN_CAT_EXACT)) * bit(route.CATEGORY_EXACT)
+        o_flags += ((cat & (nan_mode == NAN_CAT_NEGATIVE_UNLISTED))
+                    * bit(route.CATEGORY_NEGATIVE_UNLISTED))
+    default_left = np.asarray(cat_default_left, np.bool_)
+    if default_left.any():
+        o_flags += default_left * bit(route.CATEGORY_DEFAULT_LEFT)
     o_flags += leaf * bit(route.LEAF)
 
 
-def split_arrays(tree_offsets, left, right, feature, n_features):
+def split_arrays(tree_offsets, left, right, feature, n_features, node_tree=None):
     """The internal nodes (splits) of an ensemble in node order: their node, children,
     tree, tree root and key tree * n_features + feature (int64), and each tree's split
-    offsets (n_trees + 1). Splits come tree by tree because nodes do. Plain numpy
-    (vectorised): nothing to compile on a first call."""
+    offsets (n_trees + 1). Splits come tree by tree because nodes do. ``node_tree``: the
+    tree of every node (int64) when the caller has it. Plain numpy (vectorised): nothing
+    to compile on a first call."""
     tree_offsets = np.asarray(tree_offsets, np.int64)
     n_trees = tree_offsets.shape[0] - 1
     node = np.flatnonzero(left >= 0).astype(np.int64)
-    tree = np.repeat(np.arange(n_trees, dtype=np.int64), np.diff(tree_offsets))[node]
+    if node_tree is None:
+        node_tree = np.repeat(np.arange(n_trees, dtype=np.int64), np.diff(tree_offsets))
+    tree = node_tree[node]
     root = tree_offsets[tree]
     key = tree * np.int64(n_features) + feature[node].astype(np.int64)
     tree_splits = np.searchsorted(node, tree_offsets).astype(np.int64)

@@ -284,7 +284,7 @@ class _Splits:
     def __init__(self, ens):
         (self.m, self.l, self.r, self.tree, self.root, self.key,
          self.tree_splits) = split_arrays(ens.tree_offsets, ens.left, ens.right, ens.feature,
-                                          ens.n_features)
+                                          ens.n_features, ens.node_tree)
         self.root_of_tree = ens.tree_offsets[:-1]
         # the same arrays as the fused formula kernels take them
         self.index = SplitIndex(self.m, self.l, self.r, self.key, self.tree_splits,
@@ -425,8 +425,11 @@ def _per_tree(sp: _Splits, term):
 def _safe_div(a, b):
     """a / b where b > 0, else 0 (b broadcast against a)."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    out = np.zeros(np.broadcast_shapes(a.shape, b.shape))
-    return np.divide(a, b, out=out, where=np.broadcast_to(b > 0, out.shape))
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    positive = b > 0
+    if positive.all():  # the usual case: every quotient, without the mask
+        return np.divide(a, b, out=np.empty(shape))
+    return np.divide(a, b, out=np.zeros(shape), where=np.broadcast_to(positive, shape))
 
 
 def _insample_fraction(ens):
@@ -696,7 +699,10 @@ def _ufi_boosting_parts(ens, sp):
     dropped, so the held-out gradient at the full margin is only approximately the
     response the tree fitted.
     """
-    lr = ens.tree_learning_rate[ens.node_tree]
+    rates = ens.tree_learning_rate
+    # one rate for every tree (the usual case): the same quotients without a gather
+    lr = (rates[0] if rates.shape[0] and np.all(rates == rates[0])
+          else rates[ens.node_tree])
     mu = ens.value[:, 0] / lr
     W = ens.weight
     wmu2 = W * mu ** 2  # W mu^2 of every node, then read at the splits' three nodes

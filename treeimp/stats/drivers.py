@@ -372,11 +372,18 @@ def _logistic_leaf_factor(ens, code, params):
     """Binary logistic loss: exp(-s * scale * value) per node, the factor by which a row
     reaching that leaf changes exp(-s m). The staged kernel keeps exp(-s m) of every row
     up to date with one product per tree instead of one exp per round (relative error
-    grows by at most ~1e-16 per tree); other losses: an empty array."""
+    grows by at most ~1e-16 per tree); other losses: an empty array. Only leaves are
+    read: internal nodes get 1 (their exp is not taken), and the values are scaled only
+    when some tree's scale is not 1 (XGBoost DART)."""
     if code != LOGISTIC or ens.n_outputs != 1:
         return np.empty(0)
-    scaled = ens.tree_scale[ens.node_tree] * ens.value[:, 0]
-    return np.exp(-params[0] * scaled)
+    leaves = ens.leaf_slots.node
+    scaled = ens.value[leaves, 0]
+    if np.any(ens.tree_scale != 1.0):
+        scaled = ens.tree_scale[ens.node_tree[leaves]] * scaled
+    out = np.ones(ens.n_nodes)
+    out[leaves] = np.exp(-params[0] * scaled)
+    return out
 
 
 def empty_inbag():
