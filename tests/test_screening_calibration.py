@@ -12,16 +12,7 @@ from scipy import stats
 from sklearn.ensemble import RandomForestClassifier
 
 from treeimp import ImportanceSelector
-from treeimp.measures.shadow_null import (
-    CROSSFIT_MAX_SHADOWS,
-    CROSSFIT_MIN_COPIES,
-    CROSSFIT_MIN_SHADOWS,
-    MIN_SHADOWS,
-    shadow_columns,
-    shadow_copies,
-    shadow_pvalues,
-    zscores,
-)
+from treeimp.measures.shadow_null import shadow_pvalues, zscores
 
 xgb = pytest.importorskip("xgboost")
 
@@ -120,44 +111,6 @@ def test_shadow_pvalues_uniform_with_few_shadows():
                         for mu in rng.uniform(-1, 1, 20000)])
     for a in (0.01, 0.05, 0.2):
         assert abs(np.mean(p < a) - a) < 3 * np.sqrt(a * (1 - a) / p.size) + 1e-3, a
-
-
-def test_shadow_copies_rule():
-    # given n_shadows: ceil(n_shadows / F) copies, at least one
-    assert [shadow_copies(f, 40) for f in (3, 4, 40, 400)] == [14, 10, 1, 1]
-    for f in range(1, 400):
-        out_of_bag, cross_fitted = shadow_copies(f), shadow_copies(f, cross_fitted=True)
-        # out of bag / held out: at least MIN_SHADOWS columns in the fewest whole copies
-        assert out_of_bag * f >= MIN_SHADOWS and (out_of_bag - 1) * f < MIN_SHADOWS or (
-            out_of_bag == 1 and f >= MIN_SHADOWS)
-        # cross-fitted: at least CROSSFIT_MIN_SHADOWS columns and CROSSFIT_MIN_COPIES
-        # copies where one copy is short of MIN_SHADOWS, never more than out of bag
-        assert cross_fitted * f >= CROSSFIT_MIN_SHADOWS
-        assert cross_fitted >= (CROSSFIT_MIN_COPIES if f < MIN_SHADOWS else 1)
-        assert cross_fitted <= max(out_of_bag, CROSSFIT_MIN_COPIES)
-        if f >= MIN_SHADOWS // CROSSFIT_MIN_COPIES:  # 50 features up: as out of bag
-            assert cross_fitted == out_of_bag
-
-
-def test_shadow_columns_rule_and_the_subset_of_one_copy():
-    from treeimp.selector import _with_shadows
-
-    # all the copies' columns, but cross-fitted by default with one copy of more than
-    # CROSSFIT_MAX_SHADOWS columns: that many of them
-    assert shadow_columns(5, cross_fitted=True) == 20
-    assert shadow_columns(60, cross_fitted=True) == 120
-    assert shadow_columns(300, cross_fitted=True) == CROSSFIT_MAX_SHADOWS
-    assert shadow_columns(300) == 300 and shadow_columns(300, 400, True) == 600
-    # the kept shadows: distinct columns of one row permutation of X, named for theirs
-    X = np.random.default_rng(0).normal(size=(50, 8))
-    work, names = _with_shadows(X, [f"x{j}" for j in range(8)], 1, 3, 0)
-    assert work.shape == (50, 11) and len(set(names)) == 11
-    np.testing.assert_array_equal(work[:, :8], X)
-    cols = [int(name.split("_x")[1]) for name in names[8:]]
-    order = np.argsort(X[:, cols[0]])
-    rows = np.argsort(work[:, 8])  # the shadows' rows, in the real column's value order
-    for k, j in enumerate(cols):
-        np.testing.assert_array_equal(work[rows, 8 + k], X[order, j])
 
 
 def test_unused_features_get_p_one_and_are_left_out_of_the_null():
@@ -267,13 +220,13 @@ def test_default_null_is_shadow_for_cross_fitted_boosting_only():
 
 @pytest.mark.parametrize("null", [None, "shadow"])
 def test_too_few_used_shadows_falls_back_to_the_t_null(null):
-    # 30 rows, 3 features (7 copies, 21 shadows), 5 shallow trees: the booster splits on x0
-    # only and uses no shadow; the selector warns and gives exactly what null="t" gives
+    # 30 rows, 3 features, 5 shallow trees: the booster splits on x0 only and uses no
+    # shadow; the selector warns and gives exactly what null="t" gives
     rng = np.random.default_rng(0)
     X = rng.normal(size=(30, 3))
     y = (X[:, 0] > 0).astype(int)
     model = xgb.XGBClassifier(n_estimators=5, max_depth=2, n_jobs=1, random_state=0)
-    with pytest.warns(UserWarning, match=r"only 0 of 21 shadow features .* fewer than 3"):
+    with pytest.warns(UserWarning, match=r"only 0 of 102 shadow features .* fewer than 3"):
         sel = ImportanceSelector(model, null=null, n_blocks=2, random_state=0).fit(X, y)
     ref = ImportanceSelector(model, null="t", n_blocks=2, random_state=0).fit(X, y)
     assert sel.null_ == "t" and sel.shadow_null_ is None and sel.shadow_zscores_ is None

@@ -30,9 +30,8 @@ from .measures import registry
 from .measures.defaults import DEFAULT_N_BLOCKS
 from .measures.screening import screening_method_of
 from .measures.shadow_null import (
+    MIN_SHADOWS,
     MIN_USED_SHADOWS,
-    shadow_columns,
-    shadow_copies,
     shadow_pvalues,
     used_shadows,
     zscores,
@@ -162,9 +161,8 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
         bag, held-out parts, groups): in benchmarks/screening.py the shadow null held the
         false discovery rate on every design with cross-fitted XGBoost and kept more true
         features where the t reference's offset cost power (rare positives 0.16 -> 0.70,
-        10 runs, with 100 shadows; 0.56 with the fewer shadows of ``n_shadows=None``,
-        0.50 against 0.57 over 30 runs), while for forests it kept false features on two
-        designs (see benchmarks/README.md). "t": each feature's z = importance /
+        10 runs), while for forests it kept false features on two designs (see
+        benchmarks/README.md). "t": each feature's z = importance /
         standard error against t with the result's degrees of freedom
         (``importances_.pvalues``). "shadow": the null's centre learned from the
         data. Shadow features, copies of all columns with their rows permuted (one random
@@ -188,12 +186,7 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
         tells which null was used).
     n_shadows : int or None, default None
         With the shadow null: at least this many shadow columns, in whole copies of X
-        (ceil(n_shadows / n_features) copies). None: cross-fitted, at least 20 columns
-        and two copies, one copy from 100 features up, of which 100 columns drawn at
-        random are kept (:func:`treeimp.measures.shadow_null.shadow_copies` and
-        ``shadow_columns``; every shadow column is fitted in each of the ``cv`` folds,
-        and in benchmarks/screening.py these fewer shadows cut the CPU time without
-        losing power or FDR, benchmarks/README.md); out of bag or held out, at least 100
+        (ceil(n_shadows / n_features) copies). None: 100
         (:data:`treeimp.measures.shadow_null.MIN_SHADOWS`), at least one copy.
     balance_classes : {None, True, False}, default None
         Whether a forest classifier screened out of bag is fitted class-balanced for the
@@ -326,9 +319,7 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
         shadow = self.null == "shadow"
         work, work_names = data, names
         if shadow:
-            cross_fitted = not use_oob and self.cv is not None
-            work, work_names = _with_shadows(data, names,
-                                             *self._n_copies(len(names), cross_fitted),
+            work, work_names = _with_shadows(data, names, self._n_copies(len(names)),
                                              shadow_seed)
 
         est = clone(self.estimator)
@@ -366,8 +357,7 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
             method = self._screening_method(ens)
             if self.null is None and ens.kind == BOOSTING and self.groups is None:
                 shadow = True
-                work, work_names = _with_shadows(data, names,
-                                                 *self._n_copies(len(names), True),
+                work, work_names = _with_shadows(data, names, self._n_copies(len(names)),
                                                  shadow_seed)
 
             def t_result(X_=data, names_=names):
@@ -521,11 +511,10 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
             screen.set_params(class_weight=BALANCED_CLASS_WEIGHT)
         return screen
 
-    def _n_copies(self, n_features, cross_fitted):
-        """Copies of X for the shadows and how many of their columns to keep
-        (:func:`shadow_copies`, :func:`shadow_columns`)."""
-        return (shadow_copies(n_features, self.n_shadows, cross_fitted),
-                shadow_columns(n_features, self.n_shadows, cross_fitted))
+    def _n_copies(self, n_features):
+        """Whole copies of X that give at least ``n_shadows`` shadow columns."""
+        wanted = MIN_SHADOWS if self.n_shadows is None else int(self.n_shadows)
+        return max(1, -(-wanted // n_features))
 
     def _screening_method(self, ens):
         """``method``, or the default screening measure of the fitted estimator's parsed
@@ -568,22 +557,16 @@ class ImportanceSelector(SelectorMixin, BaseEstimator):
                              f" of {n} rows stratified by class: {exc}") from None
 
 
-def _with_shadows(data, names, copies, n_columns, seed):
+def _with_shadows(data, names, copies, seed):
     """X with ``copies`` shadow copies appended, and the widened column names: each copy
     is all of X's columns with the rows in one random order (values, dtypes and the
-    dependence among the columns kept; the link to y and to the real columns broken);
-    of the copies' columns ``n_columns`` drawn at random are kept (in their order).
+    dependence among the columns kept; the link to y and to the real columns broken).
     DataFrames stay DataFrames (shadow columns named ``"shadow{k}_{name}"``), sparse
     matrices stay sparse (CSR)."""
     rng = np.random.default_rng(seed)
     n = data.shape[0]
     perms = [rng.permutation(n) for _ in range(copies)]
     shadow_names = [f"shadow{k}_{name}" for k in range(copies) for name in names]
-    keep = None
-    if n_columns < len(shadow_names):
-        keep = np.sort(rng.choice(len(shadow_names), n_columns, replace=False))
-        shadow_names = [shadow_names[i] for i in keep]
-        keep = np.concatenate([np.arange(len(names)), len(names) + keep])
     taken = set(names)
     if taken.intersection(shadow_names):
         clash = sorted(taken.intersection(shadow_names))[0]
@@ -600,8 +583,6 @@ def _with_shadows(data, names, copies, n_columns, seed):
         work = sp.hstack([csr] + [csr[perm] for perm in perms], format="csr")
     else:
         work = np.hstack([data] + [data[perm] for perm in perms])
-    if keep is not None:
-        work = work.iloc[:, keep] if hasattr(work, "iloc") else work[:, keep]
     return work, list(names) + shadow_names
 
 

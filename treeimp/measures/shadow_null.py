@@ -9,40 +9,8 @@ from scipy import stats as _stats
 
 # fewest shadow columns: the null's centre is estimated from them
 MIN_SHADOWS = 100
-# cross-fitted screening: fewest shadow columns, and fewest whole copies of X where one
-# copy has fewer than MIN_SHADOWS columns (shadow_copies)
-CROSSFIT_MIN_SHADOWS = 20
-CROSSFIT_MIN_COPIES = 2
-# cross-fitted screening of MIN_SHADOWS features or more: the shadows are this many
-# columns of one copy, drawn at random (shadow_columns)
-CROSSFIT_MAX_SHADOWS = 100
 # fewest shadows the model must have used (a finite z-score) for the centre to be estimated
 MIN_USED_SHADOWS = 3
-
-
-def shadow_copies(n_features, n_shadows=None, cross_fitted=False):
-    """Whole copies of X to append as shadows: ceil(``n_shadows`` / ``n_features``), at
-    least one. ``n_shadows`` None: MIN_SHADOWS (100) shadow columns; cross-fitted, at
-    least CROSSFIT_MIN_SHADOWS (20) columns and CROSSFIT_MIN_COPIES (2) copies, one copy
-    where it has MIN_SHADOWS columns or more (the same copies as MIN_SHADOWS from 50
-    features up, fewer below: every copy is a fit's columns in each of the cv folds)."""
-    if n_shadows is not None:
-        return max(1, -(-int(n_shadows) // n_features))
-    if not cross_fitted:
-        return max(1, -(-MIN_SHADOWS // n_features))
-    copies = CROSSFIT_MIN_COPIES if n_features < MIN_SHADOWS else 1
-    return max(copies, -(-CROSSFIT_MIN_SHADOWS // n_features))
-
-
-def shadow_columns(n_features, n_shadows=None, cross_fitted=False):
-    """How many of the :func:`shadow_copies` copies' columns to append: all of them, but
-    cross-fitted with ``n_shadows`` None and one copy of more than CROSSFIT_MAX_SHADOWS
-    columns only CROSSFIT_MAX_SHADOWS of them (a random subset of one permuted copy:
-    each is still exchangeable with a null feature of its kind)."""
-    copies = shadow_copies(n_features, n_shadows, cross_fitted)
-    if n_shadows is None and cross_fitted and copies == 1:
-        return min(n_features, CROSSFIT_MAX_SHADOWS)
-    return copies * n_features
 
 
 def zscores(value, stderr):
