@@ -419,7 +419,9 @@ def _flat_ensemble(flat, tree_info, eta, stages, weight_drop, meta):
         nan_mode[cat_nodes] = NAN_CAT_NEGATIVE_UNLISTED
     fields = {
         "left": flat.left,
-        "right": np.where(internal, flat.right, -1),
+        # as read: negative at leaves (the reader checked it), which from_arrays reads
+        # as a leaf; it takes the normal form from flat.ordered
+        "right": flat.right,
         "feature": flat.feature,
         "threshold": np.where(split, flat.cond.astype(np.float64), 0.0),
         "missing_left": flat.default_left & internal,
