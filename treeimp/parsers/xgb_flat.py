@@ -28,6 +28,7 @@ and not computed again.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -187,9 +188,12 @@ class _Table:
         return values if ok else None
 
 
+@lru_cache(maxsize=16)
 def _encoded(keys):
-    """``keys`` as the kernels take them: their UTF-8 bytes concatenated and the
-    offsets of each."""
+    """``keys`` (a tuple; the reader asks for a few fixed ones, so they are encoded
+    once) as the kernels take them: their UTF-8 bytes concatenated (read-only) and the
+    offsets of each (kept writeable, the type the kernels were compiled for; nothing
+    writes them)."""
     encoded = [k.encode() for k in keys]
     offsets = np.zeros(len(keys) + 1, np.int64)
     np.cumsum([len(k) for k in encoded], out=offsets[1:])
