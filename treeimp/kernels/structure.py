@@ -310,7 +310,7 @@ def _ordered_values_depths(tree_offsets, left, right, feature, leaf_value, weigh
 
     Arrays are indexed with unsigned integers (``u``: node ``i``, ``ul``/``ur``: its
     children; all checked or made >= 0 here): numba adds no negative-index branch to
-    such an access, which halves the pass."""
+    such an access."""
     n_trees = tree_offsets.shape[0] - 1
     n = tree_offsets[n_trees]
     n_children = 0  # hit: nodes already the child of a split

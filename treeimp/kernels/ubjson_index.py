@@ -389,8 +389,8 @@ def _gather_words(data, start, count, itemsize, at, u1, u2, u4, u8):
             # element loops, not slice assignments: numba's slice assignment brings its
             # shape-mismatch error messages (string formatting) to compile. The byte
             # positions unsigned (the index found them in the document): numba then
-            # adds no negative-index branch to each byte's read, and the bytes of a
-            # word are read as one load
+            # adds no negative-index branch to each byte's read, and LLVM may combine
+            # the reads of a word's bytes
             s = np.uint64(start[t, j])
             n = count[t, j]
             if k == 1:
