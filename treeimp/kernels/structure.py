@@ -306,7 +306,11 @@ def _ordered_values_depths(tree_offsets, left, right, feature, leaf_value, weigh
                            n_features, out_left, out_right, out_feature, value, weight64,
                            order, deepest, shallowest, hit, size, place):
     """:func:`ordered_values_depths` into the given arrays (``hit`` all False, ``size``
-    and ``place`` work space); whether the trees passed."""
+    and ``place`` work space); whether the trees passed.
+
+    Arrays are indexed with unsigned integers (``u``: node ``i``, ``ul``/``ur``: its
+    children; all checked or made >= 0 here): numba adds no negative-index branch to
+    such an access."""
     n_trees = tree_offsets.shape[0] - 1
     n = tree_offsets[n_trees]
     n_children = 0  # hit: nodes already the child of a split
@@ -315,32 +319,35 @@ def _ordered_values_depths(tree_offsets, left, right, feature, leaf_value, weigh
         lo = tree_offsets[t]
         hi = tree_offsets[t + 1]
         for i in range(lo, hi):
-            lc = np.int64(left[i])
-            rc = np.int64(right[i])
+            u = np.uint64(i)
+            lc = np.int64(left[u])
+            rc = np.int64(right[u])
             if (lc < 0) != (rc < 0):
                 ok = False
                 break
             if lc < 0:
-                out_left[i] = -1
-                out_right[i] = -1
-                out_feature[i] = -1
+                out_left[u] = -1
+                out_right[u] = -1
+                out_feature[u] = -1
                 continue
-            f = np.int64(feature[i])
+            f = np.int64(feature[u])
             if (lc <= i - lo or rc <= i - lo or lc >= hi - lo or rc >= hi - lo
                     or f < 0 or f >= n_features):
                 ok = False
                 break
             gl = lc + lo
             gr = rc + lo
-            if hit[gl] or hit[gr] or gl == gr:
+            ul = np.uint64(gl)
+            ur = np.uint64(gr)
+            if hit[ul] or hit[ur] or gl == gr:
                 ok = False
                 break
-            hit[gl] = True
-            hit[gr] = True
+            hit[ul] = True
+            hit[ur] = True
             n_children += 2
-            out_left[i] = gl
-            out_right[i] = gr
-            out_feature[i] = f
+            out_left[u] = gl
+            out_right[u] = gr
+            out_feature[u] = f
         if not ok:
             break
     # n - n_trees children, none twice: every node but the roots is a child exactly once
@@ -351,42 +358,47 @@ def _ordered_values_depths(tree_offsets, left, right, feature, leaf_value, weigh
         lo = tree_offsets[t]
         hi = tree_offsets[t + 1]
         for i in range(hi - 1, lo - 1, -1):
-            weight64[i] = weight[i]
-            gl = out_left[i]
+            u = np.uint64(i)
+            weight64[u] = weight[u]
+            gl = out_left[u]
             if gl < 0:
-                size[i] = 1
-                value[i] = leaf_value[i]
+                size[u] = 1
+                value[u] = leaf_value[u]
                 continue
-            gr = out_right[i]
-            size[i] = 1 + size[gl] + size[gr]
-            wl = weight64[gl]
-            wr = weight64[gr]
+            ul = np.uint64(gl)
+            ur = np.uint64(out_right[u])
+            size[u] = 1 + size[ul] + size[ur]
+            wl = weight64[ul]
+            wr = weight64[ur]
             if wl + wr > 0:
-                value[i] = (wl * value[gl] + wr * value[gr]) / (wl + wr)
+                value[u] = (wl * value[ul] + wr * value[ur]) / (wl + wr)
             else:
-                value[i] = 0.5 * (value[gl] + value[gr])
+                value[u] = 0.5 * (value[ul] + value[ur])
         place[lo] = 0
         deep = 0
         shallow = n
         for i in range(lo, hi):
-            d = place[i]
-            gl = out_left[i]
+            u = np.uint64(i)
+            d = place[u]
+            gl = out_left[u]
             if gl < 0:
                 deep = max(deep, d)
                 shallow = min(shallow, d)
             else:
-                place[gl] = d + 1
-                place[out_right[i]] = d + 1
+                place[np.uint64(gl)] = d + 1
+                place[np.uint64(out_right[u])] = d + 1
         deepest[t] = deep
         shallowest[t] = shallow
         place[lo] = lo
         for i in range(lo, hi):
-            p = place[i]
-            order[p + size[i] - 1] = i
-            gl = out_left[i]
+            u = np.uint64(i)
+            p = place[u]
+            order[np.uint64(p + size[u] - 1)] = i
+            gl = out_left[u]
             if gl >= 0:
-                place[gl] = p
-                place[out_right[i]] = p + size[gl]
+                ul = np.uint64(gl)
+                place[ul] = p
+                place[np.uint64(out_right[u])] = p + size[ul]
     return True
 
 

@@ -387,21 +387,24 @@ def _gather_words(data, start, count, itemsize, at, u1, u2, u4, u8):
         o = at[j]
         for t in range(n_rows):
             # element loops, not slice assignments: numba's slice assignment brings its
-            # shape-mismatch error messages (string formatting) to compile
-            s = start[t, j]
+            # shape-mismatch error messages (string formatting) to compile. The byte
+            # positions unsigned (the index found them in the document): numba then
+            # adds no negative-index branch to each byte's read, and LLVM may combine
+            # the reads of a word's bytes
+            s = np.uint64(start[t, j])
             n = count[t, j]
             if k == 1:
                 for q in range(n):
-                    u1[o + q] = data[s + q]
+                    u1[o + q] = data[s + np.uint64(q)]
             elif k == 2:
                 for q in range(n):
-                    u2[o + q] = _word(data, s + 2 * q, 2)
+                    u2[o + q] = _word(data, s + np.uint64(2 * q), 2)
             elif k == 4:
                 for q in range(n):
-                    u4[o + q] = _word(data, s + 4 * q, 4)
+                    u4[o + q] = _word(data, s + np.uint64(4 * q), 4)
             else:
                 for q in range(n):
-                    u8[o + q] = _word(data, s + 8 * q, 8)
+                    u8[o + q] = _word(data, s + np.uint64(8 * q), 8)
             o += n
 
 
@@ -410,7 +413,7 @@ def _word(data, s, k):
     """The unsigned integer of the ``k`` bytes at ``s``, most significant first."""
     v = np.uint64(0)
     for q in range(k):
-        v = (v << np.uint64(8)) | np.uint64(data[s + q])
+        v = (v << np.uint64(8)) | np.uint64(data[s + np.uint64(q)])
     return v
 
 

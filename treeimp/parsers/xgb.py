@@ -419,14 +419,17 @@ def _flat_ensemble(flat, tree_info, eta, stages, weight_drop, meta):
         nan_mode[cat_nodes] = NAN_CAT_NEGATIVE_UNLISTED
     fields = {
         "left": flat.left,
-        "right": np.where(internal, flat.right, -1),
+        # as read: negative at leaves (the reader checked it), which from_arrays reads
+        # as a leaf; it takes the normal form from flat.ordered
+        "right": flat.right,
         "feature": flat.feature,
-        "threshold": np.where(split, flat.cond.astype(np.float64), 0.0),
+        # float64 arrays filled in place (no float64 copy of all nodes first)
+        "threshold": _where_into(np.zeros(internal.size), split, flat.cond),
         "missing_left": flat.default_left & internal,
         "nan_mode": nan_mode,
         "weight": flat.weight,
         "impurity": np.full(internal.size, np.nan),
-        "gain": np.where(internal, flat.gain.astype(np.float64), np.nan),
+        "gain": _where_into(np.full(internal.size, np.nan), internal, flat.gain),
         "value": flat.filled,  # internal nodes' values filled with the post-order
         "cover": np.full(internal.size, np.nan),  # TreeSHAP weighs by weight, as XGBoost
     }
@@ -438,6 +441,13 @@ def _flat_ensemble(flat, tree_info, eta, stages, weight_drop, meta):
                     else weight_drop.astype(np.float64)),
         tree_learning_rate=eta,
         tree_stage=np.asarray(stages, np.int64), **meta)
+
+
+def _where_into(out, mask, values):
+    """``out`` with ``values`` (converted exactly, float32 -> float64) where ``mask``:
+    ``np.where(mask, values.astype(out.dtype), out)`` without the converted copy."""
+    np.copyto(out, values, where=mask)
+    return out
 
 
 # ---------------------------------------------------------------------- document parts

@@ -28,6 +28,7 @@ and not computed again.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -80,7 +81,7 @@ class FlatTrees:
     hess: np.ndarray
     gain: np.ndarray
     base_weights: np.ndarray  # (n_nodes, 1)
-    value: np.ndarray  # (n_nodes, 1): the leaf value at leaves, 0 elsewhere
+    # (the per-tree reader's ``value``, the leaf values, is ``cond`` at the leaves)
     categories: list  # per tree, {node: (codes, goes_left, default_left)}
     # ``structure.ordered_trees`` of the trees for features in [0, MAX_FEATURES): the
     # int32 normal form (GLOBAL child indices, -1 everywhere at leaves) of left, right
@@ -187,9 +188,12 @@ class _Table:
         return values if ok else None
 
 
+@lru_cache(maxsize=16)
 def _encoded(keys):
-    """``keys`` as the kernels take them: their UTF-8 bytes concatenated and the
-    offsets of each."""
+    """``keys`` (a tuple; the reader asks for a few fixed ones, so they are encoded
+    once) as the kernels take them: their UTF-8 bytes concatenated (read-only) and the
+    offsets of each (kept writeable, the type the kernels were compiled for; nothing
+    writes them)."""
     encoded = [k.encode() for k in keys]
     offsets = np.zeros(len(keys) + 1, np.int64)
     np.cumsum([len(k) for k in encoded], out=offsets[1:])
@@ -244,7 +248,7 @@ def _gather_trees(table, trees_row):
     for j, (key, t, n) in enumerate(zip(_FIELDS, types, counts.sum(axis=0).tolist())):
         values = words[t.itemsize][at[j]:at[j] + n].view(t)
         name, dtype = (_NODE_KEYS[j][1:] if j < _N_NODE else (key, np.int64))
-        if name in _FLAGS and np.any((values != 0) & (values != 1)):
+        if name in _FLAGS and values.size and (values.min() < 0 or values.max() > 1):
             return None  # the per-tree path judges flags other than 0 / 1
         out[name] = values.astype(dtype, copy=False)
     offsets = np.zeros(n_trees + 1, np.int64)
@@ -254,12 +258,10 @@ def _gather_trees(table, trees_row):
         offsets, left, right, out["feature"], out["cond"], out["hess"], MAX_FEATURES)
     if not ok:
         return None  # pruned nodes to drop, another order or a corrupt tree to report
-    leaf = ordered[0] < 0
     flat = FlatTrees(
         offsets=offsets, left=left, right=right, feature=out["feature"],
         cond=out["cond"], default_left=out["default_left"], split_type=out["split_type"],
         hess=out["hess"], gain=out["gain"], base_weights=out["base_weights"][:, None],
-        value=np.where(leaf, out["cond"], np.float32(0.0))[:, None],
         categories=[{}] * n_trees, ordered=tuple(ordered),
         ordered_values=(order, deepest, shallowest), filled=filled[:, None], weight=weight)
     if out["categories_nodes"].size or flat.split_type.any():

@@ -37,6 +37,10 @@ import numpy as np
 
 _LOCK = threading.Lock()
 _WORKER: list = []  # [executor] once started
+# [settings] the worker last gave xgboost.set_config (written on the worker only): the
+# same settings again are not set again (XGBoost's configuration is thread-local, and
+# nothing but this module calls into XGBoost on the worker)
+_APPLIED: list = []
 
 
 def _forget_worker():
@@ -45,6 +49,7 @@ def _forget_worker():
     global _LOCK
     _LOCK = threading.Lock()
     _WORKER.clear()
+    _APPLIED.clear()
 
 
 os.register_at_fork(after_in_child=_forget_worker)
@@ -67,7 +72,10 @@ def _save(booster, settings=None, reader=None):
 
         if "nthread" in settings:
             settings = {**settings, "nthread": 1}
-        xgboost.set_config(**settings)
+        if _APPLIED != [settings]:
+            _APPLIED.clear()
+            xgboost.set_config(**settings)
+            _APPLIED.append(settings)
     config = json.loads(booster.save_config())
     if reader is None:
         # a bytearray of our own (XGBoost's buffer copied), which the parser reads in place
