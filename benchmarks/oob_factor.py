@@ -145,13 +145,40 @@ def squared_factor(spec, share):
     return np.full(len(share), float(spec))
 
 
+def selection_outcome(runs):
+    """The selections of ``runs``, one (z, p, kept, h) per data set (``h`` its rows of
+    the per-feature table, with the "relevant" and "weak" columns): mean power, FDR
+    (weak and noise features counted false), "FDR all-rel." (noise only), the share of
+    runs with a false selection, and over the noise features' scores the fraction of
+    p < .05, the z-scores' mean and sd and their count."""
+    zs, ps, power, fdr, fdr_all, any_false = [], [], [], [], [], []
+    for z, p, kept, h in runs:
+        rel, weak = h["relevant"].to_numpy(), h["weak"].to_numpy()
+        noise = ~rel & ~weak
+        zs.append(z[noise])
+        ps.append(p[noise])
+        if rel.any():
+            power.append(kept[rel].mean())
+        k = kept.sum()
+        fdr.append((kept & ~rel).sum() / k if k else 0.0)
+        fdr_all.append((kept & noise).sum() / k if k else 0.0)
+        any_false.append(bool((kept & ~rel).any()))
+    z = np.concatenate(zs)
+    z = z[~np.isnan(z)]
+    p = np.concatenate(ps)
+    return {"power": np.mean(power) if power else np.nan, "FDR": np.mean(fdr),
+            "FDR all-rel.": np.mean(fdr_all), "runs with a false": np.mean(any_false),
+            "noise p<.05": np.mean(p < 0.05), "z mean": z.mean(), "z sd": z.std(ddof=1),
+            "noise z": len(z)}
+
+
 def judge(df, factors):
     """The selector's outcome under each variance factor (f^2 specs in ``factors``)."""
     out = []
     keys = ["design", "method", "trees", "leaf", "blocks"]
     for key, g in df.groupby(keys, sort=False):
         for spec in factors:
-            zs, ps, power, fdr, fdr_all, any_false = [], [], [], [], [], []
+            runs = []
             for _, h in g.groupby("seed"):
                 value, se = h["value"].to_numpy(), h["se"].to_numpy()
                 f = np.sqrt(squared_factor(spec, h["share"].to_numpy()))
@@ -160,27 +187,11 @@ def judge(df, factors):
                 p = np.where(np.isnan(z), 1.0, stats.t.sf(z, h["dof"].iloc[0]))
                 if spec in ("1", "1.0") and not np.allclose(p, h["p1"].to_numpy(), atol=1e-9):
                     raise AssertionError(f"recomputed p-values differ: {key}")
-                kept = bh_qvalues(p) < ALPHA
-                rel, weak = h["relevant"].to_numpy(), h["weak"].to_numpy()
-                noise = ~rel & ~weak
-                zs.append(z[noise])
-                ps.append(p[noise])
-                if rel.any():
-                    power.append(kept[rel].mean())
-                k = kept.sum()
-                fdr.append((kept & ~rel).sum() / k if k else 0.0)
-                fdr_all.append((kept & noise).sum() / k if k else 0.0)
-                any_false.append(bool((kept & ~rel).any()))
-            z = np.concatenate(zs)
-            z = z[~np.isnan(z)]
-            p = np.concatenate(ps)
-            out.append(dict(zip(keys, key)) | {
-                "factor": f"sqrt({spec})", "power": np.mean(power) if power else np.nan,
-                "FDR": np.mean(fdr), "FDR all-rel.": np.mean(fdr_all),
-                "runs with a false": np.mean(any_false), "noise p<.05": np.mean(p < 0.05),
-                "z mean": z.mean(), "z sd": z.std(ddof=1), "noise z": len(z),
-                "sd x factor": z.std(ddof=1) * (math.sqrt(float(spec)) if ":" not in spec
-                                                else np.nan), "CPU s": g["cpu"].mean()})
+                runs.append((z, p, bh_qvalues(p) < ALPHA, h))
+            outcome = selection_outcome(runs)
+            out.append(dict(zip(keys, key)) | {"factor": f"sqrt({spec})"} | outcome | {
+                "sd x factor": outcome["z sd"] * (math.sqrt(float(spec)) if ":" not in spec
+                                                  else np.nan), "CPU s": g["cpu"].mean()})
     return pd.DataFrame(out)
 
 

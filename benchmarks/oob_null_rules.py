@@ -33,12 +33,16 @@ fraction with p < 0.05, z mean and z sd (issue 32's calibration band: [0.03, 0.0
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-ALPHA = 0.05
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from oob_factor import ALPHA, selection_outcome  # noqa: E402
 
 
 def bh(p, storey=False):
@@ -94,30 +98,15 @@ def judge(df, rules):
     out = []
     for (design, method), g in df.groupby(["design", "method"], sort=False):
         for rule in rules:
-            zs, ps, power, fdr, fdr_all, any_false = [], [], [], [], [], []
+            runs = []
             for _, h in g.groupby("seed"):
                 z = scores(rule, h)
                 p = np.where(np.isnan(z), 1.0, stats.t.sf(z, h["dof"].iloc[0]))
-                kept = bh(p, "storey" in rule.split("+")) < ALPHA
-                rel, weak = h["relevant"].to_numpy(), h["weak"].to_numpy()
-                noise = ~rel & ~weak
-                zs.append(z[noise])
-                ps.append(p[noise])
-                if rel.any():
-                    power.append(kept[rel].mean())
-                k = kept.sum()
-                fdr.append((kept & ~rel).sum() / k if k else 0.0)
-                fdr_all.append((kept & noise).sum() / k if k else 0.0)
-                any_false.append(bool((kept & ~rel).any()))
-            z = np.concatenate(zs)
-            z = z[~np.isnan(z)]
-            p = np.concatenate(ps)
+                runs.append((z, p, bh(p, "storey" in rule.split("+")) < ALPHA, h))
+            outcome = selection_outcome(runs)
+            del outcome["noise z"]
             out.append({"design": design, "method": method, "rule": rule,
-                        "runs": g["seed"].nunique(),
-                        "power": np.mean(power) if power else np.nan, "FDR": np.mean(fdr),
-                        "FDR all-rel.": np.mean(fdr_all), "runs with a false":
-                        np.mean(any_false), "noise p<.05": np.mean(p < 0.05),
-                        "z mean": z.mean(), "z sd": z.std(ddof=1)})
+                        "runs": g["seed"].nunique()} | outcome)
     return pd.DataFrame(out)
 
 
