@@ -120,11 +120,10 @@ def shrinkage_input(raw, adaptive_leaves):
     """Per tree (left, right, node weights, hessians); trees gathered by ``xgb_flat``
     as one :class:`xgb_shrinkage.ConcatenatedTrees`."""
     if isinstance(raw, FlatTrees):
-        # newton_steps of the trees: their leaf values are ``cond`` at the leaves
-        steps = raw.base_weights[:, 0]
-        if not adaptive_leaves:
-            steps = np.where(raw.left < 0, raw.cond, steps)
-        return ConcatenatedTrees(np.diff(raw.offsets), raw.left, raw.right, steps, raw.hess)
+        # the gathered trees hold their leaf values in ``cond`` (read at leaves)
+        r = {"left": raw.left, "value": raw.cond[:, None], "base_weights": raw.base_weights}
+        return ConcatenatedTrees(np.diff(raw.offsets), raw.left, raw.right,
+                                 newton_steps(r, adaptive_leaves)[:, 0], raw.hess)
     return [(r["left"], r["right"], newton_steps(r, adaptive_leaves), r["hess"])
             for r in raw]
 
