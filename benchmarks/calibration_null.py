@@ -167,7 +167,8 @@ def selector_methods_data_set(name, X, y, task, seed, cfg):
         sel = treeimp.ImportanceSelector(boosting(task, seed, cfg["rounds"]),
                                          method=None if m == "default" else m,
                                          random_state=seed, n_blocks=cfg["n_blocks"],
-                                         null=cfg.get("selector_null"))
+                                         null=cfg.get("selector_null"),
+                                         cv=cfg.get("selector_cv") or 5)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "kept no feature"
             sel.fit(X, y)
@@ -260,6 +261,8 @@ def main(argv=None):
                     help="ImportanceSelector with null='t' and null='shadow' instead of "
                          "explain / cross_explain with both measures")
     add_selector_options(ap)
+    ap.add_argument("--selector-cv", type=int, default=None,
+                    help="with --selector-methods: the selector's cv (default 5)")
     ap.add_argument("--out", default=None, help="CSV of every noise z-score")
     ap.add_argument("--summarise", default=None,
                     help="comma-separated CSVs written by --out: print their table only")
@@ -277,6 +280,7 @@ def main(argv=None):
     cfg["selector_methods"] = (args.selector_methods.split(",") if args.selector_methods
                                else None)
     cfg["selector_null"] = args.selector_null
+    cfg["selector_cv"] = args.selector_cv
     designs = NULL_DESIGNS
     if args.designs:
         designs = [NULL_DESIGNS[int(i)] for i in args.designs.split(",")]
