@@ -67,6 +67,7 @@ from oob_factor import ALPHA, NULLS, recording, selection_outcome  # noqa: E402
 import treeimp  # noqa: E402
 import treeimp.explainer as explainer_module  # noqa: E402
 import treeimp.selector as selector_module  # noqa: E402
+from treeimp.measures.shadow_null import MIN_USED_SHADOWS  # noqa: E402
 from treeimp.results.importances import bh_qvalues  # noqa: E402
 
 RULES = ("t:1.6,pooled:1.6,matched:1.6,matched:1,matchedw,smooth:logshare,smooth:logse,"
@@ -108,10 +109,14 @@ def fit_one(X, y, task, seed, copies, leaf, scale_mtry=False):
         used = tree.tree_.feature[tree.tree_.feature >= 0]
         counts += np.bincount(used, minlength=width)
     col = np.arange(width)
+    # the selector's own p-values of the real columns (the factor patched to 1), for the
+    # check in judge: the t null at c = 0, the pooled shadow null at c >= 1
+    p_sel = np.full(width, np.nan)
+    p_sel[:p] = sel.importances_.pvalues[m].to_numpy()
     return pd.DataFrame({
         "column": col, "source": col % p, "copy": col // p - 1, "method": m,
         "value": res.table[m].to_numpy(), "se": res.stderr[m].to_numpy(),
-        "dof": res.dof, "share": counts / counts.sum(), "cpu": seconds,
+        "dof": res.dof, "share": counts / counts.sum(), "cpu": seconds, "p_sel": p_sel,
         "used_copies": copies})
 
 
@@ -221,7 +226,27 @@ def scores(rule, h):
     return d, p, real
 
 
+def check_selector(df):
+    """With the selector's own p-values in the table (``p_sel``): the rule t:1 (c = 0)
+    or pooled:1 (c >= 1) recomputes them; an AssertionError names the first data set
+    where it does not (fits whose shadows were too few fell back to the t null: left
+    out)."""
+    for (design, mtry, copies, seed), h in df.groupby(["design", "mtry", "copies", "seed"]):
+        real = h[h["copy"] < 0]
+        if "p_sel" not in h or real["p_sel"].isna().all():
+            continue
+        zs = raw_z(h.loc[h["copy"] >= 0, "value"].to_numpy(),
+                   h.loc[h["copy"] >= 0, "se"].to_numpy())
+        if copies > 0 and np.isfinite(zs).sum() < MIN_USED_SHADOWS:
+            continue
+        _, p, _ = scores("t:1" if copies == 0 else "pooled:1", h)
+        if not np.allclose(p, real["p_sel"].to_numpy(), atol=1e-9):
+            raise AssertionError(f"recomputed p-values differ: {design} {mtry} c={copies} "
+                                 f"seed {seed}")
+
+
 def judge(df, rules):
+    check_selector(df)
     out = []
     for (design, mtry, copies), g in df.groupby(["design", "mtry", "copies"], sort=False):
         for rule in rules:
@@ -257,6 +282,8 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="CSV written row by row (one per column)")
     ap.add_argument("--summarise", default=None, nargs="+", help="CSVs written by --out")
     ap.add_argument("--rules", default=RULES)
+    ap.add_argument("--columns", default=None,
+                    help="with --wide: only these columns, e.g. 't:1.6,smooth:logshare c=5'")
     ap.add_argument("--wide", action="store_true",
                     help="one row per design, a 'power / FDR; p<.05 / z sd' cell per rule")
     args = ap.parse_args(argv)
@@ -286,7 +313,11 @@ def main(argv=None):
                                   + f"; {r['noise p<.05']:.3f} / {r['z sd']:.2f}")
                        .replace("nan", "-"), axis=1)
     wide = table.assign(cell=cell).pivot(index="design", columns="col", values="cell")
+    wide = wide.reindex(list(dict.fromkeys(table["design"])))
     cols = list(dict.fromkeys(table["col"]))
+    if args.columns:
+        cols = [c for c in args.columns.split(",") if c in cols]
+        table = table[table["col"].isin(cols)]
     print("| design | " + " | ".join(cols) + " |")
     print("|---" * (len(cols) + 1) + "|")
     for design, row in wide[cols].iterrows():
