@@ -150,10 +150,14 @@ def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, 
     # the expanded class shares' factors per node: 1 / k and sqrt(k / (k - 1)) / k, k the
     # total's n' (0 where k <= 1: the exact share)
     n_lin = cnt.shape[0] if lin and kind == UFI_CLASSIFICATION else 0
-    inv = np.zeros(n_lin)
-    scl = np.zeros(n_lin)
+    # np.empty and zeros set in the loop: np.zeros would be one more compilation of numba's
+    # np.zeros, np.empty and zero fill for this kernel's flags
+    inv = np.empty(n_lin)
+    scl = np.empty(n_lin)
     for i in range(n_lin):
         kt = cnt[i, last]
+        inv[i] = 0.0
+        scl[i] = 0.0
         if kt > 1.0:
             inv[i] = 1.0 / kt
             scl[i] = np.sqrt(kt / (kt - 1.0)) / kt
