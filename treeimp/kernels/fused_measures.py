@@ -231,7 +231,8 @@ def leaf_split_sums(measures, splits, order, left, right, slots, leaves, layout,
             for j in range(kinds.shape[0]):
                 oj = out[j]
                 # at most 64 splits: a deep tree's many splits reuse few keys
-                for s in range(s0, min(tree_splits[t + 2], s0 + 64)):
+                s_end = tree_splits[t + 2]  # not min(): one more compilation for these flags
+                for s in range(s0, s_end if s_end < s0 + 64 else s0 + 64):
                     for b in range(oj.shape[0]):
                         prefetch_write(oj, b, key[s])
         base = tree_offsets[t]

@@ -270,7 +270,7 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
         group_rows[z0] = z0
     heap = np.empty(GROUP, np.int64)  # the full-tree walk's slots
     for s0 in range(s_lo, s_hi, GROUP):
-        s1 = min(s_hi, s0 + GROUP)
+        s1 = s_hi if s_hi < s0 + GROUP else s0 + GROUP  # min() compiles once more here
         ng = s1 - s0
         rows = order[s0:s1]
         for q in range(ng):  # the rows are sorted by block; empty blocks are skipped
