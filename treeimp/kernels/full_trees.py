@@ -39,7 +39,11 @@ def full_tree_layout(tree_offsets, depth, plain, left, right, feature, threshold
     offsets); nan_left the features that some node reading NaN as left splits on, in
     ascending order (their NaN-as-minus-infinity columns follow the F others)."""
     n_trees = tree_offsets.shape[0] - 1
-    slot_start = np.zeros(n_trees + 1, np.int64)
+    # np.empty and zeroing loops, not np.zeros: each numba library function is one more
+    # compilation for every argument type and caller's flags (np.empty of these types is
+    # compiled for the document parser already)
+    slot_start = np.empty(n_trees + 1, np.int64)
+    slot_start[0] = 0
     # feature -> its NaN-left column (n_features + j), or -1
     second = np.empty(n_features, np.int64)
     second[:] = -1
@@ -64,9 +68,13 @@ def full_tree_layout(tree_offsets, depth, plain, left, right, feature, threshold
     n_slots = slot_start[n_trees] if ok else 0
     if not ok:
         slot_start[:] = 0
-    column = np.zeros(n_slots, np.int64)
-    cut = np.zeros(n_slots)
-    leaf = np.zeros(n_slots, np.int64)
+    column = np.empty(n_slots, np.int64)
+    cut = np.empty(n_slots)
+    leaf = np.empty(n_slots, np.int64)
+    for i in range(n_slots):
+        column[i] = 0
+        cut[i] = 0.0
+        leaf[i] = 0
     # heap order puts every slot after its parent: each slot's node sends its children
     # (a leaf itself, both ways) to slots 2i + 1 and 2i + 2
     node_at = np.empty(2 << MAX_DEPTH, np.int64)

@@ -150,10 +150,14 @@ def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, 
     # the expanded class shares' factors per node: 1 / k and sqrt(k / (k - 1)) / k, k the
     # total's n' (0 where k <= 1: the exact share)
     n_lin = cnt.shape[0] if lin and kind == UFI_CLASSIFICATION else 0
-    inv = np.zeros(n_lin)
-    scl = np.zeros(n_lin)
+    # np.empty and zeros set in the loop: np.zeros would be one more compilation of numba's
+    # np.zeros, np.empty and zero fill for this kernel's flags
+    inv = np.empty(n_lin)
+    scl = np.empty(n_lin)
     for i in range(n_lin):
         kt = cnt[i, last]
+        inv[i] = 0.0
+        scl[i] = 0.0
         if kt > 1.0:
             inv[i] = 1.0 / kt
             scl[i] = np.sqrt(kt / (kt - 1.0)) / kt
@@ -227,7 +231,8 @@ def leaf_split_sums(measures, splits, order, left, right, slots, leaves, layout,
             for j in range(kinds.shape[0]):
                 oj = out[j]
                 # at most 64 splits: a deep tree's many splits reuse few keys
-                for s in range(s0, min(tree_splits[t + 2], s0 + 64)):
+                s_end = tree_splits[t + 2]  # not min(): one more compilation for these flags
+                for s in range(s0, s_end if s_end < s0 + 64 else s0 + 64):
                     for b in range(oj.shape[0]):
                         prefetch_write(oj, b, key[s])
         base = tree_offsets[t]

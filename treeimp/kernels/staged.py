@@ -236,7 +236,13 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
     s_lo, s_hi = block_start[b_lo], block_start[b_hi]
     # the sums: ``stats`` itself, or the one block's local buffer (in cache, zeroed);
     # every row's block in the group, relative to ``b0``
-    acc = stats if fresh else np.zeros((stats.shape[0], 1, N_TERMS))
+    # np.empty and zeroing loops, not np.zeros / np.arange: each numba library function is
+    # compiled once more for every caller's flags (this kernel releases the GIL)
+    acc = stats if fresh else np.empty((stats.shape[0], 1, N_TERMS))
+    if not fresh:
+        for z0 in range(acc.shape[0]):
+            for z2 in range(N_TERMS):
+                acc[z0, 0, z2] = 0.0
     b0 = 0 if fresh else b_lo
     blk = np.empty(GROUP, np.int64)
     b = b_lo
@@ -246,7 +252,11 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
     h = np.empty((GROUP, K))
     # a row's four statistics for output k, fixed for the stage:
     # (w, -w g, w h, w g^2 / h); zero for rows of weight 0
-    terms = np.zeros((K, N_TERMS, GROUP))
+    terms = np.empty((K, N_TERMS, GROUP))
+    for z0 in range(K):
+        for z1 in range(N_TERMS):
+            for z2 in range(GROUP):
+                terms[z0, z1, z2] = 0.0
     yg = np.empty(GROUP * label_columns(loss_code, loss_params, K))
     wg = np.empty(GROUP)
     e = np.empty(GROUP)  # logistic: exp(-s margin), updated tree by tree
@@ -255,10 +265,12 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
     use_e = leaf_factor.shape[0] > 0
     xg = np.empty((GROUP if copy_rows else 0,
                    X.shape[1] + (nan_left.shape[0] if not_plain is None else 0)), X.dtype)
-    group_rows = np.arange(GROUP)
+    group_rows = np.empty(GROUP, np.int64)
+    for z0 in range(GROUP):
+        group_rows[z0] = z0
     heap = np.empty(GROUP, np.int64)  # the full-tree walk's slots
     for s0 in range(s_lo, s_hi, GROUP):
-        s1 = min(s_hi, s0 + GROUP)
+        s1 = s_hi if s_hi < s0 + GROUP else s0 + GROUP  # min() compiles once more here
         ng = s1 - s0
         rows = order[s0:s1]
         for q in range(ng):  # the rows are sorted by block; empty blocks are skipped

@@ -182,7 +182,11 @@ def _walk(data, max_depth, cap):
     field of a row is set when the row is read; zeroing a large table that the walk
     fills only in part cost more than the walk)."""
     n = data.shape[0]
-    err = np.zeros(7, np.int64)
+    # np.empty and zeroing loops, not np.zeros / np.full: each numba library function
+    # brings one more compilation for every argument type and caller
+    err = np.empty(7, np.int64)
+    for i in range(7):
+        err[i] = 0
     marker = np.empty(cap, np.uint8)
     elem = np.empty(cap, np.uint8)
     start = np.empty(cap, np.int64)
@@ -192,9 +196,13 @@ def _walk(data, max_depth, cap):
     key_len = np.empty(cap, np.int64)
     end = np.empty(cap, np.int64)
     row_end = np.empty(cap, np.int64)
-    stack_row = np.zeros(max_depth + 1, np.int64)
-    stack_left = np.zeros(max_depth + 1, np.int64)  # members still to read, -1: until close
-    stack_type = np.zeros(max_depth + 1, np.uint8)  # the members' type, 0: each has a marker
+    stack_row = np.empty(max_depth + 1, np.int64)
+    stack_left = np.empty(max_depth + 1, np.int64)  # members still to read, -1: until close
+    stack_type = np.empty(max_depth + 1, np.uint8)  # the members' type, 0: each has a marker
+    for i in range(max_depth + 1):
+        stack_row[i] = 0
+        stack_left[i] = 0
+        stack_type[i] = 0
     depth = 0
     rows = 0
     complete = 0  # rows whose fields are all set (an error may stop the last one early)
@@ -458,14 +466,20 @@ def member_rows(data, parent, key_start, key_len, containers, keys, key_offsets)
     the row of its member with that key, -1 when it has none. ``(ok, rows)``; ok False
     when an object holds a wanted key twice."""
     n_keys = key_offsets.shape[0] - 1
-    found = np.full((containers.shape[0], n_keys), -1, np.int64)
+    # np.empty and filling loops, not np.full: see _walk
+    found = np.empty((containers.shape[0], n_keys), np.int64)
+    for i in range(containers.shape[0]):
+        for j in range(n_keys):
+            found[i, j] = -1
     if containers.shape[0] == 0:
         return True, found
     # the wanted keys by length: a member is compared only with keys of its key's length
     longest = 0
     for j in range(n_keys):
         longest = max(longest, key_offsets[j + 1] - key_offsets[j])
-    by_len = np.zeros(longest + 2, np.int64)  # keys of length L: order[by_len[L]:by_len[L+1]]
+    by_len = np.empty(longest + 2, np.int64)  # keys of length L: order[by_len[L]:by_len[L+1]]
+    for L in range(longest + 2):
+        by_len[L] = 0
     for j in range(n_keys):
         by_len[key_offsets[j + 1] - key_offsets[j] + 1] += 1
     for L in range(longest + 1):
@@ -476,7 +490,9 @@ def member_rows(data, parent, key_start, key_len, containers, keys, key_offsets)
         L = key_offsets[j + 1] - key_offsets[j]
         order[filled[L]] = j
         filled[L] += 1
-    slot = np.full(parent.shape[0], -1, np.int64)
+    slot = np.empty(parent.shape[0], np.int64)
+    for r in range(parent.shape[0]):
+        slot[r] = -1
     for i in range(containers.shape[0]):
         slot[containers[i]] = i
     for r in range(containers[0] + 1, parent.shape[0]):
