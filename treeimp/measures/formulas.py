@@ -258,10 +258,11 @@ def _fused_measures(requests):
         tail = rows[0].shape[1:]
         if len(rows) == 1 and rows[0].shape[0] == width:
             out = np.ascontiguousarray(rows[0], dtype=np.float64)[None]
-        else:  # a one-element dummy (not read) padded to the others' length
-            out = np.zeros((len(rows), width) + tail)
+        else:  # a one-element dummy (not read) padded with zeros to the others' length
+            out = np.empty((len(rows), width) + tail)
             for i, r in enumerate(rows):
                 out[i, :r.shape[0]] = r
+                out[i, r.shape[0]:] = 0.0
         out = out.view()
         out.flags.writeable = False  # one kernel type whether copied or a view of the model
         return out, np.array(of, dtype=np.int64)

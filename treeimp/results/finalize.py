@@ -53,12 +53,16 @@ def assemble(ens, stats, methods, names, classification, n_rows, n_blocks, alpha
             values = to_groups(entry.formula(ens, stats, classification,
                                              entry.params_for(given), parts.get(m)))
         pt = values[-1:]
-        # read from the model alone: no evaluation rows, no row blocks
-        bv = agg(values[:-1]) if entry.needs_rows else np.full((n_blocks, width), np.nan)
+        if entry.needs_rows:
+            # every block's sums over trees in one pass (each block's sums are its own):
+            # the replicates', then all rows' (the table)
+            sums = agg(values)
+            bv, table[m] = sums[:-1], sums[-1]
+        else:  # read from the model alone: no evaluation rows, no row blocks
+            bv, table[m] = np.full((n_blocks, width), np.nan), agg(pt)[0]
         # its own copy: a view would keep every block's values (or the formula's
         # buffer of split sums) alive with the result
         per_tree[m] = pt[0].copy()
-        table[m] = agg(pt)[0]
         blocks[m] = bv
         se[m] = inflation * jackknife_stderr(bv)
         if entry.needs_rows:

@@ -165,7 +165,8 @@ class Importances:
         # over folds of each fold's n_blocks - 1
         self.dof = n_blocks - 1 if dof is None else dof
         methods = list(table.columns)
-        if list(stderr.columns) == methods and methods:
+        # the tables of ``assemble`` share one column Index: no second pass over its labels
+        if methods and (stderr.columns is table.columns or list(stderr.columns) == methods):
             # every column at once (the p-values are elementwise), and each column's
             # q-values from them: no pandas column lookups
             pv = one_sided_pvalues(table.to_numpy(dtype=float),
