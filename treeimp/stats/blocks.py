@@ -14,6 +14,7 @@ second order (its relative effect is about 2 / n), see tests/test_blocks.py.
 
 from __future__ import annotations
 
+import functools
 import numbers
 
 import numpy as np
@@ -40,13 +41,20 @@ def block_key(random_state) -> int:
     if isinstance(random_state, numbers.Integral):
         if random_state < 0:
             raise ValueError(f"random_state must be a non-negative int, got {random_state}")
-        return int(np.random.SeedSequence(int(random_state)).generate_state(1, np.uint64)[0])
+        return _int_key(int(random_state))
     if isinstance(random_state, np.random.Generator):
         return int(random_state.integers(0, 2**64, dtype=np.uint64))
     if isinstance(random_state, np.random.RandomState):
         return int(random_state.randint(0, 2**63, dtype=np.int64)) * 2 + 1
     raise TypeError(f"random_state must be None, an int or a numpy Generator, got "
                     f"{type(random_state).__name__}")
+
+
+@functools.lru_cache(maxsize=64)
+def _int_key(seed: int) -> int:
+    """The key of a non-negative int ``random_state`` (a pure function of it, kept for the
+    last few seeds: an explain with the same int every call derives it once)."""
+    return int(np.random.SeedSequence(seed).generate_state(1, np.uint64)[0])
 
 
 # positions hashed at a time: the temporaries stay small (a few bytes per row in all)
