@@ -179,6 +179,33 @@ def test_shadow_selector_frames_sparse_and_returned_estimator():
     assert ImportanceSelector(forest(0), random_state=0).fit(X, y).shadow_null_ is None
 
 
+def test_shadow_copies_are_row_permutations_of_all_columns():
+    # each copy: every real column with one row order of its own (the dependence among
+    # the columns kept, the link to the rows broken), for arrays, frames and CSR alike
+    pd = pytest.importorskip("pandas")
+    sparse = pytest.importorskip("scipy.sparse")
+    from treeimp.selector import _with_shadows
+
+    X = np.random.default_rng(1).normal(size=(50, 3))
+    names = ["a", "b", "c"]
+    for data in (X, pd.DataFrame(X, columns=names), sparse.csr_matrix(X)):
+        work, wnames = _with_shadows(data, names, 2, 7)
+        dense = work.to_numpy() if hasattr(work, "to_numpy") else (
+            work.toarray() if sparse.issparse(work) else work)
+        assert dense.shape == (50, 9)
+        assert wnames == names + [f"shadow{k}_{n}" for k in range(2) for n in names]
+        np.testing.assert_array_equal(dense[:, :3], X)
+        perms = []
+        for k in range(2):
+            copy = dense[:, 3 + 3 * k:6 + 3 * k]
+            # the row of X each shadow row came from, found by its first column's value
+            perm = np.argsort(X[:, 0])[np.searchsorted(np.sort(X[:, 0]), copy[:, 0])]
+            np.testing.assert_array_equal(copy, X[perm])
+            assert sorted(perm) == list(range(50)) and not np.array_equal(perm, np.arange(50))
+            perms.append(perm)
+        assert not np.array_equal(perms[0], perms[1])
+
+
 @pytest.mark.parametrize("kwargs, match", [
     ({"null": "perm"}, "null must be one of"),
     ({"null": "shadow", "n_shadows": 2}, "n_shadows must be None or an integer >= 3"),
