@@ -53,10 +53,12 @@ class NumbaBackend:
         else:
             runs = [(b, b + 1) for b in range(block_start.shape[0] - 1)
                     if block_start[b + 1] > block_start[b]]
-        # None: the kernel compiled for one of the two common objectives alone (logistic
-        # True: binary logistic loss, None: squared error)
-        every = None if tight_objective.py_func(loss.code, loss.base_score.shape[0]) else True
-        logistic = True if every is None and loss.code == LOGISTIC else None
+        # (general, logistic, squared): the one form of the objective's terms the kernel
+        # is compiled for (True), the others None
+        tight = tight_objective.py_func(loss.code, loss.base_score.shape[0])
+        logistic = True if tight and loss.code == LOGISTIC else None
+        squared = True if tight and loss.code != LOGISTIC else None
+        general = None if tight else True
         # the walk: None, every tree as a full binary tree (the kernel is compiled with
         # that walk alone); False, no tree has a categorical or zero-as-missing node
         # (route.walk_plain); True otherwise (route.walk_batch)
@@ -71,7 +73,7 @@ class NumbaBackend:
         def blocks(i):
             staged_block_stats(X, row0, order, block_start, runs[i][0], runs[i][1], rows_in,
                                loss, trees, routing, full, strict, round32, slot, stats,
-                               margin_out, fresh, every, logistic, not_plain)
+                               margin_out, fresh, general, logistic, squared, not_plain)
 
         run_tasks(blocks, len(runs))
 

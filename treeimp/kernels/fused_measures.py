@@ -52,7 +52,7 @@ LAYOUT_BOOSTING = 2    # n', S', H', R'
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
-def split_sums(kind, splits, terms, held, out):
+def split_sums(kind, splits, terms, held, out, boosting, forests):
     """Accumulate per-split terms of measure ``kind`` into out (n_keys, B, C).
 
     splits (kernel_inputs.SplitIndex): node/left/right/key (n_splits,) the split node,
@@ -68,27 +68,36 @@ def split_sums(kind, splits, terms, held, out):
     (one-hot class targets) but the sum over c of S[c] (``n`` and, for
     MDI_OOB_CENTERED, ``H`` are then not read). UFI_REGRESSION and UFI_BOOSTING, whose
     terms are one number (summed over outputs), write column c = 0 of out.
+    ``boosting``, ``forests``: the statistics' family (see ``tree_terms``).
     """
     node, left, right, key, tree_splits, tree_offsets = splits
     w, v, extra = terms
     n, Q, S, H, R, n_from_s = held
     for t in prange(tree_splits.size - 1):
         tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, 0, w, v,
-                   extra, n, Q, S, H, R, n_from_s, out)
+                   extra, n, Q, S, H, R, n_from_s, out, boosting, forests)
     return out
 
 
 # called, not inlined: one compilation for split_sums and leaf_split_sums
 @njit(cache=True, error_model="numpy")
 def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, w, v, extra,
-               n, Q, S, H, R, n_from_s, out):
+               n, Q, S, H, R, n_from_s, out, boosting, forests):
     """Tree t's part of ``split_sums``: its split terms of ``kind`` added into out.
 
     The evaluation statistics n .. R are indexed by node - ``off``: the ensemble's own
     planes (off = 0) or a copy of tree t's nodes alone (off = its first node,
     ``leaf_split_sums``); w, v and extra by the global node or split. Unsigned node
     indices (no wraparound arithmetic), and mdi_oob and ufi in separate loop nests: the
-    block loop is then a straight run over B values."""
+    block loop is then a straight run over B values.
+
+    ``boosting`` True and ``forests`` None: boosting statistics, whose ufi form is
+    UFI_BOOSTING; ``boosting`` None and ``forests`` True: a forest's (UFI_REGRESSION,
+    UFI_CLASSIFICATION). numba drops the code under ``if <argument> is not None`` for a
+    None argument before typing it (only None is resolved there: a bool argument's
+    branches are compiled and left to LLVM), so that an ensemble's first call compiles
+    the ufi forms of its own family only. The callers pass the family of the statistics'
+    layout, which also decides the ufi kind (``measures.formulas._ufi_request``)."""
     B = S.shape[2]
     C = S.shape[0]
     uo = np.uint64(off)
@@ -127,16 +136,17 @@ def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, 
     cnt = _tree_counts(n, S, lo, hi, n_from_s) if n_from_s else n[lo:hi]
     # the per-node held-out impurity of the regression forms (the tree is in cache)
     imp = np.empty((cnt.shape[0] if kind != UFI_CLASSIFICATION else 0, B))
-    if kind == UFI_BOOSTING:  # a node's blocks in one loop without branches (vectors)
-        for i in range(imp.shape[0]):
+    if boosting is not None:  # UFI_BOOSTING: a node's blocks in one loop without
+        for i in range(imp.shape[0]):  # branches (vectors)
             jl = base - off + i
             _held_newton(S[0, jl], H[jl], R[jl], v[base + i, 0], imp[i])
-    for i in range(imp.shape[0] if kind == UFI_REGRESSION else 0):
-        j = np.uint64(base + i)
-        jl = np.uint64(base - off + i)
-        for b in range(B):
-            imp[i, b] = (_held_mse(Q, S, v, j, jl, b, cnt[i, b])
-                         if cnt[i, b] > 0.0 else 0.0)
+    if forests is not None:
+        for i in range(imp.shape[0] if kind == UFI_REGRESSION else 0):
+            j = np.uint64(base + i)
+            jl = np.uint64(base - off + i)
+            for b in range(B):
+                imp[i, b] = (_held_mse(Q, S, v, j, jl, b, cnt[i, b])
+                             if cnt[i, b] > 0.0 else 0.0)
     for i in range(imp.shape[0] if lin else 0):
         jl = np.uint64(base - off + i)
         kt = cnt[i, last]
@@ -154,18 +164,18 @@ def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, 
     # np.zeros, np.empty and zero fill for this kernel's flags
     inv = np.empty(n_lin)
     scl = np.empty(n_lin)
-    for i in range(n_lin):
-        kt = cnt[i, last]
-        inv[i] = 0.0
-        scl[i] = 0.0
-        if kt > 1.0:
-            inv[i] = 1.0 / kt
-            scl[i] = np.sqrt(kt / (kt - 1.0)) / kt
-    boost = kind == UFI_BOOSTING
+    if forests is not None:
+        for i in range(n_lin):
+            kt = cnt[i, last]
+            inv[i] = 0.0
+            scl[i] = 0.0
+            if kt > 1.0:
+                inv[i] = 1.0 / kt
+                scl[i] = np.sqrt(kt / (kt - 1.0)) / kt
     for s in range(tree_splits[t], tree_splits[t + 1]):
         m, l, r, k = _split(node, left, right, key, s)
         im, il, ir = m - ub, l - ub, r - ub
-        if boost:
+        if boosting is not None:  # UFI_BOOSTING
             # the skip rule (a child without rows or without H' > 0) as a select of
             # +0.0, which changes no sum (out starts at +0.0 and so is never -0.0): a
             # loop without branches (the forests' forms keep theirs: their deep trees'
@@ -178,6 +188,8 @@ def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, 
                         | (hr[b] <= 0.0))
                 term = wm * imp[im, b] - wl * imp[il, b] - wr * imp[ir, b] + e
                 out[k, b, 0] += 0.0 if skip else term
+            continue
+        if forests is None:
             continue
         for b in range(B):
             nl = cnt[il, b]
@@ -196,7 +208,7 @@ def tree_terms(kind, node, left, right, key, tree_splits, tree_offsets, t, off, 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def leaf_split_sums(measures, splits, order, left, right, slots, leaves, layout, out, roots,
-                    t0, t1):
+                    t0, t1, boosting, forests):
     """``split_sums`` of several measures straight from leaf sums, tree by tree, for the
     trees t0 .. t1 - 1 (the caller runs ranges of trees in parallel threads: the kernel
     releases the GIL, and a tree's cells of ``out`` and ``roots`` are its own).
@@ -257,7 +269,8 @@ def leaf_split_sums(measures, splits, order, left, right, slots, leaves, layout,
                 oj, (oj.shape[1], oj.shape[0], oj.shape[2]),
                 (oj.strides[1], oj.strides[0], oj.strides[2]))
             tree_terms(kind, node, lefts, rights, key, tree_splits, tree_offsets, t, base,
-                       ws[w_of[j]], vs[v_of[j]], extra, n, Q, S, weights, R, from_s, view)
+                       ws[w_of[j]], vs[v_of[j]], extra, n, Q, S, weights, R, from_s, view,
+                       boosting, forests)
 
 
 @njit(cache=True, parallel=True)

@@ -183,7 +183,7 @@ def _logistic_terms(s, pos_weight, neg_weight, n, y, w, e, t):
 @njit(cache=True, nogil=True)
 def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, trees,
                        routing, full, strict, round32, slot, stats, margin_out, fresh,
-                       all_objectives, logistic, not_plain=True):
+                       general, logistic, squared, not_plain=True):
     """Accumulate the staged statistics of the statistic blocks b_lo .. b_hi - 1 (the
     local rows of block b into X: ``order[block_start[b]:block_start[b + 1]]``, called
     row ``row0 + order[i]``): each row's terms added into stats[:, b] of its block b, in
@@ -208,10 +208,12 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
     (n_leaves, n_blocks, N_TERMS) (``TreeEnsemble.leaf_slots``). ``margin_out`` (len(X), K)
     receives each row's final margin (local rows); pass a (0, K) array to skip that.
     Smoothed objectives read round st's scales from ``loss.params``
-    (``losses.smoothed_spec``). ``all_objectives``: None when the objective is one of
-    ``tight_objective``'s, then the kernel is compiled for that one alone (numba drops
-    the other branches for a None argument): ``logistic`` True for binary logistic loss,
-    None for squared error; else True (and ``logistic`` None). ``not_plain``: None when
+    (``losses.smoothed_spec``). ``general``, ``logistic``, ``squared``: one of them True,
+    the others None: binary logistic loss or squared error on one output (their loops,
+    ``tight_objective``), or any objective (``stage_terms``). numba drops the code under
+    ``if <argument> is not None`` for a None argument before typing it (a bool
+    argument's branches would be compiled), so that the kernel is compiled for the one
+    form. ``not_plain``: None when
     every tree has a full-tree layout in ``full`` and rows are copied group by group
     (X.shape[1] * X.itemsize <= COPY_ROW_BYTES), then the kernel is compiled with
     ``full_trees.walk_full`` alone; else False when no tree has a node in
@@ -291,12 +293,11 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
         src_rows = group_rows if copy_rows else rows
         for st in range(n_stages):
             set_stage_params(loss_code, params, loss_params, st)
-            if all_objectives is None:
-                if logistic is None:
-                    _squared_error_terms(ng, margin, yg, wg, terms[0])
-                else:
-                    _logistic_stage_terms(params, margin, ng, yg, wg, terms, e)
-            else:
+            if logistic is not None:
+                _logistic_stage_terms(params, margin, ng, yg, wg, terms, e)
+            if squared is not None:
+                _squared_error_terms(ng, margin, yg, wg, terms[0])
+            if general is not None:
                 stage_terms(loss_code, params, margin, ng, yg, wg, g, h, terms, e)
             for t in range(stage_start[st], stage_start[st + 1]):
                 col = tree_output[t]

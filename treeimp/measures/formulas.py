@@ -230,17 +230,25 @@ class LeafStats(NodeSums):
         roots = np.empty((ens.n_trees, B1))
         measures = _fused_measures(requests)
         ranges = task_ranges(ens.n_trees, thread_count())
+        family = _family(self.boosting)
 
         def trees(i):  # a tree's cells of out and roots are its own
             leaf_split_sums(measures, sp.index, ens.postorder, ens.left, ens.right,
                             ens.leaf_slots, self._leaves, self._code, out, roots,
-                            ranges[i], ranges[i + 1])
+                            ranges[i], ranges[i + 1], *family)
 
         run_tasks(trees, len(ranges) - 1)
         self._cache.setdefault("roots", roots)
         sel = slice(None) if self._all_blocks() else self._sel
         return [o[sel, :, :c].reshape(-1, sp.n_trees, sp.n_features, c)
                 for o, (_, _, c) in zip(out, requests)]
+
+
+def _family(boosting):
+    """The fused kernels' ``(boosting, forests)`` arguments: (True, None) for boosting
+    statistics, (None, True) for a forest's. The kernels compile the ufi forms of that
+    family only (the ufi kind follows from the same layout: :func:`_ufi_request`)."""
+    return (True, None) if boosting else (None, True)
 
 
 def _fused_measures(requests):
@@ -389,7 +397,7 @@ def _run_split_sums(request, sp, st):
     # key-major (n_keys, B, C): a split adds to B neighbouring cells, not to B cells a
     # whole (n_keys, C) plane apart (which also fall into one L1 cache set)
     out = np.zeros((sp.n_trees * sp.n_features, st.n_blocks, C))
-    split_sums(kind, sp.index, terms, _held_out(st, H=H), out)
+    split_sums(kind, sp.index, terms, _held_out(st, H=H), out, *_family(st.boosting))
     return _key_major_to_parts(out, sp)
 
 
