@@ -292,7 +292,8 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
         src = xg if copy_rows else X
         src_rows = group_rows if copy_rows else rows
         for st in range(n_stages):
-            set_stage_params(loss_code, params, loss_params, st)
+            if general is not None:  # the two tight objectives have no per-round params
+                set_stage_params(loss_code, params, loss_params, st)
             if logistic is not None:
                 _logistic_stage_terms(params, margin, ng, yg, wg, terms, e)
             if squared is not None:
