@@ -32,11 +32,14 @@ class NumbaBackend:
     def forest_leaf_stats(self, X, row0, rows_in, inbag_bits, use_inbag, one_hot, stats,
                           tree_offsets, tree_output, routing, strict, round32, slot):
         ranges = task_ranges(tree_offsets.shape[0] - 1, thread_count())
+        # (plain_walk, batch_walk): route.walk_plain when no tree has a node in
+        # route.NOT_PLAIN, else walk_batch; the kernel is compiled with that walk alone
+        walks = (True, None) if routing.plain.all() else (None, True)
 
         def trees(i):
             forest_leaf_stats(X, row0, rows_in, inbag_bits, use_inbag, one_hot, stats,
                               tree_offsets, tree_output, routing, strict, round32, slot,
-                              ranges[i], ranges[i + 1])
+                              ranges[i], ranges[i + 1], *walks)
 
         run_tasks(trees, len(ranges) - 1)
 
@@ -59,21 +62,23 @@ class NumbaBackend:
         logistic = True if tight and loss.code == LOGISTIC else None
         squared = True if tight and loss.code != LOGISTIC else None
         general = None if tight else True
-        # the walk: None, every tree as a full binary tree (the kernel is compiled with
-        # that walk alone); False, no tree has a categorical or zero-as-missing node
-        # (route.walk_plain); True otherwise (route.walk_batch)
+        # the walk (full_walk, plain_walk, batch_walk), one True and the kernel compiled
+        # with that walk alone: every tree as a full binary tree; else no tree has a
+        # categorical or zero-as-missing node (route.walk_plain); else route.walk_batch
         plain = bool(routing.plain.all())
         full = (full_tree_layout(trees.tree_offsets, routing.depth, routing.plain,
                                  routing.left, routing.right, routing.feature,
                                  routing.threshold, routing.flags, strict, X.shape[1])
                 if plain and X.shape[1] * X.itemsize <= COPY_ROW_BYTES
                 else _NO_LAYOUT)
-        not_plain = None if full[0][-1] > 0 else not plain
+        full_walk = True if full[0][-1] > 0 else None
+        walks = (full_walk, True if plain and full_walk is None else None,
+                 None if plain else True)
 
         def blocks(i):
             staged_block_stats(X, row0, order, block_start, runs[i][0], runs[i][1], rows_in,
                                loss, trees, routing, full, strict, round32, slot, stats,
-                               margin_out, fresh, general, logistic, squared, not_plain)
+                               margin_out, fresh, general, logistic, squared, *walks)
 
         run_tasks(blocks, len(runs))
 

@@ -19,7 +19,7 @@ tree by tree without building those planes).
 import numpy as np
 from numba import njit, prange
 
-from .route import BATCH, walk_batch
+from .route import BATCH, walk_batch, walk_plain
 
 # rows streamed past every tree at a time: their data stays in cache while a tree's
 # nodes are read once per chunk (100 deep trees, 50k rows: 4096 -> 16384 rows took the
@@ -29,7 +29,8 @@ ROW_CHUNK = 16384
 
 @njit(cache=True, nogil=True)
 def forest_leaf_stats(X, row0, rows_in, inbag_bits, use_inbag, one_hot, stats,
-                      tree_offsets, tree_output, routing, strict, round32, slot, t0, t1):
+                      tree_offsets, tree_output, routing, strict, round32, slot, t0, t1,
+                      plain_walk, batch_walk):
     """Accumulate rows ``row0 .. row0 + len(X)`` of the call into the leaves they reach
     in trees t0 .. t1 - 1 (``stats`` (n_leaves, n_blocks, D), ``slot`` (n_nodes,) every
     leaf's slot).
@@ -40,7 +41,11 @@ def forest_leaf_stats(X, row0, rows_in, inbag_bits, use_inbag, one_hot, stats,
     ``inbag_bits[t]`` (little bit order) marks the row at global position ``p`` as
     in-bag for tree ``t``: such rows are skipped (out-of-bag evaluation). The caller
     runs ranges of trees in parallel threads (the kernel releases the GIL); each tree
-    owns its leaf slots.
+    owns its leaf slots. ``plain_walk``, ``batch_walk``: one True, the other None:
+    ``route.walk_plain`` when no tree has a node in ``route.NOT_PLAIN``, else
+    ``route.walk_batch``; numba drops the code under ``if <argument> is not None`` for
+    a None argument before typing it (a bool argument's branches would be compiled), so
+    that the kernel is compiled with one walk.
     """
     Z, w, block, pos = rows_in.target, rows_in.w, rows_in.block, rows_in.pos
     (left, right, feature, threshold, flags, plain, depth, min_depth, cat_offset,
@@ -74,9 +79,13 @@ def forest_leaf_stats(X, row0, rows_in, inbag_bits, use_inbag, one_hot, stats,
                         continue
                 if m == 0:
                     continue
-                walk_batch(X, rows, m, root, depth[t], min_depth[t], plain[t], left, right,
-                           feature, threshold, flags, cat_offset, cat_count, cat_codes,
-                           cat_left, strict, round32, leaves)
+                if plain_walk is not None:
+                    walk_plain(X, rows, m, root, depth[t], min_depth[t], left, right,
+                               feature, threshold, flags, strict, round32, leaves)
+                if batch_walk is not None:
+                    walk_batch(X, rows, m, root, depth[t], min_depth[t], plain[t], left,
+                               right, feature, threshold, flags, cat_offset, cat_count,
+                               cat_codes, cat_left, strict, round32, leaves)
                 for q in range(m):
                     # unsigned indices: no negative-index wraparound arithmetic
                     r = row0 + rows[q]

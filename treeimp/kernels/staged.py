@@ -183,7 +183,7 @@ def _logistic_terms(s, pos_weight, neg_weight, n, y, w, e, t):
 @njit(cache=True, nogil=True)
 def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, trees,
                        routing, full, strict, round32, slot, stats, margin_out, fresh,
-                       general, logistic, squared, not_plain=True):
+                       general, logistic, squared, full_walk, plain_walk, batch_walk):
     """Accumulate the staged statistics of the statistic blocks b_lo .. b_hi - 1 (the
     local rows of block b into X: ``order[block_start[b]:block_start[b + 1]]``, called
     row ``row0 + order[i]``): each row's terms added into stats[:, b] of its block b, in
@@ -204,7 +204,7 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
     ``stage_start`` (n_stages + 1) delimits the trees of every stage), ``routing``
     (kernel_inputs.Routing). ``full``: the trees as full trees
     (``full_trees.full_tree_layout``, for these ``strict`` and X's width; read only with
-    ``not_plain`` None). ``slot`` (n_nodes,): every leaf's slot in ``stats``
+    ``full_walk``). ``slot`` (n_nodes,): every leaf's slot in ``stats``
     (n_leaves, n_blocks, N_TERMS) (``TreeEnsemble.leaf_slots``). ``margin_out`` (len(X), K)
     receives each row's final margin (local rows); pass a (0, K) array to skip that.
     Smoothed objectives read round st's scales from ``loss.params``
@@ -213,12 +213,11 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
     ``tight_objective``), or any objective (``stage_terms``). numba drops the code under
     ``if <argument> is not None`` for a None argument before typing it (a bool
     argument's branches would be compiled), so that the kernel is compiled for the one
-    form. ``not_plain``: None when
-    every tree has a full-tree layout in ``full`` and rows are copied group by group
-    (X.shape[1] * X.itemsize <= COPY_ROW_BYTES), then the kernel is compiled with
-    ``full_trees.walk_full`` alone; else False when no tree has a node in
-    ``route.NOT_PLAIN`` (``routing.plain`` all True: ``route.walk_plain``), True
-    otherwise (``route.walk_batch``).
+    form. ``full_walk``, ``plain_walk``, ``batch_walk``: the walk, the same way (one
+    True, the others None): ``full_trees.walk_full`` when every tree has a full-tree
+    layout in ``full`` and rows are copied group by group (X.shape[1] * X.itemsize <=
+    COPY_ROW_BYTES); else ``route.walk_plain`` when no tree has a node in
+    ``route.NOT_PLAIN`` (``routing.plain`` all True), ``route.walk_batch`` otherwise.
     """
     y, w, row_start = rows_in.target, rows_in.w, rows_in.row_start
     loss_code, loss_params, base_score = loss.code, loss.params, loss.base_score
@@ -266,7 +265,7 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
     params = loss_params.copy()
     use_e = leaf_factor.shape[0] > 0
     xg = np.empty((GROUP if copy_rows else 0,
-                   X.shape[1] + (nan_left.shape[0] if not_plain is None else 0)), X.dtype)
+                   X.shape[1] + (nan_left.shape[0] if full_walk is not None else 0)), X.dtype)
     group_rows = np.empty(GROUP, np.int64)
     for z0 in range(GROUP):
         group_rows[z0] = z0
@@ -281,7 +280,7 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
             blk[q] = b - b0
         start_group(rows, ng, row0, y, w, base_score, row_start, loss_params[0], use_e,
                     margin, e, yg, wg)
-        if not_plain is None:
+        if full_walk is not None:
             copy_group(X, rows, ng, round32, nan_left, xg)
         elif copy_rows:
             for r in range(ng):
@@ -316,14 +315,14 @@ def staged_block_stats(X, row0, order, block_start, b_lo, b_hi, rows_in, loss, t
                 # removes a reference to each of its dozen arrays (atomic
                 # operations on arrays shared by all threads), once per tree and group
                 # this way, not per tree and batch of 64 rows
-                if not_plain is None:
+                if full_walk is not None:
                     walk_full(xg, ng, slot_start[t], depth[t], column, cut, full_leaf, heap,
                               leaves)
-                elif not not_plain:
+                if plain_walk is not None:
                     walk_plain(src, src_rows, ng, tree_offsets[t], depth[t], min_depth[t],
                                left, right, feature, threshold, flags, strict, round32,
                                leaves)
-                else:
+                if batch_walk is not None:
                     walk_batch(src, src_rows, ng, tree_offsets[t], depth[t], min_depth[t],
                                plain[t], left, right, feature, threshold, flags,
                                cat_offset, cat_count, cat_codes, cat_left, strict, round32,
