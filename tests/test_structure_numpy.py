@@ -90,13 +90,16 @@ def test_corrupt_ordered_trees_are_refused():
     assert seen == {1, 2, 3, 4, 5}
 
 
+@pytest.mark.parametrize("route", ["compiled", "numpy"])
 @pytest.mark.parametrize("how", ["bfs", "dfs", "random"])
 @pytest.mark.parametrize("seed", range(40))
-def test_ordered_values_depths_equals_the_separate_passes(seed, how):
-    """The parser's one compiled pass (``ordered_values_depths``) on the same random
+def test_ordered_values_depths_equals_the_separate_passes(seed, how, route, monkeypatch):
+    """The parser's one compiled pass (``ordered_values_depths``; and its numpy route,
+    which ensembles below ``NUMPY_PASS_NODES`` nodes take) on the same random
     ensembles: refused exactly where ``ordered_trees`` refuses, else its normal form,
     and the post-order, values (bit for bit) and depths of the stack-walking kernel
     ``order_values_depths_serial``; float32 leaf values and weights, as XGBoost's."""
+    monkeypatch.setattr(structure, "NUMPY_PASS_NODES", 0 if route == "compiled" else 1 << 60)
     corrupt = seed % 2 == 1
     rng, offsets, left, right, feature = _ensemble(seed, how, corrupt)
     n = int(offsets[-1])

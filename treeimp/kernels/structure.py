@@ -6,6 +6,10 @@ from numba import njit, prange
 from . import route
 from .nan_modes import NAN_AS_ZERO, NAN_CAT_EXACT, NAN_CAT_NEGATIVE_UNLISTED, NAN_ZERO_MISSING
 
+# ensembles of fewer nodes take ``ordered_values_depths``' numpy route (two plain numpy
+# passes, nothing to compile on a first call; well under a millisecond at this size)
+NUMPY_PASS_NODES = 1 << 14
+
 
 @njit(cache=True)
 def count_reachable(left, right):
@@ -288,10 +292,14 @@ def ordered_values_depths(tree_offsets, left, right, feature, leaf_value, weight
     root down meet parents first (depths, then each subtree's first post-order place);
     child indices are compared locally, where no sum can wrap around. The outputs are
     allocated here and filled by one compiled call (allocating and returning them
-    there would compile twice as much)."""
+    there would compile twice as much). Below ``NUMPY_PASS_NODES`` nodes the same results
+    come from :func:`ordered_trees` and :func:`order_values_depths` (plain numpy)."""
     tree_offsets = np.asarray(tree_offsets, np.int64)
     n_trees = tree_offsets.shape[0] - 1
     n = int(tree_offsets[-1])
+    if n < NUMPY_PASS_NODES:
+        return _numpy_ordered_values_depths(tree_offsets, left, right, feature, leaf_value,
+                                            weight, n_features)
     out = (np.empty(n, np.int32), np.empty(n, np.int32), np.empty(n, np.int32),
            np.empty(n, np.float64), np.empty(n, np.float64), np.empty(n, np.int64),
            np.empty(n_trees, np.int64), np.empty(n_trees, np.int64))
@@ -299,6 +307,22 @@ def ordered_values_depths(tree_offsets, left, right, feature, leaf_value, weight
     ok = n > 0 and _ordered_values_depths(tree_offsets, left, right, feature, leaf_value,
                                           weight, n_features, *out, *work)
     return (ok, *out)
+
+
+def _numpy_ordered_values_depths(tree_offsets, left, right, feature, leaf_value, weight,
+                                 n_features):
+    """:func:`ordered_values_depths` by the two numpy passes (new arrays, as there)."""
+    got = ordered_trees(tree_offsets, left, right, feature, n_features)
+    if got is None:
+        return (False, *(np.empty(0, np.int32),) * 3, np.empty(0), np.empty(0),
+                *(np.empty(0, np.int64),) * 3)
+    out_left, out_right, out_feature = got
+    value = np.where(out_left < 0, np.asarray(leaf_value, np.float64), 0.0)[:, None]
+    weight64 = np.array(weight, np.float64)
+    order, deepest, shallowest = order_values_depths(tree_offsets, out_left, out_right,
+                                                     weight64, value)
+    return (True, out_left, out_right, out_feature, value[:, 0], weight64, order, deepest,
+            shallowest)
 
 
 @njit(cache=True)
