@@ -99,9 +99,9 @@ def tight_objective(code, K):
 
 @njit(cache=True, error_model="numpy")
 def tight_stage_terms(code, params, margin, n, y, w, terms, e):
-    """``stage_terms`` of the objectives with loops of their own (``tight_objective``):
-    a function apart, so that a kernel for these objectives alone compiles none of the
-    others' gradients (``staged_block_stats``)."""
+    """``stage_terms`` of the objectives with loops of their own (``tight_objective``).
+    ``staged_block_stats`` calls the two loops directly (compiled with the one it runs:
+    its ``logistic`` and ``squared`` arguments), not through this function."""
     if code == LOGISTIC:
         _logistic_stage_terms(params, margin, n, y, w, terms, e)
         return
